@@ -54,7 +54,9 @@ def main() -> None:
     import torch
 
     from rmspec.evaluate.benchmarks import load_benchmark
-    from rmspec.evaluate.scoring import encode, load_reward_model, max_length_for, score_token_ids
+    from rmspec.inference.encoding import encode
+    from rmspec.inference.loading import load_reward_model, max_length_for
+    from rmspec.inference.scoring import score_token_ids
     from rmspec.packaged import resolve_model_path
 
     torch.manual_seed(0)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rmspec.evaluate.judge import JUDGE_INSTRUCTION, judge_message, parse_verdict
+from rmspec.inference.judge import JUDGE_INSTRUCTION, judge_message, parse_verdict
 from rmspec.evaluate.scoring_rules import score_judge, score_rows
 
 REPO = Path(__file__).resolve().parents[1]

@@ -111,7 +111,7 @@ def _encoded(side: str, enc) -> dict:
 
 def validation_split(model_dir: Path) -> list[dict]:
     """Rows shaped like rmspec.data.prepare's validation split (bradley_terry columns)."""
-    from rmspec.evaluate.scoring import encode
+    from rmspec.inference.encoding import encode
 
     tok = transformers.AutoTokenizer.from_pretrained(model_dir)
     rows = []

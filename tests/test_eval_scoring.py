@@ -66,34 +66,30 @@ PAIRS = [
 
 @pytest.fixture(scope="module", params=["bert", "llama_chat"])
 def tiny(request, tmp_path_factory):
-    from rmspec.evaluate.scoring import load_reward_model
+    from rmspec.inference.engine import RewardEngine
 
     directory = tmp_path_factory.mktemp(request.param)
     (build_tiny_bert if request.param == "bert" else build_tiny_llama_chat)(directory)
-    model, tokenizer = load_reward_model(directory)
-    return request.param, directory, model, tokenizer
+    engine = RewardEngine.load(directory)
+    return request.param, directory, engine
 
 
 def test_same_score_whatever_the_batch(tiny):
-    from rmspec.evaluate.scoring import score_texts
-
-    _, _, model, tokenizer = tiny
-    alone = [score_texts(model, tokenizer, [pair], batch_size=1)[0] for pair in PAIRS]
-    together = score_texts(model, tokenizer, PAIRS, batch_size=len(PAIRS))
-    in_twos = score_texts(model, tokenizer, PAIRS, batch_size=2)
+    _, _, engine = tiny
+    alone = [engine.rewards([pair], batch_size=1)[0] for pair in PAIRS]
+    together = engine.rewards(PAIRS, batch_size=len(PAIRS))
+    in_twos = engine.rewards(PAIRS, batch_size=2)
     assert together == pytest.approx(alone, abs=1e-5)
     assert in_twos == pytest.approx(alone, abs=1e-5)
     assert len(set(round(s, 6) for s in alone)) > 1  # the model does tell texts apart
 
 
 def test_agrees_with_plain_transformers(tiny):
-    from rmspec.evaluate.scoring import score_pairs
-
-    kind, directory, model, tokenizer = tiny
+    kind, directory, engine = tiny
     prompts = [p for p, _ in PAIRS]
     chosen = [r for _, r in PAIRS]
     rejected = [r[::-1] for r in chosen]
-    got_chosen, got_rejected = score_pairs(model, tokenizer, prompts, chosen, rejected, batch_size=3)
+    got_chosen, got_rejected = engine.score_pairs(prompts, chosen, rejected, batch_size=3)
 
     # A few lines of plain transformers, one text at a time.
     ref_model = transformers.AutoModelForSequenceClassification.from_pretrained(directory).eval()
@@ -116,12 +112,15 @@ def test_agrees_with_plain_transformers(tiny):
 
 
 def test_long_input_keeps_the_end_of_the_response(tiny):
-    from rmspec.evaluate.scoring import encode
+    from rmspec.inference.encoding import encode
 
-    kind, _, _, tokenizer = tiny
+    kind, _, engine = tiny
+    tokenizer = engine.tokenizer
     response = "the final answer is forty two"
-    ids = encode(tokenizer, "word " * 500, response, max_length=40).ids
-    assert len(ids) <= 40
+    encoded = encode(tokenizer, "word " * 500, response, max_length=40)
+    ids = encoded.ids
+    assert len(ids) <= 40 and encoded.truncated
+    assert not encode(tokenizer, "short", response, max_length=40).truncated
     tail = tokenizer(response, add_special_tokens=False)["input_ids"]
     body = ids[:-1] if kind == "bert" else ids  # BERT ends with [SEP]
     assert body[-len(tail):] == tail
@@ -129,7 +128,7 @@ def test_long_input_keeps_the_end_of_the_response(tiny):
 
 def test_missing_model_dir_is_a_clear_error(tmp_path):
     from rmspec.errors import RmspecError
-    from rmspec.evaluate.scoring import load_reward_model
+    from rmspec.inference.loading import load_reward_model
 
     with pytest.raises(RmspecError, match="not found"):
         load_reward_model(tmp_path / "nope")

@@ -10,7 +10,8 @@ import torch
 from test_train_models import ALL, DECODERS, bt_approach
 import test_train_models
 
-from rmspec.train.collators import PairCollator, pad_right
+from rmspec.inference.padding import pad_right
+from rmspec.train.collators import PairCollator
 from rmspec.train.losses import bradley_terry_loss, pair_metrics
 from rmspec.train.modeling import load_model, score_head
 from rmspec.train.rewards import forward_scores, last_token_index

@@ -7,7 +7,7 @@ import test_train_models
 from test_train_trainer import as_dataset, pair_rows, write_spec
 
 from rmspec.train.arguments import best_metric_name, build_training_arguments
-from rmspec.train.collators import pad_right
+from rmspec.inference.padding import pad_right
 from rmspec.train.factory import build_trainer
 from rmspec.train.final_model import save_final_model
 from rmspec.train.modeling import apply_lora, load_model, score_head

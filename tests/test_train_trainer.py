@@ -14,7 +14,7 @@ import torch
 from rmspec.spec import load_spec
 from rmspec.train.arguments import build_training_arguments
 from rmspec.train.callbacks import MetricsJsonl
-from rmspec.train.collators import pad_right
+from rmspec.inference.padding import pad_right
 from rmspec.train.factory import build_trainer
 from rmspec.train.final_model import save_final_model
 from rmspec.train.modeling import load_model

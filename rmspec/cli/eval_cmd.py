@@ -35,32 +35,6 @@ def _requests(benchmarks: tuple[str, ...], paths: tuple[str, ...], limit: int | 
     return [BenchmarkRequest(kind, path, limit=limit) for kind, path in parsed]
 
 
-def _is_run_dir(path: Path) -> bool:
-    return (path / "model").is_dir() and ((path / "spec.yaml").exists() or (path / "plan.json").exists())
-
-
-def _load_run_spec(run: Path):
-    """The spec as run: RUN/spec.yaml (--set applied), its relative paths resolved from the
-    original spec's folder (plan.json spec_path); else the original spec with the plan's --set."""
-    import dataclasses
-
-    from rmspec.spec import load_spec
-
-    plan: dict = {}
-    if (run / "plan.json").exists():
-        try:
-            plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            plan = {}
-    spec_path = plan.get("spec_path")
-    if (run / "spec.yaml").exists():
-        loaded = load_spec(run / "spec.yaml")
-        return dataclasses.replace(loaded, file=Path(spec_path)) if spec_path else loaded
-    if spec_path and Path(spec_path).exists():
-        return load_spec(spec_path, tuple(plan.get("sets") or ()))
-    raise RmspecError(f"{run}: no spec.yaml (nor a plan.json naming an existing spec)", "evaluate the model folder instead: rmspec eval RUN/model --benchmark ...")
-
-
 @click.command("eval")
 @click.argument("target", type=click.Path())
 @click.option("--benchmark", "benchmarks", multiple=True, metavar="KIND[=FILE]",
@@ -84,9 +58,10 @@ def eval_(target: str, benchmarks: tuple[str, ...], paths: tuple[str, ...], limi
     progress = None if as_json else (lambda message: click.echo(message, err=True))
 
     from rmspec.evaluate import run_level
+    from rmspec.inference.target import is_run_dir, load_run_spec
 
-    if _is_run_dir(path):
-        loaded = _load_run_spec(path)
+    if is_run_dir(path):
+        loaded = load_run_spec(path)
         if limit is not None and requests is None:
             requests = [run_level.BenchmarkRequest(r.kind, r.path, r.split, r.preset, limit) for r in run_level.requests_from_spec(loaded)]
         results = run_level.evaluate_run(path, loaded, requests=requests, batch_size=batch_size, progress=progress)

@@ -36,34 +36,23 @@ def _say(progress: Callable[[str], None] | None, message: str) -> None:
 
 
 def evaluate_benchmarks(
-    model: Any,
-    tokenizer: Any,
+    engine: Any,
     requests: Sequence[BenchmarkRequest],
     out_dir: Path,
     results: dict[str, Any],
     *,
-    batch_size: int = 32,
-    max_length: int | None = None,
     base_dir: Path | None = None,
-    layout: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Score each benchmark, write OUT_DIR/NAME.jsonl and add its entry to results['benchmarks'].
-
-    layout: the data pipeline's layout (rmspec.data.layout.Layout) the model was trained with;
-    default: the tokenizer's own (chat template, text pair or plain).
-    """
+    """Score each benchmark with the engine (rmspec.inference.engine.RewardEngine: the run's
+    layout and max_length), write OUT_DIR/NAME.jsonl and add its entry to results['benchmarks']."""
     from rmspec.evaluate.benchmarks import load_benchmark, per_example_rows
-    from rmspec.evaluate.scoring import make_layout, score_examples
-
-    layout = layout or make_layout(tokenizer)
 
     taken = set(results["benchmarks"])
     for request in requests:
         data = load_benchmark(request.kind, request.path, split=request.split, preset=request.preset, limit=request.limit, base_dir=base_dir)
         _say(progress, f"scoring {request.kind}: {len(data.examples)} examples from {data.source}")
-        scores = score_examples(model, tokenizer, data.examples, batch_size=batch_size, max_length=max_length, layout=layout)
-        rows = per_example_rows(data, scores)
+        rows = per_example_rows(data, example_scores(engine, data.examples))
         name = res.unique_name(request.kind, request.path, taken)
         path = out_dir / f"{name}.jsonl"
         res.write_jsonl(path, rows)
@@ -72,23 +61,32 @@ def evaluate_benchmarks(
     return results
 
 
+def example_scores(engine: Any, examples: Sequence[Any]) -> list[list[float]]:
+    """Rewards for each benchmark Example's responses, in the example's order, scored in one pool."""
+    flat = engine.rewards([(ex.prompt, response) for ex in examples for response in ex.responses])
+    out, cursor = [], 0
+    for ex in examples:
+        out.append(flat[cursor : cursor + len(ex.responses)])
+        cursor += len(ex.responses)
+    return out
+
+
 def evaluate_model(
     model_dir: str | Path,
     requests: Sequence[BenchmarkRequest],
     out_dir: Path,
     *,
     batch_size: int = 32,
-    max_length: int | None = None,
     base_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """`rmspec eval MODEL_DIR`: any HF sequence-classification reward model folder."""
-    from rmspec.evaluate.scoring import load_reward_model
+    from rmspec.inference.engine import RewardEngine
 
-    model, tokenizer = load_reward_model(model_dir)
+    engine = RewardEngine.load(model_dir, batch_size=batch_size)
     results = res.new_results(str(Path(model_dir).resolve()))
-    _note_fresh_head(model, results)
-    evaluate_benchmarks(model, tokenizer, requests, out_dir, results, batch_size=batch_size, max_length=max_length, base_dir=base_dir, progress=progress)
+    _note_fresh_head(engine.model, results)
+    evaluate_benchmarks(engine, requests, out_dir, results, base_dir=base_dir, progress=progress)
     res.write_results(out_dir / "results.json", results)
     return results
 
@@ -101,15 +99,15 @@ def _note_fresh_head(model: Any, results: dict[str, Any]) -> None:
         )
 
 
-def validation_rows(validation: Iterable[dict[str, Any]], model: Any, tokenizer: Any, batch_size: int) -> list[dict[str, Any]]:
+def validation_rows(validation: Iterable[dict[str, Any]], engine: Any) -> list[dict[str, Any]]:
     """Per-example rows of the tokenized validation split (columns of rmspec.data.prepare)."""
-    from rmspec.evaluate.scoring import score_token_ids
+    from rmspec.inference.encoding import Encoded
 
     rows = list(validation)
-    ids = [r["chosen_input_ids"] for r in rows] + [r["rejected_input_ids"] for r in rows]
     # Encoders were trained with segment ids (prompt 0, response 1); score with them too.
-    types = [r.get("chosen_token_type_ids") for r in rows] + [r.get("rejected_token_type_ids") for r in rows]
-    scores = score_token_ids(model, ids, tokenizer.pad_token_id, batch_size, type_ids=types)
+    encoded = [Encoded(r["chosen_input_ids"], r.get("chosen_token_type_ids")) for r in rows] + \
+              [Encoded(r["rejected_input_ids"], r.get("rejected_token_type_ids")) for r in rows]
+    scores = [values[0] for values in engine.outputs(encoded)]
     n = len(rows)
     return [
         {
@@ -163,34 +161,29 @@ def evaluate_run(
         evaluate_judge(rd, loaded_spec, results, requests, batch_size, progress)
         res.write_results(rd.results, results)
         return _finish(rd, results, write_report and "html" in spec.output.report, console)
-    if model is None or tokenizer is None:
-        from rmspec.evaluate.scoring import load_reward_model
+    from rmspec.inference.engine import RewardEngine
+    from rmspec.inference.loading import load_reward_model
 
+    if model is None or tokenizer is None:
         model, tokenizer = load_reward_model(rd.model)
+    engine = RewardEngine.from_parts(model, tokenizer, spec, batch_size=batch_size)
     _note_fresh_head(model, results)
     if spec.approach.kind == "pointwise":
         notes.append("pointwise model: benchmarks rank by the first head output")
-    batch_size = batch_size or spec.eval.batch_size
-    max_length = spec.training.max_length
 
     if spec.eval.validation:
         if validation is None:
             validation = _prepare_validation(loaded_spec, tokenizer, notes, rd.root / "cache")
         if validation is not None and spec.approach.kind == "bradley_terry":
             _say(progress, "scoring the validation split")
-            rows = validation_rows(validation, model, tokenizer, batch_size)
+            rows = validation_rows(validation, engine)
             if rows:
                 path = rd.eval_dir / "validation.jsonl"
                 res.write_jsonl(path, rows)
                 results["validation"] = res.entry("validation", "validation", rows, path, source="validation split")
 
-    from rmspec.evaluate.scoring import make_layout
-
-    shape = spec.model.shape
-    layout = make_layout(tokenizer, spec.data.mapping.chat_template, shape.architecture if shape else None)
     requests = requests_from_spec(loaded_spec) if requests is None else requests
-    evaluate_benchmarks(model, tokenizer, requests, rd.eval_dir, results, batch_size=batch_size,
-                        max_length=max_length, base_dir=loaded_spec.base_dir, layout=layout, progress=progress)
+    evaluate_benchmarks(engine, requests, rd.eval_dir, results, base_dir=loaded_spec.base_dir, progress=progress)
     _reward_stats(rd, results)
     res.write_results(rd.results, results)
     return _finish(rd, results, write_report and "html" in spec.output.report, console)
@@ -198,10 +191,10 @@ def evaluate_run(
 
 def evaluate_judge(rd: RunDir, loaded_spec: Any, results: dict[str, Any], requests: Sequence[BenchmarkRequest] | None,
                    batch_size: int | None, progress: Callable[[str], None] | None) -> None:
-    """A generative judge: each pair benchmark judged in both orders (see rmspec.evaluate.judge)."""
+    """A generative judge: each pair benchmark judged in both orders (see rmspec.inference.judge)."""
     from rmspec.evaluate.benchmarks import load_benchmark
-    from rmspec.evaluate.judge import JUDGE_KINDS, judge_rows, load_judge
-    from rmspec.evaluate.scoring import make_layout
+    from rmspec.inference.engine import RewardEngine
+    from rmspec.inference.judge import JUDGE_KINDS, judge_rows
 
     spec = loaded_spec.spec
     requests = requests_from_spec(loaded_spec) if requests is None else requests
@@ -211,15 +204,13 @@ def evaluate_judge(rd: RunDir, loaded_spec: Any, results: dict[str, Any], reques
             results["notes"].append(f"{r.kind}: not scored for a generative judge (pairwise benchmarks only: {', '.join(JUDGE_KINDS)})")
     if not usable:
         return
-    model, tokenizer = load_judge(rd.model)
-    shape = spec.model.shape
-    layout = make_layout(tokenizer, spec.data.mapping.chat_template, shape.architecture if shape else None)
+    engine = RewardEngine.load_judge(rd.model, spec, batch_size=batch_size)
     taken = set(results["benchmarks"])
     for request in usable:
         data = load_benchmark(request.kind, request.path, split=request.split, preset=request.preset, limit=request.limit, base_dir=loaded_spec.base_dir)
         _say(progress, f"judging {request.kind}: {len(data.examples)} pairs, both orders")
-        rows = judge_rows(model, tokenizer, data, pattern=spec.approach.verdict_pattern,
-                          max_new_tokens=spec.approach.max_new_tokens, layout=layout, batch_size=batch_size or 8)
+        rows = judge_rows(engine.model, engine.tokenizer, data, pattern=engine.verdict_pattern,
+                          max_new_tokens=engine.max_new_tokens, layout=engine.layout, batch_size=engine.batch_size)
         name = res.unique_name(request.kind, request.path, taken)
         path = rd.eval_dir / f"{name}.jsonl"
         res.write_jsonl(path, rows)

@@ -10,18 +10,7 @@ from typing import Any
 
 import torch
 
-
-def pad_right(sequences: list[list[int]], pad_id: int, pad_to_multiple_of: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask) padded on the right to the longest row."""
-    width = max(len(s) for s in sequences)
-    if pad_to_multiple_of:
-        width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for i, seq in enumerate(sequences):
-        ids[i, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-        mask[i, : len(seq)] = 1
-    return ids, mask
+from rmspec.inference.padding import pad_right
 
 
 @dataclass

@@ -1,0 +1,15 @@
+"""The scoring engine: load a reward model or judge, encode as training did, score in batches.
+
+Evaluation, `rmspec score`, `rmspec serve` and annotation's active selection all score through
+this package, so a text gets the same score wherever it is computed. Modules:
+
+- `target`: what MODEL_OR_RUN names (run directory or model folder); light, no torch;
+- `loading`: a model folder loaded as training left it (pad token, right padding, length limit);
+- `encoding`: (prompt, response) laid out and cut as the data pipeline does;
+- `padding`: the right padding that training's collators use too;
+- `scoring`: length-sorted batched forward passes, results in input order;
+- `engine`: `RewardEngine`, all of the above plus the run's spec and normalization;
+- `judge`: generative judges (verdict generation and parsing).
+
+Submodules import torch inside their functions; `import rmspec.inference` stays light.
+"""

@@ -1,0 +1,159 @@
+"""The one scoring engine behind `rmspec eval`, `rmspec score`, `rmspec serve` and active selection.
+
+`RewardEngine.load(MODEL_OR_RUN)` loads a reward model (or a generative judge) with everything
+that decides its scores:
+- the layout and chat template the run trained with (a bare model folder: the tokenizer's own);
+- `max_length` (the run's `training.max_length`, never past what the model can read);
+- the head's output names (`config.id2label`: `reward`, or one per pointwise attribute);
+- the normalization (`reward_mean`/`reward_std` that rmspec writes into config.json).
+
+Every caller encodes and scores through it, so a text gets the same score everywhere.
+torch/transformers are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from rmspec.inference.encoding import Encoded, Prompt, encode_many, make_layout
+from rmspec.inference.loading import load_reward_model, max_length_for
+from rmspec.inference.scoring import head_outputs
+from rmspec.inference.target import Target, resolve_target
+
+REWARD, POINTWISE, JUDGE = "reward", "pointwise", "judge"
+
+
+@dataclass
+class RewardEngine:
+    model: Any
+    tokenizer: Any
+    layout: Any
+    max_length: int
+    kind: str = REWARD  # reward (one scalar), pointwise (one output per attribute), judge (generates)
+    labels: list[str] = field(default_factory=lambda: ["reward"])
+    mean: float | None = None
+    std: float | None = None
+    target: Target | None = None
+    batch_size: int = 32
+    verdict_pattern: str | None = None  # judges only
+    max_new_tokens: int = 64
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(cls, model_or_run: str | Path, *, dtype: str = "float32", device: str | None = None,
+             batch_size: int | None = None) -> "RewardEngine":
+        """A run directory (its spec decides layout, max_length, approach) or a model folder."""
+        target = resolve_target(model_or_run)
+        spec = target.loaded_spec.spec if target.loaded_spec is not None else None
+        if spec is not None and spec.approach.kind == "generative":
+            return cls.load_judge(target.model_dir, spec, target=target, batch_size=batch_size)
+        model, tokenizer = load_reward_model(target.model_dir, dtype=dtype, device=device)
+        return cls.from_parts(model, tokenizer, spec, target=target, batch_size=batch_size)
+
+    @classmethod
+    def from_parts(cls, model: Any, tokenizer: Any, spec: Any = None, *, target: Target | None = None,
+                   batch_size: int | None = None) -> "RewardEngine":
+        """A loaded score-head model; `spec` (rmspec.spec.Spec of its run, or None) sets the layout,
+        chat template and max_length the model was trained with."""
+        chat_template = spec.data.mapping.chat_template if spec is not None else "auto"
+        architecture = spec.model.shape.architecture if spec is not None and spec.model.shape else None
+        limit = max_length_for(model, tokenizer)
+        max_length = min(spec.training.max_length, limit) if spec is not None else limit
+        config = model.config
+        labels = _head_labels(config)
+        kind = POINTWISE if (spec is not None and spec.approach.kind == "pointwise") or len(labels) > 1 else REWARD
+        return cls(model, tokenizer, make_layout(tokenizer, chat_template, architecture), max_length, kind, labels,
+                   _finite(getattr(config, "reward_mean", None)), _finite(getattr(config, "reward_std", None)),
+                   target, batch_size or (spec.eval.batch_size if spec is not None else 32))
+
+    @classmethod
+    def load_judge(cls, model_dir: str | Path, spec: Any, *, target: Target | None = None,
+                   batch_size: int | None = None) -> "RewardEngine":
+        """A generative judge (causal LM) with its run's layout and verdict pattern."""
+        from rmspec.inference.judge import load_judge
+
+        model, tokenizer = load_judge(model_dir)
+        architecture = spec.model.shape.architecture if spec.model.shape else None
+        layout = make_layout(tokenizer, spec.data.mapping.chat_template, architecture)
+        return cls(model, tokenizer, layout, min(spec.training.max_length, max_length_for(model, tokenizer)), JUDGE,
+                   ["verdict"], target=target, batch_size=batch_size or 8,
+                   verdict_pattern=spec.approach.verdict_pattern, max_new_tokens=spec.approach.max_new_tokens)
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(self, items: Sequence[tuple[Prompt, str]]) -> list[Encoded]:
+        """(prompt, response) items as training lays them out and cuts them."""
+        return encode_many(self.tokenizer, list(items), self.max_length, self.layout)
+
+    def encode_text(self, text: str, *, add_special_tokens: bool = False) -> Encoded:
+        """An already formatted text (OpenRLHF's `query`, vLLM's `input`): tokenized as it is.
+
+        Too long: the start is cut, so the end of the response (where the reward is read) stays.
+        """
+        ids = self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
+        return Encoded(ids[-self.max_length:], None, len(ids) > self.max_length)
+
+    # ------------------------------------------------------------------ scoring
+
+    def outputs(self, encoded: Sequence[Encoded], batch_size: int | None = None) -> list[list[float]]:
+        """Every head output per encoded sequence, in input order (length-sorted batches inside)."""
+        if self.kind == JUDGE:
+            raise TypeError("a generative judge has no score head: use rmspec.inference.judge")
+        if not encoded:
+            return []
+        return head_outputs(self.model, [e.ids for e in encoded], self.tokenizer.pad_token_id,
+                            batch_size or self.batch_size, type_ids=[e.type_ids for e in encoded])
+
+    def rewards(self, items: Sequence[tuple[Prompt, str]], batch_size: int | None = None) -> list[float]:
+        """Raw reward (head output 0) per (prompt, response)."""
+        return [values[0] for values in self.outputs(self.encode(items), batch_size)]
+
+    def score_pairs(self, prompts: Sequence[Prompt], chosen: Sequence[str], rejected: Sequence[str],
+                    batch_size: int | None = None) -> tuple[list[float], list[float]]:
+        """(chosen rewards, rejected rewards), all sequences in one pool so batches pack well."""
+        n = len(prompts)
+        if not (len(chosen) == len(rejected) == n):
+            raise ValueError("prompts, chosen and rejected differ in length")
+        scores = self.rewards([(p, c) for p, c in zip(prompts, chosen)] + [(p, r) for p, r in zip(prompts, rejected)], batch_size)
+        return scores[:n], scores[n:]
+
+    # ------------------------------------------------------------------ normalization
+
+    @property
+    def can_normalize(self) -> bool:
+        return self.mean is not None and self.std is not None and self.std > 0
+
+    def normalize(self, reward: float) -> float | None:
+        """(reward - reward_mean) / reward_std, as the model card says; None without the stats."""
+        return (reward - self.mean) / self.std if self.can_normalize else None
+
+
+def preference_probability(chosen: float, rejected: float) -> float:
+    """P(chosen > rejected) under Bradley-Terry: sigmoid of the reward margin."""
+    margin = chosen - rejected
+    if margin >= 0:
+        return 1.0 / (1.0 + math.exp(-margin))
+    z = math.exp(margin)
+    return z / (1.0 + z)
+
+
+def _head_labels(config: Any) -> list[str]:
+    id2label = getattr(config, "id2label", None) or {}
+    n = getattr(config, "num_labels", 1) or 1
+    names = [str(id2label.get(i, id2label.get(str(i), ""))) for i in range(n)]
+    # transformers' defaults are LABEL_0, LABEL_1...: a one-output head is a reward.
+    if n == 1 and (not names[0] or names[0].startswith("LABEL_")):
+        return ["reward"]
+    return [name or f"output_{i}" for i, name in enumerate(names)]
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
