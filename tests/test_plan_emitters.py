@@ -141,11 +141,14 @@ def test_multi_node_plan_has_a_slurm_script(tmp_path):
     p = _plan("ultrafeedback_bt.yaml")
     script = p["slurm_script"]
     assert p["num_machines"] == 2 and p["num_processes"] == 16
-    assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in script
+    assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p' in script
+    assert "NodeAddr=" in script  # node names need not resolve: the head's address as SLURM knows it
     assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks-per-node=1" in script
-    assert "srun --ntasks-per-node=1 accelerate launch" in script
-    for flag in ("--num_processes 16", "--num_machines 2", "--rdzv_backend c10d", "--main_process_ip $HEAD_NODE",
-                 "--main_process_port $HEAD_PORT"):
+    assert "#SBATCH --gpus-per-node=8" in script
+    assert "srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c node_task" in script
+    for flag in ("exec accelerate launch", "--num_processes 16", "--num_machines 2", "--rdzv_backend c10d",
+                 '--machine_rank "$SLURM_NODEID"', '--rdzv_conf "is_host=$IS_HEAD"',
+                 '--main_process_ip "$HEAD_NODE"', '--main_process_port "$HEAD_PORT"'):
         assert flag in script
     assert p["accelerate_config"]["rdzv_backend"] == "c10d"
     assert p["submit_command"] == ["sbatch", "runs/ultrafeedback-bt/launch.slurm"]

@@ -92,7 +92,8 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
     files = [str(p) for p in run.files()]
     if hw.nodes > 1:
         slurm = slurm_script(name=spec.name, nodes=hw.nodes, gpus_per_node=hw.gpus_per_node,
-                             config_file=str(run.accelerate_config), plan_file=str(run.plan), run_dir=str(run.root))
+                             config_file=str(run.accelerate_config), plan_file=str(run.plan), run_dir=str(run.root),
+                             is_gpu=hw.is_gpu, env=launch_env(not hw.is_gpu))
         files.append(str(run.root / "launch.slurm"))
         argv = launch_argv(run.accelerate_config, run.plan, multi_node={
             "num_processes": hw.num_processes, "num_machines": hw.nodes,

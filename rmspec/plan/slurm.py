@@ -1,42 +1,67 @@
 """SLURM batch script for a plan on several nodes: one task per node, each runs `accelerate launch`.
 
-The rendezvous is c10d on the first node of the allocation (from `scontrol show hostnames`),
-so no machine rank has to be computed per node.
+The rendezvous is c10d on the first node of the allocation, so no machine rank has to be
+computed per node. What a real cluster taught (tests/test_slurm_train.py, REFERENCE 8):
+- node names (`scontrol show hostnames`) need not resolve: the head's address is the node's
+  NodeAddr as SLURM knows it, falling back to the name;
+- a CPU plan must not ask for GPUs (`--gpus-per-node` cannot be satisfied on CPU nodes);
+- the job needs the launch environment the local launcher sets (ACCELERATE_USE_CPU for CPU
+  processes), exported in the script because srun passes the batch script's environment on;
+- the first node hosts the c10d store (`is_host`) and each node passes its own rank, expanded in
+  its own task: two nodes on one host otherwise both claim the port (accelerate refuses);
+- a requeued job must append to its output file and find its checkpoints: `--requeue`,
+  `--open-mode=append`; the trainer resumes from the last complete checkpoint by itself.
 """
 
 from __future__ import annotations
 
 import shlex
 
-from rmspec.launch.argv import launch_argv
+from rmspec.launch.argv import launch_argv, runtime_env
 
 
 def slurm_script(*, name: str, nodes: int, gpus_per_node: int, config_file: str, plan_file: str, run_dir: str,
-                 port: int = 29500) -> str:
+                 is_gpu: bool = True, env: dict[str, str] | None = None, port: int = 29500) -> str:
     argv = launch_argv(config_file, plan_file, multi_node={
-        "num_processes": nodes * gpus_per_node, "num_machines": nodes,
-        "main_process_ip": "$HEAD_NODE", "main_process_port": "$HEAD_PORT",
+        "num_processes": nodes * gpus_per_node, "num_machines": nodes, "machine_rank": "$SLURM_NODEID",
+        "rdzv_conf": "is_host=$IS_HEAD", "main_process_ip": "$HEAD_NODE", "main_process_port": "$HEAD_PORT",
     })
-    # Quote everything except the shell expansions, which each node's shell evaluates.
-    words = [w if w.startswith("$") else shlex.quote(w) for w in argv]
+    # Quote everything; words with a shell expansion in double quotes, which each node's task evaluates.
+    words = [f'"{w}"' if "$" in w else shlex.quote(w) for w in argv]
     command = " \\\n    ".join(_pairs(words))
+    devices = f"#SBATCH --gpus-per-node={gpus_per_node}\n" if is_gpu else ""
+    exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in (env or {}).items())
+    defaults = "".join(f"export {key}=${{{key}:-{shlex.quote(value)}}}\n"
+                       for key, value in runtime_env(not is_gpu).items())
     return f"""#!/bin/bash
-# Written by `rmspec plan` for run {name}: submit with `sbatch {run_dir}/launch.slurm`.
+# Written by `rmspec plan` for run {name}: submit with `sbatch {run_dir}/launch.slurm`
+# from the folder `rmspec run` ran in (paths below are relative to it), or `rmspec run --submit`.
 #SBATCH --job-name={name}
 #SBATCH --nodes={nodes}
 #SBATCH --ntasks-per-node=1
-#SBATCH --gpus-per-node={gpus_per_node}
-#SBATCH --exclusive
+{devices}#SBATCH --exclusive
+#SBATCH --requeue
+#SBATCH --open-mode=append
 #SBATCH --output={run_dir}/slurm-%j.out
 set -euo pipefail
 
-GPUS_PER_NODE={gpus_per_node}
-HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+{exports}{defaults}GPUS_PER_NODE={gpus_per_node}
+HEAD_NAME=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
+# Node names need not be DNS names: SLURM knows each node's address (NodeAddr).
+HEAD_NODE=$(scontrol show node "$HEAD_NAME" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2 || true)
+HEAD_NODE=${{HEAD_NODE:-$HEAD_NAME}}
 HEAD_PORT={port}
 export GPUS_PER_NODE HEAD_NODE HEAD_PORT
+echo "rmspec: job $SLURM_JOB_ID (restart ${{SLURM_RESTART_COUNT:-0}}) on $SLURM_JOB_NODELIST, rendezvous $HEAD_NODE:$HEAD_PORT"
 
-# One task per node; each starts its node's processes and joins the c10d rendezvous on HEAD_NODE.
-srun --ntasks-per-node=1 {command}
+# One task per node, run by srun on each node: its rank from SLURM ($SLURM_NODEID, set per task),
+# and the c10d store hosted by the first node only (two nodes may share a host name).
+node_task() {{
+  IS_HEAD=$([ "$SLURM_NODEID" = 0 ] && echo 1 || echo 0)
+  exec {command}
+}}
+export -f node_task
+srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c node_task
 """
 
 

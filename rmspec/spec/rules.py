@@ -107,11 +107,6 @@ def batch_divides(spec: Spec) -> Iterator[Problem]:
         )
 
 
-def cpu_is_one_node(spec: Spec) -> Iterator[Problem]:
-    if spec.hardware.device == "cpu" and spec.hardware.nodes > 1:
-        yield (("hardware", "nodes"), "multi-node runs need GPUs; device cpu runs on one machine", None)
-
-
 def early_stopping_needs_eval(spec: Spec) -> Iterator[Problem]:
     if spec.training.early_stopping is None:
         return
@@ -148,7 +143,6 @@ RULES = (
     generative_needs_causal_lm,
     margin_must_be_used,
     batch_divides,
-    cpu_is_one_node,
     early_stopping_needs_eval,
     split_has_one_way,
     hub_push_needs_repo,
