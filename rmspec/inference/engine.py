@@ -94,8 +94,36 @@ class RewardEngine:
 
         Too long: the start is cut, so the end of the response (where the reward is read) stays.
         """
-        ids = self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
-        return Encoded(ids[-self.max_length:], None, len(ids) > self.max_length)
+        return self.encode_ids(self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+
+    def encode_ids(self, ids: Sequence[int], limit: int | None = None) -> Encoded:
+        """Token ids as given (vLLM accepts them too), cut as training cuts: the leading special
+        tokens (BOS, CLS) stay, then the start of the rest goes. An encoder's text pair gets its
+        segment ids back from the separator, so a decoded-and-resent sequence scores as trained."""
+        ids = list(ids)
+        limit = min(limit or self.max_length, self.max_length)
+        truncated = len(ids) > limit
+        if truncated:
+            special = set(getattr(self.layout, "special_ids", ()) or ())
+            keep = 0
+            while keep < len(ids) and ids[keep] in special and keep < limit - 1:
+                keep += 1
+            ids = ids[:keep] + ids[len(ids) - (limit - keep):]
+        return Encoded(ids, self._pair_type_ids(ids), truncated)
+
+    def _pair_type_ids(self, ids: list[int]) -> list[int] | None:
+        """Segment ids of `[CLS] prompt [SEP] response [SEP]` (pair layout only): first segment up
+        to and including the first separator after the head, second segment after it."""
+        layout = self.layout
+        if getattr(layout, "kind", None) != "pair" or getattr(layout, "pair_types", None) is None:
+            return None
+        first, second = layout.pair_types[1], layout.pair_types[3]
+        mid, start = list(layout.pair_mid), len(layout.pair_head)
+        for j in range(start, len(ids) - len(mid) + 1) if mid else ():
+            if ids[j:j + len(mid)] == mid:
+                cut = j + len(mid)
+                return [first] * cut + [second] * (len(ids) - cut)
+        return [first] * len(ids)
 
     # ------------------------------------------------------------------ scoring
 
@@ -120,6 +148,35 @@ class RewardEngine:
             raise ValueError("prompts, chosen and rejected differ in length")
         scores = self.rewards([(p, c) for p, c in zip(prompts, chosen)] + [(p, r) for p, r in zip(prompts, rejected)], batch_size)
         return scores[:n], scores[n:]
+
+    # ------------------------------------------------------------------ judges
+
+    def generate(self, conversations: Sequence[Sequence[dict[str, str]]], max_new_tokens: int | None = None,
+                 batch_size: int | None = None) -> list[str]:
+        """A judge's greedy replies to whole conversations, laid out by its run's layout."""
+        from rmspec.inference.judge import generate
+
+        if self.kind != JUDGE:
+            raise TypeError("only a generative judge generates text")
+        return generate(self.model, self.tokenizer, self.judge_prompt_ids(conversations),
+                        max_new_tokens or self.max_new_tokens, batch_size or self.batch_size)
+
+    def judge_prompt_ids(self, conversations: Sequence[Sequence[dict[str, str]]]) -> list[list[int]]:
+        """Token ids of each conversation followed by the assistant's turn, left-cut to max_length."""
+        layout = self.layout
+        texts = layout.prompt_texts([[dict(m) for m in c] for c in conversations])
+        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        head = [] if layout.kind == "template" else list(layout.single_head)
+        return [self.encode_ids(head + list(ids)).ids for ids in encoded]
+
+    def verdicts(self, prompts: Sequence[Prompt], responses_a: Sequence[str], responses_b: Sequence[str],
+                 batch_size: int | None = None) -> list[tuple[str | None, str]]:
+        """(verdict, generated text) per pair, with the judge prompt its training data used."""
+        from rmspec.inference.judge import judge_message, parse_verdict
+
+        messages = [[{"role": "user", "content": judge_message(p, a, b)}] for p, a, b in zip(prompts, responses_a, responses_b)]
+        texts = self.generate(messages, batch_size=batch_size)
+        return [(parse_verdict(t, self.verdict_pattern or r"\[\[([AB])\]\]"), t) for t in texts]
 
     # ------------------------------------------------------------------ normalization
 
