@@ -1,0 +1,259 @@
+"""Rows in which several responses share one prefix: the layout, positions and attention mask.
+
+For a causal decoder the hidden states of a prompt do not depend on what follows it, so a pair
+(or N completions of one prompt) can be computed as ONE row ``[prefix | response 1 | response 2 ...]``
+where each response attends to the prefix and, causally, to itself, never to another response,
+and its positions continue from the end of the prefix. The reward of each response is the head
+output at its last token. Training (rmspec.train.packing) and scoring
+(rmspec.inference.shared_prefix) both build their rows here, so the two cannot drift apart.
+
+Several groups may share a row (first-fit into rows as long as the longest group), so short
+pairs fill the padding a long one would leave. Groups never see each other.
+
+The mask goes to the model as a 4D tensor: transformers' masking_utils returns a 4D mask as-is
+("already prepared, or custom") for every attention implementation that takes a mask: SDPA reads
+a bool mask (True = attend), eager adds a float mask (0 or the dtype's minimum) to the scores.
+Flash-attention 2 takes no arbitrary mask; flex attention wants a BlockMask: both are refused
+here (NotPackable), and callers keep the ordinary path. Sliding-window layers get the window
+applied on positions (the distance inside the unpacked sequence), as masking_utils' own
+sliding_window_overlay does on indices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+MASKED_ATTENTION = ("sdpa", "eager")  # implementations that read a custom 4D mask
+
+
+class NotPackable(ValueError):
+    """This model cannot run a shared-prefix row (its attention takes no custom mask)."""
+
+
+@dataclass
+class Group:
+    """One prefix and the responses that follow it (a pair: chosen, rejected)."""
+
+    prefix: list[int]
+    responses: list[list[int]]
+
+    def __len__(self) -> int:
+        return len(self.prefix) + sum(len(r) for r in self.responses)
+
+
+def split_shared_prefix(sequences: list[list[int]]) -> Group:
+    """The longest common token prefix of ``sequences``, kept so each keeps at least one own token.
+
+    Computing any common prefix once is exact for a causal model (what a token sees is the same);
+    the cap keeps a last token per response where the reward is read.
+    """
+    shortest = min(len(s) for s in sequences)
+    if shortest == 0:
+        raise ValueError("an empty sequence has no token to read a reward at")
+    n = 0
+    first = sequences[0]
+    while n < shortest - 1 and all(s[n] == first[n] for s in sequences[1:]):
+        n += 1
+    return Group(list(first[:n]), [list(s[n:]) for s in sequences])
+
+
+@dataclass
+class PackedRows:
+    """A batch of packed rows. ``ends`` are flat indices (row * width + column) of the last token of
+    every response, in group order then response order; ``group`` is -1 on padding."""
+
+    input_ids: torch.Tensor  # [rows, width]
+    position_ids: torch.Tensor  # [rows, width]
+    group: torch.Tensor  # [rows, width] group index, -1 on padding
+    branch: torch.Tensor  # [rows, width] 0 on the prefix (and padding), k on response k (1-based)
+    ends: torch.Tensor  # [responses]
+
+    @property
+    def real_tokens(self) -> int:
+        return int((self.group >= 0).sum())
+
+
+def assign_rows(lengths: list[int], capacity: int) -> list[list[int]]:
+    """First-fit decreasing: group indices per row, no row longer than ``capacity``."""
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for g in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        for r, free in enumerate(room):
+            if lengths[g] <= free:
+                rows[r].append(g)
+                room[r] -= lengths[g]
+                break
+        else:
+            rows.append([g])
+            room.append(capacity - lengths[g])
+    return rows
+
+
+def pack_groups(groups: list[Group], pad_token_id: int, *, capacity: int | None = None,
+                pad_side: str = "right", several_per_row: bool = True) -> PackedRows:
+    """Lay ``groups`` out in rows; ``capacity`` defaults to the longest group (so packing never
+    makes a row longer than the batch needs)."""
+    lengths = [len(g) for g in groups]
+    capacity = max(capacity or 0, max(lengths))
+    layout = assign_rows(lengths, capacity) if several_per_row else [[g] for g in range(len(groups))]
+    width = max(sum(lengths[g] for g in row) for row in layout)
+    shape = (len(layout), width)
+    ids = torch.full(shape, pad_token_id, dtype=torch.long)
+    pos = torch.zeros(shape, dtype=torch.long)
+    grp = torch.full(shape, -1, dtype=torch.long)
+    br = torch.zeros(shape, dtype=torch.long)
+    end_of: dict[tuple[int, int], int] = {}
+    for r, row in enumerate(layout):
+        col = width - sum(lengths[g] for g in row) if pad_side == "left" else 0
+        for g in row:
+            prefix = groups[g].prefix
+            p = len(prefix)
+            if p:
+                ids[r, col:col + p] = torch.tensor(prefix, dtype=torch.long)
+                pos[r, col:col + p] = torch.arange(p)
+                grp[r, col:col + p] = g
+            col += p
+            for k, resp in enumerate(groups[g].responses):
+                n = len(resp)
+                ids[r, col:col + n] = torch.tensor(resp, dtype=torch.long)
+                pos[r, col:col + n] = torch.arange(p, p + n)
+                grp[r, col:col + n] = g
+                br[r, col:col + n] = k + 1
+                end_of[(g, k)] = r * width + col + n - 1
+                col += n
+    ends = torch.tensor([end_of[(g, k)] for g in range(len(groups)) for k in range(len(groups[g].responses))],
+                        dtype=torch.long)
+    return PackedRows(ids, pos, grp, br, ends)
+
+
+def allowed(rows: PackedRows, sliding_window: int | None = None) -> torch.Tensor:
+    """[rows, 1, width, width] bool: query i may attend key j.
+
+    Same group, j not after i, and j on the prefix or on i's own response; within the window
+    (counted in positions) where one applies. Padding attends itself only, so no softmax row is
+    empty (its output is never read).
+    """
+    g, b, p = rows.group, rows.branch, rows.position_ids
+    width = g.shape[1]
+    idx = torch.arange(width, device=g.device)
+    ok = (g[:, :, None] == g[:, None, :]) & (g[:, :, None] >= 0)
+    ok &= idx[None, :, None] >= idx[None, None, :]
+    ok &= (b[:, None, :] == 0) | (b[:, :, None] == b[:, None, :])
+    if sliding_window:
+        ok &= (p[:, :, None] - p[:, None, :]) < sliding_window
+    ok |= torch.eye(width, dtype=torch.bool, device=g.device)[None]
+    return ok[:, None]
+
+
+def _as_mask(ok: torch.Tensor, implementation: str, dtype: torch.dtype) -> torch.Tensor:
+    if implementation == "sdpa":
+        return ok
+    zero = torch.zeros((), dtype=dtype, device=ok.device)
+    return torch.where(ok, zero, torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=ok.device))
+
+
+def attention_implementation(config: Any) -> str:
+    return getattr(config, "_attn_implementation", None) or "eager"
+
+
+def check_packable(config: Any) -> None:
+    """Raise NotPackable with the reason when this model cannot take a shared-prefix row."""
+    if getattr(config, "is_encoder_decoder", False) or not _is_causal(config):
+        raise NotPackable(f"{config.model_type} attends in both directions, so a prompt's states depend on the "
+                          "response after it")
+    impl = attention_implementation(config)
+    if impl not in MASKED_ATTENTION:
+        raise NotPackable(f"attention {impl!r} takes no custom 4D mask (shared-prefix rows need sdpa or eager)")
+
+
+ENCODER_TYPES = ("bert", "roberta", "deberta", "deberta-v2", "electra", "xlm-roberta", "distilbert", "albert",
+                 "modernbert", "camembert", "mpnet")
+
+
+def _is_causal(config: Any) -> bool:
+    archs = " ".join(getattr(config, "architectures", None) or [])
+    return config.model_type not in ENCODER_TYPES and "MaskedLM" not in archs
+
+
+def model_masks(config: Any, rows: PackedRows, dtype: torch.dtype) -> torch.Tensor | dict[str, torch.Tensor]:
+    """The attention mask(s) to hand the model: one 4D tensor, or one per layer type where the
+    model mixes full and sliding-window layers (the dict masking_utils' callers accept)."""
+    check_packable(config)
+    impl = attention_implementation(config)
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types:
+        kinds = set(layer_types)
+        if kinds <= {"full_attention"}:
+            return _as_mask(allowed(rows), impl, dtype)
+        if not kinds <= {"full_attention", "sliding_attention"}:
+            raise NotPackable(f"layer types {sorted(kinds)} (only full and sliding-window attention are packed)")
+        return {kind: _as_mask(allowed(rows, window if kind == "sliding_attention" else None), impl, dtype)
+                for kind in kinds}
+    return _as_mask(allowed(rows, window), impl, dtype)
+
+
+# ---------------------------------------------------------------- the forward pass
+
+HEAD_NAMES = ("score", "classifier")
+
+
+def head_module(model: Any) -> torch.nn.Module:
+    """The score head of a sequence-classification model, through DDP and peft wrappers."""
+    inner = model
+    while hasattr(inner, "module") and isinstance(getattr(inner, "module"), torch.nn.Module):
+        inner = inner.module  # DistributedDataParallel
+    if hasattr(inner, "get_base_model"):
+        inner = inner.get_base_model()  # peft: the head is a ModulesToSaveWrapper, called like the head
+    for name in HEAD_NAMES:
+        head = getattr(inner, name, None)
+        if isinstance(head, torch.nn.Module):
+            return head
+    raise NotPackable(f"{type(inner).__name__} has no score head ({' or '.join(HEAD_NAMES)})")
+
+
+def model_config(model: Any) -> Any:
+    inner = model
+    while hasattr(inner, "module") and isinstance(getattr(inner, "module"), torch.nn.Module):
+        inner = inner.module
+    return inner.config
+
+
+def packed_head_outputs(model: Any, rows: PackedRows) -> torch.Tensor:
+    """Head outputs [responses, num_labels] at the last token of every response of ``rows``.
+
+    The model runs whole (through its wrappers, so DDP and peft hooks fire as in any step); its
+    own pooling reads "the rightmost non-pad token" of each row, which in a packed row is not a
+    response end, so the head's per-token output is taken from a forward hook instead (the
+    sequence-classification heads of transformers are a linear layer applied to every token
+    before pooling) and gathered at the response ends.
+    """
+    config = model_config(model)
+    device = rows.input_ids.device
+    dtype = next(p for p in model.parameters()).dtype
+    if not dtype.is_floating_point:
+        dtype = torch.float32
+    masks = model_masks(config, rows, dtype)
+    if isinstance(masks, dict):
+        masks = {k: v.to(device) for k, v in masks.items()}
+    else:
+        masks = masks.to(device)
+    captured: list[torch.Tensor] = []
+    handle = head_module(model).register_forward_hook(lambda _m, _i, out: captured.append(out))
+    try:
+        model(input_ids=rows.input_ids, attention_mask=masks, position_ids=rows.position_ids)
+    finally:
+        handle.remove()
+    if not captured:
+        raise NotPackable("the score head was not called on the token states")
+    per_token = captured[-1]
+    if per_token.dim() != 3:
+        raise NotPackable("the score head does not see every token (it pools before the head)")
+    return per_token.reshape(-1, per_token.shape[-1])[rows.ends.to(per_token.device)]
+
+
+def to_device(rows: PackedRows, device: Any) -> PackedRows:
+    return PackedRows(*(t.to(device) for t in (rows.input_ids, rows.position_ids, rows.group, rows.branch, rows.ends)))
