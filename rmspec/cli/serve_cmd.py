@@ -1,0 +1,56 @@
+"""`rmspec serve MODEL_OR_RUN`: the reward model (or judge) over HTTP for RL trainers.
+
+OpenRLHF (`POST /get_reward`), vLLM's pooling API (`POST /classify`, `/pooling`, what verl calls)
+and OpenAI chat completions for generative judges. torch/fastapi load inside the command only.
+"""
+
+from __future__ import annotations
+
+import click
+
+from rmspec.errors import RmspecError
+
+
+@click.command("serve")
+@click.argument("target", type=click.Path())
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback needs --token-env.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--token-env", metavar="VAR", default=None,
+              help="Environment variable holding the bearer token clients must send (Authorization: Bearer ...).")
+@click.option("--normalize/--no-normalize", default=None,
+              help="Serve (reward - reward_mean) / reward_std. Default: on when config.json has both.")
+@click.option("--served-model-name", default=None, help="The model name in responses and /v1/models (default: TARGET).")
+@click.option("--max-body-mb", type=click.FloatRange(min=0.001), default=16.0, show_default=True,
+              help="Larger request bodies get 413.")
+@click.option("--max-items", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="Most texts in one request (413 above).")
+@click.option("--max-queue", type=click.IntRange(min=1), default=4096, show_default=True,
+              help="Most texts waiting for the model; beyond, requests get 503 + Retry-After.")
+@click.option("--max-batch-tokens", type=click.IntRange(min=1), default=16384, show_default=True,
+              help="Token budget of one dynamic batch across requests.")
+@click.option("--max-wait-ms", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="How long the first request of a batch waits for others to join it.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Sequences per forward pass inside a batch (default: the run's eval.batch_size, or 32).")
+@click.option("--access-log", is_flag=True, help="Log one line per request (method, path, status; never bodies or headers).")
+def serve(target: str, host: str, port: int, token_env: str | None, normalize: bool | None, served_model_name: str | None,
+          max_body_mb: float, max_items: int, max_queue: int, max_batch_tokens: int, max_wait_ms: float,
+          batch_size: int | None, access_log: bool) -> None:
+    """Serve TARGET (a run directory or a reward-model folder) over HTTP."""
+    from pathlib import Path
+
+    from rmspec.serve.server import read_token
+
+    token = read_token(host, token_env)  # before loading anything: an open bind without a token never starts
+    if not Path(target).exists():
+        raise RmspecError(f"{target}: no such run directory or model folder",
+                          "give a run directory (runs/NAME) or a folder with config.json and weights")
+    from rmspec.serve.server import serve as run_server
+    from rmspec.serve.service import Limits
+
+    limits = Limits(max_body_bytes=int(max_body_mb * 1024 * 1024), max_items=max_items, max_queue=max_queue,
+                    max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms)
+    run_server(target, host=host, port=port, token=token, limits=limits, normalize=normalize,
+               model_name=served_model_name, batch_size=batch_size, access_log=access_log,
+               log=lambda message: click.echo(message, err=True))

@@ -1,0 +1,161 @@
+"""Dynamic batching across concurrent requests.
+
+RL trainers send one sample per request (OpenRLHF does), so one forward pass per request leaves
+the hardware idle. Requests put their items in one queue; a single worker takes what is waiting
+(up to a token budget, after at most `max_wait` for more to arrive), runs one scoring call in a
+dedicated thread, and hands each request its results. While a batch runs, the next one gathers.
+
+A text's score does not depend on its batch: the engine pads on the right with an attention mask
+and sorts by length inside the call, as training and `rmspec eval` do (tested).
+
+The queue is bounded (items waiting): a request that would overflow it is refused at once
+(`QueueFull`, answered 503 + Retry-After) instead of waiting behind minutes of work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+
+class QueueFull(Exception):
+    """The queue holds `max_queue` items already."""
+
+
+@dataclass
+class _Job:
+    items: list[Any]
+    future: asyncio.Future
+    results: list[Any] = field(default_factory=list)
+    done: int = 0  # items handed to batches so far
+    finished: int = 0  # items with a result
+    enqueued: float = field(default_factory=time.perf_counter)
+
+
+class Batcher:
+    """`await batcher.submit(items)` -> one result per item, computed in shared batches.
+
+    run(items) -> results is the blocking scoring call; cost(item) its token count.
+    """
+
+    def __init__(self, run: Callable[[list[Any]], list[Any]], cost: Callable[[Any], int], *,
+                 max_batch_tokens: int = 16384, max_batch_items: int = 256, max_wait: float = 0.005,
+                 max_queue: int = 4096, on_batch: Callable[[int, int, float], None] | None = None):
+        self.run, self.cost = run, cost
+        self.max_batch_tokens, self.max_batch_items = max_batch_tokens, max_batch_items
+        self.max_wait, self.max_queue = max_wait, max_queue
+        self.on_batch = on_batch  # (items, tokens, seconds) after each batch: metrics
+        self._jobs: deque[_Job] = deque()
+        self._waiting = 0  # items queued, not yet in a batch
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmspec-batch")
+        self.in_flight = 0  # items in the batch being computed
+
+    @property
+    def depth(self) -> int:
+        return self._waiting
+
+    def start(self) -> None:
+        self._wakeup = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._worker())
+
+    async def stop(self) -> None:
+        """Finish what is queued, then stop (SIGTERM drains in-flight requests)."""
+        while self._jobs:
+            await asyncio.sleep(0.01)
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self._executor.shutdown(wait=True)
+
+    async def submit(self, items: Sequence[Any]) -> list[Any]:
+        if not items:
+            return []
+        if self._waiting + len(items) > self.max_queue:
+            raise QueueFull(f"{self._waiting} items are waiting (limit {self.max_queue})")
+        job = _Job(list(items), asyncio.get_running_loop().create_future())
+        job.results = [None] * len(items)
+        self._jobs.append(job)
+        self._waiting += len(items)
+        assert self._wakeup is not None, "Batcher.start() was not called"
+        self._wakeup.set()
+        return await job.future
+
+    # ------------------------------------------------------------------ the worker
+
+    def _take(self) -> list[tuple[_Job, int]]:
+        """(job, item index) pairs for one batch, oldest first, within the token and item budgets."""
+        taken: list[tuple[_Job, int]] = []
+        tokens = 0
+        while self._jobs and len(taken) < self.max_batch_items:
+            job = self._jobs[0]
+            cost = self.cost(job.items[job.done])
+            if taken and tokens + cost > self.max_batch_tokens:
+                break
+            taken.append((job, job.done))
+            tokens += cost
+            job.done += 1
+            if job.done == len(job.items):
+                self._jobs.popleft()
+        self._waiting -= len(taken)
+        return taken
+
+    def _queued_tokens(self) -> int:
+        return sum(self.cost(item) for job in self._jobs for item in job.items[job.done:])
+
+    async def _worker(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._wakeup is not None
+        while True:
+            if not self._jobs:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            # A short wait lets concurrent single-sample requests join this batch; skipped when a
+            # batch's worth is already queued.
+            deadline = self._jobs[0].enqueued + self.max_wait if self._jobs else time.perf_counter()
+            while (self._waiting < self.max_batch_items and time.perf_counter() < deadline
+                   and self._queued_tokens() < self.max_batch_tokens):
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), max(0.0, deadline - time.perf_counter()))
+                except asyncio.TimeoutError:
+                    break
+            batch = self._take()
+            if not batch:
+                continue
+            items = [job.items[i] for job, i in batch]
+            self.in_flight = len(items)
+            started = time.perf_counter()
+            try:
+                results = await loop.run_in_executor(self._executor, self.run, items)
+                error = None
+            except Exception as exc:  # the batch fails: its requests get the error, the server lives on
+                results, error = None, exc
+            finally:
+                self.in_flight = 0
+            if self.on_batch is not None:
+                self.on_batch(len(items), sum(self.cost(x) for x in items), time.perf_counter() - started)
+            for k, (job, i) in enumerate(batch):
+                if job.future.done():
+                    continue
+                if error is not None:
+                    job.future.set_exception(error)
+                    continue
+                job.results[i] = results[k]
+                job.finished += 1
+                if job.finished == len(job.items):
+                    job.future.set_result(job.results)
+            # A failed job may still have items queued: drop them.
+            if error is not None:
+                failed = {id(job) for job, _ in batch}
+                for job in [j for j in self._jobs if id(j) in failed]:
+                    self._waiting -= len(job.items) - job.done
+                    self._jobs.remove(job)

@@ -1,0 +1,82 @@
+"""Reading requests: the body limit, JSON, and 4xx errors that name the field.
+
+Bodies are read here and nowhere else, and never logged: an error message names the field and
+what was expected, not the value that was sent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ApiError(Exception):
+    """An HTTP error answered as `{"error": {"message", "type", "param", "code"}}` (the OpenAI and
+    vLLM error shape, which their clients read)."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.headers = status, message, param, headers or {}
+
+    def body(self) -> dict[str, Any]:
+        kind = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError", 413: "RequestTooLarge",
+                422: "UnprocessableEntity", 503: "ServiceUnavailable"}.get(self.status, "Error")
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.status}}
+
+
+async def read_json(request: Any, limit: int) -> Any:
+    """The parsed JSON body; 413 above `limit` bytes (declared or streamed), 422 if not JSON."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                raise ApiError(413, f"request body of {int(declared)} bytes is over the limit of {limit} bytes",
+                               "body", )
+        except ValueError:
+            raise ApiError(400, "Content-Length is not a number", "content-length") from None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body is over the limit of {limit} bytes", "body")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise ApiError(422, "the request body is empty: send a JSON object", "body")
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise ApiError(422, f"the request body is not valid JSON{where}", "body") from None
+
+
+def parse(model: type[M], data: Any, expected: dict[str, str] | None = None) -> M:
+    """`data` as `model`, or a 422 naming the first bad field (`query.2: Input should be a valid string`);
+    `expected` words what a field takes where pydantic's union message would confuse."""
+    if not isinstance(data, dict):
+        raise ApiError(422, f"the request body must be a JSON object, got {type(data).__name__}", "body")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        first = errors[0]
+        loc = ".".join(str(p) for p in first["loc"] if not _is_union_tag(p)) or "body"
+        top = str(first["loc"][0]) if first["loc"] else ""
+        if expected and top in expected and first["type"] != "missing":
+            raise ApiError(422, f"{top}: expected {expected[top]}", top) from None
+        more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+        raise ApiError(422, f"{loc}: {first['msg']}{more}", loc) from None
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic names the union member it tried (`list[str]`, `str`): not a field of the request.
+    return isinstance(part, str) and ("[" in part or part in {"str", "int", "float", "bool", "function-after"})
+
+
+def check_items(n: int, cap: int, field: str) -> None:
+    if n > cap:
+        raise ApiError(413, f"{field}: {n} items in one request, over the limit of {cap}", field)

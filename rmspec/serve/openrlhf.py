@@ -1,0 +1,51 @@
+"""OpenRLHF's remote reward protocol: `POST /get_reward`.
+
+The trainer (`--reward.remote_url URL`, openrlhf/utils/agent.py) posts
+`{"query": [str], "prompts": [str], "labels": [...]}`, usually one sample per request, and reads
+`rewards`, `scores` (falling back to rewards) and `extra_logs` (lists of scalars it logs).
+`query` is the decoded prompt + response with special tokens kept, so it is tokenized without
+adding any. Extra keys are ignored, as OpenRLHF's own example server does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict
+
+from rmspec.serve.http import ApiError, check_items, parse, read_json
+from rmspec.serve.service import Service
+
+
+class RewardRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    query: list[str] | str
+    prompts: list[Any] | None = None
+    labels: list[Any] | None = None
+
+
+def router(service: Service) -> APIRouter:
+    api = APIRouter()
+
+    @api.post("/get_reward")
+    async def get_reward(request: Request) -> dict[str, Any]:
+        if service.is_judge:
+            raise ApiError(400, "this server holds a generative judge: use POST /v1/chat/completions", "query")
+        req = parse(RewardRequest, await read_json(request, service.limits.max_body_bytes),
+                    {"query": "a list of strings (prompt + response, already templated)"})
+        queries = [req.query] if isinstance(req.query, str) else req.query
+        check_items(len(queries), service.limits.max_items, "query")
+        encoded = [service.engine.encode_text(q, add_special_tokens=False) for q in queries]
+        raw = await service.score(encoded)
+        outputs = [service.present(v) for v in raw]
+        rewards = [v[0] for v in outputs]
+        extra: dict[str, list[float]] = {"truncated": [float(e.truncated) for e in encoded]}
+        if service.normalize:
+            extra["raw_reward"] = [v[0] for v in raw]
+        if len(service.engine.labels) > 1:  # pointwise: every attribute, logged by the trainer
+            for k, name in enumerate(service.engine.labels):
+                extra[name] = [v[k] for v in outputs]
+        return {"rewards": rewards, "scores": rewards, "extra_logs": extra}
+
+    return api

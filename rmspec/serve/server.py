@@ -1,0 +1,84 @@
+"""Start `rmspec serve`: refuse an open bind without a token, load the model, run uvicorn.
+
+uvicorn handles SIGTERM and SIGINT: it stops accepting connections, lets the requests in flight
+finish (their items are already in the batcher's queue), then runs the app's shutdown, which
+drains the batcher. Access logs stay off unless asked for; they never carry bodies or headers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+from rmspec.errors import RmspecError
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(host: str, token_env: str | None) -> str | None:
+    """The bearer token from $token_env; required for any address but loopback."""
+    if token_env:
+        token = os.environ.get(token_env, "")
+        if not token.strip():
+            raise RmspecError(f"--token-env {token_env}: that environment variable is not set or empty",
+                              f"export {token_env}=<a long random secret> before starting the server")
+        return token.strip()
+    if not is_loopback(host):
+        raise RmspecError(
+            f"refusing to listen on {host} without a token: anyone who can reach it could use the model",
+            "set a secret in an environment variable and pass its name: --token-env RMSPEC_TOKEN "
+            "(clients send Authorization: Bearer <token>), or bind 127.0.0.1",
+        )
+    return None
+
+
+def _server_class():
+    import contextlib
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn re-raises SIGTERM once it has drained; we exit 0 instead, having finished cleanly."""
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                yield
+                if hasattr(self, "_captured_signals"):
+                    self._captured_signals.clear()
+
+    return Server
+
+
+def serve(target: str, *, host: str, port: int, token: str | None, limits, normalize: bool | None,
+          model_name: str | None, batch_size: int | None, access_log: bool, log=print) -> None:
+    import uvicorn
+
+    from rmspec.inference.engine import RewardEngine
+    from rmspec.serve.app import create_app
+    from rmspec.serve.service import Service
+
+    engine = RewardEngine.load(target)
+    service = Service(engine, model_name=model_name or str(target), normalize=normalize, limits=limits, batch_size=batch_size)
+    app = create_app(service, token=token)
+    norm = ("on" if service.normalize else "off") if engine.can_normalize else "off (no reward_mean/reward_std in config.json)"
+    log(f"rmspec serve: {engine.kind} model {Path(target)} (max_length {engine.max_length}, normalization {norm})")
+    log(f"listening on http://{host}:{port}" + (" (bearer token required)" if token else ""))
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=access_log,
+                            timeout_graceful_shutdown=60, server_header=False)
+    server = _server_class()(config)
+    server.run()
+    if not server.started:
+        raise RmspecError(f"could not listen on {host}:{port} (in use, or not an address of this machine)",
+                          "pick another --port, or stop the process that holds it")
+    log("rmspec serve: stopped")
+    sys.stdout.flush()
