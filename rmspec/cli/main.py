@@ -80,3 +80,38 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception:  # a bug of ours: one line for the user, the whole traceback in a file
+        path = write_crash_report()
+        if path is None:  # nowhere to write it: better a traceback than none
+            raise
+        click.echo(f"internal error, please report: {path}", err=True)
+        sys.exit(1)
+
+
+# A command that has a run directory names it here, so that a crash report lands beside the run.
+crash_report_dir: "str | None" = None
+
+
+def write_crash_report() -> "str | None":
+    """Write the exception being handled, with the command line and versions, to a file: in the
+    run directory when a command named one (``crash_report_dir``), else in the temp folder."""
+    import os
+    import platform
+    import tempfile
+    import time
+    import traceback
+
+    name = f"rmspec-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    text = (f"rmspec {' '.join(sys.argv[1:])}\nrmspec {__version__}, Python {platform.python_version()}, "
+            f"{platform.platform()}\n\n{traceback.format_exc()}")
+    for folder in (crash_report_dir, tempfile.gettempdir()):
+        if not folder:
+            continue
+        try:
+            path = os.path.join(folder, name)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return path
+        except OSError:
+            continue
+    return None

@@ -8,10 +8,16 @@ from rmspec.cli.options import set_option
 @click.command()
 @click.argument("spec_file", type=click.Path(dir_okay=False))
 @set_option
-def validate(spec_file: str, sets: tuple[str, ...]) -> None:
+@click.option("--all", "show_all", is_flag=True, help="Show every problem (by default the first 50).")
+def validate(spec_file: str, sets: tuple[str, ...], show_all: bool) -> None:
     """Check SPEC_FILE: every problem at once, each with FILE:LINE:COL and field path."""
+    from rmspec.errors import SpecError
     from rmspec.spec import load_spec
 
-    loaded = load_spec(spec_file, sets)
+    try:
+        loaded = load_spec(spec_file, sets)
+    except SpecError as exc:
+        exc.show_all = show_all  # read by rmspec.render.errors.print_error
+        raise
     s = loaded.spec
     click.echo(f"{spec_file}: valid ({s.approach.kind}, model {s.model.name_or_path}, data {s.data.source.kind})")

@@ -81,25 +81,121 @@ def _files(source, base_dir: Path, where: str):
             )
         fmt = fmts.pop()
     builder = "json" if fmt in ("json", "jsonl") else fmt
+    encoding = getattr(source, "encoding", "utf-8") or "utf-8"
+    _check_files(paths, fmt, where)
+    kwargs = {}
+    if builder in ("json", "csv"):
+        kwargs["encoding"] = encoding
+        bad = next(((p, b) for p in paths if (b := first_undecodable(p, encoding)) is not None), None)
+        if bad is not None:
+            if builder == "json" and all(_is_json_lines(p) for p in paths) and _line_safe(encoding):
+                return _json_lines_by_hand(paths, encoding, where)  # only the bad rows leave, as `encoding` rejects
+            path, (line, col, detail) = bad
+            raise DataError(f"{where}: {path}:{line}:{col}: not {encoding} text: {detail}",
+                            "set data.source.encoding to the file's encoding (e.g. latin-1 or cp1252), or convert "
+                            "the file to UTF-8")
     try:
-        ds = datasets.load_dataset(builder, data_files=paths, split="train")
+        ds = datasets.load_dataset(builder, data_files=paths, split="train", **kwargs)
     except Exception as exc:  # the builders raise many types; all mean "this file is not that format"
-        if builder == "json" and all(_is_json_lines(p) for p in paths):
-            return _json_lines_by_hand(paths)  # a broken line: read line by line, reject only that line
+        if builder == "json" and all(_is_json_lines(p) for p in paths) and _line_safe(encoding):
+            return _json_lines_by_hand(paths, encoding, where)  # a broken line: read line by line, reject only that line
         raise DataError(
-            f"{where}: could not read {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''} as {fmt}: {_short(exc)}",
-            f"check that the files are valid {fmt} (JSON Lines: one object per line)",
+            f"{where}: could not read {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''} as {FORMAT_NAMES[fmt]}"
+            f"{' (the format its extension says)' if source.format == 'auto' else ''}: {_short(exc)}",
+            f"check that the files are valid {FORMAT_NAMES[fmt]}, or set format: to what they are",
         ) from None
     if builder == "json" and any(isinstance(f, datasets.Json) for f in ds.features.values()):
         # A column with mixed types (text in one row, a number in another): datasets stores such
         # values as JSON and reads the text "4" back as the number 4. Read these files by hand.
-        return _json_lines_by_hand(paths) if all(_is_json_lines(p) for p in paths) else ds
+        if all(_is_json_lines(p) for p in paths) and _line_safe(encoding):
+            return _json_lines_by_hand(paths, encoding, where)
     return ds
 
 
+FORMAT_NAMES = {"json": "JSON", "jsonl": "JSON Lines", "parquet": "Parquet", "csv": "CSV"}
+# The first bytes of formats a data folder holds, to say what a misnamed file really is.
+MAGIC = {b"PAR1": "Parquet", b"\x1f\x8b": "gzip", b"PK\x03\x04": "zip", b"ARROW1": "Arrow", b"SQLite format 3": "SQLite"}
+
+
+def _check_files(paths: list[str], fmt: str, where: str) -> None:
+    """An empty file, or one that is another format than expected, is a DataError naming it."""
+    empty = []
+    for path in paths:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+        found = next((name for magic, name in MAGIC.items() if head.startswith(magic)), None)
+        expected = "JSON Lines" if fmt == "json" and path.lower().endswith(".jsonl") else FORMAT_NAMES[fmt]
+        if found is not None and found != expected:
+            raise DataError(f"{where}: {path} is a {found} file, not {expected} as its "
+                            f"{'extension' if Path(path).suffix.lower() in FORMAT_BY_SUFFIX else 'format'} says",
+                            f"rename it, or set format: to what it is" if found == "Parquet" else
+                            f"decompress or convert it to JSON Lines, CSV or Parquet")
+        if _is_blank(path):
+            empty.append(path)
+        elif expected == "Parquet" and found is None:
+            looks = "JSON text" if head.lstrip()[:1] in (b"{", b"[") else "not Parquet (no PAR1 magic bytes)"
+            raise DataError(f"{where}: {path} is {looks}, not Parquet as its "
+                            f"{'extension' if fmt == 'parquet' and source_says_auto(path) else 'format'} says",
+                            "rename it to what it is (.jsonl, .json, .csv), or set format: to what it is")
+    if empty and len(empty) == len(paths):
+        raise DataError(f"{where}: {', '.join(empty[:3])}{' ...' if len(empty) > 3 else ''} "
+                        f"{'is' if len(empty) == 1 else 'are'} empty: no rows to read",
+                        "point data.source.paths at the file that holds the data (was it written completely?)")
+
+
+def source_says_auto(path: str) -> bool:
+    return Path(path).suffix.lower() == ".parquet"
+
+
+def _is_blank(path: str) -> bool:
+    """Nothing but whitespace (read until the first other byte, so a normal file costs one read)."""
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 16):
+            if chunk.strip():
+                return False
+    return True
+
+
+def _line_safe(encoding: str) -> bool:
+    """Whether lines can be split on the byte \\n before decoding (not so for UTF-16/32)."""
+    return "\n".encode(encoding) == b"\n" and "{".encode(encoding) == b"{"
+
+
+def first_undecodable(path: str, encoding: str) -> tuple[int, int, str] | None:
+    """(line, column, what) of the first bytes that do not decode, or None. Reads in large blocks
+    cut at line ends, so a valid file costs one pass at memory speed."""
+    if not _line_safe(encoding):  # UTF-16/32: decode as a text stream, locate by line
+        number = 0
+        try:
+            with open(path, encoding=encoding) as fh:
+                for number, _ in enumerate(fh, 1):
+                    pass
+        except UnicodeDecodeError as exc:
+            return number + 1, 1, f"the bytes do not decode as {encoding} ({exc.reason})"
+        return None
+    line, rest = 1, b""
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(1 << 22)
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)
+            block, rest = data[:cut], data[cut:]
+            try:
+                block.decode(encoding)
+            except UnicodeDecodeError as exc:
+                row_start = block.rfind(b"\n", 0, exc.start) + 1
+                line += block.count(b"\n", 0, exc.start)
+                col = len(block[row_start:exc.start].decode(encoding, errors="replace")) + 1
+                return line, col, f"byte 0x{block[exc.start]:02x} does not decode as {encoding} ({exc.reason})"
+            line += block.count(b"\n")
+            if not chunk:
+                return None
+
+
 # Rows read by hand carry every value JSON-encoded, so that no value changes type on the way;
-# the pipeline decodes them (see `decode_row`). A line that is not JSON becomes a row that holds
-# only BAD_LINE, and leaves as a reject (invalid_json) instead of failing the whole file.
+# the pipeline decodes them (see `decode_row`). A line that is not JSON, or not text in the
+# source's encoding, becomes a row that holds only BAD_LINE ([reason, detail]), and leaves as a
+# reject (invalid_json, encoding) instead of failing the whole file.
 ENCODED_MARK = "rmspec:json-encoded-columns"
 BAD_LINE = "__rmspec_bad_line__"
 
@@ -107,47 +203,82 @@ BAD_LINE = "__rmspec_bad_line__"
 def _is_json_lines(path: str) -> bool:
     if path.endswith(".jsonl"):
         return True
-    with open(path, encoding="utf-8") as fh:
-        head = fh.read(1).strip() or fh.read(64).lstrip()[:1]
-    return head == "{"
+    with open(path, "rb") as fh:
+        head = fh.read(4096).lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+    return head == b"{"
 
 
-def _json_lines_by_hand(paths: list[str]):
+def _lines(path: str, encoding: str):
+    """(line number, text or None, what went wrong) for each non-blank line, decoded one by one."""
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, 1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf") and encoding.replace("_", "-").lower() in ("utf-8", "utf8"):
+                raw = raw[3:]  # a UTF-8 byte-order mark
+            if not raw.strip():
+                continue
+            try:
+                yield number, raw.decode(encoding), None
+            except UnicodeDecodeError as exc:
+                col = len(raw[:exc.start].decode(encoding, errors="replace")) + 1
+                yield number, None, (f"byte 0x{raw[exc.start]:02x} at column {col} does not decode as {encoding} "
+                                     f"({exc.reason}); set data.source.encoding if the file is in another encoding")
+
+
+def _parse_line(text: str) -> dict:
+    row = json.loads(text)
+    if not isinstance(row, dict):
+        raise ValueError(f"a JSON {type(row).__name__}, not an object")
+    return row
+
+
+def _json_lines_by_hand(paths: list[str], encoding: str = "utf-8", where: str = "data.source"):
     import datasets
 
     columns: dict[str, None] = {}
+    good, bad, first_bad = 0, 0, None
     for path in paths:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    row = json.loads(line) if line.strip() else {}
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(row, dict):
-                    columns.update(dict.fromkeys(row))
+        for number, text, problem in _lines(path, encoding):
+            try:
+                if problem is not None:
+                    raise ValueError(problem)
+                row = _parse_line(text)
+            except (ValueError, RecursionError) as exc:
+                bad += 1
+                first_bad = first_bad or f"{path}:{number}: {_short(exc, 160)}"
+                continue
+            good += 1
+            columns.update(dict.fromkeys(row))
+    if good == 0:
+        if bad == 0:
+            raise DataError(f"{where}: {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''} holds no rows",
+                            "point data.source.paths at the file that holds the data")
+        raise DataError(f"{where}: not one of {bad:,} lines could be read as JSON Lines (one JSON object per line), "
+                        f"the format expected from {'the extension' if all(p.endswith('.jsonl') for p in paths) else 'format: json'}; "
+                        f"first: {first_bad}",
+                        "check the file is JSON Lines text; if it is one JSON array name it .json, and for CSV or "
+                        "Parquet set format: csv or parquet (or use the matching extension)")
     names = [*columns, BAD_LINE]
     features = datasets.Features({c: datasets.Value("string") for c in names})
-    stamp = _hash_files(paths)
-    ds = datasets.Dataset.from_generator(_encoded_rows, gen_kwargs={"paths": tuple(paths), "names": tuple(names)},
+    stamp = _hash_files(paths) + encoding
+    ds = datasets.Dataset.from_generator(_encoded_rows, gen_kwargs={"paths": tuple(paths), "names": tuple(names),
+                                                                    "encoding": encoding},
                                          features=features, fingerprint=stamp)
     ds.info.description = ENCODED_MARK
     return ds
 
 
-def _encoded_rows(paths: tuple[str, ...], names: tuple[str, ...]):
+def _encoded_rows(paths: tuple[str, ...], names: tuple[str, ...], encoding: str = "utf-8"):
     for path in paths:
-        with open(path, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    if not isinstance(row, dict):
-                        raise ValueError(f"a JSON {type(row).__name__}, not an object")
-                except ValueError as exc:
-                    yield {**dict.fromkeys(names), BAD_LINE: json.dumps(f"{path}:{number}: {exc}")}
-                    continue
-                yield {**{n: json.dumps(row[n]) if n in row else None for n in names}, BAD_LINE: None}
+        for number, text, problem in _lines(path, encoding):
+            if problem is not None:
+                yield {**dict.fromkeys(names), BAD_LINE: json.dumps(["encoding", f"{path}:{number}: {problem}"])}
+                continue
+            try:
+                row = _parse_line(text)
+            except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested brackets
+                yield {**dict.fromkeys(names), BAD_LINE: json.dumps(["invalid_json", f"{path}:{number}: {_short(exc, 300)}"])}
+                continue
+            yield {**{n: json.dumps(row[n]) if n in row else None for n in names}, BAD_LINE: None}
 
 
 def is_encoded(ds) -> bool:
@@ -155,9 +286,13 @@ def is_encoded(ds) -> bool:
 
 
 def decode_row(row: dict) -> dict:
-    """Undo the encoding of hand-read rows; raises ValueError for a line that was not JSON."""
+    """Undo the encoding of hand-read rows; a line that was not readable raises a Reject with its
+    reason (invalid_json, encoding) and its file:line."""
     if row.get(BAD_LINE):
-        raise ValueError(json.loads(row[BAD_LINE]))
+        from rmspec.data.records import Reject
+
+        reason, detail = json.loads(row[BAD_LINE])
+        raise Reject(reason, detail)
     return {k: json.loads(v) for k, v in row.items() if k != BAD_LINE and v is not None}
 
 

@@ -39,6 +39,21 @@ class FilesSource(_SourceCommon):
     format: Literal["auto", "json", "jsonl", "parquet", "csv"] = Field(
         "auto", description="File format; auto goes by the extension."
     )
+    encoding: str = Field(
+        "utf-8", description="Text encoding of JSON, JSON Lines and CSV files (e.g. latin-1 for a legacy export); "
+        "a JSON Lines row that does not decode is rejected with reason encoding."
+    )
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, encoding: str) -> str:
+        import codecs
+
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise ValueError(f"unknown encoding {encoding!r} (e.g. utf-8, latin-1, cp1252, utf-16)") from None
+        return encoding
 
 
 class SqlSource(_SourceCommon):

@@ -143,7 +143,15 @@ def explain(exc: ValidationError, doc: Any, locs: Locations, root: type[BaseMode
 def _drop_noise_under_unknown_kind(issues: list[SpecIssue]) -> list[SpecIssue]:
     """Once a `kind:` is unknown, complaints about that entry's other keys are noise."""
     bad_parents = {i.path.removesuffix(".kind") for i in issues if i.path.endswith("kind") and "unknown" in i.message}
+    bad_parents.discard("")
+    # Look up each issue's ancestors in the set: linear in the issues (a generated spec can hold
+    # thousands of entries with a wrong kind; comparing every issue with every entry was quadratic).
     return [
         i for i in issues
-        if i.path.endswith("kind") or not any(i.path.startswith(p + ".") for p in bad_parents if p)
+        if i.path.endswith("kind") or not any(".".join(parts) in bad_parents for parts in _ancestors(i.path))
     ]
+
+
+def _ancestors(path: str) -> list[list[str]]:
+    parts = path.split(".")
+    return [parts[:n] for n in range(1, len(parts))]
