@@ -36,6 +36,16 @@ class TrainingSpec(Section):
         "auto", description="Recompute activations to save memory; auto switches it on only when the plan needs it."
     )
     group_by_length: bool = Field(True, description="Batch rows of similar length to cut padding.")
+    packing: Literal["auto", "shared_prefix", "off"] = Field(
+        "auto",
+        description=(
+            "Compute each prompt once per pair: one row [prompt | chosen | rejected] where each response sees "
+            "the prompt and itself (a 4D attention mask, positions restarting after the prompt). Exact for "
+            "causal decoders. auto: on for Bradley-Terry decoders whose attention takes a custom mask (sdpa, "
+            "eager), off elsewhere (encoders, flash-attention, pointwise, generative), the plan says why; "
+            "shared_prefix: require it (an error where it cannot apply); off: two sequences per pair."
+        ),
+    )
     seed: int = Field(42, description="Seed for model init, data order and dropout.")
     logging_steps: PositiveInt = Field(10, description="Log metrics every N optimizer steps.")
     eval_steps: PositiveInt | None = Field(None, description="Evaluate on the validation split every N steps (default: at the end).")

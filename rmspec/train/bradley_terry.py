@@ -7,11 +7,15 @@ import torch
 
 from rmspec.train.base_trainer import ScoreTrainer
 from rmspec.train.losses import bradley_terry_loss, pair_metrics
+from rmspec.train.packing import is_packed, packed_pair_rewards
 from rmspec.train.rewards import forward_scores
 
 
 def pair_rewards(model, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(chosen, rejected) rewards of a PairCollator batch, from one forward pass over 2B rows."""
+    """(chosen, rejected) rewards of a batch, from one forward pass: 2B rows from PairCollator, or
+    shared-prefix rows from PackedPairCollator (each prompt computed once)."""
+    if is_packed(inputs):
+        return packed_pair_rewards(model, inputs)
     scores = forward_scores(model, inputs["input_ids"], inputs["attention_mask"], inputs.get("token_type_ids"))[:, 0]
     half = scores.shape[0] // 2
     return scores[:half], scores[half:]

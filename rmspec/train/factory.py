@@ -7,13 +7,18 @@ from typing import Any
 from rmspec.train.bradley_terry import BradleyTerryTrainer
 from rmspec.train.collators import LMCollator, PairCollator, ScoresCollator
 from rmspec.train.generative import GenerativeTrainer
+from rmspec.train.packing import SHARED_PREFIX, PackedPairCollator, packed_length, packing_path
 from rmspec.train.pointwise import PointwiseTrainer, pointwise_metrics
 
 
-def with_lengths(dataset: Any, approach_kind: str) -> Any:
-    """Add the `length` column the length-grouped sampler reads (the longer side of a pair)."""
+def with_lengths(dataset: Any, approach_kind: str, packed: bool = False) -> Any:
+    """Add the `length` column the length-grouped sampler reads (the longer side of a pair, or the
+    shared-prefix row's P + C + R when pairs are packed)."""
     if dataset is None or "length" in dataset.column_names:
         return dataset
+    if approach_kind == "bradley_terry" and packed:
+        return dataset.map(lambda r: {"length": packed_length(r["chosen_input_ids"], r["rejected_input_ids"])},
+                           desc="lengths")
     if approach_kind == "bradley_terry":
         return dataset.map(
             lambda r: {"length": max(len(r["chosen_input_ids"]), len(r["rejected_input_ids"]))},
@@ -32,23 +37,27 @@ def build_trainer(
     callbacks: list | None = None,
 ):
     approach = spec.approach
+    packing, packing_reason = packing_path(getattr(spec.training, "packing", "auto"), approach.kind, model.config)
+    packed = packing == SHARED_PREFIX
     common = dict(
         model=model,
         args=args,
-        train_dataset=with_lengths(train, approach.kind),
-        eval_dataset=with_lengths(validation, approach.kind),
+        train_dataset=with_lengths(train, approach.kind, packed),
+        eval_dataset=with_lengths(validation, approach.kind, packed),
         processing_class=tokenizer,
         callbacks=callbacks or [],
         group_by_length=spec.training.group_by_length,
     )
     pad = tokenizer.pad_token_id
     if approach.kind == "bradley_terry":
-        return BradleyTerryTrainer(
-            data_collator=PairCollator(pad),
+        trainer = BradleyTerryTrainer(
+            data_collator=PackedPairCollator(pad) if packed else PairCollator(pad),
             use_margin=approach.use_margin,
             center_rewards_coefficient=approach.center_rewards_coefficient,
             **common,
         )
+        trainer.packing = (packing, packing_reason)  # what ran and why (the plan predicted it)
+        return trainer
     if approach.kind == "pointwise":
         prompts = list(validation["prompt"]) if validation is not None and "prompt" in validation.column_names else None
         return PointwiseTrainer(

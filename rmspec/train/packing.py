@@ -56,3 +56,43 @@ def packed_pair_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[to
 def computed_tokens(batch: dict[str, torch.Tensor]) -> int:
     """Token slots the model computes for this batch (padding included)."""
     return int(batch["input_ids"].numel())
+
+
+# ---------------------------------------------------------------- which path
+
+
+SHARED_PREFIX, OFF = "shared_prefix", "off"
+
+
+def packing_path(setting: str, approach_kind: str, config: Any) -> tuple[str, str]:
+    """(path, reason) at run time, from the spec's training.packing and the loaded model's config.
+
+    The plan decides the same from the spec and the model's shape (rmspec.plan.packing); this is
+    the authority once the model is loaded. ``shared_prefix`` where it cannot apply is an error.
+    """
+    from rmspec.errors import RmspecError
+    from rmspec.inference.prefix_mask import NotPackable, check_packable
+
+    if setting == OFF:
+        return OFF, "training.packing: off"
+    why = None
+    if approach_kind != "bradley_terry":
+        why = f"approach {approach_kind}: one sequence per example, no prompt shared between sequences"
+    else:
+        try:
+            check_packable(config)
+        except NotPackable as exc:
+            why = str(exc)
+    if why is None:
+        return SHARED_PREFIX, ("training.packing: shared_prefix" if setting == SHARED_PREFIX else
+                               "auto: a causal decoder in Bradley-Terry: each prompt computed once per pair")
+    if setting == SHARED_PREFIX:
+        raise RmspecError(f"training.packing: shared_prefix cannot apply: {why}",
+                          hint="set training.packing: auto (or off) to train with two sequences per pair")
+    return OFF, f"auto: {why}"
+
+
+def packed_length(chosen: list[int], rejected: list[int]) -> int:
+    """Tokens of the pair's shared-prefix row: P + C + R."""
+    group = split_shared_prefix([list(chosen), list(rejected)])
+    return len(group)
