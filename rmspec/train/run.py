@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 import traceback
 from pathlib import Path
@@ -79,6 +80,15 @@ def last_complete_checkpoint(folder: Path) -> str | None:
     return None
 
 
+def checkpoint_is_final(checkpoint: str) -> bool:
+    """The checkpoint's trainer state has reached its max_steps: training is over."""
+    try:
+        saved = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return 0 < int(saved.get("max_steps") or 0) <= int(saved.get("global_step") or 0)
+
+
 def checkpoint_step(checkpoint: str | None) -> int:
     return int(Path(checkpoint).name.rsplit("-", 1)[-1]) if checkpoint else 0
 
@@ -101,10 +111,12 @@ def train_run(plan_path: str | Path, *, resume: bool = False) -> int:
     main = state.is_main_process
     from rmspec.train.callbacks import GracefulInterrupt
 
+    lock = own_run_dir(run, state)  # before status.json is touched: it may be another trainer's
     interrupt = GracefulInterrupt().install()
     try:
         if main:
-            write_status(run, "running", pid=os.getpid(), started=time.time(), resumed=resume)
+            write_status(run, "running", pid=os.getpid(), host=socket.gethostname(), started=time.time(),
+                         resumed=resume, world_size=state.num_processes, **slurm_job())
         outcome = _train(run, plan, state, interrupt, resume)
     except KeyboardInterrupt:
         if main:
@@ -120,7 +132,40 @@ def train_run(plan_path: str | Path, *, resume: bool = False) -> int:
         raise
     finally:
         interrupt.uninstall()
+        if lock is not None:
+            lock.release()
     return outcome
+
+
+def slurm_job() -> dict:
+    """The SLURM job this trainer runs in (status.json names it; `rmspec status` asks squeue about it)."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return {}
+    return {"slurm_job_id": os.environ["SLURM_JOB_ID"],
+            "slurm_restart_count": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)}
+
+
+def own_run_dir(run: RunDir, state: Any):
+    """Global rank 0 takes the run directory's trainer lock; every rank learns whether it did, so that
+    a second trainer (a resume beside a live one, a job submitted twice) stops on all ranks at once."""
+    from rmspec.launch.lock import RunLocked, acquire_trainer_lock
+
+    lock, refusal = None, None
+    if state.is_main_process:
+        try:
+            lock = acquire_trainer_lock(run.root)
+        except RunLocked as exc:
+            refusal = exc
+    if state.num_processes > 1:
+        import torch.distributed as dist
+
+        message = [None if refusal is None else (refusal.message, refusal.hint)]
+        dist.broadcast_object_list(message, src=0)
+        if message[0] is not None and refusal is None:
+            refusal = RunLocked(*message[0])
+    if refusal is not None:
+        raise refusal
+    return lock
 
 
 def _train(run: RunDir, plan: dict, state: Any, interrupt: Any, resume: bool) -> int:
@@ -175,7 +220,17 @@ def _train(run: RunDir, plan: dict, state: Any, interrupt: Any, resume: bool) ->
 
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=early.patience))
     trainer = build_trainer(spec, model, tokenizer, args, prepared.train, validation, callbacks)
-    trainer.train(resume_from_checkpoint=checkpoint)
+    if checkpoint is not None and checkpoint_is_final(checkpoint):
+        # The Trainer resumed at max_steps still trains one step before it checks (a 41st step of a
+        # 40-step run): take the checkpoint's weights and state as they are, and finish.
+        from transformers.trainer_callback import TrainerState
+
+        trainer._load_from_checkpoint(checkpoint)
+        trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+        if main:
+            print(f"rmspec: {checkpoint} is at max_steps {trainer.state.max_steps}; no step left to train", flush=True)
+    else:
+        trainer.train(resume_from_checkpoint=checkpoint)
 
     if interrupt.requested:
         if main:

@@ -1,0 +1,79 @@
+"""The local launcher: `accelerate launch ... -m rmspec.launch.entrypoint RUN/plan.json` on this machine,
+followed in the live view, with Ctrl-C forwarded to the training processes. Light (no torch)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+from rmspec.launch.argv import resolve_program, runtime_env
+from rmspec.rundir import RunDir
+
+
+def launch_command(run_dir: RunDir, plan: dict, resume: bool) -> list[str]:
+    """The plan's argv, pointed at this run directory's files, --resume appended when resuming."""
+    argv = list(plan["launch_command"])
+    if "--config_file" in argv:
+        argv[argv.index("--config_file") + 1] = str(run_dir.accelerate_config)
+    module = argv.index("-m")
+    argv = argv[: module + 2] + [str(run_dir.plan)]
+    if resume:
+        argv.append("--resume")
+    return resolve_program(argv)
+
+
+def launch_environment(plan: dict) -> dict[str, str]:
+    use_cpu = bool(plan.get("accelerate_config", {}).get("use_cpu"))
+    env = {**runtime_env(use_cpu), **os.environ, **plan.get("launch_env", {})}
+    env["PYTHONUNBUFFERED"] = "1"  # the log and the live view follow the child as it goes
+    return env
+
+
+def title_of(run_dir: RunDir, plan: dict) -> str:
+    return f"{plan.get('name', run_dir.root.name)} ({plan.get('approach', '')}, {plan.get('strategy', '')})"
+
+
+def launch(run_dir: RunDir, plan: dict, resume: bool) -> int:
+    """Run the plan here; returns the launcher's exit code once the training processes are done."""
+    from rmspec.render.live_view import LiveView
+
+    argv = launch_command(run_dir, plan, resume)
+    log_path = run_dir.root / "train.log"
+    with log_path.open("a", encoding="utf-8") as log, LiveView(run_dir.metrics, title_of(run_dir, plan)) as view:
+        view.note(f"run directory: {run_dir.root}   log: {log_path}")
+        view.note("$ " + " ".join(argv))
+        # A session of its own: the terminal's Ctrl-C reaches this process only, which then asks
+        # the training processes (not the launcher between us) to save and stop.
+        child = subprocess.Popen(argv, env=launch_environment(plan), stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        interrupts = 0
+        while True:
+            try:
+                return child.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                view.poll()
+            except KeyboardInterrupt:
+                interrupts += 1
+                if interrupts == 1:
+                    view.note("interrupt: saving a checkpoint, then stopping (Ctrl-C again to stop at once)")
+                    signal_workers(child.pid, signal.SIGINT)
+                else:
+                    signal_workers(child.pid, signal.SIGINT)
+                    os.killpg(child.pid, signal.SIGTERM)
+
+
+def signal_workers(launcher_pid: int, sig: int) -> None:
+    """Send ``sig`` to the training processes under the launcher (the launcher itself would die on it)."""
+    import psutil
+
+    try:
+        workers = psutil.Process(launcher_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    for proc in workers:
+        try:
+            if "rmspec.launch.entrypoint" in " ".join(proc.cmdline()):
+                proc.send_signal(sig)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass

@@ -1,0 +1,133 @@
+"""One owner per run directory, with locks the kernel releases when their holder dies.
+
+Why flock and not a pid file: a pid file outlives a SIGKILL and needs a liveness guess (pids are
+reused, and another host's pid cannot be checked), while an flock(2) lock belongs to an open
+file and is dropped by the kernel the moment the process holding it exits, however it exits.
+So a crash never leaves a stale lock and nothing has to be cleaned up before a resume.
+The lock file also holds its owner's record (pid, host, SLURM job) for the refusal message.
+
+Two locks, because two processes own a run in turn and a lock cannot be handed across exec:
+- RUN/.claim.lock: `rmspec run` (the parent) from the moment it claims the directory until it
+  exits, covering the writing of the run files and the seconds the trainer needs to start;
+- RUN/.trainer.lock: the training process of global rank 0, for as long as it trains. Killing
+  the parent alone leaves the trainer running, and its lock keeps a second one out.
+A claimant takes the claim lock and tests the trainer lock; a trainer takes the trainer lock.
+Light: no torch.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rmspec.errors import RmspecError
+
+CLAIM = ".claim.lock"
+TRAINER = ".trainer.lock"
+LOCK_FILES = (CLAIM, TRAINER)
+
+
+class RunLocked(RmspecError):
+    """The run directory has a live owner."""
+
+
+def owner_record(role: str) -> dict:
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "role": role, "since": time.time()}
+    if os.environ.get("SLURM_JOB_ID"):
+        record["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
+    return record
+
+
+def describe(record: dict | None) -> str:
+    if not record:
+        return "another process (no owner record yet)"
+    job = f", SLURM job {record['slurm_job_id']}" if record.get("slurm_job_id") else ""
+    return f"{record.get('role', 'a process')} pid {record.get('pid', '?')} on host {record.get('host', '?')}{job}"
+
+
+@dataclass
+class Lock:
+    """An flock(2) lock on one file; released by release() or by the holder's death."""
+
+    path: Path
+    fd: int | None = None
+
+    def try_acquire(self, record: dict | None = None) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        if record is not None:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)  # closing the only descriptor of the open file drops the lock
+
+    def record(self) -> dict | None:
+        try:
+            return json.loads(self.path.read_text(encoding="utf-8") or "null")
+        except (OSError, ValueError):
+            return None
+
+
+def held_by(path: Path) -> dict | None:
+    """The owner record when someone holds the lock at `path`, else None (tested without waiting)."""
+    if not path.exists():
+        return None
+    probe = Lock(path)
+    if probe.try_acquire():
+        probe.release()
+        return None
+    return probe.record() or {}
+
+
+def trainer_owner(root: Path) -> dict | None:
+    return held_by(Path(root) / TRAINER)
+
+
+def claim_lock(root: Path, command: str) -> Lock:
+    """Take the run directory for `rmspec run` (fresh, --resume or --overwrite), or refuse."""
+    root = Path(root)
+    lock = Lock(root / CLAIM)
+    if not lock.try_acquire(owner_record(command)):
+        raise _locked(root, lock.record())
+    trainer = trainer_owner(root)
+    if trainer is not None:
+        lock.release()
+        raise _locked(root, trainer)
+    return lock
+
+
+def acquire_trainer_lock(root: Path, wait: float = 5.0) -> Lock:
+    """The trainer's lock, retried for `wait` seconds (a claimant or `rmspec status` tests it for a
+    moment); RunLocked when another trainer owns the run."""
+    lock = Lock(Path(root) / TRAINER)
+    end = time.monotonic() + wait
+    while not lock.try_acquire(owner_record("trainer")):
+        if time.monotonic() > end:
+            raise _locked(Path(root), lock.record())
+        time.sleep(0.1)
+    return lock
+
+
+def _locked(root: Path, record: dict | None) -> RunLocked:
+    pid = (record or {}).get("pid")
+    stop = f"stop it (kill {pid}) " if pid else "stop it "
+    return RunLocked(
+        f"{root} is in use by {describe(record)}: one run directory has one owner at a time",
+        hint=f"follow it with `rmspec status {root}`, wait for it to end, or {stop}and then "
+             f"`rmspec run --resume {root}`",
+    )

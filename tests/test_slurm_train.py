@@ -1,0 +1,221 @@
+"""Several nodes for real: the launch.slurm that `rmspec run` writes, submitted unchanged to a real
+two-node SLURM cluster (tests/slurm_cluster.py), trains with world size 2 across the nodes through
+`accelerate launch` and the c10d rendezvous, and equals the same spec run as 2 processes on one host.
+Requeued, it resumes from its last complete checkpoint; cancelled, it says so and names the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from slurm_cluster import slurm_cluster  # noqa: F401 (the session fixture)
+from test_run_cli import make_run_spec, metrics_rows
+from test_train_models import build_model
+
+pytestmark = pytest.mark.slow
+
+# Tiny steps (a 2-layer hidden-32 Llama): 160 of them take seconds, long enough to requeue mid-run.
+TRAINING = "  max_steps: 160\n  save_steps: 20\n  save_total_limit: 3"
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def _spec(tmp: Path, name: str, model: Path, *, nodes: int) -> Path:
+    spec = make_run_spec(tmp, name=name, training=TRAINING, batch=8, procs=2 if nodes == 1 else 1, rows=120,
+                         model=model)
+    if nodes > 1:
+        spec.write_text(spec.read_text().replace("gpus_per_node: 1}", f"gpus_per_node: 1, nodes: {nodes}}}"))
+    return spec
+
+
+# One thread per process everywhere: accelerate gives each node's process all the node's cores (2 for each
+# "node" of this one-host cluster, 1 for each of 2 local processes), and the thread count changes the order
+# of float sums enough to move scores after 300 steps by 1.6e-4 (measured). Same threads, same arithmetic.
+THREADS = {"OMP_NUM_THREADS": "1"}
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1", **THREADS, **extra}
+
+
+def _client_env(cluster) -> dict[str, str]:
+    """A user's shell on the login node: the venv activated, offline, SLURM_CONF pointing at the cluster."""
+    return _env(SLURM_CONF=str(cluster.conf), PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
+
+
+def _status(run: Path) -> dict:
+    try:
+        return json.loads((run / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _wait_for(predicate, timeout: float, what: str, cluster) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}\n{cluster.logs()}")
+
+
+def _scores(model_dir: Path, texts: list[str]) -> list[float]:
+    """Plain transformers, no rmspec: the saved model and tokenizer as any user would load them."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        return [model(**tokenizer(text, return_tensors="pt")).logits[0, 0].item() for text in texts]
+
+
+def _texts(tmp: Path) -> list[str]:
+    rows = [json.loads(line) for line in (tmp / "pairs.jsonl").read_text().splitlines()[:6]]
+    return [f"{r['prompt']} {r[key]}" for r in rows for key in ("chosen", "rejected")]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("slurm-train")
+    return tmp, build_model("llama", tmp / "model-src")
+
+
+@pytest.fixture(scope="module")
+def reference(work):
+    """The same spec as 2 processes on one host, uninterrupted."""
+    tmp, model = work
+    spec = _spec(tmp, "local2", model, nodes=1)
+    started = time.time()
+    done = subprocess.run([sys.executable, "-m", "rmspec", "run", str(spec)], cwd=tmp, env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    run = tmp / "runs" / "local2"
+    assert done.returncode == 0, done.stdout + done.stderr + (run / "train.log").read_text()
+    print(f"\nlocal 2-process reference: {time.time() - started:.1f} s")
+    return run
+
+
+def test_launch_slurm_submitted_unchanged_trains_on_two_nodes(work, reference, slurm_cluster):
+    tmp, model = work
+    spec = _spec(tmp, "nodes2", model, nodes=2)
+    run = tmp / "runs" / "nodes2"
+    env = _client_env(slurm_cluster)
+    written = subprocess.run([sys.executable, "-m", "rmspec", "run", str(spec)], cwd=tmp, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert written.returncode == 0, written.stdout + written.stderr
+    script = run / "launch.slurm"
+    assert f"sbatch {script}" in written.stdout and "--submit" in written.stdout
+    text = script.read_text()
+    assert "--gpus-per-node" not in text  # a CPU plan asks for no GPU
+    assert json.loads((run / "plan.json").read_text())["slurm_script"] == text
+
+    started = time.time()
+    job = subprocess.run(["sbatch", "--parsable", str(script)], cwd=tmp, env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    try:
+        final = slurm_cluster.wait_job(job, timeout=300)
+    finally:
+        slurm_cluster.run("scancel", job, check=False)
+    print(f"\nSLURM 2-node job {job}: {time.time() - started:.1f} s from sbatch to the end ({final or 'gone'})")
+    output = (run / f"slurm-{job}.out").read_text()
+    status = _status(run)
+    assert status.get("state") == "completed", output[-3000:]
+    assert "on n[1-2], rendezvous 127.0.0.1:29500" in output  # the head's NodeAddr, not the name n1
+    assert status["world_size"] == 2 and status["slurm_job_id"] == job
+    assert status["step"] == 160 and status["global_batch_size"] == 8
+    assert status["micro_batch_size"] * status["gradient_accumulation_steps"] * 2 == 8
+    # One train_begin (rank 0 alone writes the shared files) and every logged row at the global batch.
+    rows = metrics_rows(run)
+    assert sum(r.get("event") == "train_begin" for r in rows) == 1
+    assert [r["step"] for r in rows if "train/rm/loss" in r][:3] == [1, 2, 4]
+
+    texts = _texts(tmp)
+    two_nodes, one_host = _scores(run / "model", texts), _scores(reference / "model", texts)
+    assert two_nodes == pytest.approx(one_host, abs=1e-4)
+    assert _scores(model, texts[:1]) != pytest.approx(two_nodes[:1], abs=1e-2)  # it trained
+    ref = json.loads((reference / "status.json").read_text())["metrics"]
+    assert status["metrics"]["eval/rm/accuracy"] == pytest.approx(ref["eval/rm/accuracy"], abs=1e-4)
+
+    shown = subprocess.run([sys.executable, "-m", "rmspec", "status", str(run)], cwd=tmp, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "completed" in shown.stdout and f"{job}: COMPLETED" in shown.stdout
+
+
+def test_requeue_resumes_from_the_last_checkpoint_and_submit_follows_it(work, reference, slurm_cluster):
+    tmp, model = work
+    spec = _spec(tmp, "requeued", model, nodes=2)
+    run = tmp / "runs" / "requeued"
+    env = _client_env(slurm_cluster)
+    env["PATH"] = os.environ.get("PATH", "")  # --submit finds this venv's accelerate by itself
+    started = time.time()
+    parent = subprocess.Popen([sys.executable, "-m", "rmspec", "run", str(spec), "--submit"], cwd=tmp, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job = None
+    try:
+        _wait_for(lambda: _status(run).get("slurm_job_id"), 60, "the submitted job id", slurm_cluster)
+        job = _status(run)["slurm_job_id"]
+        _wait_for(lambda: (run / "checkpoints" / "checkpoint-40" / "trainer_state.json").exists(), 240,
+                  "checkpoint-40", slurm_cluster)
+        assert _status(run)["state"] == "running"
+        slurm_cluster.run("scontrol", "requeue", job)
+        out, _ = parent.communicate(timeout=400)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if job:
+            slurm_cluster.run("scancel", job, check=False)
+    print(f"\nrequeued SLURM job {job}: {time.time() - started:.1f} s from --submit to the end")
+    assert parent.returncode == 0, out[-4000:]
+    assert f"submitted SLURM job {job}" in out
+    status = _status(run)
+    assert status["state"] == "completed" and status["slurm_restart_count"] == 1
+    assert status["resumed"] is True
+    resumed_from = int(Path(status["resumed_from"]).name.rsplit("-", 1)[1])
+    assert 40 <= resumed_from < 160
+    # The requeued job started over and resumed: two job starts in the appended output.
+    assert (run / f"slurm-{job}.out").read_text().count(f"rmspec: job {job} (restart") == 2
+
+    ref = json.loads((reference / "status.json").read_text())
+    assert status["step"] == ref["step"] == 160
+    for key, value in ref["metrics"].items():
+        if key.startswith("eval/rm/"):
+            assert status["metrics"][key] == pytest.approx(value, abs=1e-3), key
+    rows = [r for r in metrics_rows(run) if "train/rm/loss" in r]
+    assert len({r["step"] for r in rows}) == len(rows)  # no step logged twice across the requeue
+
+
+def test_scancel_leaves_interrupted_with_the_last_checkpoint(work, slurm_cluster):
+    tmp, model = work
+    spec = _spec(tmp, "cancelled", model, nodes=2)
+    run = tmp / "runs" / "cancelled"
+    env = _client_env(slurm_cluster)
+    written = subprocess.run([sys.executable, "-m", "rmspec", "run", str(spec)], cwd=tmp, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert written.returncode == 0, written.stdout + written.stderr
+    started = time.time()
+    job = subprocess.run(["sbatch", "--parsable", str(run / "launch.slurm")], cwd=tmp, env=env,
+                         capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        _wait_for(lambda: (run / "checkpoints" / "checkpoint-20" / "trainer_state.json").exists(), 240,
+                  "checkpoint-20", slurm_cluster)
+        slurm_cluster.run("scancel", job)
+        slurm_cluster.wait_job(job, timeout=60)
+    finally:
+        slurm_cluster.run("scancel", job, check=False)
+    print(f"\ncancelled SLURM job {job}: {time.time() - started:.1f} s")
+    status = _status(run)
+    assert status["state"] == "interrupted", (run / f"slurm-{job}.out").read_text()[-3000:]
+    checkpoint = Path(status["checkpoint"])
+    assert checkpoint.name == f"checkpoint-{status['step']}" and (checkpoint / "trainer_state.json").exists()
+    assert status["step"] < 160 and not (run / "model").exists()
+
+    shown = subprocess.run([sys.executable, "-m", "rmspec", "status", str(run)], cwd=tmp, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "interrupted" in shown.stdout and str(checkpoint) in shown.stdout
+    assert f"rmspec run --resume {run} --submit" in shown.stdout
