@@ -1,0 +1,13 @@
+"""Label Studio round trip, annotator agreement and active selection (`rmspec annotate`).
+
+- `source`: the rows to label (a spec's data after mapping and filters, or a file of rows);
+- `tasks`: Label Studio tasks (A/B order seeded per row, swap and source id in `data` and `meta`);
+- `label_config`: the labelling interface (pairwise + tie, or a rating per attribute);
+- `push`: create or update a project and import tasks through `label-studio-sdk`;
+- `exports`: read a JSON or JSON_MIN export, validate every result, undo the swap;
+- `aggregate`: one training pair per task (majority, unanimous) or per annotation (all), rejects;
+- `agreement`: Cohen, Fleiss, Krippendorff on the unswapped preference; annotator vs majority;
+- `select`: the pairs worth labelling under a model (uncertain, disagree, random).
+
+Light at import time: numpy/sklearn/statsmodels/krippendorff and torch load inside the functions.
+"""

@@ -1,0 +1,260 @@
+"""Read a Label Studio export (JSON or JSON_MIN), validate every annotation, undo the A/B swap.
+
+Label Studio validates nothing inside an annotation's `result` (REFERENCE.md section 6), so this
+module does: a result under an unknown control name, a pairwise choice without `selected` or with
+a value other than left/right, a tie choice other than "tie", both a choice and a tie, or a
+rating off the scale makes that annotation invalid, with the reason; it is never guessed.
+
+- JSON: a list of tasks, each with `data`, `meta` and `annotations[]` (`completed_by`, `was_cancelled`, `result[]`).
+- JSON_MIN: one flat row per annotation (task `id`, the data fields, one key per control,
+  `annotator`, `annotation_id`; a task without annotations has them null); it has no `meta`, which
+  is why the tasks also carry `rmspec_id`/`rmspec_swap` in `data`. Measured on 1.23.2, it also
+  leaves out cancelled annotations and any result under a control the config does not name, so
+  JSON is the export to prefer: only there are cancellations counted and bad results named.
+
+After parsing, a pairwise preference is "first" / "second" / "tie" in the SOURCE order (A/B swap undone).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmspec.annotate.label_config import PAIRWISE_NAME, TIE_CHOICE, TIE_NAME
+from rmspec.annotate.tasks import ATTRIBUTES_FIELD, ID_FIELD, KIND_FIELD, PROMPT_FIELD, SCALE_FIELD, SWAP_FIELD
+from rmspec.errors import DataError
+
+FIRST, SECOND, TIE = "first", "second", "tie"
+EXPORT_HINT = ("export the project from Label Studio as JSON (Export > JSON, or GET /api/projects/ID/export?exportType=JSON) "
+               "or JSON_MIN; its tasks must come from `rmspec annotate export`")
+
+
+@dataclass
+class Annotation:
+    annotator: str
+    annotation_id: Any = None
+    cancelled: bool = False
+    preference: str | None = None  # pairwise, source order: first / second / tie
+    ratings: dict[str, float] | None = None  # pointwise, on the spec's scale
+    error: str | None = None  # why this annotation is unusable
+
+
+@dataclass
+class Task:
+    task_id: Any
+    source_id: str
+    kind: str
+    data: dict[str, Any]
+    swapped: bool = False
+    annotations: list[Annotation] = field(default_factory=list)
+    error: str | None = None  # the task itself is unusable (not an rmspec task, swap unknown)
+
+    @property
+    def prompt(self) -> Any:
+        return self.data.get(PROMPT_FIELD) or self.data.get("prompt", "")
+
+    def responses(self) -> tuple[str, str]:
+        """(first, second) in source order."""
+        a, b = self.data.get("response_a", ""), self.data.get("response_b", "")
+        return (b, a) if self.swapped else (a, b)
+
+
+def load_export(path: str | Path) -> list[Task]:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such export file", EXPORT_HINT)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f"{path}:{exc.lineno}:{exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(path)
+        raise DataError(f"{where}: not a JSON file ({exc})", EXPORT_HINT + " (CSV and TSV exports cannot be read)") from None
+    return parse_export(value, str(path))
+
+
+def parse_export(value: Any, where: str = "<export>") -> list[Task]:
+    if not isinstance(value, list):
+        raise DataError(f"{where}: expected a JSON list of tasks, got {type(value).__name__}", EXPORT_HINT)
+    if not value:
+        return []
+    if not all(isinstance(row, dict) for row in value):
+        raise DataError(f"{where}: every element must be an object", EXPORT_HINT)
+    if all(isinstance(row.get("data"), dict) for row in value):
+        tasks = [_json_task(row) for row in value]
+    elif any("data" in row for row in value):
+        bad = next(i for i, row in enumerate(value) if not isinstance(row.get("data"), dict))
+        raise DataError(f"{where}: element {bad} has no `data` object (a JSON export has one per task)", EXPORT_HINT)
+    else:
+        tasks = _json_min_tasks(value)
+    if not any(t.error is None for t in tasks):
+        raise DataError(f"{where}: none of its {len(tasks)} task(s) came from `rmspec annotate export` "
+                        f"(first problem: {tasks[0].error})", EXPORT_HINT)
+    return tasks
+
+
+# ---------------------------------------------------------------- JSON
+
+def _json_task(row: dict[str, Any]) -> Task:
+    task = _task(row.get("id"), row["data"], row.get("meta") or {})
+    for ann in row.get("annotations") or []:
+        if not isinstance(ann, dict):
+            task.annotations.append(Annotation("?", error="annotation is not an object"))
+            continue
+        annotator = ann.get("completed_by")
+        if isinstance(annotator, dict):  # older exports inline the user
+            annotator = annotator.get("id", annotator.get("email"))
+        record = Annotation(str(annotator), ann.get("id"), bool(ann.get("was_cancelled")))
+        if not record.cancelled and task.error is None:
+            _read_result(task, record, ann.get("result"))
+        task.annotations.append(record)
+    return task
+
+
+# ---------------------------------------------------------------- JSON_MIN
+
+MIN_RESERVED = {"id", "annotator", "annotation_id", "created_at", "updated_at", "lead_time", "agreement", "drafts",
+                "predictions", "total_annotations", "cancelled_annotations", "total_predictions"}
+
+
+def _json_min_tasks(rows: list[dict[str, Any]]) -> list[Task]:
+    tasks: dict[Any, Task] = {}
+    for row in rows:
+        key = row.get("id")
+        kind = row.get(KIND_FIELD)
+        controls = _controls(kind, row)
+        if key not in tasks:
+            data = {k: v for k, v in row.items() if k not in MIN_RESERVED and k not in controls}
+            tasks[key] = _task(key, data, {})
+        task = tasks[key]
+        if row.get("annotator") is None and row.get("annotation_id") is None:
+            continue  # a task exported without annotations (download_all_tasks): annotator and id are null
+        record = Annotation(str(row.get("annotator")), row.get("annotation_id"))
+        if task.error is None:
+            result = []
+            for name in controls:
+                result.extend(_min_to_result(name, row[name]))
+            # Measured on 1.23.2: JSON_MIN leaves cancelled annotations out altogether and drops results
+            # under a control name the config lacks, so such an annotation arrives empty and is rejected as empty.
+            _read_result(task, record, result)
+        task.annotations.append(record)
+    return list(tasks.values())
+
+
+def _controls(kind: Any, row: dict[str, Any]) -> list[str]:
+    if kind == "pointwise":
+        names = list(row.get(ATTRIBUTES_FIELD) or [])
+    else:
+        names = [PAIRWISE_NAME, TIE_NAME]
+    known = set(names) | MIN_RESERVED | {"prompt", "response", "response_a", "response_b"}
+    # Any other key that is not a data field rmspec wrote is an unknown control: keep it so it is rejected.
+    extra = [k for k in row if k not in known and not k.startswith("rmspec_")]
+    return [n for n in names if n in row] + extra
+
+
+def _min_to_result(name: str, value: Any) -> list[dict[str, Any]]:
+    """JSON_MIN's compact value back into result items: dicts as they are, choices as strings."""
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, dict):
+            out.append({"from_name": name, "value": item})
+        else:
+            out.append({"from_name": name, "value": {"choices": [item]}})
+    return out
+
+
+# ---------------------------------------------------------------- shared
+
+def _task(task_id: Any, data: dict[str, Any], meta: dict[str, Any]) -> Task:
+    source_id = meta.get(ID_FIELD, data.get(ID_FIELD))
+    kind = meta.get(KIND_FIELD, data.get(KIND_FIELD))
+    task = Task(task_id, str(source_id) if source_id is not None else "", kind or "", data)
+    if source_id is None or kind not in ("pairwise", "pointwise"):
+        task.error = f"task {task_id} has no {ID_FIELD}/{KIND_FIELD} in meta or data: not made by `rmspec annotate export`"
+        return task
+    if kind == "pairwise":
+        swaps = {v for v in (meta.get(SWAP_FIELD), data.get(SWAP_FIELD)) if v is not None}
+        if len(swaps) != 1 or not all(isinstance(v, bool) for v in swaps):
+            task.error = f"task {task_id}: {SWAP_FIELD} is missing or contradictory ({sorted(map(str, swaps))}): the A/B order cannot be undone"
+            return task
+        task.swapped = swaps.pop()
+        if not isinstance(data.get("response_a"), str) or not isinstance(data.get("response_b"), str):
+            task.error = f"task {task_id}: data lacks response_a/response_b"
+    else:
+        scale, attrs = data.get(SCALE_FIELD), data.get(ATTRIBUTES_FIELD)
+        if not (isinstance(scale, list) and len(scale) == 2 and isinstance(attrs, list) and attrs):
+            task.error = f"task {task_id}: data lacks {SCALE_FIELD}/{ATTRIBUTES_FIELD}"
+    return task
+
+
+def _read_result(task: Task, record: Annotation, result: Any) -> None:
+    if not isinstance(result, list):
+        record.error = f"result is {type(result).__name__}, expected a list"
+        return
+    if task.kind == "pairwise":
+        _pairwise(task, record, result)
+    else:
+        _pointwise(task, record, result)
+
+
+def _pairwise(task: Task, record: Annotation, result: list[Any]) -> None:
+    picks: set[str] = set()
+    for item in result:
+        if not isinstance(item, dict):
+            record.error = "a result item is not an object"
+            return
+        name, value = item.get("from_name"), item.get("value")
+        if name == PAIRWISE_NAME:
+            selected = value.get("selected") if isinstance(value, dict) else None
+            if selected is None:
+                record.error = f"{PAIRWISE_NAME}: value.selected is missing"
+                return
+            if selected not in ("left", "right"):
+                record.error = f"{PAIRWISE_NAME}: value.selected must be left or right, got {selected!r}"
+                return
+            shown_first = selected == "left"  # left = response A
+            picks.add(FIRST if shown_first != task.swapped else SECOND)
+        elif name == TIE_NAME:
+            choices = value.get("choices") if isinstance(value, dict) else None
+            if choices != [TIE_CHOICE]:
+                record.error = f"{TIE_NAME}: value.choices must be [{TIE_CHOICE!r}], got {choices!r}"
+                return
+            picks.add(TIE)
+        else:
+            record.error = f"unknown from_name {name!r} (the label config has {PAIRWISE_NAME!r} and {TIE_NAME!r})"
+            return
+    if not picks:
+        record.error = "empty result: neither a choice nor a tie"
+    elif len(picks) > 1:
+        record.error = f"conflicting result: {' and '.join(sorted(picks))}"
+    else:
+        record.preference = picks.pop()
+
+
+def _pointwise(task: Task, record: Annotation, result: list[Any]) -> None:
+    attrs = list(task.data[ATTRIBUTES_FIELD])
+    low, high = task.data[SCALE_FIELD]
+    stars = int(high - low) + 1
+    ratings: dict[str, float] = {}
+    for item in result:
+        if not isinstance(item, dict):
+            record.error = "a result item is not an object"
+            return
+        name, value = item.get("from_name"), item.get("value")
+        if name not in attrs:
+            record.error = f"unknown from_name {name!r} (the label config rates {', '.join(attrs)})"
+            return
+        rating = value.get("rating") if isinstance(value, dict) else None
+        if isinstance(rating, bool) or not isinstance(rating, (int, float)) or rating != int(rating) or not 1 <= rating <= stars:
+            record.error = f"{name}: value.rating must be a whole number of stars from 1 to {stars}, got {rating!r}"
+            return
+        if name in ratings and ratings[name] != low + rating - 1:
+            record.error = f"{name}: rated twice with different values"
+            return
+        ratings[name] = low + rating - 1
+    missing = [a for a in attrs if a not in ratings]
+    if missing:
+        record.error = f"no rating for {', '.join(missing)}"
+        return
+    record.ratings = ratings

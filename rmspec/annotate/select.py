@@ -1,0 +1,102 @@
+"""Pick the pairs worth labelling, scored by a model through rmspec.inference (the one engine).
+
+- `uncertain`: the smallest |reward(first) - reward(second)|: where the model cannot tell;
+- `disagree`: labelled pairs the model contradicts most confidently (reward(rejected) far above
+  reward(chosen)): likely label noise, worth a second look;
+- `random`: a seeded sample, the baseline.
+
+`--stratify group` splits N across the source's groups in proportion to their sizes (largest
+remainders) and picks within each. Every choice is written with its scores (`selection.jsonl`),
+so it can be audited.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from rmspec.errors import RmspecError
+
+CRITERIA = ("uncertain", "disagree", "random")
+
+
+def load_engine(model: str | Path):
+    """A run directory, a model folder, or a packaged model name (e.g. the quickstart MiniLM)."""
+    from rmspec.inference.engine import JUDGE, RewardEngine
+    from rmspec.packaged import resolve_model_path
+
+    path = model if Path(model).exists() else resolve_model_path(str(model))
+    if not Path(path).exists():
+        raise RmspecError(f"--model {model}: no such run directory or model folder",
+                          "give runs/NAME (after rmspec run) or a folder with config.json and weights")
+    engine = RewardEngine.load(path)
+    if getattr(engine, "kind", None) == JUDGE or not hasattr(engine, "score_pairs"):
+        raise RmspecError(f"--model {model} is not a score-head reward model",
+                          "active selection ranks pairs by reward margin: use a bradley_terry or pointwise run")
+    return engine
+
+
+def margins(engine: Any, items: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(reward of first, reward of second) per pairwise item."""
+    first, second = engine.score_pairs([it["prompt"] for it in items], [it["first"] for it in items],
+                                       [it["second"] for it in items])
+    return list(zip(first, second))
+
+
+def quotas(sizes: dict[str, int], n: int) -> dict[str, int]:
+    """n split across groups in proportion to their sizes (largest remainder), never above a size."""
+    total = sum(sizes.values())
+    n = min(n, total)
+    exact = {g: n * s / total for g, s in sizes.items()}
+    out = {g: min(sizes[g], math.floor(v)) for g, v in exact.items()}
+    for g in sorted(sizes, key=lambda g: (-(exact[g] - math.floor(exact[g])), g)):
+        if sum(out.values()) >= n:
+            break
+        if out[g] < sizes[g]:
+            out[g] += 1
+    return out
+
+
+def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[tuple[float, float]] | None = None,
+           stratify: str | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """The chosen items' audit records: id, group, scores, margin, rank, criterion (best first)."""
+    if criterion not in CRITERIA:
+        raise RmspecError(f"unknown selection {criterion!r}", f"choose one of {', '.join(CRITERIA)}")
+    if criterion != "random" and scores is None:
+        raise RmspecError(f"--select {criterion} needs --model", "give the run or model whose uncertainty guides the choice")
+    records = []
+    for i, item in enumerate(items):
+        rec: dict[str, Any] = {"index": i, "id": item["id"], "group": item.get("group", "")}
+        if scores is not None:
+            a, b = scores[i]
+            rec.update(score_first=round(a, 6), score_second=round(b, 6), margin=round(a - b, 6))
+        records.append(rec)
+    if criterion == "disagree":
+        unlabelled = [r for r in records if items[r["index"]].get("label") != "first"]
+        if unlabelled:
+            raise RmspecError(f"--select disagree needs labelled pairs; {len(unlabelled)} row(s) have no chosen/rejected",
+                              "use --select uncertain for unlabelled pairs")
+        records = [r for r in records if r["margin"] < 0]  # the model prefers the rejected response
+    key = {"uncertain": lambda r: (abs(r["margin"]), r["index"]), "disagree": lambda r: (r["margin"], r["index"])}.get(criterion)
+    rng = random.Random(seed)
+    if criterion == "random":
+        rng.shuffle(records)
+        ordered = records
+    else:
+        ordered = sorted(records, key=key)
+    if stratify:
+        by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in ordered:
+            by_group[r["group"]].append(r)
+        take = quotas({g: len(v) for g, v in by_group.items()}, n)
+        chosen = [r for g, v in by_group.items() for r in v[: take[g]]]
+        position = {r["index"]: k for k, r in enumerate(ordered)}
+        chosen.sort(key=lambda r: position[r["index"]])
+    else:
+        chosen = ordered[:n]
+    for rank, r in enumerate(chosen, 1):
+        r.update(rank=rank, criterion=criterion)
+    return chosen

@@ -1,0 +1,142 @@
+"""The rows to label: a spec's data after mapping and filters, or a file of rows.
+
+An item is a plain dict:
+
+- pairwise: `id`, `group`, `prompt` (a string, or a list of {role, content} for a conversation),
+  `first`, `second` (the two responses in source order) and `label`: "first" when the source
+  already says which is better (chosen/rejected rows: chosen is first), None for unlabelled
+  pairs (`response_a`/`response_b`);
+- pointwise: `id`, `group`, `prompt`, `response`, `scores` (the source's, or None).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rmspec.errors import DataError
+
+PAIRWISE, POINTWISE = "pairwise", "pointwise"
+SPEC_SUFFIXES = (".yaml", ".yml")
+
+
+class Source:
+    """What `annotate export` labels: the items, their kind, and (pointwise) attributes and scale."""
+
+    def __init__(self, kind: str, items: list[dict[str, Any]], attributes: list[str] | None = None,
+                 scale: tuple[float, float] | None = None, origin: str = ""):
+        self.kind = kind
+        self.items = items
+        self.attributes = attributes or []
+        self.scale = scale
+        self.origin = origin
+
+
+def load_source(path: str | Path, sets: tuple[str, ...] = ()) -> Source:
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such file", "give a spec (.yaml) or a JSONL/JSON file of rows")
+    if path.suffix in SPEC_SUFFIXES:
+        return _from_spec(path, sets)
+    return _from_rows(path)
+
+
+def prompt_value(messages: list[dict[str, str]]) -> str | list[dict[str, str]]:
+    """A single user turn as its text; a longer conversation as messages."""
+    if len(messages) == 1 and messages[0].get("role") == "user":
+        return messages[0]["content"]
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def _from_spec(path: Path, sets: tuple[str, ...]) -> Source:
+    from rmspec.data import load_canonical
+    from rmspec.spec import load_spec
+
+    loaded = load_spec(path, sets)
+    approach = loaded.spec.approach
+    if approach.kind == "generative":
+        raise DataError(f"{path}: approach generative has no pairs or scores to label",
+                        "export from a bradley_terry or pointwise spec, or from a file of pairs")
+    import datasets
+
+    datasets.disable_progress_bars()
+    rows, _ = load_canonical(loaded)
+    items = []
+    for row in rows:
+        base = {"id": str(row["id"]), "group": row.get("group") or "", "prompt": prompt_value(row["prompt_messages"] or [])}
+        if approach.kind == "pointwise":
+            items.append({**base, "response": row["response"], "scores": list(row["scores"])})
+        else:
+            items.append({**base, "first": row["chosen"], "second": row["rejected"], "label": "first"})
+    if approach.kind == "pointwise":
+        return Source(POINTWISE, items, list(approach.attributes), (approach.scale.min, approach.scale.max), str(path))
+    return Source(PAIRWISE, items, origin=str(path))
+
+
+def read_rows(path: Path) -> list[tuple[int, Any]]:
+    """(line number, value) for a JSONL file, or (element index + 1, value) for a JSON list."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}", "fix the file or write it as JSONL") from None
+        if not isinstance(value, list):
+            raise DataError(f"{path}: expected a JSON list of rows, got {type(value).__name__}", "write [ {...}, {...} ] or JSONL")
+        return list(enumerate(value, 1))
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{number}: not valid JSON: {exc.msg}", "one JSON object per line (JSONL)") from None
+    return out
+
+
+def _from_rows(path: Path) -> Source:
+    items, problems = [], []
+    for number, row in read_rows(path):
+        where = f"{path}:{number}"
+        if not isinstance(row, dict):
+            problems.append(f"{where}: expected an object, got {type(row).__name__}")
+            continue
+        try:
+            items.append(_pair_item(row, len(items)))
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
+    if problems:
+        shown = "\n  ".join(problems[:10]) + (f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else "")
+        raise DataError(f"{len(problems)} row(s) of {path} cannot be labelled:\n  {shown}",
+                        "each row needs prompt and either chosen/rejected (labelled) or response_a/response_b (unlabelled)")
+    if not items:
+        raise DataError(f"{path}: no rows", "the file must hold at least one pair")
+    ids = [it["id"] for it in items]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise DataError(f"{path}: row id {dup!r} appears more than once", "ids must be unique: the import joins labels back by id")
+    return Source(PAIRWISE, items, origin=str(path))
+
+
+def _pair_item(row: dict[str, Any], index: int) -> dict[str, Any]:
+    if "chosen" in row or "rejected" in row:
+        first, second, label = row.get("chosen"), row.get("rejected"), "first"
+        names = ("chosen", "rejected")
+    elif "response_a" in row or "response_b" in row:
+        first, second, label = row.get("response_a"), row.get("response_b"), None
+        names = ("response_a", "response_b")
+    else:
+        raise ValueError(f"no chosen/rejected or response_a/response_b field (fields: {', '.join(row) or 'none'})")
+    for name, value in zip(names, (first, second)):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{name} must be a non-empty string, got {value!r:.60}")
+    prompt = row.get("prompt", "")
+    if isinstance(prompt, list):
+        if not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt):
+            raise ValueError("prompt as a list must hold {role, content} messages")
+    elif not isinstance(prompt, str):
+        raise ValueError(f"prompt must be a string or a list of messages, got {type(prompt).__name__}")
+    return {"id": str(row.get("id", f"row-{index}")), "group": str(row.get("group", row.get("family", "")) or ""),
+            "prompt": prompt, "first": first, "second": second, "label": label}
