@@ -55,9 +55,9 @@ class ServeProcess:
                                      headers={"Content-Type": "application/json", **(headers or {})})
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
-                return r.status, json.loads(r.read()), dict(r.headers)
+                return r.status, json.loads(r.read()), {k.lower(): v for k, v in r.headers.items()}
         except urllib.error.HTTPError as err:
-            return err.code, json.loads(err.read() or b"{}"), dict(err.headers)
+            return err.code, json.loads(err.read() or b"{}"), {k.lower(): v for k, v in err.headers.items()}
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         req = urllib.request.Request(self.url + path, headers=headers or {})
