@@ -617,6 +617,67 @@ def length_heuristic(rows: list[dict], count=words, group_key: str = "family") -
     return {k: round(sum(v) / len(v), 4) for k, v in sorted(per.items())}
 
 
+# ---------------------------------------------------------------- process reward data (step labels)
+
+PRM_TRAIN_SEED, PRM_BENCH_SEED = 31, 32
+N_PRM_TRAIN, N_PRM_BENCH = 3000, 400
+PRM_ERROR_SHARE = 0.5  # share of solutions with a wrong step (the rest are right throughout)
+PRM_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+
+
+def arithmetic_solution(rng: random.Random, with_error: bool) -> tuple[str, list[str], int]:
+    """A chain of 2-5 operations on small numbers, one step per operation ("Step k: a op b = c").
+
+    With an error, one step (uniformly chosen) is wrong in one of two ways a small model can see
+    from the text: its result is off by 1-3, or it starts from a number other than the previous
+    result. Later steps go on correctly from the wrong value (the mistake propagates, as in real
+    solutions). Returns (problem, steps, index of the first wrong step or -1).
+    """
+    n_ops = rng.randint(2, 5)
+    start = rng.randint(2, 9)
+    ops = [(rng.choice("+-*" if k < 2 else "+-"), rng.randint(2, 9)) for k in range(n_ops)]
+    problem = f"Start with {start}. " + " ".join(
+        {"+": f"Add {b}.", "-": f"Subtract {b}.", "*": f"Multiply by {b}."}[op] for op, b in ops) + " What is the result?"
+    wrong_at = rng.randrange(n_ops) if with_error else -1
+    value, steps = start, []
+    for k, (op, b) in enumerate(ops):
+        a = value
+        if k == wrong_at and k > 0 and rng.random() < 0.5:
+            a = value + rng.choice([-3, -2, -1, 1, 2, 3])  # carried the wrong number
+            result = PRM_OPS[op](a, b)
+        else:
+            result = PRM_OPS[op](a, b)
+            if k == wrong_at:
+                result += rng.choice([-3, -2, -1, 1, 2, 3])  # the sum itself is wrong
+        sign = {"*": "x"}.get(op, op)
+        steps.append(f"Step {k + 1}: {a} {sign} {b} = {result}")
+        value = result
+    steps.append(f"The answer is {value}.")
+    return problem, steps, wrong_at
+
+
+def prm_rows(seed: int, n: int, error_share: float) -> list[tuple[str, list[str], int]]:
+    rng = random.Random(seed)
+    n_err = round(n * error_share)
+    kinds = [True] * n_err + [False] * (n - n_err)
+    rng.shuffle(kinds)
+    return [arithmetic_solution(rng, with_error) for with_error in kinds]
+
+
+def prm_files() -> dict[str, list[dict]]:
+    """Training rows in TRL's stepwise format (a step is labelled false from the first error on,
+    Math-Shepherd's convention: the answer can no longer be reached) and held-out rows in
+    ProcessBench's format (label = the first wrong step, -1 for none), no problem shared."""
+    train = prm_rows(PRM_TRAIN_SEED, N_PRM_TRAIN, PRM_ERROR_SHARE)
+    seen = {p for p, _, _ in train}
+    bench = [r for r in prm_rows(PRM_BENCH_SEED, N_PRM_BENCH * 2, PRM_ERROR_SHARE) if r[0] not in seen][:N_PRM_BENCH]
+    stepwise = [{"id": f"prm-{i}", "prompt": p, "completions": steps,
+                 "labels": [w < 0 or k < w for k in range(len(steps))]} for i, (p, steps, w) in enumerate(train)]
+    processbench = [{"id": f"arith-{i}", "generator": "make_demo_data.py", "problem": p, "steps": steps,
+                     "final_answer_correct": w < 0, "label": w} for i, (p, steps, w) in enumerate(bench)]
+    return {"demo/prm_steps.jsonl": stepwise, "demo/prm_processbench.jsonl": processbench}
+
+
 def write_jsonl(path: Path, rows: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as fh:
@@ -637,6 +698,7 @@ def build() -> dict[str, list[dict]]:
         "demo/judge_messages.jsonl": judge_rows(judge_raw, JUDGE_SEED),
     }
     files.update({f"fixtures/{k}": v for k, v in fixture_rows(TRAIN_SEED).items()})
+    files.update(prm_files())
     return files
 
 
@@ -652,6 +714,9 @@ def main() -> None:
     print(f"distinct prompts: train {len({r['prompt'] for r in prefs})}; benchmark {len(bench)} pairs, "
           f"families {dict(Counter(r['subset'] for r in bench))}, "
           f"shared with train {len({r['prompt'] for r in bench} & {r['prompt'] for r in prefs})}")
+    prm, pb = files["demo/prm_steps.jsonl"], files["demo/prm_processbench.jsonl"]
+    print(f"prm: {len(prm)} training solutions, {sum(not all(r['labels']) for r in prm)} with a wrong step; "
+          f"processbench-format held-out {len(pb)}, first errors {dict(sorted(Counter(r['label'] for r in pb).items()))}")
     if args.check:
         return
     for name, rows in files.items():

@@ -13,7 +13,7 @@ import random
 import re
 from typing import Any, Callable
 
-from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, prompt_text
+from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, PROCESS, prompt_text
 from rmspec.errors import DataError
 
 RowCheck = Callable[[dict[str, list], int], "tuple[str, str] | None"]
@@ -70,6 +70,9 @@ def _empty(b: dict[str, list], i: int, approach: str):
     elif approach == POINTWISE:
         if not b["response"][i].strip():
             return "empty", "response is empty"
+    elif approach == PROCESS:
+        if not b["steps"][i] or any(not s.strip() for s in b["steps"][i]):
+            return "empty", "a step is empty"
     else:
         if any(not m["content"].strip() for m in b["messages"][i] if m["role"] == "assistant"):
             return "empty", "an assistant message is empty"
@@ -89,7 +92,8 @@ def _identical(b: dict[str, list], i: int):
 
 
 def _regex_fields(field: str, approach: str) -> list[str]:
-    available = {PAIRS: ["prompt", "chosen", "rejected"], POINTWISE: ["prompt", "response"], GENERATIVE: ["prompt", "response"]}[approach]
+    available = {PAIRS: ["prompt", "chosen", "rejected"], POINTWISE: ["prompt", "response"], GENERATIVE: ["prompt", "response"],
+                 PROCESS: ["prompt", "response"]}[approach]
     if field == "any":
         return available
     if field not in available:
@@ -99,6 +103,8 @@ def _regex_fields(field: str, approach: str) -> list[str]:
 
 
 def _field_text(b: dict[str, list], i: int, field: str) -> str:
+    if "steps" in b and field == "response":  # process: the steps, one per line
+        return "\n".join(b["steps"][i])
     if "messages" in b:  # generative: prompt = turns before the last reply
         msgs = b["messages"][i]
         return msgs[-1]["content"] if field == "response" else prompt_text(msgs[:-1])
@@ -129,6 +135,8 @@ def row_hash(b: dict[str, list], i: int, on: str, approach: str) -> str:
         parts = [b["prompt_key"][i], b["chosen"][i], b["rejected"][i]]
     elif approach == POINTWISE:
         parts = [b["prompt_key"][i], b["response"][i], b["scores"][i]]
+    elif approach == PROCESS:
+        parts = [b["prompt_key"][i], b["steps"][i], b["step_labels"][i]]
     else:
         parts = [[m["role"], m["content"]] for m in b["messages"][i]]
     return hashlib.sha1(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()[:20]

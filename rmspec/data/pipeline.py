@@ -26,7 +26,7 @@ from rmspec.data.augment import augment_rows
 from rmspec.data.filters import Dedup, map_row_check, row_filter, sample_keep
 from rmspec.data.layout import Layout
 from rmspec.data.presets import RowMapper
-from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, Reject
+from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, PROCESS, Reject
 from rmspec.data.report import DataReport, SourceCounts, count_rejects, distribution, length_heuristic
 from rmspec.data.sources import open_source
 from rmspec.data.split import validation_mask
@@ -49,6 +49,7 @@ OUTPUT_COLUMNS = {
             "chosen_token_type_ids", "rejected_token_type_ids"],
     POINTWISE: ["id", "group", "augmented", "prompt", "response", "scores", "input_ids", "token_type_ids"],
     GENERATIVE: ["id", "group", "augmented", "messages", "input_ids", "labels"],
+    PROCESS: ["id", "group", "augmented", "prompt", "steps", "step_labels", "input_ids", "labels", "token_type_ids"],
 }
 
 
@@ -153,7 +154,8 @@ class _Pipeline:
                     self.notes.append("max_length not applied: no tokenizer")
                     continue
                 limit = f.max_tokens or self.default_max
-                stage_fn = TokenizeStage(self.layout, self.approach, limit, f.policy, stage)
+                stage_fn = TokenizeStage(self.layout, self.approach, limit, f.policy, stage,
+                                         step_separator=getattr(self.spec.approach, "step_separator", None))
                 feats = ds.features.copy()
                 feats.update(token_columns(self.approach, self.layout))
                 ds = ds.map(stage_fn, batched=True, features=feats, new_fingerprint=fp, num_proc=_procs(len(ds)),
@@ -277,6 +279,12 @@ class _Pipeline:
                                     "sequence": distribution(numbers(pool, "length"), report.max_length)}
         elif self.approach == GENERATIVE and "total_tokens" in cols:
             report.token_lengths = {"sequence": distribution(numbers(pool, "total_tokens"), report.max_length)}
+        elif self.approach == PROCESS and "total_tokens" in cols:
+            from rmspec.data.steps import step_report
+
+            report.token_lengths = {"prompt": distribution(numbers(pool, "prompt_tokens"), None),
+                                    "sequence": distribution(numbers(pool, "total_tokens"), report.max_length)}
+            report.steps = step_report(pool)
         if "truncated" in cols and n:
             report.truncation_rate = round(float(numbers(pool, "truncated").sum()) / n, 4)
         if n:
@@ -492,7 +500,8 @@ def _row_hashes(ds: Any, approach: str) -> Any:
     from rmspec.data.filters import row_hash
 
     out = np.empty(len(ds), dtype=np.uint64)
-    cols = ["prompt_key", "id", *(["chosen", "rejected"] if approach == PAIRS else ["response", "scores"] if approach == POINTWISE else ["messages"])]
+    body = {PAIRS: ["chosen", "rejected"], POINTWISE: ["response", "scores"], PROCESS: ["steps", "step_labels"]}
+    cols = ["prompt_key", "id", *body.get(approach, ["messages"])]
     k = 0
     for batch in ds.select_columns(cols).iter(batch_size=2000):
         for j in range(len(batch["id"])):

@@ -14,7 +14,8 @@ import random
 import re
 from typing import Any
 
-from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, Reject
+from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, PROCESS, Reject
+from rmspec.data.steps import PROCESS_DEFAULTS, steps_record
 from rmspec.errors import DataError
 
 HELPSTEER2_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
@@ -31,10 +32,12 @@ DEFAULTS: dict[str | None, dict[str, str]] = {
     "helpsteer2": {"prompt": "prompt", "response": "response"},
     "ultrafeedback": {"prompt": "instruction"},
     "messages": {"messages": "messages"},
+    **PROCESS_DEFAULTS,
 }
 APPROACH_OF_PRESET = {
     "pairs": PAIRS, "hh-rlhf": PAIRS, "conversational": PAIRS, "ultrafeedback-binarized": PAIRS, "shp": PAIRS,
     "ultrafeedback": PAIRS, "helpsteer2": POINTWISE, "messages": GENERATIVE,
+    "stepwise": PROCESS, "math-shepherd": PROCESS, "processbench": PROCESS,
 }
 
 
@@ -102,6 +105,11 @@ class RowMapper:
             return {"prompt": c["prompt"], "response": c["response"], **{a: score_cols[a] for a in attrs}}
         if self.approach == GENERATIVE:
             return {"messages": c.get("messages", "messages")}
+        if self.approach == PROCESS:
+            need = {"steps": c.get("steps", "completions"), "step_labels": c.get("step_labels", "labels")}
+            if "prompt" in c:
+                need["prompt"] = c["prompt"]
+            return need
         if self.approach == POINTWISE:
             scores = c.get("scores") or {}
             unknown = [a for a in self.attributes if a not in scores]
@@ -129,6 +137,8 @@ class RowMapper:
             records = self._ultrafeedback(row, index)
         elif self.preset == "helpsteer2":
             records = [self._pointwise(row, self.pair_by and [self.pair_by])]
+        elif self.approach == PROCESS:
+            records = [steps_record(self.preset, row, self.cols, messages)]
         elif self.approach == GENERATIVE:
             records = [{"messages": messages(_get(row, self.cols.get("messages", "messages")), "messages", need_last_assistant=True)}]
         elif self.approach == POINTWISE:

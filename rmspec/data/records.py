@@ -6,7 +6,9 @@ A record is a plain dict. Which fields it carries depends on the approach:
   {role, content}), `chosen`, `rejected` (the final assistant texts), `margin`, and the optional
   `score_chosen` / `score_rejected` (None when the data has no scores);
 - pointwise: `prompt_messages`, `response`, `scores` (floats in `approach.attributes` order);
-- generative: `messages` (the whole conversation, ending with the assistant turn to learn).
+- generative: `messages` (the whole conversation, ending with the assistant turn to learn);
+- process: `prompt_messages`, `steps` (the reasoning steps, texts) and `step_labels` (1 correct,
+  0 wrong, one per step).
 
 Every record also carries `source_index` (row number in the source), `id`, `group`, `augmented`
 and the reject fields. A rejected row keeps flowing through the dataset with `reject_reason` set
@@ -20,13 +22,14 @@ import hashlib
 import json
 from typing import Any
 
-PAIRS, POINTWISE, GENERATIVE = "bradley_terry", "pointwise", "generative"
+PAIRS, POINTWISE, GENERATIVE, PROCESS = "bradley_terry", "pointwise", "generative", "process"
 
 BOOKKEEPING = ("source_index", "id", "group", "augmented", "reject_stage", "reject_reason", "reject_detail", "raw")
 FIELDS = {
     PAIRS: ("prompt_messages", "chosen", "rejected", "margin", "score_chosen", "score_rejected"),
     POINTWISE: ("prompt_messages", "response", "scores"),
     GENERATIVE: ("messages",),
+    PROCESS: ("prompt_messages", "steps", "step_labels"),
 }
 
 
@@ -59,6 +62,8 @@ def features(approach: str):
                 "margin": Value("float64"), "score_chosen": Value("float64"), "score_rejected": Value("float64")}
     elif approach == POINTWISE:
         body = {"prompt_messages": message, "response": Value("string"), "scores": List(Value("float64"))}
+    elif approach == PROCESS:
+        body = {"prompt_messages": message, "steps": List(Value("string")), "step_labels": List(Value("int8"))}
     else:
         body = {"messages": message}
     return Features({**common, **body})
@@ -69,6 +74,8 @@ def empty_record(approach: str) -> dict[str, Any]:
         return {"prompt_messages": [], "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None}
     if approach == POINTWISE:
         return {"prompt_messages": [], "response": "", "scores": []}
+    if approach == PROCESS:
+        return {"prompt_messages": [], "steps": [], "step_labels": []}
     return {"messages": []}
 
 

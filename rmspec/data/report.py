@@ -43,6 +43,7 @@ class DataReport:
     duplicate_rate: float = 0.0
     ties: int = 0
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    steps: dict[str, Any] = field(default_factory=dict)  # process data: steps, wrong steps, steps dropped past max_length
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     cached: bool = False

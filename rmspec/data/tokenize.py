@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.data.layout import PAIR, Layout, Segments
-from rmspec.data.records import PAIRS, POINTWISE
+from rmspec.data.records import PAIRS, POINTWISE, PROCESS
 
 DROP, CUT_PROMPT, CUT_RESPONSE = "drop", "truncate_prompt_left", "truncate_response"
 
@@ -31,6 +31,10 @@ def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
                 "response_tokens": Value("int32"), "length": Value("int32"), "truncated": Value("bool")}
         if layout.kind == PAIR and layout.pair_types is not None:
             cols["token_type_ids"] = List(Value("int8"))
+    elif approach == PROCESS:
+        from rmspec.data.steps import process_columns
+
+        cols = process_columns(layout)
     else:
         cols = {"input_ids": ids, "labels": List(Value("int32")), "total_tokens": Value("int32"), "truncated": Value("bool")}
     return cols
@@ -58,8 +62,10 @@ def fit(seq: Segments, limit: int, policy: str, prompt_cut: int | None = None) -
 class TokenizeStage:
     """Callable for `datasets.map(batched=True)`: adds token columns, rejects what cannot fit."""
 
-    def __init__(self, layout: Layout, approach: str, max_tokens: int, policy: str, stage: str = "filter:max_length"):
+    def __init__(self, layout: Layout, approach: str, max_tokens: int, policy: str, stage: str = "filter:max_length",
+                 step_separator: str | None = None):
         self.layout = layout
+        self.step_separator = step_separator
         self.approach = approach
         self.max_tokens = max_tokens
         self.policy = policy
@@ -67,11 +73,20 @@ class TokenizeStage:
         self.types = layout.kind == PAIR and layout.pair_types is not None
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        if self.approach == PROCESS:
+            return self._steps(batch)
         if self.approach == PAIRS:
             return self._pairs(batch)
         if self.approach == POINTWISE:
             return self._pointwise(batch)
         return self._generative(batch)
+
+    def _steps(self, batch: dict[str, list]) -> dict[str, list]:
+        from rmspec.data.steps import StepTokenizeStage
+
+        if not hasattr(self, "_step_stage"):
+            self._step_stage = StepTokenizeStage(self.layout, self.step_separator or "\n", self.max_tokens, self.policy, self.stage)
+        return self._step_stage(batch)
 
     def _reject(self, batch: dict[str, list], i: int, reason: str, detail: str) -> None:
         batch["reject_stage"][i] = self.stage

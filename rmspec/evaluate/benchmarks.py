@@ -27,6 +27,7 @@ DEFAULT_SPLITS = {
     "rm_bench": "train",
     "judgebench": "gpt",
     "pairs": "train",
+    "processbench": None,  # all four splits (rmspec.evaluate.processbench)
 }
 
 # Columns each official schema must have (id columns are optional: the row index stands in);
@@ -37,6 +38,7 @@ REQUIRED_COLUMNS = {
     "rm_bench": ("prompt", "chosen", "rejected", "domain"),
     "judgebench": ("question", "response_A", "response_B", "label", "source"),
     "pairs": ("prompt", "chosen", "rejected"),
+    "processbench": ("problem", "steps", "label"),
 }
 
 # Where a plain preference file may keep the group a row belongs to.
@@ -206,6 +208,10 @@ def load_benchmark(
     base_dir: Path | None = None,
 ) -> BenchmarkData:
     """Load a benchmark from its hub id (default) or a local JSON/JSONL/Parquet file in its official schema."""
+    if kind == "processbench":  # steps, not responses: its own loader
+        from rmspec.evaluate.processbench import load_processbench
+
+        return load_processbench(path, split=split, limit=limit, base_dir=base_dir)
     if kind != "pairs" and preset is not None:
         raise DataError(f"benchmark {kind!r}: preset applies to kind 'pairs' only", "remove preset")
     if kind == "pairs" and preset in ("helpsteer2", "messages"):

@@ -204,6 +204,10 @@ def save_reward_stats(model_dir: str | Path, stats: Mapping[str, float], source:
 
 def pair_diagnostics(kind: str, rows: Sequence[Mapping[str, Any]], calibration_bins: int = 10) -> dict[str, Any]:
     """Every diagnostic of one benchmark (or the validation split), as a JSON-ready dict."""
+    if rows and "step_scores" in rows[0]:  # a process reward model: steps, not pairs
+        from rmspec.evaluate.processbench import process_diagnostics
+
+        return process_diagnostics(rows)
     if rows and "verdict" in rows[0]:  # a generative judge: no scores, verdicts in two orders
         letters = [{"A>B": "A", "B>A": "B"}.get(r["label"]) for r in rows]
         return {"verdicts": verdict_consistency([r.get("verdict") for r in rows], [r.get("verdict_swapped") for r in rows], letters)}

@@ -117,6 +117,19 @@ def histogram_plot(name: str, chosen: Sequence[float], rejected: Sequence[float]
     return _png(fig)
 
 
+def step_score_plot(name: str, correct: Sequence[float], wrong: Sequence[float]) -> str:
+    """A PRM's P(correct) for steps known correct and steps known wrong."""
+    fig, ax = _figure()
+    bins = [i / 20 for i in range(21)]
+    ax.hist(correct, bins=bins, alpha=0.6, color=CHOSEN_COLOUR, label=f"correct steps (n={len(correct)})")
+    ax.hist(wrong, bins=bins, alpha=0.6, color=REJECTED_COLOUR, label=f"wrong steps (n={len(wrong)})")
+    ax.set_xlabel("P(step correct)")
+    ax.set_ylabel("steps")
+    ax.set_title(f"{name}: step scores")
+    ax.legend()
+    return _png(fig)
+
+
 def calibration_plot(name: str, calibration: Mapping[str, Any]) -> str | None:
     bins = [b for b in calibration.get("bins", []) if b.get("count")]
     if not bins:
@@ -217,6 +230,8 @@ def _entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[
     path = per_example_file(run_dir, entry)
     rows = read_jsonl(path) if path else []
     verdicts = diag.get("verdicts") or {}
+    if rows and "step_scores" in rows[0]:  # a process reward model: steps, not pairs
+        return "\n".join(parts + [process_section(name, entry, rows)]), 1
     pairs = pairs_from_rows(entry.get("kind", "pairs"), rows) if rows and "verdict" not in rows[0] else []
     if verdicts:
         games = verdicts.get("double_game") or {}
@@ -262,6 +277,37 @@ def _entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[
             (side, *(f"{rewards[side][k]:.3f}" for k in ("mean", "std", "min", "max"))) for side in ("chosen", "rejected", "all")
         ], numeric=(1, 2, 3, 4)))
     return "\n".join(parts), len(plots)
+
+
+def process_section(name: str, entry: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
+    """A PRM's entry: per-split official figures, the threshold (and a tuned one, labelled), the
+    step metrics, the first-error confusion table and the step-score distributions."""
+    from rmspec.evaluate.processbench import step_score_split
+
+    details = entry.get("details") or {}
+    diag = entry.get("diagnostics") or {}
+    parts = []
+    if details.get("splits"):
+        parts.append(_table(("split", "acc_error", "acc_correct", "F1", "erroneous", "correct"), [
+            (k, _pct(v["acc_error"]), _pct(v["acc_correct"]), _pct(v["f1"]), v["num_error"], v["num_correct"])
+            for k, v in details["splits"].items()], numeric=(1, 2, 3, 4, 5)))
+    rows_kv = [("decision threshold (P(correct) < t marks a wrong step)", diag.get("threshold", details.get("threshold")))]
+    tuned = details.get("tuned")
+    if tuned:
+        rows_kv.append((f"tuned threshold (on the {tuned['tuned_on']}; NOT the headline)",
+                        f"{tuned['threshold']}: mean F1 {_pct(tuned['overall'])}"))
+    rows_kv += [("step accuracy", _pct(diag.get("step_accuracy"))), ("step AUROC", "-" if diag.get("auroc") is None else f"{diag['auroc']:.3f}"),
+                ("first-error accuracy", _pct(diag.get("first_error_accuracy")))]
+    parts.append(_table(("", "value"), rows_kv))
+    conf = diag.get("first_error_confusion") or {}
+    if conf.get("labels"):
+        parts.append("<h4>first wrong step: gold (rows) x predicted (columns)</h4>" + _table(
+            ("gold \\ predicted", *conf["labels"]), [(g, *row) for g, row in zip(conf["labels"], conf["matrix"])],
+            numeric=tuple(range(1, len(conf["labels"]) + 1))))
+    good, bad = step_score_split(list(rows))
+    plot = step_score_plot(name, good, bad) if good or bad else None
+    parts.append('<div class="plots">' + _img(plot, f"{name} step scores") + "</div>")
+    return "\n".join(parts)
 
 
 def _plan_section(plan: Mapping[str, Any] | None) -> str:

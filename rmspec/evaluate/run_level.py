@@ -49,10 +49,20 @@ def evaluate_benchmarks(
     from rmspec.evaluate.benchmarks import load_benchmark, per_example_rows
 
     taken = set(results["benchmarks"])
+    is_prm = getattr(engine, "kind", None) == "process"
     for request in requests:
+        if (request.kind == "processbench") != is_prm:
+            results["notes"].append(f"{request.kind}: not scored: " + (
+                "a process reward model is scored on processbench" if is_prm else "processbench needs a process reward model (per-step scores)"))
+            continue
         data = load_benchmark(request.kind, request.path, split=request.split, preset=request.preset, limit=request.limit, base_dir=base_dir)
         _say(progress, f"scoring {request.kind}: {len(data.examples)} examples from {data.source}")
-        rows = per_example_rows(data, example_scores(engine, data.examples))
+        if is_prm:
+            from rmspec.evaluate.processbench import processbench_rows
+
+            rows = processbench_rows(engine, data)
+        else:
+            rows = per_example_rows(data, example_scores(engine, data.examples))
         name = res.unique_name(request.kind, request.path, taken)
         path = out_dir / f"{name}.jsonl"
         res.write_jsonl(path, rows)
@@ -83,7 +93,7 @@ def evaluate_model(
     """`rmspec eval MODEL_DIR`: any HF sequence-classification reward model folder."""
     from rmspec.inference.engine import RewardEngine
 
-    engine = RewardEngine.load(model_dir, batch_size=batch_size)
+    engine = RewardEngine.load(model_dir, batch_size=batch_size)  # a token-classification PRM: a StepEngine
     results = res.new_results(str(Path(model_dir).resolve()))
     _note_fresh_head(engine.model, results)
     evaluate_benchmarks(engine, requests, out_dir, results, base_dir=base_dir, progress=progress)
@@ -159,6 +169,15 @@ def evaluate_run(
     notes: list[str] = results["notes"]
     if spec.approach.kind == "generative":
         evaluate_judge(rd, loaded_spec, results, requests, batch_size, progress)
+        res.write_results(rd.results, results)
+        return _finish(rd, results, write_report and "html" in spec.output.report, console)
+    if spec.approach.kind == "process":
+        from rmspec.evaluate.process_run import evaluate_process_run
+
+        evaluate_process_run(rd, loaded_spec, results, model=model, tokenizer=tokenizer, validation=validation,
+                             requests=requests_from_spec(loaded_spec) if requests is None else requests,
+                             batch_size=batch_size, progress=progress,
+                             prepare_validation=lambda tok: _prepare_validation(loaded_spec, tok, notes, rd.root / "cache"))
         res.write_results(rd.results, results)
         return _finish(rd, results, write_report and "html" in spec.output.report, console)
     from rmspec.inference.engine import RewardEngine

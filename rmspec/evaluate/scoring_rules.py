@@ -392,6 +392,63 @@ def score_pairs(subsets: Sequence[str], chosen: Sequence[float], rejected: Seque
     return BenchmarkScore("pairs", overall, {}, accuracy, counts)
 
 
+# ----------------------------------------------------------------- ProcessBench
+
+PROCESSBENCH_SPLITS = ("gsm8k", "math", "olympiadbench", "omnimath")
+
+
+def first_error(probs: Sequence[float], threshold: float = 0.5) -> int:
+    """The predicted first wrong step: the first with P(correct) < threshold (strict, as the
+    official code: a score equal to the threshold counts as correct), or -1 for none."""
+    for i, p in enumerate(probs):
+        if p < threshold:
+            return i
+    return -1
+
+
+def processbench_split(labels: Sequence[int], predictions: Sequence[int]) -> dict[str, Any]:
+    """Official per-split figures (Qwen/ProcessBench code/run_eval_prm_*.py), as fractions:
+    acc_error over rows with an error (label != -1), acc_correct over rows without (label == -1),
+    f1 their harmonic mean. A side with no rows has no accuracy (None, the official code's NaN)
+    and then no F1; both accuracies 0 give F1 0 (the official code divides 0 by 0)."""
+    _check_lengths(labels=labels, predictions=predictions)
+    err = [int(p) == int(y) for y, p in zip(labels, predictions) if int(y) != -1]
+    ok = [int(p) == int(y) for y, p in zip(labels, predictions) if int(y) == -1]
+    acc_error = _mean([float(v) for v in err]) if err else None
+    acc_correct = _mean([float(v) for v in ok]) if ok else None
+    if acc_error is None or acc_correct is None:
+        f1 = None
+    elif acc_error + acc_correct == 0:
+        f1 = 0.0
+    else:
+        f1 = 2 * acc_error * acc_correct / (acc_error + acc_correct)
+    return {"acc_error": acc_error, "acc_correct": acc_correct, "f1": f1, "num_error": len(err), "num_correct": len(ok)}
+
+
+def score_processbench(splits: Sequence[str], labels: Sequence[int], predictions: Sequence[int],
+                       threshold: float | None = None) -> BenchmarkScore:
+    """Per split: acc_error, acc_correct, F1; overall: the mean F1 over the splits that have one."""
+    _check_lengths(splits=splits, labels=labels, predictions=predictions)
+    by_split: dict[str, list[int]] = defaultdict(list)
+    for i, name in enumerate(splits):
+        by_split[name].append(i)
+    order = [s for s in PROCESSBENCH_SPLITS if s in by_split] + sorted(s for s in by_split if s not in PROCESSBENCH_SPLITS)
+    per_split, f1s, notes = {}, {}, []
+    for name in order:
+        idx = by_split[name]
+        figures = processbench_split([labels[i] for i in idx], [predictions[i] for i in idx])
+        per_split[name] = figures
+        if figures["f1"] is None:
+            side = "erroneous" if figures["acc_error"] is None else "correct"
+            notes.append(f"split {name}: no {side} samples, so no F1 (left out of the mean)")
+        else:
+            f1s[name] = figures["f1"]
+    overall = _mean(list(f1s.values())) if f1s else float("nan")
+    details: dict[str, Any] = {"splits": per_split, "threshold": threshold}
+    counts = {name: len(by_split[name]) for name in order}
+    return BenchmarkScore("processbench", overall, {}, f1s, counts, details, notes)
+
+
 # ----------------------------------------------------------------- from per-example rows
 
 
@@ -428,4 +485,10 @@ def score_rows(kind: str, rows: Iterable[Mapping[str, Any]]) -> BenchmarkScore:
             [str(r["source"]) for r in rows], [str(r["label"]) for r in rows],
             [float(r["score_A"]) for r in rows], [float(r["score_B"]) for r in rows],
         )
+    if kind in ("processbench", "process_validation"):
+        thresholds = {r.get("threshold") for r in rows}
+        score = score_processbench([str(r.get("subset") or "all") for r in rows], [int(r["label"]) for r in rows],
+                                   [int(r["prediction"]) for r in rows], thresholds.pop() if len(thresholds) == 1 else None)
+        score.kind = kind
+        return score
     raise ValueError(f"unknown benchmark kind {kind!r}")

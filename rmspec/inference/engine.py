@@ -51,6 +51,11 @@ class RewardEngine:
         spec = target.loaded_spec.spec if target.loaded_spec is not None else None
         if spec is not None and spec.approach.kind == "generative":
             return cls.load_judge(target.model_dir, spec, target=target, batch_size=batch_size)
+        from rmspec.inference.process import StepEngine, is_token_classifier
+
+        if (spec is not None and spec.approach.kind == "process") or is_token_classifier(target.model_dir):
+            # A process reward model (rmspec's or TRL's token classifier): per-step scores.
+            return StepEngine.load(model_or_run, dtype=dtype, device=device, batch_size=batch_size)  # type: ignore[return-value]
         model, tokenizer = load_reward_model(target.model_dir, dtype=dtype, device=device)
         return cls.from_parts(model, tokenizer, spec, target=target, batch_size=batch_size)
 

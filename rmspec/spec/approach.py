@@ -1,4 +1,5 @@
-"""`approach:` how the reward model learns: pairwise Bradley-Terry, pointwise scores, or a generative judge."""
+"""`approach:` how the reward model learns: pairwise Bradley-Terry, pointwise scores, a generative judge,
+or a process reward model (one reward per reasoning step)."""
 
 from __future__ import annotations
 
@@ -68,4 +69,30 @@ class Generative(Section):
         return pattern
 
 
-Approach = Annotated[Union[BradleyTerry, Pointwise, Generative], Field(discriminator="kind")]
+class Process(Section):
+    """A process reward model (PRM): P(step is correct) read at the last token of every step.
+
+    The head is a token classifier with 2 labels (0 wrong, 1 correct), exactly what TRL's
+    PRMTrainer saves (AutoModelForTokenClassification, num_labels=2) and what vLLM serves as
+    `token_classify`; so an rmspec PRM and a TRL PRM load, score and serve the same way. A
+    1-output sigmoid head would be equivalent (softmax over 2 logits = sigmoid of their
+    difference) but would be unreadable by those tools.
+    """
+
+    kind: Literal["process"]
+    step_separator: str = Field(
+        "\n", min_length=1,
+        description="Text appended to every step; the step's label sits on its last token (TRL's default: a newline).",
+    )
+    train_on: Literal["all_steps", "last_step"] = Field(
+        "all_steps", description="Learn every step's label, or only the last step's (an outcome model); evaluation always scores every step."
+    )
+    threshold: float = Field(
+        0.5, gt=0, lt=1, description="A step is predicted wrong when P(correct) < threshold (ProcessBench's rule)."
+    )
+    tune_threshold: bool = Field(
+        False, description="Also report the threshold that maximises first-error F1 on the validation split (reported as tuned, never used in place of `threshold`).",
+    )
+
+
+Approach = Annotated[Union[BradleyTerry, Pointwise, Generative, Process], Field(discriminator="kind")]

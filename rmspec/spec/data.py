@@ -138,6 +138,9 @@ PRESETS = (
     "helpsteer2",  # prompt, response, five 0-4 attributes
     "ultrafeedback",  # raw: instruction + completions to binarize
     "messages",  # generative: a list of chat messages
+    "stepwise",  # process: prompt, completions (steps), labels (bools): TRL's and trl-lib/math_shepherd's shape
+    "math-shepherd",  # process: raw Math-Shepherd text with ки markers, labels as +/- in place of them
+    "processbench",  # process: problem, steps, label (index of the first wrong step, -1 for none)
 )
 
 
@@ -151,6 +154,10 @@ class ColumnMap(Section):
         None, description="Pointwise: attribute name -> column holding its score."
     )
     messages: str | None = Field(None, description="Generative: column with the chat messages.")
+    steps: str | None = Field(None, description="Process: column with the list of steps (math-shepherd: the text with ки markers).")
+    step_labels: str | None = Field(
+        None, description="Process: column with the step labels (bools; math-shepherd: text with +/-; processbench: first wrong step or -1)."
+    )
     id: str | None = Field(None, description="Column with a stable row id (kept in rejects and reports).")
     group: str | None = Field(None, description="Column for stratified splits and per-source reports (e.g. source, subset).")
 

@@ -14,17 +14,18 @@ BENCHMARK_DEFAULTS = {
     "rm_bench": "THU-KEG/RM-Bench",
     "judgebench": "ScalerLab/JudgeBench",
     "pairs": None,
+    "processbench": "Qwen/ProcessBench",
 }
 
 
 class Benchmark(Section):
-    kind: Literal["rewardbench", "rewardbench2", "rm_bench", "judgebench", "pairs"] = Field(
+    kind: Literal["rewardbench", "rewardbench2", "rm_bench", "judgebench", "pairs", "processbench"] = Field(
         description="Benchmark; each is scored by its own official rules."
     )
     path: str | None = Field(
         None, description="Hub id or local file in the benchmark's schema; default: the official hub id."
     )
-    split: str | None = Field(None, description="Split to read (default: the benchmark's official split).")
+    split: str | None = Field(None, description="Split to read (default: the benchmark's official split; processbench: all four).")
     preset: str | None = Field(None, description="pairs: mapping preset of the file (default: pairs).")
     limit: PositiveInt | None = Field(None, description="Score at most this many examples (smoke tests).")
 

@@ -11,6 +11,7 @@ Problem = tuple[tuple, str, str | None]
 ENCODER_HINTS = ("bert", "minilm", "deberta", "roberta", "electra", "mpnet", "e5-", "bge-")
 # Presets whose mapping yields scores for pointwise training (pairs_by turns helpsteer2 into pairs).
 SCORE_PRESETS = ("helpsteer2",)
+PROCESS_PRESETS = ("stepwise", "math-shepherd", "processbench")
 PAIR_PRESETS = ("pairs", "hh-rlhf", "conversational", "ultrafeedback-binarized", "shp", "ultrafeedback")
 
 
@@ -70,6 +71,34 @@ def generative_needs_causal_lm(spec: Spec) -> Iterator[Problem]:
             f"the generative approach trains a causal LM, but {spec.model.name_or_path!r} is an encoder",
             "pick a decoder model (e.g. Qwen/Qwen2.5-0.5B-Instruct) or approach kind: bradley_terry",
         )
+
+
+def process_needs_steps(spec: Spec) -> Iterator[Problem]:
+    """A PRM learns from step lists with one label per step; other approaches cannot read them."""
+    mapping = spec.data.mapping
+    if spec.approach.kind != "process":
+        if mapping.preset in PROCESS_PRESETS:
+            yield (
+                ("data", "mapping", "preset"),
+                f"the {mapping.preset} preset gives reasoning steps with step labels, for approach kind: process",
+                "set approach: {kind: process}, or choose a preset for this approach",
+            )
+        return
+    if mapping.preset not in (*PROCESS_PRESETS, None):
+        yield (
+            ("data", "mapping", "preset"),
+            f"approach kind process needs steps with step labels, but preset {mapping.preset!r} gives {spec.approach.kind} data of another shape",
+            f"use one of: {', '.join(PROCESS_PRESETS)}, or map columns.prompt, columns.steps and columns.step_labels",
+        )
+    elif mapping.preset is None and not (mapping.columns.steps and mapping.columns.step_labels):
+        yield (
+            ("data", "mapping", "columns"),
+            "approach kind process needs a steps column and a step_labels column (no preset is set)",
+            "map columns.steps and columns.step_labels, or set preset: stepwise (prompt, completions, labels)",
+        )
+    split = spec.data.split
+    if spec.approach.tune_threshold and split.validation_fraction is None and split.validation_source is None:
+        yield (("approach", "tune_threshold"), "tune_threshold needs a validation split", "set data.split.validation_fraction")
 
 
 def margin_must_be_used(spec: Spec) -> Iterator[Problem]:
@@ -141,6 +170,7 @@ RULES = (
     pointwise_needs_scores,
     pairwise_needs_pairs,
     generative_needs_causal_lm,
+    process_needs_steps,
     margin_must_be_used,
     batch_divides,
     early_stopping_needs_eval,

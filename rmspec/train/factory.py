@@ -9,6 +9,7 @@ from rmspec.train.collators import LMCollator, PairCollator, ScoresCollator
 from rmspec.train.generative import GenerativeTrainer
 from rmspec.train.packing import SHARED_PREFIX, PackedPairCollator, packed_length, packing_path
 from rmspec.train.pointwise import PointwiseTrainer, pointwise_metrics
+from rmspec.train.process import ProcessTrainer, StepCollator, process_metrics
 
 
 def with_lengths(dataset: Any, approach_kind: str, packed: bool = False) -> Any:
@@ -68,6 +69,9 @@ def build_trainer(
             compute_metrics=pointwise_metrics(list(approach.attributes), approach.weights, prompts),
             **common,
         )
+    if approach.kind == "process":
+        return ProcessTrainer(data_collator=StepCollator(pad), train_on=approach.train_on,
+                              compute_metrics=process_metrics(approach.threshold), **common)
     if approach.kind == "generative":
         return GenerativeTrainer(data_collator=LMCollator(pad), **common)
     raise ValueError(f"unknown approach {approach.kind!r}")

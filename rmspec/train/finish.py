@@ -38,6 +38,8 @@ def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main
     prediction = trainer.predict(validation, metric_key_prefix="eval")
     metrics = dict(prediction.metrics)
     trainer.log(metrics)  # into metrics.jsonl and the trackers like any evaluation
+    if kind == "process":  # per-step probabilities, not a reward to normalise
+        return rename(metrics, family), {}
     rewards = np.asarray(prediction.predictions, dtype=np.float64)
     if kind == "pointwise":
         weights = spec.approach.weights or {}
@@ -64,6 +66,9 @@ def finish(run: RunDir, plan: dict, loaded: Any, trainer: Any, tokenizer: Any, p
                      objective=spec.approach.objective, scale=spec.approach.scale.model_dump())
     if spec.approach.kind == "generative":
         extra.update(verdict_pattern=spec.approach.verdict_pattern)
+    if spec.approach.kind == "process":  # what a bare model folder needs to score steps as training did
+        extra.update(step_separator=spec.approach.step_separator, threshold=spec.approach.threshold,
+                     chat_template=spec.data.mapping.chat_template)
     summary = {k: report.get(k) for k in ("rows_read", "rows_kept", "rejected", "splits",
                                           "length_heuristic_accuracy") if k in report}
     card = model_card(
@@ -123,7 +128,7 @@ def run_evaluation_hook(run: RunDir, loaded: Any, tokenizer: Any, validation: An
     if fn is None:
         return "skipped: rmspec.evaluate.run_level.evaluate_run is not defined"
     kwargs: dict[str, Any] = {"tokenizer": tokenizer}
-    if validation is not None and loaded.spec.approach.kind == "bradley_terry":
+    if validation is not None and loaded.spec.approach.kind in ("bradley_terry", "process"):
         kwargs["validation"] = validation
     fn(run.root, loaded, **kwargs)
     return "done"

@@ -22,12 +22,16 @@ from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
     AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
 PAD_TOKEN = "<|pad|>"
+
+# Outputs of a process reward model's token-classification head, by index (TRL: label 1 = correct).
+PROCESS_LABELS = ("wrong", "correct")
 
 # Names of the score head in the sequence-classification classes of transformers.
 HEAD_NAMES = ("score", "classifier")
@@ -45,6 +49,8 @@ def num_outputs(approach: Any) -> int:
     kind = approach.kind
     if kind == "bradley_terry":
         return 1
+    if kind == "process":
+        return 2  # token classification, TRL's PRM layout: 0 wrong, 1 correct
     if kind == "pointwise":
         if approach.objective == "ordinal":
             bins = int(round(approach.scale.max - approach.scale.min)) + 1
@@ -55,6 +61,8 @@ def num_outputs(approach: Any) -> int:
 
 def output_labels(approach: Any) -> list[str]:
     """Names of the head's outputs, saved in config.id2label so the model says what it scores."""
+    if approach.kind == "process":
+        return list(PROCESS_LABELS)
     if approach.kind == "pointwise":
         if approach.objective == "ordinal":
             low, bins = approach.scale.min, num_outputs(approach) // len(approach.attributes)
@@ -168,9 +176,12 @@ def load_model(
         labels = output_labels(approach)
         config.id2label = dict(enumerate(labels))
         config.label2id = {name: i for i, name in enumerate(labels)}
-        config.problem_type = "regression"  # no built-in classification loss is used; keeps configs honest
+        # No built-in loss is used; the problem type says what the outputs are.
+        config.problem_type = "single_label_classification" if approach.kind == "process" else "regression"
         torch.manual_seed(seed)
-        model, info = AutoModelForSequenceClassification.from_pretrained(model_path, output_loading_info=True, **kwargs)
+        # A PRM reads a score at every step's last token: a token-classification head on any backbone.
+        auto = AutoModelForTokenClassification if approach.kind == "process" else AutoModelForSequenceClassification
+        model, info = auto.from_pretrained(model_path, output_loading_info=True, **kwargs)
         missing = set(info.get("missing_keys", ()))
         head_initialized = any(key.split(".")[0] in HEAD_NAMES for key in missing)
         if head_initialized:
@@ -199,7 +210,7 @@ def apply_lora(model: PreTrainedModel, lora: Any, approach_kind: str) -> PreTrai
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
         target_modules=lora.target_modules,
-        task_type=TaskType.CAUSAL_LM if approach_kind == "generative" else TaskType.SEQ_CLS,
+        task_type={"generative": TaskType.CAUSAL_LM, "process": TaskType.TOKEN_CLS}.get(approach_kind, TaskType.SEQ_CLS),
         modules_to_save=modules_to_save,
     )
     return get_peft_model(model, config)
