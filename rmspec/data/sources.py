@@ -56,7 +56,9 @@ def resolve_paths(patterns: list[str], base_dir: Path, where: str) -> list[str]:
     found: list[str] = []
     for i, pattern in enumerate(patterns):
         full = pattern if os.path.isabs(pattern) else str(base_dir / pattern)
-        matches = sorted(glob.glob(full, recursive=True)) if glob.has_magic(full) else ([full] if os.path.isfile(full) else [])
+        # Regular files only: a FIFO or a device matched by a glob would block the read or never end.
+        matches = (sorted(m for m in glob.glob(full, recursive=True) if os.path.isfile(m)) if glob.has_magic(full)
+                   else ([full] if os.path.isfile(full) else []))
         if not matches:
             raise DataError(
                 f"{where}.paths[{i}]: no file matches {pattern!r} (looked for {full})",
@@ -135,16 +137,12 @@ def _check_files(paths: list[str], fmt: str, where: str) -> None:
         elif expected == "Parquet" and found is None:
             looks = "JSON text" if head.lstrip()[:1] in (b"{", b"[") else "not Parquet (no PAR1 magic bytes)"
             raise DataError(f"{where}: {path} is {looks}, not Parquet as its "
-                            f"{'extension' if fmt == 'parquet' and source_says_auto(path) else 'format'} says",
+                            f"{'extension' if path.lower().endswith('.parquet') else 'format'} says",
                             "rename it to what it is (.jsonl, .json, .csv), or set format: to what it is")
     if empty and len(empty) == len(paths):
         raise DataError(f"{where}: {', '.join(empty[:3])}{' ...' if len(empty) > 3 else ''} "
                         f"{'is' if len(empty) == 1 else 'are'} empty: no rows to read",
                         "point data.source.paths at the file that holds the data (was it written completely?)")
-
-
-def source_says_auto(path: str) -> bool:
-    return Path(path).suffix.lower() == ".parquet"
 
 
 def _is_blank(path: str) -> bool:

@@ -100,10 +100,16 @@ class _BoundedComposer(Composer):
         self._expanded = 0
         self._heights: list[int] = []  # per open node: the height of its tallest child so far
         self._sizes: dict[int, tuple[int, int]] = {}  # id(anchored node) -> (expanded nodes, height)
+        self._open: set[str] = set()  # anchors whose node is being composed
+        self.warn_double_anchors = False  # redefining an anchor is valid YAML; no warning on the user's terminal
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.parser.peek_event()
         if isinstance(event, AliasEvent):
+            if event.anchor in self._open:  # `&a [*a]`: a cycle, infinite once expanded
+                raise _Refused(f"the alias *{event.anchor} is inside its own anchor &{event.anchor}: "
+                               f"the value would contain itself without end", event.start_mark,
+                               "an alias may only name a value that is complete before it")
             node = super().compose_node(parent, index)  # undefined aliases raise there, located
             size, height = self._sizes.get(id(node), (1, 1))
             target = node.start_mark
@@ -130,7 +136,10 @@ class _BoundedComposer(Composer):
                            event.start_mark, "flatten the structure; a spec needs only a few levels")
         start = self._expanded
         self._heights.append(0)
+        if event.anchor is not None:
+            self._open.add(event.anchor)
         node = super().compose_node(parent, index)
+        self._open.discard(event.anchor)
         height = 1 + self._heights.pop()
         self._child(height)
         if event.anchor is not None:
@@ -174,8 +183,11 @@ def _to_plain(node: Any, path: tuple, file: str, locs: Locations) -> Any:
         out = {}
         for key, value in node.items():
             child = path + (str(key),)
-            kl = node.lc.key(key)
-            vl = node.lc.value(key)
+            # Keys merged in by `<<: *anchor` have no position of their own in this map: their
+            # problems are located at the map (the nearest written ancestor).
+            pos = node.lc.data.get(key)
+            kl = (pos[0], pos[1]) if pos else None
+            vl = (pos[2], pos[3]) if pos else None
             if kl is not None:
                 locs.keys[child] = Loc(file, kl[0] + 1, kl[1] + 1)
             if isinstance(value, (CommentedMap, CommentedSeq)) and kl is not None:
@@ -250,6 +262,9 @@ def parse_yaml_text(text: str, file: str) -> tuple[Any, Locations]:
 def read_yaml_file(path: Path) -> tuple[Any, Locations]:
     file = str(path)
     try:
+        if path.exists() and not path.is_dir() and not path.is_file():  # a FIFO or device would block or never end
+            raise SpecError([SpecIssue(path="", message="not a regular file", file=file,
+                                       hint="a spec (and an extends: base) must be a YAML file")])
         with open(path, "rb") as fh:
             data = fh.read(MAX_SPEC_BYTES + 1)  # never more: a huge file is refused without reading it
     except FileNotFoundError:

@@ -1,0 +1,220 @@
+"""The checks every fuzzed input must pass, whatever it is.
+
+A spec (bytes) either loads, or raises an RmspecError whose issues are located in the file; it is
+never an exception of another type, never a traceback in what the user sees, and it is answered
+within CASE_SECONDS and CASE_MEGABYTES. A data file either reads, with counts that reconcile and
+each dropped row in the rejects file with a known reason and its file:line, or raises a DataError
+that names the file.
+
+A case that breaks a rule is written to tests/fuzz/corpus/ when RMSPEC_FUZZ_SAVE=1, so that it is
+replayed as a regular test from then on (test_fuzz_corpus.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import resource
+import time
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from pathlib import Path
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((REPO / "specs").glob("*.yaml")) + sorted((REPO / "templates").glob("*.yaml"))
+
+# Per case. The shipped specs take 0.05-0.3 s to validate and plan here; a bound far above that
+# tells a hang from a slow machine (2 shared cores, often loaded several-fold).
+CASE_SECONDS = 15.0
+CASE_MEGABYTES = 300
+
+# A reject reason is a short snake_case word a user can count and grep (encoding, invalid_json, wrong_type...).
+REASON = re.compile(r"^[a-z][a-z_]*$")
+
+
+class Finding(AssertionError):
+    """A rule broken by a fuzzed input."""
+
+
+@contextmanager
+def bounded(what: str):
+    """Fail the case if it takes longer than CASE_SECONDS or grows peak memory by CASE_MEGABYTES."""
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    yield
+    seconds = time.perf_counter() - t0
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
+    if seconds > CASE_SECONDS:
+        raise Finding(f"{what}: took {seconds:.1f} s (bound {CASE_SECONDS} s)")
+    if grown > CASE_MEGABYTES:
+        raise Finding(f"{what}: peak memory grew by {grown:.0f} MB (bound {CASE_MEGABYTES} MB)")
+
+
+def save_case(kind: str, data: bytes, suffix: str, note: str = "") -> Path | None:
+    """Keep a failing input in the corpus (only when asked: RMSPEC_FUZZ_SAVE=1)."""
+    if os.environ.get("RMSPEC_FUZZ_SAVE") != "1":
+        return None
+    folder = CORPUS / kind
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:12]}{suffix}"
+    path.write_bytes(data)
+    if note:
+        path.with_suffix(path.suffix + ".txt").write_text(note + "\n")
+    return path
+
+
+# ---------------------------------------------------------------- specs
+
+
+def check_spec(data: bytes, folder: Path, sets: tuple[str, ...] = (), *, plan: bool = True) -> str:
+    """Load (and plan) a spec; 'valid', 'refused' (a located RmspecError) or a Finding."""
+    from rmspec.errors import RmspecError, SpecError
+    from rmspec.render.errors import print_error
+    from rich.console import Console
+
+    spec = folder / "spec.yaml"
+    spec.write_bytes(data)
+    try:
+        with bounded("validate"):
+            outcome = _load_and_plan(spec, sets, plan)
+    except SpecError as exc:
+        _check_issues(exc, spec, data)
+        _render(print_error, exc, Console)
+        return "refused"
+    except RmspecError as exc:
+        if not exc.message:
+            raise Finding(f"{type(exc).__name__} without a message") from exc
+        _render(print_error, exc, Console)
+        return "refused"
+    except Finding:
+        save_case("specs", data, ".yaml", f"sets: {list(sets)}" if sets else "")
+        raise
+    except BaseException as exc:  # anything else reaches the user as a traceback (or, now, "internal error")
+        save_case("specs", data, ".yaml", f"sets: {list(sets)}" if sets else "")
+        raise Finding(f"{type(exc).__name__} escaped from loading a spec: {exc}") from exc
+    return outcome
+
+
+def _load_and_plan(spec: Path, sets: tuple[str, ...], plan: bool) -> str:
+    from rmspec.spec import load_spec
+
+    loaded = load_spec(spec, sets)
+    if plan:
+        from rmspec.plan import compile_plan
+
+        compile_plan(loaded, sets=sets).to_json()
+    return "valid"
+
+
+def _check_issues(exc, spec: Path, data: bytes) -> None:
+    if not exc.issues:
+        raise Finding("a SpecError with no issue")
+    n_lines = data.count(b"\n") + 1
+    for issue in exc.issues:
+        if not issue.message or not isinstance(issue.message, str):
+            raise Finding(f"an issue without a message: {issue}")
+        if issue.file is None:
+            raise Finding(f"an issue not located in any file: {issue.render_plain()}")
+        if issue.file == str(spec) and issue.line is not None:
+            if not (1 <= issue.line <= n_lines + 1) or (issue.col is not None and issue.col < 1):
+                raise Finding(f"an issue located outside the file ({n_lines} lines): {issue.render_plain()}")
+
+
+def _render(print_error, exc, console_cls) -> None:
+    buffer = io.StringIO()
+    print_error(exc, console_cls(file=buffer, width=120, no_color=True))
+    if "Traceback" in buffer.getvalue():
+        raise Finding("a traceback in the rendered error")
+
+
+def check_cli(args: list[str]) -> tuple[int, str]:
+    """Run `rmspec ARGS` in-process; exit 0 or 2 and no traceback, else a Finding."""
+    from rmspec.cli.main import main
+    import sys
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = sys.argv
+    sys.argv = ["rmspec", *args]
+    code = 0
+    try:
+        with redirect_stdout(out), redirect_stderr(err), bounded(" ".join(args[:1])):
+            main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = argv
+    text = out.getvalue() + err.getvalue()
+    if "Traceback" in text or "internal error" in text or code not in (0, 2):
+        raise Finding(f"rmspec {' '.join(args)}: exit {code}\n{text[-3000:]}")
+    return code, text
+
+
+# ---------------------------------------------------------------- data files
+
+
+SPEC_FOR_DATA = {
+    "pairs": ({"preset": "pairs"}, {"kind": "bradley_terry"}),
+    "conversational": ({"preset": "conversational"}, {"kind": "bradley_terry"}),
+    "helpsteer2": ({"preset": "helpsteer2"}, {"kind": "pointwise", "attributes": ["helpfulness", "correctness"]}),
+}
+
+
+def data_lines(data: bytes) -> int:
+    """Rows a JSON Lines file holds: its lines with anything but whitespace."""
+    return sum(1 for line in data.split(b"\n") if line.strip())
+
+
+def check_data(data: bytes, folder: Path, preset: str = "pairs", *, tokenizer=None, name: str = "rows.jsonl") -> str:
+    """Read a data file through the pipeline; 'read', 'refused' (a DataError naming the file) or a Finding."""
+    from rmspec.data import load_canonical, prepare
+    from rmspec.errors import DataError
+    from test_data_support import make_spec
+
+    path = folder / name
+    path.write_bytes(data)
+    mapping, approach = SPEC_FOR_DATA[preset]
+    rejects = folder / "rejects.jsonl"
+    try:
+        with bounded(f"data {preset}"):
+            loaded = make_spec(folder, {"source": {"kind": "files", "paths": [name]}, "mapping": mapping},
+                               approach=approach, max_length=64)
+            if tokenizer is None:
+                _, report = load_canonical(loaded, rejects_path=rejects)
+            else:
+                report = prepare(loaded, tokenizer, rejects_path=rejects, cache_dir=folder / "cache").report
+    except DataError as exc:
+        if name not in exc.message:
+            if tokenizer is not None and "no training rows left" in exc.message:
+                return "refused"  # every row rejected: counted in the rejects file, no file to name
+            save_case("data", data, f".{preset}.jsonl")
+            raise Finding(f"a DataError that does not name the file: {exc.message}") from exc
+        return "refused"
+    except BaseException as exc:
+        save_case("data", data, f".{preset}.jsonl")
+        raise Finding(f"{type(exc).__name__} escaped from reading a data file: {exc}") from exc
+    try:
+        _check_report(report, rejects, data, path)
+    except Finding:
+        save_case("data", data, f".{preset}.jsonl")
+        raise
+    return "read"
+
+
+def _check_report(report, rejects: Path, data: bytes, path: Path) -> None:
+    counts = report.to_json()
+    if not report.reconciled:
+        raise Finding(f"counts do not reconcile: {counts['sources']}")
+    source = report.sources["train"]
+    if source.rows_read != data_lines(data):
+        raise Finding(f"rows_read {source.rows_read} but the file has {data_lines(data)} non-blank lines")
+    lines = [json.loads(line) for line in rejects.read_text(encoding="utf-8").splitlines()]
+    if len(lines) != source.rows_rejected:
+        raise Finding(f"{len(lines)} lines in the rejects file, {source.rows_rejected} rows counted as rejected")
+    for line in lines:
+        if not REASON.match(line["reason"] or "") or not line["detail"]:
+            raise Finding(f"a reject without a reason word and a detail: {line}")
+        if line["reason"] in ("encoding", "invalid_json") and not line["detail"].startswith(f"{path}:"):
+            raise Finding(f"a {line['reason']} reject without its file:line: {line['detail']!r}")
