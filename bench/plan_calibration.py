@@ -78,6 +78,14 @@ CONFIGS = {
         lora=dict(r=8, dropout=0.1, targets=("q", "v", "down")), real=True,
         note="LoRA r8 on q, v, down, dropout 0.1, another shape (not used for fitting)",
     ),
+    "tiny-llama-single-packed-fp32": dict(
+        family="llama", config=dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
+                                    num_attention_heads=8, num_key_value_heads=4, vocab_size=32000),
+        ranks=1, strategy="single", pairs=2, seq=640, precision="fp32", checkpointing=False, packed=True,
+        real=True,
+        note="shared-prefix rows (prompt 384 + chosen 128 + rejected 128 = 640 tokens per pair, one row each, "
+             "4D bool mask, SDPA); real tensors: the mask is built from token ids",
+    ),
     "minilm-bert-fp32": dict(
         family="bert", config=dict(hidden_size=384, intermediate_size=1536, num_hidden_layers=6,
                                    num_attention_heads=12, vocab_size=30522),
@@ -99,7 +107,8 @@ def predict(name: str) -> dict:
         config.update(max_position_embeddings=512, type_vocab_size=2)
     shape = shape_from_config(config, name)
     lora = c.get("lora")
-    t = TrainingShape(micro_batch=c["pairs"], seqs_per_example=2, seq_len=c["seq"], head="score",
+    t = TrainingShape(micro_batch=c["pairs"], seqs_per_example=1 if c.get("packed") else 2, seq_len=c["seq"],
+                      head="score", packed=bool(c.get("packed")),
                       precision=c["precision"], master_fp32=True, checkpointing=c["checkpointing"],
                       lora_rank=lora["r"] if lora else None, lora_targets=lora["targets"] if lora else None,
                       lora_dropout=lora["dropout"] if lora else 0.0)
@@ -178,10 +187,23 @@ def track(name: str) -> dict:
         optim = torch.optim.AdamW(trainable, lr=1e-5, foreach=True)  # foreach: the GPU default
         ids = torch.randint(1, 1000, (2 * c["pairs"], c["seq"]))  # chosen and rejected in one batch
         autocast = single and c["precision"] == "bf16"  # one device: accelerate's autocast
+        rows = None
+        if c.get("packed"):  # one shared-prefix row per pair: prompt 3/5 of the row, two responses 1/5 each
+            from rmspec.inference.prefix_mask import Group, pack_groups, packed_head_outputs
+
+            response = c["seq"] // 5
+            groups = [Group(list(range(1, c["seq"] - 2 * response + 1)), [[7] * response, [9] * response])
+                      for _ in range(c["pairs"])]
+            rows = pack_groups(groups, 0, several_per_row=False)
+            ids = rows.input_ids
 
         def step():
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                scores = model(input_ids=ids).logits.float()
+                if rows is not None:
+                    scores = packed_head_outputs(model, rows)[:, 0].float()
+                    scores = torch.stack([scores[0::2], scores[1::2]])
+                else:
+                    scores = model(input_ids=ids).logits.float()
             chosen, rejected = scores.view(2, -1)
             (-torch.nn.functional.logsigmoid(chosen - rejected)).mean().backward()
             optim.step()

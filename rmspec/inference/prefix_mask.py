@@ -161,7 +161,7 @@ def attention_implementation(config: Any) -> str:
 
 def check_packable(config: Any) -> None:
     """Raise NotPackable with the reason when this model cannot take a shared-prefix row."""
-    if getattr(config, "is_encoder_decoder", False) or not _is_causal(config):
+    if getattr(config, "is_encoder_decoder", False) or not is_causal(config):
         raise NotPackable(f"{config.model_type} attends in both directions, so a prompt's states depend on the "
                           "response after it")
     impl = attention_implementation(config)
@@ -173,7 +173,7 @@ ENCODER_TYPES = ("bert", "roberta", "deberta", "deberta-v2", "electra", "xlm-rob
                  "modernbert", "camembert", "mpnet")
 
 
-def _is_causal(config: Any) -> bool:
+def is_causal(config: Any) -> bool:
     archs = " ".join(getattr(config, "architectures", None) or [])
     return config.model_type not in ENCODER_TYPES and "MaskedLM" not in archs
 

@@ -15,9 +15,10 @@ from rmspec.launch.argv import launch_argv, launch_env
 from rmspec.packaged import resolve_model_path
 from rmspec.plan import accelerate_config as accel
 from rmspec.plan.artifact import SCHEMA_VERSION, Plan
-from rmspec.plan.estimate import count_rows, sequence_length, time_estimate
+from rmspec.plan.estimate import count_rows, packed_lengths, sequence_length, time_estimate
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
+from rmspec.plan.packing import SHARED_PREFIX, plan_packing
 from rmspec.plan.shapes import ModelShape, resolve_shape
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, ladder, what_would_fit
@@ -61,10 +62,16 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
     attn = "sdpa" if spec.model.attn_implementation == "auto" else spec.model.attn_implementation
     attn_reason = ("auto: PyTorch SDPA (memory-efficient kernels, no seq x seq matrix kept)"
                    if spec.model.attn_implementation == "auto" else "model.attn_implementation in the spec")
+    packing, packing_reason = plan_packing(training.packing, approach, shape.architecture, attn)
+    packed = packing == SHARED_PREFIX
+    if packed:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
+        row_tokens, row_bound, pair_tokens, packed_how = packed_lengths(
+            spec.data.source, spec.data.mapping, loaded.base_dir, training.max_length)
     base = TrainingShape(
         micro_batch=1,
-        seqs_per_example=2 if approach == "bradley_terry" else 1,
-        seq_len=training.max_length,
+        seqs_per_example=2 if approach == "bradley_terry" and not packed else 1,
+        seq_len=row_bound if packed else training.max_length,
+        packed=packed,
         head="lm" if approach == "generative" else "score",
         precision=precision.compute,
         master_fp32=precision.master_fp32,
@@ -99,12 +106,14 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
             "num_processes": hw.num_processes, "num_machines": hw.nodes,
             "main_process_ip": "$HEAD_NODE", "main_process_port": accel.DEFAULT_PORT})
 
-    tokens_per_step = training.global_batch_size * base.seqs_per_example * training.max_length
+    tokens_per_step = training.global_batch_size * base.seqs_per_example * base.seq_len
     rows, rows_how = count_rows(spec.data.source, loaded.base_dir)
     split = spec.data.split
     # Time only: a guessed mean length (memory above stays at max_length, an upper bound).
     seq_len, seq_len_how = sequence_length(spec.data.source, spec.data.mapping, approach, loaded.base_dir,
                                            training.max_length)
+    if packed:
+        seq_len, seq_len_how = row_tokens, packed_how
     cpu_cores = None if hw.is_gpu else (host.cpu_count if host is not None else os.cpu_count())
     estimate = time_estimate(
         shape=shape, rows=rows, rows_how=rows_how,
@@ -167,6 +176,10 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         "sequences_per_example": base.seqs_per_example,
         "max_length": training.max_length,
         "tokens_per_step": tokens_per_step,
+        "packing": packing,
+        "packing_reason": packing_reason,
+        "packing_tokens": ({"row_tokens_expected": row_tokens, "pair_tokens_unpacked_expected": pair_tokens,
+                            "row_tokens_bound": row_bound, "source": packed_how} if packed else None),
         "memory_per_device_gb": choice.memory.gb(),
         "memory_rule": ("peak = weights + optimizer + buffers + overhead + max(activations + temporary"
                         f"{' + gradients' if choice.memory.grads_held else ''}, gradients + step_temporary)"),

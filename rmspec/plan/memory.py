@@ -45,6 +45,7 @@ class TrainingShape:
     grad_accum: int = 1
     fp32_stream: bool = False  # autocast over fp32 weights (single/DDP): the residual stream stays fp32
     lora_dropout: float = 0.0
+    packed: bool = False  # shared-prefix rows: seq_len is the row (P + C + R), one per example, plus its 4D mask
 
 
 @dataclass
@@ -175,6 +176,15 @@ def logits_bytes(shape: ModelShape, t: TrainingShape) -> float:
     return tokens * shape.vocab_size * (_bytes(t.precision) + 4)
 
 
+def packed_mask_bytes(t: TrainingShape) -> float:
+    """Shared-prefix rows carry a [rows, 1, seq, seq] mask through forward and backward: bool for
+    SDPA, the compute dtype for eager (rmspec.inference.prefix_mask)."""
+    if not t.packed:
+        return 0.0
+    per_element = 1 if t.attn == "sdpa" else _bytes(t.precision)
+    return t.micro_batch * t.seqs_per_example * t.seq_len * t.seq_len * per_element
+
+
 # ---------------------------------------------------------------- the estimate
 
 
@@ -204,7 +214,7 @@ def estimate(shape: ModelShape, t: TrainingShape, strategy: str, *, num_processe
     layer_trainable = (trainable - shape.hidden_size) // shape.num_layers if t.lora_rank else layer
     root = shape.root_parameters(t.head)
     root_trainable = shape.hidden_size if t.lora_rank else root
-    tmp = logits_bytes(shape, t)
+    tmp = logits_bytes(shape, t) + packed_mask_bytes(t)
     mixed_autocast = t.master_fp32 and t.precision != "fp32" and not t.lora_rank
     buffers = 0.0
     cpu = 0.0

@@ -84,12 +84,17 @@ def render_plan(plan: dict, console: Console | None = None) -> None:
     console.print(Text(" " * 15) + Text(hw["source"], style="dim"))
     console.print(_head("precision") + Text(p["precision"], style="bold cyan") + Text(f"  {p['precision_reason']}"))
     console.print(_head("attention") + Text(p["attn_implementation"]) + Text(f"  {p['attn_reason']}", style="dim"))
+    if p.get("packing"):
+        console.print(_head("packing") + Text(p["packing"]) + Text(f"  {p['packing_reason']}", style="dim"))
+    packed = p.get("packing_tokens")
+    seq_words = (f"prompt-once rows of up to {packed['row_tokens_bound']} tokens" if packed
+                 else f"sequences of {p['max_length']} tokens")
     console.print()
 
     # ---- memory
     mem = p["memory_per_device_gb"]
-    table = Table(title=f"memory per device (GB), {p['micro_batch_size']} x {p['sequences_per_example']} sequences "
-                        f"of {p['max_length']} tokens", title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(title=f"memory per device (GB), {p['micro_batch_size']} x {p['sequences_per_example']} {seq_words}",
+                  title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("component")
     table.add_column("GB", justify="right")
     for key, label in COMPONENTS:
@@ -124,8 +129,12 @@ def render_plan(plan: dict, console: Console | None = None) -> None:
         f"{p['micro_batch_size']} micro x {p['gradient_accumulation_steps']} accumulation x {p['num_processes']} "
         f"process(es) = {p['global_batch_size']} global") + Text(f"  ({p['micro_batch_reason']})", style="dim"))
     console.print(Text(" " * 15) + Text(
-        f"{p['tokens_per_step']:,} tokens per optimizer step ({p['global_batch_size']} x {p['sequences_per_example']} "
-        f"sequences x {p['max_length']} max length)"))
+        f"{p['tokens_per_step']:,} tokens per optimizer step at most ({p['global_batch_size']} x "
+        f"{p['sequences_per_example']} {seq_words})"))
+    if packed:
+        console.print(Text(" " * 15) + Text(
+            f"expected per pair: {packed['row_tokens_expected']} tokens prompt-once vs "
+            f"{packed['pair_tokens_unpacked_expected']} as two sequences ({packed['source']})", style="dim"))
 
     # ---- time
     est = p["estimate"]
@@ -145,7 +154,7 @@ def render_plan(plan: dict, console: Console | None = None) -> None:
     if est.get("tokens_per_step") is not None:
         console.print(Text(" " * 15) + Text(
             f"{est['tokens_per_step']:,} tokens per step for time ({p['global_batch_size']} x "
-            f"{p['sequences_per_example']} sequences x {est['tokens_per_sequence']} tokens)"))
+            f"{p['sequences_per_example']} {'rows' if packed else 'sequences'} x {est['tokens_per_sequence']} tokens)"))
     console.print(Text(" " * 15) + Text(assumption, style="dim"))
     console.print()
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from rmspec.inference.prefix_mask import PackedRows, pack_groups, packed_head_outputs, split_shared_prefix
+from rmspec.plan.packing import OFF, SHARED_PREFIX  # noqa: F401  (re-exported: the trainer's names for the paths)
 
 PACKED_KEYS = ("input_ids", "position_ids", "packed_group", "packed_branch", "packed_ends")
 
@@ -61,35 +62,15 @@ def computed_tokens(batch: dict[str, torch.Tensor]) -> int:
 # ---------------------------------------------------------------- which path
 
 
-SHARED_PREFIX, OFF = "shared_prefix", "off"
-
-
 def packing_path(setting: str, approach_kind: str, config: Any) -> tuple[str, str]:
-    """(path, reason) at run time, from the spec's training.packing and the loaded model's config.
+    """(path, reason) at run time, from the spec's training.packing and the loaded model's config:
+    the plan's rules (rmspec.plan.packing) applied to what the model is. ``shared_prefix`` where
+    it cannot apply is an error (exit 2) with the fix."""
+    from rmspec.inference.prefix_mask import attention_implementation, is_causal
+    from rmspec.plan.packing import plan_packing
 
-    The plan decides the same from the spec and the model's shape (rmspec.plan.packing); this is
-    the authority once the model is loaded. ``shared_prefix`` where it cannot apply is an error.
-    """
-    from rmspec.errors import RmspecError
-    from rmspec.inference.prefix_mask import NotPackable, check_packable
-
-    if setting == OFF:
-        return OFF, "training.packing: off"
-    why = None
-    if approach_kind != "bradley_terry":
-        why = f"approach {approach_kind}: one sequence per example, no prompt shared between sequences"
-    else:
-        try:
-            check_packable(config)
-        except NotPackable as exc:
-            why = str(exc)
-    if why is None:
-        return SHARED_PREFIX, ("training.packing: shared_prefix" if setting == SHARED_PREFIX else
-                               "auto: a causal decoder in Bradley-Terry: each prompt computed once per pair")
-    if setting == SHARED_PREFIX:
-        raise RmspecError(f"training.packing: shared_prefix cannot apply: {why}",
-                          hint="set training.packing: auto (or off) to train with two sequences per pair")
-    return OFF, f"auto: {why}"
+    architecture = "decoder" if is_causal(config) else "encoder"
+    return plan_packing(setting, approach_kind, architecture, attention_implementation(config))
 
 
 def packed_length(chosen: list[int], rejected: list[int]) -> int:
