@@ -165,13 +165,18 @@ def test_round_trip_through_a_real_label_studio(label_studio, tmp_path, cli, mon
         assert (c["rows_written"], c["ties_kept"]) == (expected_rows, ties_kept), args
 
     # JSON_MIN straight from the server (--from): no meta, so the swap comes from the data fields.
-    # It leaves cancelled annotations out (measured on 1.23.2): task r10 reads as unlabelled.
+    # It leaves cancelled annotations out (measured on 1.23.2), so a task whose annotations were
+    # all cancelled (r10) is not in it at all: JSON is the export whose counts cover every task.
     pulled = cli("annotate", "import", "--from", label_studio.url, "--project", str(pid), "--token-env", "LS_TEST_TOKEN",
                  "--format", "JSON_MIN", "--out", tmp_path / "min.jsonl", "--json")
     assert pulled.code == 0, pulled.out + pulled.err
     cmin = json.loads(pulled.out)
-    assert cmin["tasks_read"] == N_TASKS and cmin["annotations_read"] == 30 and cmin["annotations_cancelled"] == 0
-    assert cmin["tasks_rejected"] == {"no_majority": 1, "tie": 1, "no_annotation": 2}
+    assert cmin["tasks_read"] == N_TASKS - 1 and cmin["annotations_read"] == 30 and cmin["annotations_cancelled"] == 0
+    assert cmin["tasks_rejected"] == {"no_majority": 1, "tie": 1, "no_annotation": 1}
+    min_rejects = [json.loads(x) for x in (tmp_path / "min.rejects.jsonl").read_text().splitlines()]
+    assert {r["source_id"]: r["reason"] for r in min_rejects if r["level"] == "task"} == \
+        {"r8": "no_majority", "r9": "tie", "r11": "no_annotation"}
+    assert [r["source_id"] for r in min_rejects if r["level"] == "annotation"] == ["r6"]  # selected: "up" kept by JSON_MIN
     min_rows = [json.loads(x) for x in (tmp_path / "min.jsonl").read_text().splitlines()]
     strip = lambda r: (r["id"], r["chosen"], r["rejected"], r["margin"])  # noqa: E731
     assert sorted(map(strip, min_rows)) == sorted(map(strip, rows))
