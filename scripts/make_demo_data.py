@@ -620,7 +620,7 @@ def length_heuristic(rows: list[dict], count=words, group_key: str = "family") -
 # ---------------------------------------------------------------- process reward data (step labels)
 
 PRM_TRAIN_SEED, PRM_BENCH_SEED = 31, 32
-N_PRM_TRAIN, N_PRM_BENCH = 3000, 400
+N_PRM_TRAIN, N_PRM_BENCH = 2400, 400
 PRM_ERROR_SHARE = 0.5  # share of solutions with a wrong step (the rest are right throughout)
 PRM_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
@@ -628,10 +628,11 @@ PRM_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a
 def arithmetic_solution(rng: random.Random, with_error: bool) -> tuple[str, list[str], int]:
     """A chain of 2-5 operations on small numbers, one step per operation ("Step k: a op b = c").
 
-    With an error, one step (uniformly chosen) is wrong in one of two ways a small model can see
-    from the text: its result is off by 1-3, or it starts from a number other than the previous
-    result. Later steps go on correctly from the wrong value (the mistake propagates, as in real
-    solutions). Returns (problem, steps, index of the first wrong step or -1).
+    With an error, one step (uniformly chosen) goes wrong in one of three ways: it starts from a
+    number other than the previous result (or the starting number), it uses an operand other than
+    the problem's, or its result is off by 1-3. Later steps go on correctly from the wrong value
+    (the mistake propagates, as in real solutions). Returns (problem, steps, index of the first
+    wrong step or -1).
     """
     n_ops = rng.randint(2, 5)
     start = rng.randint(2, 9)
@@ -639,16 +640,19 @@ def arithmetic_solution(rng: random.Random, with_error: bool) -> tuple[str, list
     problem = f"Start with {start}. " + " ".join(
         {"+": f"Add {b}.", "-": f"Subtract {b}.", "*": f"Multiply by {b}."}[op] for op, b in ops) + " What is the result?"
     wrong_at = rng.randrange(n_ops) if with_error else -1
+    how = rng.choices(["carry", "operand", "result"], weights=[4, 3, 3])[0]
     value, steps = start, []
     for k, (op, b) in enumerate(ops):
-        a = value
-        if k == wrong_at and k > 0 and rng.random() < 0.5:
-            a = value + rng.choice([-3, -2, -1, 1, 2, 3])  # carried the wrong number
-            result = PRM_OPS[op](a, b)
-        else:
-            result = PRM_OPS[op](a, b)
-            if k == wrong_at:
-                result += rng.choice([-3, -2, -1, 1, 2, 3])  # the sum itself is wrong
+        a, off = value, 0
+        if k == wrong_at:
+            slip = rng.choice([-3, -2, -1, 1, 2, 3])
+            if how == "carry":
+                a = max(0, value + slip) if value + slip != value else value + 1
+            elif how == "operand":
+                b = b + slip if b + slip > 0 else b + 4
+            else:
+                off = slip
+        result = PRM_OPS[op](a, b) + off
         sign = {"*": "x"}.get(op, op)
         steps.append(f"Step {k + 1}: {a} {sign} {b} = {result}")
         value = result
@@ -665,14 +669,15 @@ def prm_rows(seed: int, n: int, error_share: float) -> list[tuple[str, list[str]
 
 
 def prm_files() -> dict[str, list[dict]]:
-    """Training rows in TRL's stepwise format (a step is labelled false from the first error on,
-    Math-Shepherd's convention: the answer can no longer be reached) and held-out rows in
-    ProcessBench's format (label = the first wrong step, -1 for none), no problem shared."""
+    """Training rows in TRL's stepwise format and held-out rows in ProcessBench's format (label =
+    the first wrong step, -1 for none), no problem shared. A training solution stops at its first
+    wrong step (PRM800K's convention): the steps after it follow correctly from a wrong value,
+    and labelling them is a matter of convention a small demo model should not have to learn."""
     train = prm_rows(PRM_TRAIN_SEED, N_PRM_TRAIN, PRM_ERROR_SHARE)
     seen = {p for p, _, _ in train}
     bench = [r for r in prm_rows(PRM_BENCH_SEED, N_PRM_BENCH * 2, PRM_ERROR_SHARE) if r[0] not in seen][:N_PRM_BENCH]
-    stepwise = [{"id": f"prm-{i}", "prompt": p, "completions": steps,
-                 "labels": [w < 0 or k < w for k in range(len(steps))]} for i, (p, steps, w) in enumerate(train)]
+    stepwise = [{"id": f"prm-{i}", "prompt": p, "completions": steps if w < 0 else steps[: w + 1],
+                 "labels": [True] * len(steps) if w < 0 else [True] * w + [False]} for i, (p, steps, w) in enumerate(train)]
     processbench = [{"id": f"arith-{i}", "generator": "make_demo_data.py", "problem": p, "steps": steps,
                      "final_answer_correct": w < 0, "label": w} for i, (p, steps, w) in enumerate(bench)]
     return {"demo/prm_steps.jsonl": stepwise, "demo/prm_processbench.jsonl": processbench}
