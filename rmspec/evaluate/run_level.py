@@ -72,13 +72,9 @@ def evaluate_benchmarks(
 
 
 def example_scores(engine: Any, examples: Sequence[Any]) -> list[list[float]]:
-    """Rewards for each benchmark Example's responses, in the example's order, scored in one pool."""
-    flat = engine.rewards([(ex.prompt, response) for ex in examples for response in ex.responses])
-    out, cursor = [], 0
-    for ex in examples:
-        out.append(flat[cursor : cursor + len(ex.responses)])
-        cursor += len(ex.responses)
-    return out
+    """Rewards for each benchmark Example's responses, in the example's order: each prompt computed
+    once for its responses where the model allows (RewardEngine.score_groups), same scores."""
+    return engine.score_groups([(ex.prompt, list(ex.responses)) for ex in examples])
 
 
 def evaluate_model(

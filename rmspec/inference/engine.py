@@ -147,12 +147,49 @@ class RewardEngine:
 
     def score_pairs(self, prompts: Sequence[Prompt], chosen: Sequence[str], rejected: Sequence[str],
                     batch_size: int | None = None) -> tuple[list[float], list[float]]:
-        """(chosen rewards, rejected rewards), all sequences in one pool so batches pack well."""
+        """(chosen rewards, rejected rewards); each prompt computed once where the model allows
+        (score_groups), else all sequences in one pool so batches pack well."""
         n = len(prompts)
         if not (len(chosen) == len(rejected) == n):
             raise ValueError("prompts, chosen and rejected differ in length")
-        scores = self.rewards([(p, c) for p, c in zip(prompts, chosen)] + [(p, r) for p, r in zip(prompts, rejected)], batch_size)
-        return scores[:n], scores[n:]
+        scores = self.score_groups([(p, [c, r]) for p, c, r in zip(prompts, chosen, rejected)], batch_size)
+        return [s[0] for s in scores], [s[1] for s in scores]
+
+    @property
+    def prompt_once(self) -> bool:
+        """Responses to one prompt share one row (a causal decoder whose attention takes a mask)."""
+        from rmspec.inference.shared_prefix import can_share_prompt
+
+        if self.kind != REWARD or getattr(self.layout, "kind", None) == "pair":
+            return False
+        if not hasattr(self, "_prompt_once"):
+            self._prompt_once = can_share_prompt(self.model)
+        return self._prompt_once
+
+    def score_groups(self, groups: Sequence[tuple[Prompt, Sequence[str]]],
+                     batch_size: int | None = None) -> list[list[float]]:
+        """Raw rewards of several responses per prompt (pairs, best-of-N), in input order. Each
+        response is encoded and cut as when scored alone; the prompt is computed once per group
+        where prompt_once holds (same scores, rmspec.inference.shared_prefix)."""
+        items = [(p, r) for p, responses in groups for r in responses]
+        if not self.prompt_once:
+            flat = self.rewards(items, batch_size)
+        else:
+            from rmspec.inference.shared_prefix import grouped_head_outputs
+
+            encoded = self.encode(items)
+            grouped, cursor = [], 0
+            for _, responses in groups:
+                grouped.append([e.ids for e in encoded[cursor:cursor + len(responses)]])
+                cursor += len(responses)
+            outputs = grouped_head_outputs(self.model, grouped, self.tokenizer.pad_token_id,
+                                           batch_size or self.batch_size)
+            flat = [values[0] for group in outputs for values in group]
+        out, cursor = [], 0
+        for _, responses in groups:
+            out.append(flat[cursor:cursor + len(responses)])
+            cursor += len(responses)
+        return out
 
     # ------------------------------------------------------------------ judges
 
