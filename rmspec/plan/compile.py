@@ -21,7 +21,7 @@ from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
 from rmspec.plan.shapes import ModelShape, resolve_shape
 from rmspec.plan.slurm import slurm_script
-from rmspec.plan.strategy import choose, choose_precision, ladder, what_would_fit
+from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, what_would_fit
 from rmspec.rundir import RunDir
 
 LORA_ROLES = {
@@ -88,6 +88,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         _raise_nothing_fits(shape, base, hw, training, lora is not None, fixed_micro)
 
     rung = choice.rung
+    host_usable, warnings = host_memory(choice.memory, hw)
     run = RunDir(run_dir_of(spec))
     config = accel.build_config(
         strategy=rung.strategy, mixed_precision=precision.mixed_precision, num_processes=hw.num_processes,
@@ -186,6 +187,8 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         "device_capacity_gb": round(hw.capacity_per_process_gb, 3),
         "device_usable_gb": round(hw.usable_gb, 3),
         "cpu_memory_per_node_gb": round(choice.memory.cpu_per_node / GIB, 3),
+        "cpu_memory_usable_gb": None if host_usable is None else round(host_usable, 3),
+        "warnings": warnings,
         "estimate": estimate,
         "accelerate_config": config,
         "launch_command": argv,
@@ -198,6 +201,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
 
 
 def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro) -> None:
+    from rmspec.plan.strategy import _fits as fits
     from rmspec.plan.strategy import evaluate
 
     lines = []
@@ -205,7 +209,9 @@ def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro) -> Non
     for rung in ladder(hw, training.gradient_checkpointing):
         mem = evaluate(shape, base, rung, hw, micro, training.global_batch_size)
         extra = f", host {mem.cpu_per_node / GIB:.0f} GB per node" if mem.cpu_per_node else ""
-        lines.append(f"  {rung.label}: {mem.total / GIB:.1f} GB per device{extra}")
+        _, why = fits(mem, hw)
+        lines.append(f"  {rung.label}: {why}" if why.startswith("needs") else
+                     f"  {rung.label}: {mem.total / GIB:.1f} GB per device{extra}" + (f": {why}" if why else ""))
     alternatives = what_would_fit(shape, base, hw, checkpointing=training.gradient_checkpointing, has_lora=has_lora)
     if fixed_micro is not None and fixed_micro > 1:
         from rmspec.plan.strategy import choose

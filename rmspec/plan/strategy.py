@@ -9,6 +9,7 @@ Each refused rung keeps the reason, and when nothing fits the error names what w
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from rmspec.errors import PlanError
@@ -126,8 +127,23 @@ def _fits(mem: MemoryEstimate, hw: HardwareProfile) -> tuple[bool, str]:
         cpu_usable = hw.cpu_memory_gb * (1 - hw.headroom)
         if mem.cpu_per_node / GIB > cpu_usable:
             return False, (f"offload needs {mem.cpu_per_node / GIB:.0f} GB host RAM per node, "
-                           f"{cpu_usable:.0f} GB usable")
+                           f"{cpu_usable:.0f} GB usable (hardware.cpu_memory_gb {hw.cpu_memory_gb:g} "
+                           f"less {hw.headroom:.0%} headroom)")
     return True, ""
+
+
+def host_memory(mem: MemoryEstimate, hw: HardwareProfile) -> tuple[float | None, list[str]]:
+    """Host RAM usable per node for offload (None: unknown) and the warnings a plan carries about it.
+
+    An offload plan lives in host RAM; with hardware.cpu_memory_gb unset for a named device that
+    need cannot be checked, and the plan says so instead of assuming the RAM is there."""
+    usable = None if hw.cpu_memory_gb is None else hw.cpu_memory_gb * (1 - hw.headroom)
+    if not mem.cpu_per_node or usable is not None:
+        return usable, []
+    need = mem.cpu_per_node / GIB
+    return usable, [f"host RAM unchecked: this plan offloads to CPU and needs {need:.1f} GB of host RAM per node, "
+                    f"but hardware.cpu_memory_gb is not set for {hw.label}; set it (RAM per node in GB) and the "
+                    "plan checks it, refusing to fit where it is too small"]
 
 
 def evaluate(shape: ModelShape, base: TrainingShape, rung: Rung, hw: HardwareProfile, micro: int,
@@ -191,6 +207,12 @@ def _fits_somehow(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, c
     return choose(shape, base, hw, global_batch=hw.num_processes, checkpointing=checkpointing, fixed_micro=1)
 
 
+def _sizes(found: Choice) -> str:
+    """Device memory of a computed alternative, and the host RAM it needs when it offloads."""
+    host = f", host {found.memory.cpu_per_node / GIB:.0f} GB per node" if found.memory.cpu_per_node else ""
+    return f"{found.memory.total / GIB:.1f} GB per device{host}"
+
+
 def what_would_fit(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, *, checkpointing: str,
                    has_lora: bool) -> list[str]:
     """Computed alternatives: each one has been planned and fits."""
@@ -206,7 +228,7 @@ def what_would_fit(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, 
                 found = _fits_somehow(shape, base, more, checkpointing)
                 if found:
                     out.append(f"more GPUs: {nodes} node(s) x {per_node} {hw.label} "
-                               f"({found.rung.label}, {found.memory.total / GIB:.1f} GB per device); "
+                               f"({found.rung.label}, {_sizes(found)}); "
                                f"set hardware.gpus_per_node / hardware.nodes")
                     break
             else:
@@ -216,14 +238,12 @@ def what_would_fit(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, 
         lora = replace(base, lora_rank=16, lora_targets=None, master_fp32=True)
         found = _fits_somehow(shape, lora, hw, checkpointing)
         if found:
-            out.append(f"LoRA: add model.lora: {{r: 16}} ({found.rung.label}, "
-                       f"{found.memory.total / GIB:.1f} GB per device)")
+            out.append(f"LoRA: add model.lora: {{r: 16}} ({found.rung.label}, {_sizes(found)})")
     lengths = [s for s in (8192, 4096, 2048, 1024, 512, 256, 128) if s < base.seq_len]
     for length in lengths:
         found = _fits_somehow(shape, replace(base, seq_len=length), hw, checkpointing)
         if found:
-            out.append(f"shorter sequences: training.max_length: {length} ({found.rung.label}, "
-                       f"{found.memory.total / GIB:.1f} GB per device)")
+            out.append(f"shorter sequences: training.max_length: {length} ({found.rung.label}, {_sizes(found)})")
             break
     if checkpointing == "off":
         found = _fits_somehow(shape, base, hw, "auto")
@@ -233,7 +253,8 @@ def what_would_fit(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, 
         no_limit = replace(hw, cpu_memory_gb=None)
         found = _fits_somehow(shape, base, no_limit, checkpointing)
         if found and found.memory.cpu_per_node:
-            out.append(f"CPU offload with {found.memory.cpu_per_node / GIB * 1.0 / (1 - hw.headroom):.0f} GB host RAM "
+            # Rounded up: the RAM named here must fit when planned again (575.3 printed as 575 did not).
+            out.append(f"CPU offload with {math.ceil(found.memory.cpu_per_node / GIB / (1 - hw.headroom))} GB host RAM "
                        f"per node (hardware.cpu_memory_gb is {hw.cpu_memory_gb:g})")
     if hw.is_gpu:
         bigger = sorted(((info.memory_gb, key) for key, info in DEVICE_CATALOG.items()

@@ -111,7 +111,12 @@ def render_plan(plan: dict, console: Console | None = None) -> None:
     console.print(Text("  [") + Text("#" * filled, style=style) + Text("." * (width - filled)) +
                   Text(f"] {total / p['device_capacity_gb']:.0%} of {p['device_capacity_gb']:g} GB"))
     if p.get("cpu_memory_per_node_gb"):
-        console.print(Text(f"  host memory for offload: {p['cpu_memory_per_node_gb']:.1f} GB per node"))
+        usable = p.get("cpu_memory_usable_gb")
+        checked = (Text(f" of {usable:.1f} GB usable", style="green") if usable is not None
+                   else Text(" (unchecked: hardware.cpu_memory_gb not set)", style="yellow"))
+        console.print(Text(f"  host memory for offload: {p['cpu_memory_per_node_gb']:.1f} GB per node") + checked)
+    for warning in p.get("warnings") or ():
+        console.print(Text("  warning: ", style="bold yellow") + Text(warning))
     console.print()
 
     # ---- strategy
