@@ -124,3 +124,18 @@ def test_missing_export_and_token(tmp_path, cli, monkeypatch):
     down = cli("annotate", "import", "--from", "http://127.0.0.1:9", "--project", "1", "--token-env", "SOME_TOKEN",
                "--out", tmp_path / "p.jsonl")
     assert down.code == 2 and "is the server running" in down.err and "Traceback" not in down.err
+
+
+def test_import_and_agreement_stay_light(tmp_path):
+    """Reading an export and computing agreement never pull in torch (only --model does)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "export.json").write_text(json.dumps(export_of([{1: "first", 2: "second"}, {1: "first", 2: "first"}])))
+    code = ("import sys\nfrom rmspec.cli.main import main\n"
+            "for args in (['annotate', 'import', 'export.json', '--out', 'p.jsonl'], ['annotate', 'agreement', 'export.json']):\n"
+            "    sys.argv = ['rmspec', *args]\n    try:\n        main()\n    except SystemExit as e:\n        assert not e.code, e.code\n"
+            "print('TORCH', 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "TORCH False" in out.stdout
