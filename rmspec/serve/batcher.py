@@ -66,7 +66,7 @@ class Batcher:
 
     async def stop(self) -> None:
         """Finish what is queued, then stop (SIGTERM drains in-flight requests)."""
-        while self._jobs:
+        while self._jobs or self.in_flight:
             await asyncio.sleep(0.01)
         if self._task is not None:
             self._task.cancel()
