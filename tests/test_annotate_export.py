@@ -167,3 +167,16 @@ def test_select_uncertain_with_a_model_matches_the_engine(tmp_path, cli):
     audit = [json.loads(x) for x in (tmp_path / "o" / "selection.jsonl").read_text().splitlines()]
     assert [x["id"] for x in audit] == expected
     assert [t["meta"]["rmspec_selection"]["rank"] for t in json.loads((tmp_path / "o" / "tasks.json").read_text())] == [1, 2, 3, 4, 5]
+
+
+def test_stratify_by_a_column_of_the_rows(tmp_path, cli):
+    rows = [{"id": f"r{i}", "prompt": "p", "chosen": "a", "rejected": "b", "subset": "xy"[i < 6]} for i in range(10)]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = cli("annotate", "export", tmp_path / "rows.jsonl", "--out", tmp_path / "o", "--select", "random", "--n", "5",
+               "--stratify", "subset")
+    assert done.code == 0, done.err
+    audit = [json.loads(x) for x in (tmp_path / "o" / "selection.jsonl").read_text().splitlines()]
+    assert sorted(a["stratum"] for a in audit) == ["x", "x", "y", "y", "y"]  # 4 of 10 are x, 6 are y
+    bad = cli("annotate", "export", tmp_path / "rows.jsonl", "--out", tmp_path / "o", "--select", "random", "--n", "5",
+              "--stratify", "language")
+    assert bad.code == 2 and "no column 'language'" in bad.err

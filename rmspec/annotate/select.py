@@ -5,7 +5,8 @@
   reward(chosen)): likely label noise, worth a second look;
 - `random`: a seeded sample, the baseline.
 
-`--stratify group` splits N across the source's groups in proportion to their sizes (largest
+`--stratify FIELD` splits N across the values of FIELD (`group`: the spec's mapped group; for a
+file of rows, any of its columns, e.g. `subset`) in proportion to their sizes (largest
 remainders) and picks within each. Every choice is written with its scores (`selection.jsonl`),
 so it can be audited.
 """
@@ -46,6 +47,16 @@ def margins(engine: Any, items: list[dict[str, Any]]) -> list[tuple[float, float
     return list(zip(first, second))
 
 
+def stratum(item: dict[str, Any], field: str) -> str:
+    fields = item.get("fields") or {}
+    if field in fields:
+        return str(fields[field])
+    if field == "group":
+        return str(item.get("group", ""))
+    raise RmspecError(f"--stratify {field}: row {item['id']!r} has no column {field!r}",
+                      f"name a column every row has (columns: {', '.join(fields) or 'none'}), or use --stratify group")
+
+
 def quotas(sizes: dict[str, int], n: int) -> dict[str, int]:
     """n split across groups in proportion to their sizes (largest remainder), never above a size."""
     total = sum(sizes.values())
@@ -70,6 +81,8 @@ def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[
     records = []
     for i, item in enumerate(items):
         rec: dict[str, Any] = {"index": i, "id": item["id"], "group": item.get("group", "")}
+        if stratify:
+            rec["stratum"] = stratum(item, stratify)
         if scores is not None:
             a, b = scores[i]
             rec.update(score_first=round(a, 6), score_second=round(b, 6), margin=round(a - b, 6))
@@ -90,7 +103,7 @@ def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[
     if stratify:
         by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in ordered:
-            by_group[r["group"]].append(r)
+            by_group[r["stratum"]].append(r)
         take = quotas({g: len(v) for g, v in by_group.items()}, n)
         chosen = [r for g, v in by_group.items() for r in v[: take[g]]]
         position = {r["index"]: k for k, r in enumerate(ordered)}

@@ -138,5 +138,7 @@ def _pair_item(row: dict[str, Any], index: int) -> dict[str, Any]:
             raise ValueError("prompt as a list must hold {role, content} messages")
     elif not isinstance(prompt, str):
         raise ValueError(f"prompt must be a string or a list of messages, got {type(prompt).__name__}")
+    # Scalar columns ride along so --stratify can name any of them (subset, family, source...).
+    fields = {k: v for k, v in row.items() if isinstance(v, (str, int, float, bool)) and k not in names and k != "prompt"}
     return {"id": str(row.get("id", f"row-{index}")), "group": str(row.get("group", row.get("family", "")) or ""),
-            "prompt": prompt, "first": first, "second": second, "label": label}
+            "prompt": prompt, "first": first, "second": second, "label": label, "fields": fields}

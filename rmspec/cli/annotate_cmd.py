@@ -31,7 +31,8 @@ def annotate() -> None:
               help="Export only N pairs: the model's least sure, the labels it contradicts, or a random sample.")
 @click.option("--model", "model", default=None, help="Run directory or model folder that scores the pairs for --select.")
 @click.option("--n", "n", type=click.IntRange(min=1), default=None, help="How many pairs --select picks.")
-@click.option("--stratify", type=click.Choice(["group"]), default=None, help="Split N across the source's groups by size.")
+@click.option("--stratify", default=None, metavar="FIELD",
+              help="Split N across the values of FIELD by size: group (the spec's group), or a column of the rows, e.g. subset.")
 @click.option("--push", "push_url", default=None, metavar="URL", help="Also create/update a project on this Label Studio and import the tasks.")
 @click.option("--token-env", default=TOKEN_ENV_DEFAULT, show_default=True, help="Environment variable holding the Label Studio API token.")
 @click.option("--project", default=None, help="Project title for --push (created if missing, label config updated if present).")
