@@ -28,6 +28,8 @@ CASES = {
     "helpsteer2_pointwise": ("helpsteer2_pointwise.yaml", []),
     "judge_generative": ("judge_generative.yaml", []),
     "ultrafeedback_bt": ("ultrafeedback_bt.yaml", []),
+    "quickstart_prm": ("quickstart_prm.yaml", ["hardware.cpu_memory_gb=16"]),
+    "prm_math_shepherd": ("prm_math_shepherd.yaml", []),
     # hardware profiles
     "qwen1.5b_1x24gb": ("hh_bt.yaml", ["hardware.device=l4-24gb", "hardware.gpus_per_node=1",
                                        "hardware.cpu_memory_gb=128"]),

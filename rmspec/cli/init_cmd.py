@@ -12,7 +12,7 @@ def _ask(approach: str | None, data: str | None, model: str | None, out: Path | 
     from rich.prompt import Prompt
 
     approach = approach or Prompt.ask("Approach", choices=list(APPROACHES), default="bradley_terry")
-    default_data = {"generative": "judge-demo", "pointwise": "helpsteer2"}.get(approach, "demo")
+    default_data = {"generative": "judge-demo", "pointwise": "helpsteer2", "process": "prm-demo"}.get(approach, "demo")
     data = data or Prompt.ask(f"Data (a preset: {', '.join(DATA_PRESETS)}; or a file path)", default=default_data)
     model = model or Prompt.ask("Model (hub id or local path; empty keeps the template's)", default="") or None
     out = out or Path(Prompt.ask("Write the spec to", default="spec.yaml"))

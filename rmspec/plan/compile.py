@@ -72,7 +72,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         seqs_per_example=2 if approach == "bradley_terry" and not packed else 1,
         seq_len=row_bound if packed else training.max_length,
         packed=packed,
-        head="lm" if approach == "generative" else "score",
+        head={"generative": "lm", "process": "token"}.get(approach, "score"),
         precision=precision.compute,
         master_fp32=precision.master_fp32,
         checkpointing=False,
@@ -197,6 +197,10 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         "submit_command": ["sbatch", str(run.root / "launch.slurm")] if slurm else argv,
         "files": files,
     }
+    if approach == "process":  # a PRM: how the separator that carries each step's label tokenizes
+        from rmspec.plan.separator import separator_check
+
+        data["step_separator"] = separator_check(spec.approach.step_separator, spec.model.name_or_path, model_path, hub_cache)
     return Plan(data)
 
 

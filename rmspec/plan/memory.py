@@ -35,7 +35,7 @@ class TrainingShape:
     micro_batch: int  # examples (pairs for bradley_terry) per process per forward
     seqs_per_example: int  # 2 for pairs: chosen and rejected go through in one batch
     seq_len: int
-    head: str  # "score" (scalar reward head) or "lm" (generative: causal-LM logits)
+    head: str  # "score" (scalar reward head), "token" (PRM: 2 logits per token, negligible) or "lm" (causal-LM logits)
     precision: str  # bf16 | fp16 | fp32 (compute dtype)
     master_fp32: bool  # fp32 master weights (mixed precision) or weights in the compute dtype
     checkpointing: bool

@@ -122,13 +122,17 @@ class ModelShape:
         return self.backbone_parameters() + (self.lm_head_parameters() if self.architecture == "decoder" else 0)
 
     def trained_parameters(self, head: str) -> int:
-        """Parameters of the model as trained: `score` (a scalar head, num_labels wide) or `lm` (causal LM)."""
+        """Parameters of the model as trained: `score` (a scalar head, num_labels wide), `token` (a PRM's
+        2-label token classifier: 2h + 2, almost nothing) or `lm` (causal LM)."""
         if self.given_num_parameters is not None:
             base = self.given_num_parameters - (self.lm_head_parameters() if self.architecture == "decoder" else 0)
         else:
             base = self.backbone_parameters()
         if head == "lm":
             return base + self.lm_head_parameters()
+        if head == "token":  # token classifiers drop BERT's pooler (add_pooling_layer=False)
+            pooler = self.hidden_size * self.hidden_size + self.hidden_size if self.pooler else 0
+            return base - pooler + 2 * self.hidden_size + 2
         return base + self.hidden_size  # score head: h x 1 (a few more for pointwise attributes)
 
     def root_parameters(self, head: str) -> int:

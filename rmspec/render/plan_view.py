@@ -84,6 +84,9 @@ def render_plan(plan: dict, console: Console | None = None) -> None:
     console.print(Text(" " * 15) + Text(hw["source"], style="dim"))
     console.print(_head("precision") + Text(p["precision"], style="bold cyan") + Text(f"  {p['precision_reason']}"))
     console.print(_head("attention") + Text(p["attn_implementation"]) + Text(f"  {p['attn_reason']}", style="dim"))
+    if p.get("step_separator"):  # a process reward model: where each step's label sits
+        sep = p["step_separator"]
+        console.print(_head("step sep") + Text(repr(sep["separator"])) + Text(f"  {sep['how']}", style="dim"))
     if p.get("packing"):
         console.print(_head("packing") + Text(p["packing"]) + Text(f"  {p['packing_reason']}", style="dim"))
     packed = p.get("packing_tokens")

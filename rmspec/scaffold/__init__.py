@@ -11,7 +11,7 @@ from rmspec.spec.choices import unknown_choice
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 DEMO_DIR = Path(__file__).resolve().parents[1] / "data" / "demo"
 SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "rmspec.schema.json"
-APPROACHES = ("bradley_terry", "pointwise", "generative")
+APPROACHES = ("bradley_terry", "pointwise", "generative", "process")
 
 # --data names: known datasets and how they map. A path to a file is taken as plain pairs
 # (or messages for the generative approach).
@@ -38,6 +38,9 @@ DATA_PRESETS: dict[str, dict] = {
         "mapping": {"preset": "helpsteer2"},
     },
     "judge-demo": {"source": {"kind": "files", "paths": ["<demo>/judge_messages.jsonl"]}, "mapping": {"preset": "messages"}},
+    "prm-demo": {"source": {"kind": "files", "paths": ["<demo>/prm_steps.jsonl"]}, "mapping": {"preset": "stepwise"}},
+    "math-shepherd": {"source": {"kind": "huggingface", "path": "trl-lib/math_shepherd", "split": "train"},
+                      "mapping": {"preset": "stepwise"}},
 }
 
 
@@ -63,7 +66,7 @@ def _data_section(data: str, approach: str, out_dir: Path) -> dict:
             hint="or give a path to a .jsonl/.json/.parquet/.csv file",
         )
     rel = data if not path.exists() else _relative(path.resolve(), out_dir)
-    preset = {"generative": "messages", "pointwise": None}.get(approach, "pairs")
+    preset = {"generative": "messages", "pointwise": None, "process": "stepwise"}.get(approach, "pairs")
     mapping: dict = {"preset": preset} if preset else {
         "columns": {"prompt": "prompt", "response": "response", "scores": {"score": "score"}}
     }
@@ -86,6 +89,9 @@ def build_document(approach: str, data: str | None, model: str | None, out_dir: 
         source = doc["data"]["source"]
         if "paths" in source:
             source["paths"] = [_relative((TEMPLATES / p).resolve(), out_dir) for p in source["paths"]]
+    for bench in doc.get("eval", {}).get("benchmarks", []) or []:  # demo benchmark files, likewise
+        if bench.get("path", "").startswith("../"):
+            bench["path"] = _relative((TEMPLATES / bench["path"]).resolve(), out_dir)
     if model is not None:
         doc["model"]["name_or_path"] = model
     if name is not None:
