@@ -287,6 +287,8 @@ class _Pipeline:
             report.steps = step_report(pool)
         if "truncated" in cols and n:
             report.truncation_rate = round(float(numbers(pool, "truncated").sum()) / n, 4)
+        if "shared_prefix_cut" in cols and n:
+            report.shared_prefix_cut_pairs = int(numbers(pool, "shared_prefix_cut").sum())
         if n:
             import numpy as np
 

@@ -40,6 +40,9 @@ class DataReport:
     length_heuristic_accuracy: float | None = None
     token_lengths: dict[str, dict[str, float]] = field(default_factory=dict)
     truncation_rate: float = 0.0
+    # Pairs whose common prompt cut took more from the shorter side than cutting it alone would
+    # have (Bradley-Terry, truncate_prompt_left; a subset of the truncated pairs).
+    shared_prefix_cut_pairs: int = 0
     duplicate_rate: float = 0.0
     ties: int = 0
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)

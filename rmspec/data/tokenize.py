@@ -23,7 +23,8 @@ def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
     if approach == PAIRS:
         cols = {"prompt": Value("string"), "chosen_input_ids": ids, "rejected_input_ids": ids,
                 "prompt_tokens": Value("int32"), "chosen_tokens": Value("int32"), "rejected_tokens": Value("int32"),
-                "chosen_length": Value("int32"), "rejected_length": Value("int32"), "truncated": Value("bool")}
+                "chosen_length": Value("int32"), "rejected_length": Value("int32"), "truncated": Value("bool"),
+                "shared_prefix_cut": Value("bool")}
         if layout.kind == PAIR and layout.pair_types is not None:
             cols.update({"chosen_token_type_ids": List(Value("int8")), "rejected_token_type_ids": List(Value("int8"))})
     elif approach == POINTWISE:
@@ -57,6 +58,16 @@ def fit(seq: Segments, limit: int, policy: str, prompt_cut: int | None = None) -
     if over >= len(seq.body):
         return None, "prompt_too_long", f"the prompt leaves no room for the response ({n - len(seq.body)} tokens without it, max {limit})"
     return Segments(seq.head, seq.prompt, seq.mid, seq.body[: len(seq.body) - over], seq.tail, seq.types), "", ""
+
+
+def shared_prefix_cut(chosen_len: int, rejected_len: int, limit: int, cut: int | None) -> bool:
+    """Whether the pair's one prompt cut (``cut`` tokens, sized so that the longer sequence fits)
+    takes more prompt from the shorter sequence than cutting it on its own would have (``max(0,
+    len - limit)``). The data report counts these pairs: the cost of both sides (and the packed
+    row ``[prefix | chosen | rejected]``) answering the same prompt."""
+    if not cut:
+        return False
+    return max(0, min(chosen_len, rejected_len) - limit) < cut
 
 
 class TokenizeStage:
@@ -105,12 +116,13 @@ class TokenizeStage:
         seg_c, seg_r = dict(zip(live, chosen_segs)), dict(zip(live, rejected_segs))
         shown = dict(zip(live, self.layout.prompt_texts(prompts)))
         out = {k: [None] * n for k in ("prompt", "chosen_input_ids", "rejected_input_ids", "prompt_tokens",
-                                         "chosen_tokens", "rejected_tokens", "chosen_length", "rejected_length", "truncated")}
+                                         "chosen_tokens", "rejected_tokens", "chosen_length", "rejected_length", "truncated",
+                                         "shared_prefix_cut")}
         if self.types:
             out["chosen_token_type_ids"] = [None] * n
             out["rejected_token_type_ids"] = [None] * n
         for i in range(n):
-            out["prompt"][i], out["truncated"][i] = "", False
+            out["prompt"][i], out["truncated"][i], out["shared_prefix_cut"][i] = "", False, False
             out["chosen_input_ids"][i] = out["rejected_input_ids"][i] = []
             out["prompt_tokens"][i] = out["chosen_tokens"][i] = out["rejected_tokens"][i] = 0
             out["chosen_length"][i] = out["rejected_length"][i] = 0
@@ -136,6 +148,7 @@ class TokenizeStage:
                              f"chosen and rejected are the same {len(fc)} tokens once cut to max {self.max_tokens}")
                 continue
             out["truncated"][i] = truncated
+            out["shared_prefix_cut"][i] = shared_prefix_cut(len(c), len(r), self.max_tokens, cut)
             out["chosen_input_ids"][i], out["rejected_input_ids"][i] = fc.ids(), fr.ids()
             if self.types:
                 out["chosen_token_type_ids"][i], out["rejected_token_type_ids"][i] = fc.type_ids(), fr.type_ids()

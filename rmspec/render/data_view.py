@@ -43,6 +43,9 @@ def report_view(report: dict[str, Any]) -> Group:
     verdict, style = heuristic_verdict(report.get("length_heuristic_accuracy"))
     head.add_row("length heuristic", Text(f"{_pct(report.get('length_heuristic_accuracy'))}  ") + Text(verdict, style=style))
     head.add_row("truncated", _pct(report.get("truncation_rate")))
+    if report.get("shared_prefix_cut_pairs"):
+        head.add_row("prompt cut for both", f"{report['shared_prefix_cut_pairs']} pairs: the shorter side lost more prompt "
+                     "than cut alone, so both sides answer the same prompt")
     head.add_row("exact duplicates", _pct(report.get("duplicate_rate")))
     if report.get("approach") == "bradley_terry":
         head.add_row("score ties", str(report.get("ties", 0)))
