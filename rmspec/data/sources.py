@@ -222,10 +222,22 @@ def _lines(path: str, encoding: str):
                                      f"({exc.reason}); set data.source.encoding if the file is in another encoding")
 
 
+class _NotText(ValueError):
+    """A line that parses as JSON but holds no valid Unicode text (a lone surrogate escape)."""
+
+
 def _parse_line(text: str) -> dict:
     row = json.loads(text)
     if not isinstance(row, dict):
         raise ValueError(f"a JSON {type(row).__name__}, not an object")
+    if "\\ud" in text.lower():  # an escaped surrogate: valid JSON, but a lone one cannot be stored as text
+        try:
+            json.dumps(row, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _NotText(f"a lone surrogate {exc.object[exc.start]!r} is not Unicode text") from None
+    # Arrow cuts a column name at a NUL: such a key would break the table, so the NUL is replaced.
+    if any("\x00" in key for key in row):
+        row = {key.replace("\x00", "\ufffd"): value for key, value in row.items()}
     return row
 
 
@@ -274,7 +286,8 @@ def _encoded_rows(paths: tuple[str, ...], names: tuple[str, ...], encoding: str 
             try:
                 row = _parse_line(text)
             except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested brackets
-                yield {**dict.fromkeys(names), BAD_LINE: json.dumps(["invalid_json", f"{path}:{number}: {_short(exc, 300)}"])}
+                reason = "encoding" if isinstance(exc, _NotText) else "invalid_json"
+                yield {**dict.fromkeys(names), BAD_LINE: json.dumps([reason, f"{path}:{number}: {_short(exc, 300)}"])}
                 continue
             yield {**{n: json.dumps(row[n]) if n in row else None for n in names}, BAD_LINE: None}
 

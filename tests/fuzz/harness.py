@@ -35,6 +35,11 @@ CASE_MEGABYTES = 300
 REASON = re.compile(r"^[a-z][a-z_]*$")
 
 
+def scaled(examples: int) -> int:
+    """Examples per test; RMSPEC_FUZZ_SCALE=10 explores ten times as many (a long local run)."""
+    return max(1, int(examples * float(os.environ.get("RMSPEC_FUZZ_SCALE", "1"))))
+
+
 class Finding(AssertionError):
     """A rule broken by a fuzzed input."""
 
@@ -90,10 +95,10 @@ def check_spec(data: bytes, folder: Path, sets: tuple[str, ...] = (), *, plan: b
         _render(print_error, exc, Console)
         return "refused"
     except Finding:
-        save_case("specs", data, ".yaml", f"sets: {list(sets)}" if sets else "")
+        save_case("specs", data, ".yaml", "sets: " + json.dumps(list(sets)) if sets else "")
         raise
     except BaseException as exc:  # anything else reaches the user as a traceback (or, now, "internal error")
-        save_case("specs", data, ".yaml", f"sets: {list(sets)}" if sets else "")
+        save_case("specs", data, ".yaml", "sets: " + json.dumps(list(sets)) if sets else "")
         raise Finding(f"{type(exc).__name__} escaped from loading a spec: {exc}") from exc
     return outcome
 
@@ -163,8 +168,9 @@ SPEC_FOR_DATA = {
 
 
 def data_lines(data: bytes) -> int:
-    """Rows a JSON Lines file holds: its lines with anything but whitespace."""
-    return sum(1 for line in data.split(b"\n") if line.strip())
+    """Rows a JSON Lines file holds: its lines with anything but whitespace (a UTF-8 byte-order
+    mark at the start is not content)."""
+    return sum(1 for line in data.removeprefix(b"\xef\xbb\xbf").split(b"\n") if line.strip())
 
 
 def check_data(data: bytes, folder: Path, preset: str = "pairs", *, tokenizer=None, name: str = "rows.jsonl") -> str:
@@ -186,11 +192,12 @@ def check_data(data: bytes, folder: Path, preset: str = "pairs", *, tokenizer=No
             else:
                 report = prepare(loaded, tokenizer, rejects_path=rejects, cache_dir=folder / "cache").report
     except DataError as exc:
-        if name not in exc.message:
-            if tokenizer is not None and "no training rows left" in exc.message:
-                return "refused"  # every row rejected: counted in the rejects file, no file to name
+        # Located: it names the file, or the spec field it is about (data.mapping: the file has none
+        # of the mapped columns), or it is the end of a preparation whose every row was rejected.
+        located = name in exc.message or exc.message.startswith("data.") or "no training rows left" in exc.message
+        if not located or not exc.hint:
             save_case("data", data, f".{preset}.jsonl")
-            raise Finding(f"a DataError that does not name the file: {exc.message}") from exc
+            raise Finding(f"a DataError without its file or field, or without a hint: {exc.message}") from exc
         return "refused"
     except BaseException as exc:
         save_case("data", data, f".{preset}.jsonl")
@@ -210,7 +217,8 @@ def _check_report(report, rejects: Path, data: bytes, path: Path) -> None:
     source = report.sources["train"]
     if source.rows_read != data_lines(data):
         raise Finding(f"rows_read {source.rows_read} but the file has {data_lines(data)} non-blank lines")
-    lines = [json.loads(line) for line in rejects.read_text(encoding="utf-8").splitlines()]
+    # JSON Lines splits on "\n" only (str.splitlines would also cut at U+0085, U+2028 inside strings).
+    lines = [json.loads(line) for line in rejects.read_text(encoding="utf-8").split("\n") if line]
     if len(lines) != source.rows_rejected:
         raise Finding(f"{len(lines)} lines in the rejects file, {source.rows_rejected} rows counted as rejected")
     for line in lines:

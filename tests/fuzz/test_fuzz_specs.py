@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import SHIPPED, check_cli, check_spec
+from harness import SHIPPED, check_cli, check_spec, scaled
 from strategies import alias_bombs, dump, mutated_bytes, mutated_documents, set_expressions
 
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ def test_every_shipped_file_is_valid_through_the_harness(path: Path):
         assert check_spec(path.read_bytes(), folder, plan=False) in ("valid", "refused")
 
 
-@settings(max_examples=120)
+@settings(max_examples=scaled(120))
 @given(mutated_documents(), st.booleans())
 def test_mutated_documents(case, flow):
     _, doc = case
@@ -38,28 +38,28 @@ def test_mutated_documents(case, flow):
         check_spec(dump(doc, flow), Path(tmp))
 
 
-@settings(max_examples=150)
+@settings(max_examples=scaled(150))
 @given(mutated_bytes())
 def test_mutated_bytes(data):
     with _folder() as tmp:
         check_spec(data, Path(tmp), plan=False)
 
 
-@settings(max_examples=25)
+@settings(max_examples=scaled(25))
 @given(alias_bombs())
 def test_alias_bombs(data):
     with _folder() as tmp:
         check_spec(data, Path(tmp), plan=False)
 
 
-@settings(max_examples=60)
+@settings(max_examples=scaled(60))
 @given(st.lists(set_expressions, min_size=1, max_size=3))
 def test_set_overrides(sets):
     with _folder() as tmp:
         check_spec((SHIPPED[0]).read_bytes(), Path(tmp), tuple(sets), plan=False)
 
 
-@settings(max_examples=15)
+@settings(max_examples=scaled(15))
 @given(mutated_bytes())
 def test_validate_command_on_mutated_bytes(data):
     """The whole command: exit 0 or 2, no traceback, no 'internal error'."""
