@@ -153,22 +153,41 @@ class StepEngine:
         ids = list(ids) if ids is not None else [str(i) for i in range(len(items))]
         return [StepScores(ids[k], p, first_error(p, self.threshold), len(p), len(items[k][1])) for k, p in enumerate(probs)]
 
-    def token_scores(self, ids: Sequence[Sequence[int]]) -> list[list[list[float]]]:
-        """Per-token class probabilities [[P(wrong), P(correct)] per token] (vLLM's token_classify output)."""
+    # ------------------------------------------------------------------ what the server needs
+
+    can_normalize = False  # per-step probabilities are not normalised
+
+    def normalize(self, reward: float) -> None:
+        return None
+
+    def encode_ids(self, ids: Sequence[int], limit: int | None = None):
+        """Token ids as given (vLLM's `input`); too long: the end goes, so every kept step keeps its score."""
+        from rmspec.inference.encoding import Encoded
+
+        limit = min(limit or self.max_length, self.max_length)
+        return Encoded(list(ids)[:limit], None, len(ids) > limit)
+
+    def outputs(self, encoded: Sequence[Any], batch_size: int | None = None) -> list[list[list[float]]]:
+        """Raw head logits per token of each encoded sequence ([tokens][labels]), input order,
+        length-sorted batches padded on the right as in training (vLLM's token_classify)."""
         import torch
 
         from rmspec.inference.padding import pad_right
 
         device = next(self.model.parameters()).device
-        out: list[list[list[float]]] = []
+        size = batch_size or self.batch_size
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
+        out: list[list[list[float]]] = [[] for _ in encoded]
         with torch.inference_mode():
-            for start in range(0, len(ids), self.batch_size):
-                chunk = [list(x)[-self.max_length:] for x in ids[start: start + self.batch_size]]
-                input_ids, mask = pad_right(chunk, self.tokenizer.pad_token_id)
-                logits = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits.float()
-                probs = logits.softmax(-1) if logits.shape[-1] > 1 else torch.sigmoid(logits)
-                for row, seq in zip(probs.cpu().tolist(), chunk):
-                    out.append(row[: len(seq)])
+            for start in range(0, len(order), size):
+                batch = order[start: start + size]
+                input_ids, mask = pad_right([encoded[i].ids for i in batch], self.tokenizer.pad_token_id)
+                extra = {}
+                if any(getattr(encoded[i], "type_ids", None) is not None for i in batch):
+                    extra["token_type_ids"] = pad_right([encoded[i].type_ids or [0] * len(encoded[i].ids) for i in batch], 0)[0].to(device)
+                logits = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device), **extra).logits.float()
+                for i, row in zip(batch, logits.cpu().tolist()):
+                    out[i] = row[: len(encoded[i].ids)]
         return out
 
 

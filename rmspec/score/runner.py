@@ -41,7 +41,12 @@ def score_file(engine: RewardEngine, input_path: str | Path, out: Path, *, targe
         first = next((r for r in rows if not isinstance(r, BadRow)), None)
         if first is None:
             raise DataError(f"{input_path}: no row to score", "the file is empty, or no line is a JSON object")
-        shape = shapes.detect(list(first), named)
+        if engine.kind == "process":  # a PRM: prompt + steps (rmspec.score.steps)
+            from rmspec.score.steps import step_shape
+
+            shape = step_shape(list(first), named)
+        else:
+            shape = shapes.detect(list(first), named)
         rows = iter(reader.open_rows(in_path, split=split, skip=skip).rows)  # the peek consumed rows: read again
     if engine.kind == JUDGE and shape.kind != shapes.PAIRS:
         raise DataError(f"a generative judge compares two responses; these rows are {shape.kind}",
@@ -87,6 +92,10 @@ def _prepare_out(out: Path, identity: dict[str, Any], resume: bool, overwrite: b
 
 
 def _score_chunk(engine: RewardEngine, shape: shapes.Shape, chunk: list[Any], first_index: int, batch_size: int):
+    if engine.kind == "process":  # per-step scores and the predicted first wrong step
+        from rmspec.score.steps import score_step_chunk
+
+        return score_step_chunk(engine, shape, chunk, first_index, _reject, _add)
     kept: list[tuple[int, dict[str, Any], list[tuple[Any, str]]]] = []
     rejects = []
     for k, row in enumerate(chunk):

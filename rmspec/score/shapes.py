@@ -26,6 +26,7 @@ ALIASES = {
     "chosen": ("chosen",),
     "rejected": ("rejected",),
     "messages": ("messages", "conversation", "conversations"),
+    "steps": ("steps", "completions"),  # process reward models only (rmspec.score.steps)
 }
 
 

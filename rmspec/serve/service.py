@@ -62,9 +62,19 @@ class Service:
     def _score_batch(self, items: list[Encoded]) -> list[list[float]]:
         return self.engine.outputs(items, batch_size=self.batch_size)
 
-    async def score(self, encoded: Sequence[Encoded]) -> list[list[float]]:
-        """Every raw head output per item, computed in shared batches."""
+    @property
+    def is_process(self) -> bool:
+        return self.engine.kind == "process"
+
+    async def score(self, encoded: Sequence[Encoded], per_token: bool = False) -> list[list[float]]:
+        """Every raw head output per item, computed in shared batches (a process reward model:
+        per token, [tokens][labels], and only for vLLM's /pooling with task token_classify)."""
         assert self.batcher is not None
+        if self.is_process and not per_token:
+            from rmspec.serve.http import ApiError
+
+            raise ApiError(400, "this server holds a process reward model (a score per step): "
+                                "POST /pooling with \"task\": \"token_classify\"", "task")
         return await self.batcher.submit(list(encoded))
 
     def present(self, values: list[float]) -> list[float]:

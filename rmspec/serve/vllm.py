@@ -88,10 +88,20 @@ async def _values(service: Service, request: Request, pooling: bool = False) -> 
         raise ApiError(400, "this server holds a generative judge: use POST /v1/chat/completions", "input")
     req = parse(PoolingRequest, await read_json(request, service.limits.max_body_bytes),
                 {"input": "a string, a list of strings, a list of token ids or a list of such lists"})
-    if pooling and req.task not in (None, "classify"):
+    per_token = service.is_process
+    if pooling and per_token and req.task != "token_classify":
+        raise ApiError(422, f"task: {req.task!r} is not served; this is a process reward model (task: token_classify)"[:300], "task")
+    if pooling and not per_token and req.task not in (None, "classify"):
         raise ApiError(422, f"task: {req.task!r} is not served; this is a sequence reward model (task: classify)"[:300], "task")
+    if per_token and req.messages is not None:
+        raise ApiError(422, "messages: a process reward model scores token ids or text with its step separators; give input", "messages")
     encoded = _encode(service, req)
-    raw = await service.score(encoded)
+    raw = await service.score(encoded, per_token=pooling and per_token)
+    if per_token:  # vLLM's token_classify: one [labels] row per token, softmax per token when on
+        rows = [[list(t) for t in item] for item in raw]
+        if _use_activation(req):
+            rows = [[activation(t) for t in item] for item in rows]
+        return req, encoded, rows
     values = [service.present(v) for v in raw]
     if _use_activation(req):
         values = [activation(v) for v in values]
