@@ -62,13 +62,11 @@ def _typo(word: str, draw) -> str:
     return word.upper()
 
 
-@st.composite
-def mutated_documents(draw) -> tuple[str, Any]:
-    """A shipped spec or template with 1-4 structural mutations: values of other types, deleted and
-    misspelt keys, unknown keys, values wrapped in lists, whole sections replaced."""
-    name = draw(st.sampled_from(sorted(DOCS)))
-    doc = copy.deepcopy(DOCS[name])
-    for _ in range(draw(st.integers(1, 4))):
+def mutate(draw, doc: Any, rounds: tuple[int, int] = (1, 4)) -> Any:
+    """1-4 structural mutations of a JSON-like document: values of other types, deleted and misspelt
+    keys, unknown keys, values wrapped in lists, whole sections replaced."""
+    doc = copy.deepcopy(doc)
+    for _ in range(draw(st.integers(*rounds))):
         paths = _paths(doc)
         if not paths:
             break
@@ -85,7 +83,14 @@ def mutated_documents(draw) -> tuple[str, Any]:
             parent[key][draw(st.text(min_size=1, max_size=12))] = draw(values)
         elif op == "wrap":
             parent[key] = [parent[key]]
-    return name, doc
+    return doc
+
+
+@st.composite
+def mutated_documents(draw) -> tuple[str, Any]:
+    """A shipped spec or template with 1-4 structural mutations."""
+    name = draw(st.sampled_from(sorted(DOCS)))
+    return name, mutate(draw, DOCS[name])
 
 
 def dump(doc: Any, flow: bool) -> bytes:
@@ -226,3 +231,79 @@ def data_files(draw, preset: str) -> bytes:
     lines = draw(st.lists(data_lines(preset), min_size=0, max_size=10))
     end = draw(st.sampled_from([b"\n", b"\r\n"]))
     return end.join(lines) + (end if draw(st.booleans()) else b"")
+
+
+# ---------------------------------------------------------------- Label Studio exports
+
+SIDE = {"left": [{"from_name": "pw", "to_name": "pw", "type": "pairwise", "value": {"selected": "left"}}],
+        "right": [{"from_name": "pw", "to_name": "pw", "type": "pairwise", "value": {"selected": "right"}}],
+        "tie": [{"from_name": "tie", "to_name": "prompt", "type": "choices", "value": {"choices": ["tie"]}}]}
+
+
+def export_seed(n_tasks: int, swapped: list[bool], votes: list[dict[int, str]]) -> list[dict]:
+    """A JSON export in the shape Label Studio 1.23.2 writes for `rmspec annotate export` tasks."""
+    out = []
+    for k in range(n_tasks):
+        data = {"prompt": f"p{k}", "response_a": "x", "response_b": "y", "rmspec_id": f"s{k}",
+                "rmspec_kind": "pairwise", "rmspec_swap": swapped[k]}
+        anns = [{"id": 100 * k + a, "completed_by": a, "was_cancelled": False, "result": copy.deepcopy(SIDE[side])}
+                for a, side in votes[k].items()]
+        out.append({"id": k + 1, "data": data, "meta": {"rmspec_id": f"s{k}", "rmspec_kind": "pairwise",
+                                                         "rmspec_swap": swapped[k]}, "annotations": anns})
+    return out
+
+
+def json_min_seed(n_tasks: int, swapped: list[bool], votes: list[dict[int, str]]) -> list[dict]:
+    rows = []
+    for k in range(n_tasks):
+        base = {"id": k + 1, "prompt": f"p{k}", "response_a": "x", "response_b": "y", "rmspec_id": f"s{k}",
+                "rmspec_kind": "pairwise", "rmspec_swap": swapped[k]}
+        for a, side in votes[k].items() or {None: None}.items():
+            row = {**base, "annotator": a, "annotation_id": None if a is None else 100 * k + a}
+            if side in ("left", "right"):
+                row["pw"] = {"selected": side}
+            elif side == "tie":
+                row["tie"] = "tie"
+            rows.append(row)
+    return rows
+
+
+@st.composite
+def mutated_exports(draw) -> Any:
+    n = draw(st.integers(1, 4))
+    swapped = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    votes = draw(st.lists(st.dictionaries(st.integers(1, 3), st.sampled_from(["left", "right", "tie"]), max_size=3),
+                          min_size=n, max_size=n))
+    seed = (export_seed if draw(st.booleans()) else json_min_seed)(n, swapped, votes)
+    return mutate(draw, seed, (0, 5))
+
+
+# ---------------------------------------------------------------- HTTP request bodies
+
+HTTP_SEEDS = {
+    "/get_reward": {"query": ["Question? Answer.", "Another question? Another answer."], "prompts": ["Question?"],
+                    "labels": [None]},
+    "/classify": {"model": "m", "input": ["Question? Answer.", "Short."]},
+    "/v1/classify": {"model": "m", "input": "Question? Answer."},
+    "/pooling": {"model": "m", "input": [[101, 2054, 102], [101, 102]], "truncate_prompt_tokens": 8},
+    "/v1/chat/completions": {"model": "m", "messages": [{"role": "user", "content": "Which is better?"}], "max_tokens": 4},
+}
+
+
+@st.composite
+def http_requests(draw) -> tuple[str, bytes, str]:
+    """(route, body, content type): a mutated protocol body, or raw bytes."""
+    route = draw(st.sampled_from(sorted(HTTP_SEEDS)))
+    kind = draw(st.integers(0, 9))
+    if kind <= 6:
+        body = json.dumps(mutate(draw, HTTP_SEEDS[route], (0, 4)), default=str).encode()
+    elif kind == 7:
+        body = draw(st.binary(max_size=80))
+    elif kind == 8:
+        body = draw(st.sampled_from([b"", b"null", b"[]", b"{}", b'{"query": ' + b"[" * 5000, b'{"input": [' + b"1," * 3000 + b"1]}",
+                                     rb'{"query": ["\ud800"]}', b'{"input": [[-1, 99999999]]}', b'{"input": [[]]}',
+                                     b'{"query": "' + b"word " * 20000 + b'"}', b"\xef\xbb\xbf{}"]))
+    else:
+        body = json.dumps(HTTP_SEEDS[route]).encode()[: draw(st.integers(0, 40))]  # cut off
+    content_type = draw(st.sampled_from(["application/json", "application/json", "text/plain", ""]))
+    return route, body, content_type
