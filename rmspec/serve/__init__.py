@@ -7,7 +7,7 @@ Only the HTTP side lives here; scoring is rmspec.inference's engine, so a served
 - `app`: the FastAPI app: auth, limits, errors, /health, /metrics, the protocol routers;
 - `batcher`: dynamic batching across concurrent requests (token budget, short wait, bounded queue);
 - `service`: the loaded engine behind the batcher (normalization, activation, generation);
-- `http`: request reading (body limit, JSON, field-naming 422s) and the error type;
+- `request_io`: request reading (body limit, JSON, field-naming 422s) and the error type;
 - `metrics`: Prometheus counters and histograms;
 - one module per protocol: `openrlhf` (/get_reward), `vllm` (/classify, /pooling),
   `openai` (/v1/chat/completions, /v1/models).

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rmspec.serve import openai, openrlhf, vllm
 from rmspec.serve.batcher import QueueFull
-from rmspec.serve.http import ApiError
+from rmspec.serve.request_io import ApiError
 from rmspec.serve.metrics import Metrics
 from rmspec.serve.service import Service
 

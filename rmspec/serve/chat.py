@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmspec.serve.http import ApiError
+from rmspec.serve.request_io import ApiError
 
 ROLES = ("system", "user", "assistant")
 

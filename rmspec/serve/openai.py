@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from rmspec.serve.chat import conversation
-from rmspec.serve.http import ApiError, parse, read_json
+from rmspec.serve.request_io import ApiError, parse, read_json
 from rmspec.serve.service import Service
 
 

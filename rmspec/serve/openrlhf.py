@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
-from rmspec.serve.http import ApiError, check_items, parse, read_json
+from rmspec.serve.request_io import ApiError, check_items, parse, read_json
 from rmspec.serve.service import Service
 
 

@@ -71,7 +71,7 @@ class Service:
         per token, [tokens][labels], and only for vLLM's /pooling with task token_classify)."""
         assert self.batcher is not None
         if self.is_process and not per_token:
-            from rmspec.serve.http import ApiError
+            from rmspec.serve.request_io import ApiError
 
             raise ApiError(400, "this server holds a process reward model (a score per step): "
                                 "POST /pooling with \"task\": \"token_classify\"", "task")

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rmspec.inference.encoding import Encoded
 from rmspec.serve.chat import conversation, split_reply
-from rmspec.serve.http import ApiError, check_items, parse, read_json
+from rmspec.serve.request_io import ApiError, check_items, parse, read_json
 from rmspec.serve.service import Service, activation
 
 
