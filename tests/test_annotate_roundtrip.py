@@ -243,3 +243,43 @@ def _expected_agreement() -> dict:
     multi = (~np.isnan(grid)).sum(axis=0) >= 2
     alpha = krippendorff.alpha(reliability_data=grid[:, multi], level_of_measurement="nominal", value_domain=[0, 1, 2])
     return {"cohen": cohen, "fleiss": fleiss_kappa(table), "alpha": alpha}
+
+
+def test_pointwise_ratings_through_a_real_label_studio(label_studio, tmp_path, cli, monkeypatch):
+    """A pointwise spec: one star rating per attribute on the spec's scale, back as averaged scores."""
+    rows = [{"prompt": f"w{10 + i}", "response": f"w{20 + i} w{30 + i}", "helpfulness": 2, "correctness": 3} for i in range(3)]
+    (tmp_path / "hs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = tmp_path / "pointwise.yaml"
+    spec.write_text("version: 1\nname: pw\nmodel: {name_or_path: sentence-transformers/all-MiniLM-L6-v2}\n"
+                    "data:\n  source: {kind: files, paths: [hs.jsonl]}\n  mapping: {preset: helpsteer2}\n"
+                    "approach: {kind: pointwise, attributes: [helpfulness, correctness], scale: {min: 0, max: 4}}\n"
+                    "hardware: {device: cpu}\n")
+    monkeypatch.setenv("LS_TEST_TOKEN", label_studio.token)
+    pushed = cli("annotate", "export", spec, "--out", tmp_path / "ls", "--push", label_studio.url,
+                 "--token-env", "LS_TEST_TOKEN", "--project", "ratings")
+    assert pushed.code == 0 and "3 of 3 task(s) imported" in pushed.out, pushed.out + pushed.err
+    api = _api(label_studio)
+    pid = next(p["id"] for p in api.get("/api/projects/", params={"title": "ratings"}).json()["results"]
+               if p["title"] == "ratings")
+    tasks = sorted(api.get("/api/tasks/", params={"project": pid}).json()["tasks"], key=lambda t: t["id"])
+    me = api.get("/api/current-user/whoami").json()["id"]
+    stars = {0: [(5, 1), (4, 1)], 1: [(3, 3)], 2: [(2, 9)]}  # task -> (helpfulness, correctness) stars per annotation
+    for k, given in stars.items():
+        for h, c in given:
+            result = [{"from_name": "helpfulness", "to_name": "response", "type": "rating", "value": {"rating": h}},
+                      {"from_name": "correctness", "to_name": "response", "type": "rating", "value": {"rating": c}}]
+            posted = api.post(f"/api/tasks/{tasks[k]['id']}/annotations/", json={"result": result, "completed_by": me})
+            assert posted.status_code == 201, posted.text
+    for fmt in ("JSON", "JSON_MIN"):
+        done = cli("annotate", "import", "--from", label_studio.url, "--project", str(pid), "--token-env", "LS_TEST_TOKEN",
+                   "--format", fmt, "--out", tmp_path / f"{fmt}.jsonl", "--json")
+        assert done.code == 0, done.err
+        counts = json.loads(done.out)
+        assert counts["tasks_read"] == 3 and counts["tasks_with_rows"] == 2 and counts["annotations_invalid"] == 1, fmt
+        out = {r["id"]: r for r in map(json.loads, (tmp_path / f"{fmt}.jsonl").read_text().splitlines())}
+        ids = [t["data"]["rmspec_id"] for t in tasks]
+        # stars -> scale 0..4 (1 star = 0): (5+4)/2 - 1 = 3.5, 1 - 1 = 0; 3 stars -> 2
+        assert (out[ids[0]]["helpfulness"], out[ids[0]]["correctness"]) == (3.5, 0.0), fmt
+        assert (out[ids[1]]["helpfulness"], out[ids[1]]["correctness"]) == (2.0, 2.0), fmt
+        rejects = [json.loads(x) for x in (tmp_path / f"{fmt}.rejects.jsonl").read_text().splitlines()]
+        assert any("from 1 to 5, got 9" in r["detail"] for r in rejects), fmt
