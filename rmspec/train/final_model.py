@@ -82,6 +82,18 @@ def save_final_model(
         shutil.rmtree(old, ignore_errors=True)
 
 
+PROCESS_USE = [
+    "A process reward model: AutoModelForTokenClassification with 2 labels (0 wrong, 1 correct), as",
+    "TRL's PRMTrainer saves them. Each step is followed by `config.rmspec.step_separator`; P(step",
+    "correct) is softmax(logits)[..., 1] at the separator's last token.",
+    "",
+    "```bash",
+    "rmspec score PATH rows.jsonl --out scored.jsonl   # rows: problem/prompt + steps -> step_scores, first_error",
+    "rmspec serve PATH                                 # POST /pooling {\"input\": ids, \"task\": \"token_classify\"}",
+    "```",
+]
+
+
 def model_card(
     *,
     name: str,
@@ -110,16 +122,18 @@ def model_card(
         "",
         "## Use",
         "",
-        "```python",
-        "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
-        "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
-        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
-        "# encoders (BERT family) read (prompt, response) as a text pair; decoders the conversation",
-        "# as rendered in training (the tokenizer's chat template, or 'User:/Assistant:' lines)",
-        "inputs = tokenizer(prompt, response, return_tensors='pt')",
-        "reward = model(**inputs).logits[0, 0]",
-        "# normalised: (reward - model.config.reward_mean) / model.config.reward_std",
-        "```",
+        *(PROCESS_USE if approach == "process" else [
+            "```python",
+            "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
+            "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
+            "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+            "# encoders (BERT family) read (prompt, response) as a text pair; decoders the conversation",
+            "# as rendered in training (the tokenizer's chat template, or 'User:/Assistant:' lines)",
+            "inputs = tokenizer(prompt, response, return_tensors='pt')",
+            "reward = model(**inputs).logits[0, 0]",
+            "# normalised: (reward - model.config.reward_mean) / model.config.reward_std",
+            "```",
+        ]),
         "",
         "## Results",
         "",
