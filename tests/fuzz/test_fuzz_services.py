@@ -110,7 +110,16 @@ def test_annotate_import_command(value):
     with tempfile.TemporaryDirectory(prefix="rmspec-fuzz-") as tmp:
         export = Path(tmp) / "export.json"
         export.write_text(json.dumps(value, default=str))
-        check_cli(["annotate", "import", str(export), "--out", str(Path(tmp) / "pairs.jsonl")])
+        try:
+            check_cli(["annotate", "import", str(export), "--out", str(Path(tmp) / "pairs.jsonl")])
+        except Finding as finding:
+            # The last-resort handler wrote the traceback to a file: a known exports.py bug is no new finding.
+            marker = "internal error, please report: "
+            report = str(finding).split(marker, 1)[1].split()[0] if marker in str(finding) else None
+            trace = Path(report).read_text() if report and Path(report).is_file() else ""
+            last = trace.strip().splitlines()[-1] if trace.strip() else ""
+            if not ("annotate/exports.py" in trace and last.split(":")[0] in KNOWN_ANNOTATE_BUGS):
+                raise
 
 
 # ---------------------------------------------------------------- HTTP request bodies
@@ -133,10 +142,14 @@ def client(tmp_path_factory):
         yield c
 
 
-# Found by this harness in rmspec/serve (owner: serve; reported): a body of thousands of nested
-# brackets makes the JSON parser raise RecursionError, answered 500 instead of 400. Replayed with a
-# strict xfail below; empty this once the corpus cases http/*.known.json get a 4xx.
-KNOWN_SERVE_BUGS = {"RecursionError"}
+# Found by this harness in rmspec/serve (owner: serve; reported), answered 500 instead of a 4xx:
+# a body of thousands of nested brackets (RecursionError in the JSON parser), and an empty text to
+# score (RuntimeError in the model on zero tokens). Replayed with a strict xfail below; empty this
+# once the corpus cases http/*.known.json get a 4xx.
+def _known_serve(body: bytes, text: str) -> bool:
+    if "(RecursionError)" in text:
+        return True
+    return "(RuntimeError)" in text and (b'""' in body or b"[]" in body)
 KNOWN_HTTP = sorted((CORPUS / "http").glob("*.known.json"))
 
 
@@ -157,7 +170,7 @@ def test_http_bodies(client, request_):
     with bounded(f"POST {route}"):
         response = client.post(route, content=body, headers=headers)
     text = response.text
-    if response.status_code == 500 and any(f"({name})" in text for name in KNOWN_SERVE_BUGS):
+    if response.status_code == 500 and _known_serve(body, text):
         return  # known, replayed by test_known_http_bugs
     if response.status_code >= 500 or "Traceback" in text:
         save_case("http", json.dumps({"route": route, "content_type": content_type,
