@@ -48,6 +48,9 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
         lock = prepare.claim(run_dir, overwrite=overwrite)
         prepare.write_run_dir(run_dir, plan, document)
 
+    from rmspec.cli import main as cli_main
+
+    cli_main.crash_report_dir = str(run_dir.root)  # an internal error's traceback lands beside the run
     try:
         if prepare.multi_node(plan):
             _several_nodes(run_dir, plan, submit)
