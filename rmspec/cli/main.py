@@ -66,6 +66,8 @@ def cli() -> None:
 def main() -> None:
     from rmspec.errors import RmspecError
 
+    global crash_report_dir
+    crash_report_dir = None  # set by a command once it has a run directory
     try:
         cli.main(standalone_mode=False)
     except RmspecError as exc:
