@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import torch
-from transformers import Trainer
+from transformers import Trainer, TrainerCallback
 
 from rmspec.train.sampling import SeededLengthGroupedSampler, SeededRandomSampler
+
+
+class SamplerEpoch(TrainerCallback):
+    """Tell the seeded sampler its epoch before each epoch's batches are drawn.
+
+    accelerate's set_epoch reaches the sampler through DataLoaderShard(BatchSamplerShard(BatchSampler)),
+    but not through the SkipBatchSampler(BatchSamplerShard(...)) of a multi-process resume in mid-epoch:
+    the resumed epoch then replayed epoch 0's order (found by a requeued 2-node SLURM job, whose
+    losses left the uninterrupted run's at the first step after the resume)."""
+
+    def __init__(self, trainer: "MetricsTrainer"):
+        self.trainer = trainer
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        sampler = self.trainer._train_sampler
+        if sampler is not None:
+            # state.epoch is the progress so far (1.5 when resumed in the middle of epoch 1).
+            sampler.set_epoch(math.floor(state.epoch + 1e-9))
 
 
 class MetricsTrainer(Trainer):
@@ -25,13 +44,18 @@ class MetricsTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self.group_by_length = group_by_length
         self._interval: dict[str, list[float]] = defaultdict(list)
+        self._train_sampler = None
+        self.add_callback(SamplerEpoch(self))
 
     def _get_train_sampler(self, train_dataset=None):
         dataset = train_dataset if train_dataset is not None else self.train_dataset
         if not self.group_by_length:
-            return SeededRandomSampler(len(dataset), self.args.seed)
-        lengths = dataset["length"] if "length" in dataset.column_names else [len(x) for x in dataset["input_ids"]]
-        return SeededLengthGroupedSampler(lengths, self.args.per_device_train_batch_size, self.args.seed)
+            self._train_sampler = SeededRandomSampler(len(dataset), self.args.seed)
+        else:
+            lengths = dataset["length"] if "length" in dataset.column_names else [len(x) for x in dataset["input_ids"]]
+            self._train_sampler = SeededLengthGroupedSampler(lengths, self.args.per_device_train_batch_size,
+                                                             self.args.seed)
+        return self._train_sampler
 
     # Evaluation order only matters where metrics read rows in dataset order (pointwise groups).
     sort_eval_by_length = False
