@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.data.pipeline import load_canonical
-from rmspec.data.records import GENERATIVE, PAIRS
+from rmspec.data.records import GENERATIVE, PAIRS, PROCESS
 
 
 def preview_records(loaded: Any, tokenizer: Any, n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -25,6 +25,11 @@ def preview_records(loaded: Any, tokenizer: Any, n: int) -> tuple[list[dict[str,
                 rec["margin"] = row["margin"]
         elif approach.kind == GENERATIVE:
             rec.update(messages=row["messages"], text=tokenizer.decode(row["input_ids"]))
+        elif approach.kind == PROCESS:  # each step with its label, as the model learns it
+            rec.update(prompt=row["prompt"], steps="\n".join(f"[{'+' if lab else '-'}] {step}" for step, lab in
+                                                         zip(row["steps"], row["step_labels"])))
+            if row.get("steps_dropped"):
+                rec["steps_dropped_past_max_length"] = row["steps_dropped"]
         else:
             rec.update(prompt=row["prompt"], response=row["response"], scores=dict(zip(approach.attributes, row["scores"])))
         if row.get("truncated"):
