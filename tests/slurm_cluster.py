@@ -47,6 +47,8 @@ SlurmctldHost={host}
 SlurmUser=root
 AuthType=auth/munge
 CredType=cred/munge
+# A requeued batch job waits cred_expire seconds before it may start again (default 120): 5 here.
+AuthInfo=cred_expire=5
 SlurmctldPort={CTLD_PORT}
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool/%n
@@ -65,7 +67,9 @@ MailProg=/bin/true
 ReturnToService=2
 SlurmdTimeout=30
 KillWait=5
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+# Scheduling passes every 2 s (default 60 s, backfill 30 s): a requeued job, eligible again once its
+# cred_expire is over, waits for the next pass (measured: restarted 27 s after the requeue, 7 s with these).
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=2,bf_interval=2
 {nodes}
 PartitionName=debug Nodes={",".join(NODE_PORTS)} Default=YES MaxTime=INFINITE State=UP
 """
