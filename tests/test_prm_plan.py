@@ -40,3 +40,18 @@ def test_separator_check_and_head_size_without_torch(tmp_path):
 
     model = AutoModelForTokenClassification.from_pretrained(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2"), num_labels=2)
     assert int(out.stdout.split()[-1]) == sum(p.numel() for p in model.parameters())
+
+
+def test_init_process_points_at_the_demo_data_and_benchmark(cli, tmp_path):
+    from rmspec.spec import load_spec
+
+    out = tmp_path / "a" / "b" / "prm.yaml"
+    out.parent.mkdir(parents=True)
+    assert cli("init", "--approach", "process", "-o", out).code == 0
+    loaded = load_spec(out)
+    spec = loaded.spec
+    assert spec.approach.kind == "process" and spec.data.mapping.preset == "stepwise"
+    assert (loaded.base_dir / spec.data.source.paths[0]).resolve() == REPO / "rmspec" / "data" / "demo" / "prm_steps.jsonl"
+    bench = spec.eval.benchmarks[0]
+    assert bench.kind == "processbench"
+    assert (loaded.base_dir / bench.path).resolve() == REPO / "rmspec" / "data" / "demo" / "prm_processbench.jsonl"

@@ -17,7 +17,7 @@ SHIPPED = sorted((REPO / "specs").glob("*.yaml")) + sorted((REPO / "templates").
 def test_the_expected_specs_ship():
     names = {p.name for p in (REPO / "specs").glob("*.yaml")}
     assert {"hh_bt.yaml", "ultrafeedback_bt.yaml", "helpsteer2_pointwise.yaml", "judge_generative.yaml",
-            "quickstart.yaml"} <= names
+            "quickstart.yaml", "quickstart_prm.yaml", "prm_math_shepherd.yaml"} <= names
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -30,7 +30,7 @@ def test_shipped_file_validates(cli, path: Path):
     assert schema == REPO / "schemas" / "rmspec.schema.json"
 
 
-@pytest.mark.parametrize("approach", ["bradley_terry", "pointwise", "generative"])
+@pytest.mark.parametrize("approach", ["bradley_terry", "pointwise", "generative", "process"])
 def test_init_output_validates_without_edits(cli, tmp_path, approach):
     out = tmp_path / "sub" / f"{approach}.yaml"
     out.parent.mkdir()
