@@ -45,9 +45,11 @@ ROWS = [{"prompt": f"question {i}?", "chosen": f"a good answer {i}", "rejected":
 def measure(args: list[str], cwd: Path) -> dict:
     usage = cwd / "usage.json"
     code = ("import atexit, json, resource, sys\n"
+            "def _hwm():\n"
+            "    return int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
             "def _u():\n"
             "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
-            f"    open({str(usage)!r}, 'w').write(json.dumps([u.ru_utime + u.ru_stime, u.ru_maxrss]))\n"
+            f"    open({str(usage)!r}, 'w').write(json.dumps([u.ru_utime + u.ru_stime, _hwm()]))\n"
             "atexit.register(_u)\n"
             "from rmspec.cli.main import main\n"
             f"sys.argv = ['rmspec', *{args!r}]\n"

@@ -221,12 +221,15 @@ def _measure(args: list[str], cwd: Path, timeout: float = 60) -> tuple[int, str,
     """Run `rmspec ARGS` in a fresh interpreter: (exit code, stderr, CPU seconds, peak RSS in MB).
 
     CPU time (user + system, interpreter start and imports included) rather than wall time: the
-    2 test cores are shared, and a loaded machine stretches wall time several-fold."""
+    2 test cores are shared, and a loaded machine stretches wall time several-fold. Peak memory is
+    the child's VmHWM: ru_maxrss would keep the (torch-sized) pytest parent's peak across fork+exec."""
     usage = cwd / "usage.json"
     code = ("import atexit, json, resource, sys\n"
+            "def _hwm():\n"
+            "    return int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
             "def _usage():\n"
             "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
-            f"    open({str(usage)!r}, 'w').write(json.dumps([u.ru_utime + u.ru_stime, u.ru_maxrss]))\n"
+            f"    open({str(usage)!r}, 'w').write(json.dumps([u.ru_utime + u.ru_stime, _hwm()]))\n"
             "atexit.register(_usage)\n"
             "from rmspec.cli.main import main\n"
             f"sys.argv = ['rmspec', *{args!r}]\n"
@@ -234,7 +237,7 @@ def _measure(args: list[str], cwd: Path, timeout: float = 60) -> tuple[int, str,
     proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "NO_COLOR": "1"})
     cpu_seconds, rss_kib = json.loads(usage.read_text())
-    return proc.returncode, proc.stderr, cpu_seconds, rss_kib / 1024  # ru_maxrss is in KiB on Linux
+    return proc.returncode, proc.stderr, cpu_seconds, rss_kib / 1024  # VmHWM is in KiB
 
 
 def billion_laughs() -> str:

@@ -22,6 +22,33 @@ import time
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
+import pytest
+from hypothesis import HealthCheck, settings
+
+# CI replays a fixed set of examples (derandomized: a red CI run is reproducible, and no example
+# database is written); a developer's run explores new ones each time. The per-case wall-time and
+# memory bounds are below (hypothesis' own deadline is off: 2 shared cores make it flaky). There is
+# no conftest.py here on purpose: the suite's tests do `from conftest import REPO`, and a second
+# conftest module would shadow it.
+_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                        HealthCheck.function_scoped_fixture])
+settings.register_profile("rmspec-ci", derandomize=True, database=None, print_blob=True, **_common)
+settings.register_profile("rmspec-dev", print_blob=True, **_common)
+settings.load_profile(os.environ.get("RMSPEC_FUZZ_PROFILE")
+                      or ("rmspec-ci" if os.environ.get("CI") == "true" else "rmspec-dev"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_datasets_cache(tmp_path_factory):
+    """Fuzzed files must not fill the user's ~/.cache/huggingface/datasets (import this fixture)."""
+    import datasets.config
+
+    old = datasets.config.HF_DATASETS_CACHE
+    datasets.config.HF_DATASETS_CACHE = tmp_path_factory.mktemp("hf-datasets")
+    yield
+    datasets.config.HF_DATASETS_CACHE = old
+
+
 CORPUS = Path(__file__).resolve().parent / "corpus"
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "specs").glob("*.yaml")) + sorted((REPO / "templates").glob("*.yaml"))

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness import private_datasets_cache  # noqa: F401 (autouse fixture)
 from harness import check_data, scaled
 from strategies import data_files
 
