@@ -1,7 +1,7 @@
 """A decoder reward model on prompt-heavy multi-turn pairs: rmspec packed vs unpacked vs TRL.
 
 Everything is built here, offline: a byte-level BPE tokenizer (tokenizers) with a ChatML-style
-chat template, a random-init Qwen2-shaped decoder (about 13M parameters), and multi-turn
+chat template, a random-init Qwen2-shaped decoder (about 10M parameters), and multi-turn
 preference data whose prompts are most of the tokens (the chosen reply carries a marker the
 model can learn). Pairs are laid out by rmspec's own data layout (rmspec.data.layout), so the
 three trainers see the same token ids. Each trainer runs in its own process (peak RSS is its
@@ -87,6 +87,24 @@ class Counting:
         return batch
 
 
+def step_timer():
+    """A TrainerCallback that records the clock at the end of every optimizer step: the first step
+    carries one-off costs (allocator warm-up, autograd graph set-up), so steady pairs/s leaves it out."""
+    from transformers import TrainerCallback
+
+    class StepTimer(TrainerCallback):
+        def __init__(self):
+            self.ends: list[float] = []  # the train start, then the end of every step
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.ends = [time.perf_counter()]
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.ends.append(time.perf_counter())
+
+    return StepTimer()
+
+
 def run_rmspec(folder: Path, steps: int, packing: str, out: Path) -> dict:
     from datasets import load_from_disk
 
@@ -112,9 +130,11 @@ def run_rmspec(folder: Path, steps: int, packing: str, out: Path) -> dict:
     trainer = build_trainer(spec, loaded.model, loaded.tokenizer, args, train, None)
     counter = Counting(trainer.data_collator)
     trainer.data_collator = counter
+    timer = step_timer()
+    trainer.add_callback(timer)
     start = time.perf_counter()
     trainer.train()
-    return _result(f"rmspec {trainer.packing[0]}", trainer, counter, time.perf_counter() - start)
+    return _result(f"rmspec {trainer.packing[0]}", trainer, counter, time.perf_counter() - start, timer.ends)
 
 
 def run_trl(folder: Path, steps: int, out: Path) -> dict:
@@ -135,17 +155,24 @@ def run_trl(folder: Path, steps: int, out: Path) -> dict:
         report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True, dataloader_num_workers=0,
     )
     counter = Counting(DataCollatorForPreference(pad_token_id=tok.pad_token_id))
-    trainer = RewardTrainer(model=model, args=config, train_dataset=train, processing_class=tok, data_collator=counter)
+    timer = step_timer()
+    trainer = RewardTrainer(model=model, args=config, train_dataset=train, processing_class=tok, data_collator=counter,
+                            callbacks=[timer])
     start = time.perf_counter()
     trainer.train()
-    return _result("TRL RewardTrainer", trainer, counter, time.perf_counter() - start)
+    return _result("TRL RewardTrainer", trainer, counter, time.perf_counter() - start, timer.ends)
 
 
-def _result(name: str, trainer, counter: Counting, seconds: float) -> dict:
+def _result(name: str, trainer, counter: Counting, seconds: float, ends: list[float]) -> dict:
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    step_seconds = [b - a for a, b in zip(ends, ends[1:])]
+    # Steady speed: steps 2..N (the first carries one-off set-up costs).
+    steady = BATCH * (len(step_seconds) - 1) / sum(step_seconds[1:]) if len(step_seconds) > 1 else float("nan")
     return {
         "trainer": name, "steps": trainer.state.global_step, "seconds": seconds,
-        "pairs_per_second": counter.pairs / seconds, "tokens_per_pair": counter.slots / counter.pairs,
+        "step_seconds": [round(x, 2) for x in step_seconds],
+        "pairs_per_second": counter.pairs / seconds, "steady_pairs_per_second": steady,
+        "tokens_per_pair": counter.slots / counter.pairs,
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "losses": losses,
     }
@@ -181,11 +208,12 @@ def main() -> None:
         results = []
         for which in ("shared_prefix", "off", "trl"):
             cmd = [sys.executable, __file__, "--one", which, "--folder", str(folder), "--steps", str(args.steps)]
+            load_at_start = os.getloadavg()[0]
             out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
             line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
             if not line:
                 raise SystemExit(f"{which} failed:\n{out.stderr[-3000:]}")
-            results.append(json.loads(line[-1][len("RESULT "):]))
+            results.append({**json.loads(line[-1][len("RESULT "):]), "load_at_start": load_at_start})
         load_after = os.getloadavg()
         from transformers import AutoModelForSequenceClassification
 
@@ -200,15 +228,20 @@ def write(path: Path, results: list[dict], steps: int, prompt_share: float, para
     import transformers
     import trl
 
-    trl_speed = results[-1]["pairs_per_second"]
+    import platform
+
+    trl_speed, trl_steady = results[-1]["pairs_per_second"], results[-1]["steady_pairs_per_second"]
+    starts = ", ".join(f"{r['load_at_start']:.1f}" for r in results)
     packed, plain = results[0]["losses"], results[1]["losses"]
     gap = max(abs(a - b) for a, b in zip(packed, plain)) if packed and plain else float("nan")
     lines = [
         "# Decoder reward model: rmspec packed vs unpacked vs TRL RewardTrainer (CPU)",
         "",
-        f"Command: `python bench/train_decoder_vs_trl.py --steps {steps}`  ",
-        f"Machine: 2 shared CPU cores (other engineers' jobs running), load average {load_before[0]:.1f} before "
-        f"and {load_after[0]:.1f} after the run; torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"Command: `HF_HUB_OFFLINE=1 .venv/bin/python bench/train_decoder_vs_trl.py --steps {steps}`  ",
+        f"Machine: {os.cpu_count()} CPU cores shared with other engineers' jobs ({platform.machine()}, torch on 2 "
+        f"threads), 1-minute load average {load_before[0]:.1f} before and {load_after[0]:.1f} after the run "
+        f"({starts} as each trainer started); "
+        f"torch {torch.__version__}, transformers {transformers.__version__}, "
         f"TRL {trl.__version__}; fp32, SDPA.  ",
         f"Model: random-init Qwen2-shaped decoder, {params / 1e6:.1f}M parameters (hidden 384, 6 layers, GQA 6/2), "
         "byte-level BPE (2,000 tokens) with a ChatML template, built by the bench.  ",
@@ -217,14 +250,21 @@ def write(path: Path, results: list[dict], steps: int, prompt_share: float, para
         f"Settings, all three: {BATCH} pairs per step, {steps} steps, lr {LR:g} linear, seed 1, max_length "
         f"{MAX_LENGTH}, no length grouping, no gradient checkpointing; each trainer in its own process.",
         "",
-        "| | pairs/s | vs TRL | tokens computed per pair | peak RSS GiB | loss at step 1 | loss at the last step |",
-        "|---|---|---|---|---|---|---|",
+        "| | pairs/s, all steps | vs TRL | pairs/s, steps 2..N | vs TRL | tokens computed per pair | peak RSS GiB "
+        "| loss at step 1 | loss at the last step |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(f"| {r['trainer']} | {r['pairs_per_second']:.2f} | {r['pairs_per_second'] / trl_speed:.2f}x | "
+        lines.append(f"| {r['trainer']} | {r['pairs_per_second']:.3f} | {r['pairs_per_second'] / trl_speed:.2f}x | "
+                     f"{r['steady_pairs_per_second']:.3f} | {r['steady_pairs_per_second'] / trl_steady:.2f}x | "
                      f"{r['tokens_per_pair']:.0f} | {r['peak_rss_gb']:.2f} | {r['losses'][0]:.4f} | "
                      f"{r['losses'][-1]:.4f} |")
     lines += [
+        "",
+        "Tokens computed per pair: the token slots of the batches the model ran (padding included), over the "
+        "pairs. pairs/s, all steps: pairs over the wall time of trainer.train(); steps 2..N leaves out the first "
+        "step's one-off costs. Seconds per step: " + "; ".join(
+            f"{r['trainer']}: " + ", ".join(f"{x:.1f}" for x in r["step_seconds"]) for r in results) + ".",
         "",
         f"Packed vs unpacked loss, largest difference over the {len(packed)} logged steps: {gap:.2e} "
         "(same batches; the rewards are exact to float rounding, tests/test_packing_exact.py).",
