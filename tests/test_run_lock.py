@@ -170,3 +170,23 @@ def test_resume_from_a_checkpoint_at_max_steps_trains_no_further_step(tmp_path, 
     for key, value in first["metrics"].items():
         if key.startswith("eval/rm/"):
             assert final["metrics"][key] == pytest.approx(value, rel=1e-6), key
+
+
+def test_status_shows_a_dead_trainer_as_stopped_without_importing_torch(tmp_path):
+    run = tmp_path / "runs" / "dead"
+    (run / "checkpoints" / "checkpoint-6").mkdir(parents=True)
+    (run / "checkpoints" / "checkpoint-6" / "trainer_state.json").write_text("{}")
+    (run / "checkpoints" / "checkpoint-9").mkdir()  # killed while saving: no trainer_state.json
+    (run / "plan.json").write_text("{}")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (run / "status.json").write_text(json.dumps({"state": "running", "pid": gone.pid, "host": socket.gethostname(),
+                                                 "step": 8, "max_steps": 20}))
+    probe = ("import sys; from rmspec.cli.main import main; sys.argv = ['rmspec', 'status', sys.argv[1]]\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print('HEAVY', [m for m in ('torch', 'transformers', 'accelerate') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", probe, str(run)], capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in done.stdout, done.stdout + done.stderr
+    assert "stopped (status.json says running, but its trainer is gone)" in done.stdout
+    assert str(run / "checkpoints" / "checkpoint-6") in done.stdout and "checkpoint-9" not in done.stdout
+    assert f"rmspec run --resume {run}" in done.stdout
