@@ -330,3 +330,15 @@ def test_unexpected_exception_is_one_line_and_a_traceback_file(cli, tmp_path, mo
     assert report.parent == tmp_path and report.is_file()
     text = report.read_text()
     assert "Traceback" in text and "ZeroDivisionError: a bug of ours" in text and "rmspec validate" in text
+
+
+def test_latin1_benchmark_file_is_located_not_a_traceback(tmp_path):
+    """`rmspec eval --path` reads benchmark files through datasets too: a bad byte is a DataError at its place."""
+    from rmspec.errors import DataError
+    from rmspec.evaluate.benchmarks import _load_rows
+
+    bench = tmp_path / "bench.jsonl"
+    bench.write_bytes(b'{"prompt": "x", "chosen": "a", "rejected": "b"}\n{"prompt": "caf\xe9", "chosen": "a", "rejected": "b"}\n')
+    with pytest.raises(DataError) as info:
+        _load_rows("pairs", str(bench), True, None)
+    assert f"{bench}:2:16" in info.value.message  # the 16th character of line 2 and "0xe9" in info.value.message
