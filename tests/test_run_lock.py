@@ -12,12 +12,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 from test_run_cli import make_run_spec, metrics_rows, rmspec
+from test_run_resume import _wait_for
 from test_train_models import build_model
 
 from rmspec.launch.lock import LOCK_FILES, RunLocked, acquire_trainer_lock, claim_lock, trainer_owner
@@ -72,17 +72,6 @@ def _status(run: Path) -> dict:
         return json.loads((run / "status.json").read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return
-        if proc.poll() is not None:
-            raise AssertionError("the run ended first: " + proc.stdout.read())
-        time.sleep(0.02)
-    raise AssertionError("timed out")
 
 
 @pytest.mark.slow

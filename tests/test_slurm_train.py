@@ -47,6 +47,15 @@ def _client_env(cluster) -> dict[str, str]:
     return _env(SLURM_CONF=str(cluster.conf), PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
 
 
+def _written(tmp: Path, name: str, model: Path, cluster) -> tuple[Path, dict, subprocess.CompletedProcess]:
+    """`rmspec run SPEC` for 2 nodes: the run directory and launch.slurm, nothing submitted."""
+    env = _client_env(cluster)
+    written = subprocess.run([sys.executable, "-m", "rmspec", "run", str(_spec(tmp, name, model, nodes=2))],
+                             cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+    assert written.returncode == 0, written.stdout + written.stderr
+    return tmp / "runs" / name, env, written
+
+
 def _status(run: Path) -> dict:
     try:
         return json.loads((run / "status.json").read_text())
@@ -101,12 +110,7 @@ def reference(work):
 
 def test_launch_slurm_submitted_unchanged_trains_on_two_nodes(work, reference, slurm_cluster):
     tmp, model = work
-    spec = _spec(tmp, "nodes2", model, nodes=2)
-    run = tmp / "runs" / "nodes2"
-    env = _client_env(slurm_cluster)
-    written = subprocess.run([sys.executable, "-m", "rmspec", "run", str(spec)], cwd=tmp, env=env,
-                             capture_output=True, text=True, timeout=120)
-    assert written.returncode == 0, written.stdout + written.stderr
+    run, env, written = _written(tmp, "nodes2", model, slurm_cluster)
     script = run / "launch.slurm"
     assert f"sbatch {script}" in written.stdout and "--submit" in written.stdout
     text = script.read_text()
@@ -191,12 +195,7 @@ def test_requeue_resumes_from_the_last_checkpoint_and_submit_follows_it(work, re
 
 def test_scancel_leaves_interrupted_with_the_last_checkpoint(work, slurm_cluster):
     tmp, model = work
-    spec = _spec(tmp, "cancelled", model, nodes=2)
-    run = tmp / "runs" / "cancelled"
-    env = _client_env(slurm_cluster)
-    written = subprocess.run([sys.executable, "-m", "rmspec", "run", str(spec)], cwd=tmp, env=env,
-                             capture_output=True, text=True, timeout=120)
-    assert written.returncode == 0, written.stdout + written.stderr
+    run, env, _ = _written(tmp, "cancelled", model, slurm_cluster)
     started = time.time()
     job = subprocess.run(["sbatch", "--parsable", str(run / "launch.slurm")], cwd=tmp, env=env,
                          capture_output=True, text=True, check=True).stdout.strip()
