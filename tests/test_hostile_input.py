@@ -342,3 +342,19 @@ def test_latin1_benchmark_file_is_located_not_a_traceback(tmp_path):
     with pytest.raises(DataError) as info:
         _load_rows("pairs", str(bench), True, None)
     assert f"{bench}:2:16" in info.value.message  # the 16th character of line 2 and "0xe9" in info.value.message
+
+
+def test_bare_null_line_never_reaches_pyarrow(cli, tmp_path):
+    """pyarrow's JSON reader segfaults on a block that starts with a `null` line (found by the fuzzer):
+    the file is read by hand instead, and the line is an invalid_json reject with its file:line."""
+    rows = "".join(json.dumps(r) + "\n" for r in ROWS)
+    (tmp_path / "rows.jsonl").write_text("null\n" + rows)
+    spec = spec_for(tmp_path, "rows.jsonl")
+    rejects = tmp_path / "rejects.jsonl"
+    result = cli("data", "report", spec, "--json", "--rejects", rejects)  # was: the process died with SIGSEGV
+    no_traceback(result)
+    assert result.code == 0, result.err
+    train = json.loads(result.out)["sources"]["train"]
+    assert train["rows_read"] == 7 and train["rows_kept"] == 6 and train["rejected"] == {"invalid_json": 1}
+    (line,) = read_jsonl(rejects)
+    assert line["detail"].startswith(f"{tmp_path / 'rows.jsonl'}:1:")

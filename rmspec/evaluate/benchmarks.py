@@ -109,13 +109,17 @@ def _load_rows(kind: str, source: str, local: bool, split: str | None) -> tuple[
                     f"use one of {', '.join(sorted(LOCAL_FORMATS))}",
                 )
             if builder in ("json", "csv"):  # pyarrow lets bad bytes through, to fail later as a traceback
-                from rmspec.data.sources import first_undecodable
+                from rmspec.data.sources import bare_null_line, first_undecodable
 
                 bad = first_undecodable(source, "utf-8")
                 if bad is not None:
                     line, col, detail = bad
                     raise DataError(f"benchmark {kind!r}: {source}:{line}:{col}: not UTF-8 text: {detail}",
                                     "convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)")
+                null = bare_null_line(source) if builder == "json" else None
+                if null is not None:  # pyarrow's JSON reader segfaults on it (see bare_null_line)
+                    raise DataError(f"benchmark {kind!r}: {source}:{null}: a bare null where a row (a JSON object) belongs",
+                                    "remove the null lines")
             dataset = datasets.load_dataset(builder, data_files=source, split="train")
             used_split = None
         else:
