@@ -37,13 +37,19 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
                               "with it", hint=f"rmspec run --resume {resume_dir}")
         run_dir = RunDir(Path(resume_dir))
         lock = prepare.claim(run_dir, resume=True)  # refuses while a trainer or a SLURM job owns it
-        plan = prepare.plan_of_run(run_dir)
-        _preflight(plan)
+        try:
+            plan = prepare.plan_of_run(run_dir)
+            _check_submit(plan, submit)
+            _preflight(plan)
+        except BaseException:
+            lock.release()
+            raise
     else:
         if target is None:
             raise RmspecError("give a spec (SPEC.yaml) or a plan (PLAN.json) to run", hint="rmspec run specs/quickstart.yaml")
         plan, document = prepare.plan_and_document(target, sets)
         run_dir = RunDir(Path(plan["run_dir"]))
+        _check_submit(plan, submit)
         _preflight(plan)  # before the run directory is touched
         lock = prepare.claim(run_dir, overwrite=overwrite)
         prepare.write_run_dir(run_dir, plan, document)
@@ -61,6 +67,14 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
     finally:
         lock.release()
     conclude(run_dir, code)
+
+
+def _check_submit(plan: dict, submit: bool) -> None:
+    from rmspec.launch.prepare import multi_node
+
+    if submit and not multi_node(plan):
+        raise RmspecError("--submit hands a plan on several nodes to SLURM; this plan runs on one machine",
+                          hint="run it here without --submit, or plan for several nodes: --set hardware.nodes=2")
 
 
 def _preflight(plan: dict) -> None:
