@@ -81,9 +81,10 @@ def submit(run_dir: RunDir, plan: dict) -> str:
     return job
 
 
-def follow(run_dir: RunDir, plan: dict, job: str, poll: float = 0.5, state_every: float = 2.0) -> str:
+def follow(run_dir: RunDir, plan: dict, job: str, poll: float = 0.5, state_every: float = 5.0) -> str:
     """The same live view as a local run, until the job leaves the queue; returns its last state.
-    Ctrl-C stops following, not the job."""
+    Ctrl-C stops following, not the job. The view reads the run's files every `poll` seconds; the
+    controller is asked (squeue) only every `state_every`, which a shared cluster's controller prefers."""
     from rmspec.launch.local import title_of
     from rmspec.render.live_view import LiveView
 
