@@ -136,6 +136,12 @@ def test_launch_slurm_submitted_unchanged_trains_on_two_nodes(work, reference, s
     rows = metrics_rows(run)
     assert sum(r.get("event") == "train_begin" for r in rows) == 1
     assert [r["step"] for r in rows if "train/rm/loss" in r][:3] == [1, 2, 4]
+    timed = [r for r in rows if "samples_per_second" in r]
+    assert timed and all(r["samples_per_second"] * r["seconds_per_step"] == pytest.approx(8) for r in timed)
+    # Batch metrics are reduced over both nodes: the curve is the 2-local-process one, step for step.
+    local = {r["step"]: r for r in metrics_rows(reference) if "train/rm/loss" in r}
+    for row in (r for r in rows if "train/rm/loss" in r):
+        assert row["train/rm/loss"] == pytest.approx(local[row["step"]]["train/rm/loss"], rel=1e-3, abs=1e-5)
 
     texts = _texts(tmp)
     two_nodes, one_host = _scores(run / "model", texts), _scores(reference / "model", texts)
