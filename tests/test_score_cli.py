@@ -183,3 +183,18 @@ def test_pointwise_model_writes_one_column_per_attribute(cli, tmp_path):
 def test_input_errors_exit_2(cli, model_dir, tmp_path, make, message):
     result = cli("score", model_dir, make(tmp_path), "--out", tmp_path / "o.jsonl")
     assert result.code == 2 and message in result.err and "Traceback" not in result.err
+
+
+def test_run_directory_scores_as_its_eval(cli, model_dir, tmp_path):
+    """A run directory: the run's spec decides layout and max_length; score equals eval per example."""
+    from test_eval_run import FIXTURES, fabricate_run
+
+    run = fabricate_run(tmp_path / "run", model_dir, FIXTURES / "pairs.jsonl")
+    result = cli("eval", run, "--benchmark", f"pairs={FIXTURES / 'pairs.jsonl'}", "--json")
+    assert result.code == 0, result.err
+    evaluated = read(Path(json.loads(result.out)["pairs"]["per_example_path"]))
+    result = cli("score", run, FIXTURES / "pairs.jsonl", "--out", tmp_path / "s.jsonl", "--json")
+    assert result.code == 0, result.err
+    scored = read(tmp_path / "s.jsonl")
+    assert [s["reward_chosen"] for s in scored] == pytest.approx([e["score_chosen"] for e in evaluated], abs=1e-5)
+    assert [s["reward_rejected"] for s in scored] == pytest.approx([e["score_rejected"] for e in evaluated], abs=1e-5)
