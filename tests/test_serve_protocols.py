@@ -251,3 +251,19 @@ def test_health_and_prometheus_metrics(server):
     assert metric(text, "rmspec_request_latency_seconds_count", route="/get_reward") >= 1
     assert metric(text, "rmspec_items_scored_total") >= 1
     assert "rmspec_queue_depth" in text.decode()
+
+
+def test_normalization_can_be_switched_off(model_dir, engine, cli, tmp_path):
+    proc = ServeProcess(model_dir, "--no-normalize")
+    try:
+        status, body = proc.get("/health")
+        assert json.loads(body)["normalize"] is False
+        raw = engine.outputs(engine.encode(PAIRS[:2]))
+        status, body, _ = proc.post("/get_reward", {"query": [openrlhf_query(engine, p, r) for p, r in PAIRS[:2]]})
+        assert body["rewards"] == pytest.approx([o[0] for o in raw], abs=1e-5) and "raw_reward" not in body["extra_logs"]
+    finally:
+        proc.stop()
+    # Asking for normalization a model cannot give is an error, not a silent raw score.
+    plain = build_spread_bert(tmp_path / "no_stats", mean=None)
+    result = cli("serve", plain, "--normalize", "--port", "1")
+    assert result.code == 2 and "reward_mean" in result.err

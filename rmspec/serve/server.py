@@ -68,6 +68,9 @@ def serve(target: str, *, host: str, port: int, token: str | None, limits, norma
     from rmspec.serve.service import Service
 
     engine = RewardEngine.load(target)
+    if normalize and not engine.can_normalize:
+        raise RmspecError(f"--normalize: {target} has no reward_mean/reward_std in config.json (a positive std)",
+                          "serve raw rewards (leave out --normalize), or give the run directory rmspec trained, whose model has them")
     service = Service(engine, model_name=model_name or str(target), normalize=normalize, limits=limits, batch_size=batch_size)
     app = create_app(service, token=token)
     norm = ("on" if service.normalize else "off") if engine.can_normalize else "off (no reward_mean/reward_std in config.json)"
