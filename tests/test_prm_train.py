@@ -179,3 +179,67 @@ def test_eval_cli_scores_a_prm_folder_on_a_local_processbench_file(tmp_path, cli
 
     saved = json.loads((tmp_path / "ev" / "results.json").read_text())["benchmarks"]["processbench"]
     assert saved["overall"] == pytest.approx(score_rows("processbench", per).overall, nan_ok=True)
+
+
+PRM_SPEC = """version: 1
+name: prm
+model: {{name_or_path: {model}}}
+data:
+  source: {{kind: files, paths: [steps.jsonl]}}
+  mapping: {{preset: stepwise}}
+  split: {{validation_fraction: 0.2, seed: 0}}
+approach: {{kind: process, step_separator: " w79", tune_threshold: true}}
+training: {{max_steps: 30, learning_rate: 1.0e-2, global_batch_size: 16, max_length: 64, logging_steps: 10}}
+hardware: {{device: cpu}}
+eval: {{benchmarks: [{{kind: processbench, path: pb.jsonl}}]}}
+output: {{dir: {out}}}
+"""
+
+
+@pytest.mark.slow
+def test_rmspec_run_trains_evaluates_and_reports_a_prm(tmp_path):
+    """The whole path: stepwise data -> tiny Llama PRM -> validation step metrics, ProcessBench on
+    a local file, the tuned threshold reported beside the headline, report.html."""
+    import random
+
+    from test_run_cli import rmspec
+    from test_train_models import build_model
+
+    rng = random.Random(0)
+    good, bad = "w12 w13", "w12 w40"  # a wrong step carries w40
+
+    def solution():
+        wrong = rng.randrange(3) if rng.random() < 0.5 else -1
+        return [bad if k == wrong else good for k in range(3)], wrong
+
+    with (tmp_path / "steps.jsonl").open("w") as handle:
+        for _ in range(160):
+            steps, wrong = solution()
+            handle.write(json.dumps({"prompt": f"w{rng.randint(1, 5)}", "completions": steps,
+                                     "labels": [k != wrong for k in range(3)]}) + "\n")
+    with (tmp_path / "pb.jsonl").open("w") as handle:
+        for i in range(40):
+            steps, wrong = solution()
+            handle.write(json.dumps({"id": f"toy-{i}", "problem": "w1", "steps": steps, "label": wrong}) + "\n")
+    model = build_model("llama", tmp_path / "llama")
+    spec = tmp_path / "prm.yaml"
+    spec.write_text(PRM_SPEC.format(model=model, out=tmp_path / "runs" / "prm"))
+    done = rmspec("run", str(spec), cwd=tmp_path)
+    run = tmp_path / "runs" / "prm"
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "completed"
+    assert {"eval/rm/step_accuracy", "eval/rm/auroc", "eval/rm/first_error_accuracy"} <= set(status["metrics"])
+    results = json.loads((run / "results.json").read_text())
+    bench = results["benchmarks"]["processbench"]
+    assert bench["overall"] > 0.9 and bench["details"]["threshold"] == 0.5
+    assert results["threshold"]["value"] == 0.5 and results["threshold"]["tuned"]["used_for_headline"] is False
+    assert bench["details"]["tuned"]["note"].startswith("tuned threshold")
+    rows = [json.loads(x) for x in Path(bench["per_example_path"]).read_text().splitlines()]
+    from rmspec.evaluate.scoring_rules import score_rows
+
+    assert score_rows("processbench", rows).overall == pytest.approx(bench["overall"])
+    config = json.loads((run / "model" / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForTokenClassification"] and config["rmspec"]["step_separator"] == " w79"
+    html = (run / "report.html").read_text()
+    assert "first wrong step: gold (rows) x predicted (columns)" in html and "step scores" in html
