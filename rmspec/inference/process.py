@@ -168,39 +168,23 @@ class StepEngine:
         return Encoded(list(ids)[:limit], None, len(ids) > limit)
 
     def outputs(self, encoded: Sequence[Any], batch_size: int | None = None) -> list[list[list[float]]]:
-        """Raw head logits per token of each encoded sequence ([tokens][labels]), input order,
-        length-sorted batches padded on the right as in training (vLLM's token_classify)."""
-        import torch
-
-        from rmspec.inference.padding import pad_right
-
-        device = next(self.model.parameters()).device
-        size = batch_size or self.batch_size
-        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
-        out: list[list[list[float]]] = [[] for _ in encoded]
-        with torch.inference_mode():
-            for start in range(0, len(order), size):
-                batch = order[start: start + size]
-                input_ids, mask = pad_right([encoded[i].ids for i in batch], self.tokenizer.pad_token_id)
-                extra = {}
-                if any(getattr(encoded[i], "type_ids", None) is not None for i in batch):
-                    extra["token_type_ids"] = pad_right([encoded[i].type_ids or [0] * len(encoded[i].ids) for i in batch], 0)[0].to(device)
-                logits = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device), **extra).logits.float()
-                for i, row in zip(batch, logits.cpu().tolist()):
-                    out[i] = row[: len(encoded[i].ids)]
-        return out
+        """Raw head logits per token of each encoded sequence ([tokens][labels]), input order
+        (vLLM's token_classify)."""
+        return token_logits(self.model, [e.ids for e in encoded], [getattr(e, "type_ids", None) for e in encoded],
+                            self.tokenizer.pad_token_id, batch_size or self.batch_size)
 
 
-def token_probabilities(model: Any, sequences: Sequence[Sequence[int]], type_ids: Sequence[Any], pad_token_id: int,
-                        batch_size: int = 16) -> list[list[float]]:
-    """P(correct) at every token of each sequence; length-sorted batches, right padding as in training."""
+def token_logits(model: Any, sequences: Sequence[Sequence[int]], type_ids: Sequence[Any], pad_token_id: int,
+                 batch_size: int = 16) -> list[list[list[float]]]:
+    """Head logits at every token of each sequence ([tokens][labels]); length-sorted batches,
+    right padding and segment ids as in training; results in input order."""
     import torch
 
     from rmspec.inference.padding import pad_right
 
     device = next(model.parameters()).device
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
-    out: list[list[float]] = [[] for _ in sequences]
+    out: list[list[list[float]]] = [[] for _ in sequences]
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             batch = order[start: start + batch_size]
@@ -208,11 +192,19 @@ def token_probabilities(model: Any, sequences: Sequence[Sequence[int]], type_ids
             extra = {}
             if any(type_ids[i] is not None for i in batch):
                 extra["token_type_ids"] = pad_right([type_ids[i] or [0] * len(sequences[i]) for i in batch], 0)[0].to(device)
-            logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device), **extra).logits
-            probs = correct_probability(logits.float()).cpu().tolist()
-            for i, row in zip(batch, probs):
-                out[i] = [float(v) for v in row[: len(sequences[i])]]
+            logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device), **extra).logits.float()
+            for i, row in zip(batch, logits.cpu().tolist()):
+                out[i] = row[: len(sequences[i])]
     return out
+
+
+def token_probabilities(model: Any, sequences: Sequence[Sequence[int]], type_ids: Sequence[Any], pad_token_id: int,
+                        batch_size: int = 16) -> list[list[float]]:
+    """P(correct) at every token of each sequence (see token_logits)."""
+    import torch
+
+    logits = token_logits(model, sequences, type_ids, pad_token_id, batch_size)
+    return [correct_probability(torch.tensor(row)).tolist() if row else [] for row in logits]
 
 
 def correct_probability(logits: Any) -> Any:
