@@ -58,6 +58,14 @@ def diagnostics_lines(name: str, entry: Mapping[str, Any]) -> list[Text]:
         return [Text(f"{name}: ", style="bold") + Text(
             f"verdicts consistent under swap {pct(v.get('consistency'))}; first position chosen {pct(v.get('position_bias_A'))}; "
             f"unparsed {v.get('n_unparsed')} of {2 * v.get('n', 0)}")]
+    if "first_error_confusion" in diag:  # a process reward model: step metrics, official figures per split
+        splits = (entry.get("details") or {}).get("splits") or {}
+        per = "; ".join(f"{k} error {pct(v.get('acc_error'))} correct {pct(v.get('acc_correct'))}" for k, v in splits.items())
+        tuned = (entry.get("details") or {}).get("tuned")
+        return [Text(f"{name}: ", style="bold") + Text(
+            f"threshold {diag.get('threshold')}; step accuracy {pct(diag.get('step_accuracy'))}, AUROC {_num(diag.get('auroc'))}, "
+            f"first-error accuracy {pct(diag.get('first_error_accuracy'))}" + (f"; {per}" if per else "")
+            + (f"; tuned threshold {tuned['threshold']} (not the headline): {pct(tuned['overall'])}" if tuned else ""))]
     cal = diag.get("calibration") or {}
     bias = diag.get("length_bias") or {}
     rewards = diag.get("rewards") or {}
