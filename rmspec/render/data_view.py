@@ -40,8 +40,15 @@ def report_view(report: dict[str, Any]) -> Group:
     head.add_row("splits", ", ".join(f"{k} {v}" for k, v in report["splits"].items()) or "-")
     if report.get("augmented"):
         head.add_row("augmented (train)", ", ".join(f"{k} {v}" for k, v in report["augmented"].items()))
+    steps = report.get("steps") or {}
+    if steps:  # process reward data: what the labels cover, and the steps max_length cost
+        head.add_row("steps", f"{steps['steps']} in {steps['rows']} rows ({steps['mean_steps_per_row']} a row), "
+                              f"{steps['wrong_steps']} wrong; {steps['rows_with_a_wrong_step']} rows with a wrong step")
+        head.add_row("steps past max_length", f"{steps['steps_dropped_past_max_length']} dropped whole from the end of "
+                                              f"{steps['rows_with_steps_dropped']} rows")
     verdict, style = heuristic_verdict(report.get("length_heuristic_accuracy"))
-    head.add_row("length heuristic", Text(f"{_pct(report.get('length_heuristic_accuracy'))}  ") + Text(verdict, style=style))
+    if report.get("approach") != "process":
+        head.add_row("length heuristic", Text(f"{_pct(report.get('length_heuristic_accuracy'))}  ") + Text(verdict, style=style))
     head.add_row("truncated", _pct(report.get("truncation_rate")))
     if report.get("shared_prefix_cut_pairs"):
         head.add_row("prompt cut for both", f"{report['shared_prefix_cut_pairs']} pairs: the shorter side lost more prompt "
