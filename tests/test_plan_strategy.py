@@ -90,7 +90,8 @@ def test_micro_batch_is_the_largest_that_fits():
     from rmspec.plan.shapes import shape_from_config
     from rmspec.plan.strategy import Rung, evaluate
 
-    loaded = load_spec(SPECS / "ultrafeedback_bt.yaml")
+    # Two sequences per pair, as the hand-built TrainingShape below (packed rows are tested in test_packing_plan).
+    loaded = load_spec(SPECS / "ultrafeedback_bt.yaml", ("training.packing=off",))
     p = compile_plan(loaded, host=NO_HOST).to_json()
 
     shape = shape_from_config(catalog_config("meta-llama/Llama-3.1-8B-Instruct")[1], "x")

@@ -216,7 +216,12 @@ def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro) -> Non
         _, why = fits(mem, hw)
         lines.append(f"  {rung.label}: {why}" if why.startswith("needs") else
                      f"  {rung.label}: {mem.total / GIB:.1f} GB per device{extra}" + (f": {why}" if why else ""))
-    alternatives = what_would_fit(shape, base, hw, checkpointing=training.gradient_checkpointing, has_lora=has_lora)
+    seq_len_for = None
+    if base.packed:  # a row is max_length + the longest response (at most max_length): shorter max_length, shorter row
+        longest_response = base.seq_len - training.max_length
+        seq_len_for = lambda length: length + min(longest_response, length)  # noqa: E731
+    alternatives = what_would_fit(shape, base, hw, checkpointing=training.gradient_checkpointing, has_lora=has_lora,
+                                  seq_len_for=seq_len_for)
     if fixed_micro is not None and fixed_micro > 1:
         from rmspec.plan.strategy import choose
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from rmspec.errors import PlanError
 from rmspec.plan.hardware import HardwareProfile
@@ -214,8 +215,12 @@ def _sizes(found: Choice) -> str:
 
 
 def what_would_fit(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, *, checkpointing: str,
-                   has_lora: bool) -> list[str]:
-    """Computed alternatives: each one has been planned and fits."""
+                   has_lora: bool, seq_len_for: Callable[[int], int] | None = None) -> list[str]:
+    """Computed alternatives: each one has been planned and fits.
+
+    seq_len_for(max_length): the sequence the shape computes at that training.max_length (a packed
+    row is longer than max_length); default: max_length itself.
+    """
     from rmspec.spec.hardware import DEVICE_CATALOG
 
     out: list[str] = []
@@ -239,9 +244,10 @@ def what_would_fit(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, 
         found = _fits_somehow(shape, lora, hw, checkpointing)
         if found:
             out.append(f"LoRA: add model.lora: {{r: 16}} ({found.rung.label}, {_sizes(found)})")
-    lengths = [s for s in (8192, 4096, 2048, 1024, 512, 256, 128) if s < base.seq_len]
+    seq_len_for = seq_len_for or (lambda length: length)
+    lengths = [s for s in (8192, 4096, 2048, 1024, 512, 256, 128) if seq_len_for(s) < base.seq_len]
     for length in lengths:
-        found = _fits_somehow(shape, replace(base, seq_len=length), hw, checkpointing)
+        found = _fits_somehow(shape, replace(base, seq_len=seq_len_for(length)), hw, checkpointing)
         if found:
             out.append(f"shorter sequences: training.max_length: {length} ({found.rung.label}, {_sizes(found)})")
             break
