@@ -65,6 +65,8 @@ def test_bearer_token(server):
     ("/get_reward", {"prompts": ["p"]}, 422, "query"),
     ("/get_reward", {"query": [1]}, 422, "query"),
     ("/get_reward", {"query": ["a"] * 5}, 413, "query"),
+    ("/get_reward", {"query": ["ok", " "]}, 422, "query.1"),
+    ("/get_reward", b"[" * 1500 + b"]" * 1500, 422, "body"),
     ("/get_reward", {"query": ["x" * 5000]}, 413, "body"),
     ("/classify", {"input": 5}, 422, "input"),
     ("/classify", {}, 422, "input"),

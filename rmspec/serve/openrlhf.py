@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
-from rmspec.serve.request_io import ApiError, check_items, parse, read_json
+from rmspec.serve.request_io import ApiError, check_items, check_tokens, parse, read_json
 from rmspec.serve.service import Service
 
 
@@ -37,6 +37,7 @@ def router(service: Service) -> APIRouter:
         queries = [req.query] if isinstance(req.query, str) else req.query
         check_items(len(queries), service.limits.max_items, "query")
         encoded = [service.engine.encode_text(q, add_special_tokens=False) for q in queries]
+        check_tokens(encoded, "query")
         raw = await service.score(encoded)
         outputs = [service.present(v) for v in raw]
         rewards = [v[0] for v in outputs]

@@ -52,6 +52,8 @@ async def read_json(request: Any, limit: int) -> Any:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
         raise ApiError(422, f"the request body is not valid JSON{where}", "body") from None
+    except RecursionError:  # thousands of nested brackets (found by tests/fuzz)
+        raise ApiError(422, "the request body nests JSON too deeply", "body") from None
 
 
 def parse(model: type[M], data: Any, expected: dict[str, str] | None = None) -> M:
@@ -75,6 +77,13 @@ def parse(model: type[M], data: Any, expected: dict[str, str] | None = None) -> 
 def _is_union_tag(part: Any) -> bool:
     # pydantic names the union member it tried (`list[str]`, `str`): not a field of the request.
     return isinstance(part, str) and ("[" in part or part in {"str", "int", "float", "bool", "function-after"})
+
+
+def check_tokens(encoded: list, field: str) -> None:
+    """A text with no tokens cannot be scored (the model needs one): 422 naming the item."""
+    for i, e in enumerate(encoded):
+        if not e.ids:
+            raise ApiError(422, f"{field}.{i}: the text has no tokens to score (empty or only whitespace)", f"{field}.{i}")
 
 
 def check_items(n: int, cap: int, field: str) -> None:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rmspec.inference.encoding import Encoded
 from rmspec.serve.chat import conversation, split_reply
-from rmspec.serve.request_io import ApiError, check_items, parse, read_json
+from rmspec.serve.request_io import ApiError, check_items, check_tokens, parse, read_json
 from rmspec.serve.service import Service, activation
 
 
@@ -68,6 +68,7 @@ def _encode(service: Service, req: PoolingRequest) -> list[Encoded]:
                 raise ApiError(422, f"input.{i}: token ids must be a non-empty list within the vocabulary (0..{vocab - 1})", f"input.{i}")
             ids = item
         out.append(engine.encode_ids(ids, limit))
+    check_tokens(out, "input")
     return out
 
 

@@ -143,24 +143,18 @@ def client(tmp_path_factory):
         yield c
 
 
-# Found by this harness in rmspec/serve (owner: serve; reported), answered 500 instead of a 4xx:
-# a body of thousands of nested brackets (RecursionError in the JSON parser), and an empty text to
-# score (RuntimeError in the model on zero tokens). Replayed with a strict xfail below; empty this
-# once the corpus cases http/*.known.json get a 4xx.
-def _known_serve(body: bytes, text: str) -> bool:
-    if "(RecursionError)" in text:
-        return True
-    return "(RuntimeError)" in text and (b'""' in body or b"[]" in body)
-KNOWN_HTTP = sorted((CORPUS / "http").glob("*.known.json"))
+# Found by this harness in rmspec/serve and fixed there (a 422 naming the body or the item, was
+# 500): a body of thousands of nested brackets (RecursionError in the JSON parser) and an empty
+# text to score (RuntimeError in the model on zero tokens). Replayed as regressions.
+FIXED_HTTP = sorted((CORPUS / "http").glob("*.json"))
 
 
-@pytest.mark.xfail(strict=True, reason="known rmspec/serve bugs found by the fuzzer (owner: serve)")
-@pytest.mark.parametrize("case", KNOWN_HTTP, ids=lambda p: p.name)
-def test_known_http_bugs(client, case):
+@pytest.mark.parametrize("case", FIXED_HTTP, ids=lambda p: p.name)
+def test_fixed_http_bugs(client, case):
     request_ = json.loads(case.read_text())
     response = client.post(request_["route"], content=request_["body"].encode("latin-1"),
                            headers={"Content-Type": request_["content_type"]})
-    assert response.status_code < 500, response.text
+    assert response.status_code == 422 and response.json()["error"]["message"], response.text
 
 
 @settings(max_examples=scaled(80))
@@ -171,8 +165,6 @@ def test_http_bodies(client, request_):
     with bounded(f"POST {route}"):
         response = client.post(route, content=body, headers=headers)
     text = response.text
-    if response.status_code == 500 and _known_serve(body, text):
-        return  # known, replayed by test_known_http_bugs
     if response.status_code >= 500 or "Traceback" in text:
         save_case("http", json.dumps({"route": route, "content_type": content_type,
                                       "body": body.decode("latin-1")}).encode(), ".json")
