@@ -184,6 +184,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "train_decoder_vs_trl.md"))
+    parser.add_argument("--reverse", action="store_true",
+                        help="run TRL first and packed last (on a shared machine the load drifts: run both orders)")
     parser.add_argument("--one")
     parser.add_argument("--folder")
     args = parser.parse_args()
@@ -208,7 +210,8 @@ def main() -> None:
         prompt_share = sum(2 * p for p in data["prompt_tokens"]) / total
         load_before = os.getloadavg()
         results = []
-        for which in ("shared_prefix", "off", "trl"):
+        order = ("shared_prefix", "off", "trl")
+        for which in reversed(order) if args.reverse else order:
             cmd = [sys.executable, __file__, "--one", which, "--folder", str(folder), "--steps", str(args.steps)]
             load_at_start = os.getloadavg()[0]
             out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
@@ -221,11 +224,13 @@ def main() -> None:
 
         params = sum(p.numel() for p in AutoModelForSequenceClassification.from_pretrained(
             folder / "model", num_labels=1).parameters())
-    write(Path(args.out), results, args.steps, prompt_share, params, len(data), load_before, load_after)
+    if args.reverse:  # the table keeps one order: packed, unpacked, TRL
+        results.reverse()
+    write(Path(args.out), results, args.steps, prompt_share, params, len(data), load_before, load_after, args.reverse)
 
 
 def write(path: Path, results: list[dict], steps: int, prompt_share: float, params: int, pairs: int,
-          load_before, load_after) -> None:
+          load_before, load_after, reverse: bool = False) -> None:
     import torch
     import transformers
     import trl
@@ -239,10 +244,12 @@ def write(path: Path, results: list[dict], steps: int, prompt_share: float, para
     lines = [
         "# Decoder reward model: rmspec packed vs unpacked vs TRL RewardTrainer (CPU)",
         "",
-        f"Command: `HF_HUB_OFFLINE=1 .venv/bin/python bench/train_decoder_vs_trl.py --steps {steps}`  ",
+        f"Command: `HF_HUB_OFFLINE=1 .venv/bin/python bench/train_decoder_vs_trl.py --steps {steps}"
+        f"{' --reverse' if reverse else ''}` (trainers run {'TRL, unpacked, packed' if reverse else 'packed, unpacked, TRL'}, "
+        "one after the other)  ",
         f"Machine: {os.cpu_count()} CPU cores shared with other engineers' jobs ({platform.machine()}, torch on 2 "
         f"threads), 1-minute load average {load_before[0]:.1f} before and {load_after[0]:.1f} after the run "
-        f"({starts} as each trainer started); "
+        f"({starts} as the packed, unpacked and TRL trainers started); "
         f"torch {torch.__version__}, transformers {transformers.__version__}, "
         f"TRL {trl.__version__}; fp32, SDPA.  ",
         f"Model: random-init Qwen2-shaped decoder, {params / 1e6:.1f}M parameters (hidden 384, 6 layers, GQA 6/2), "
