@@ -198,3 +198,24 @@ def test_run_directory_scores_as_its_eval(cli, model_dir, tmp_path):
     scored = read(tmp_path / "s.jsonl")
     assert [s["reward_chosen"] for s in scored] == pytest.approx([e["score_chosen"] for e in evaluated], abs=1e-5)
     assert [s["reward_rejected"] for s in scored] == pytest.approx([e["score_rejected"] for e in evaluated], abs=1e-5)
+
+
+def test_bytes_that_are_not_utf8(cli, model_dir, tmp_path):
+    """A Latin-1 line in JSONL is one reject with its place; a JSON/CSV document with one is a located error."""
+    src = tmp_path / "legacy.jsonl"
+    latin = json.dumps({"prompt": "Order a coffee.", "response": "caf\u00e9"}, ensure_ascii=False).encode("latin-1")
+    src.write_bytes(json.dumps(ROWS[0]).encode() + b"\n" + latin + b"\n" + json.dumps(ROWS[1]).encode() + b"\n")
+    out = tmp_path / "legacy_out.jsonl"
+    result = cli("score", model_dir, src, "--out", out, "--json")
+    assert result.code == 0, result.err
+    summary = json.loads(result.out)
+    assert (summary["rows_read"], summary["scored"], summary["rejected"]) == (3, 2, 1)
+    (reject,) = read(out.with_name("legacy_out.rejects.jsonl"))
+    assert reject["row"] == 1 and reject["reason"].startswith("encoding: line 2, byte 0xe9 at column")
+    assert [r["id"] for r in read(out)] == [0, 1]
+
+    csv_src = tmp_path / "legacy.csv"
+    csv_src.write_bytes(b"prompt,response\nOrder a coffee.,caf\xe9\n")
+    result = cli("score", model_dir, csv_src, "--out", tmp_path / "csv_out.jsonl")
+    assert result.code == 2 and "legacy.csv:2:" in result.err and "not UTF-8" in result.err
+    assert "Traceback" not in result.err

@@ -42,6 +42,7 @@ def open_rows(path: str | Path, *, split: str | None = None, skip: int = 0) -> S
     if fmt == "json":
         return _json_array(p, skip)
     if fmt == "csv":
+        _require_utf8(p)
         return Source(p, fmt, None, _csv(p, skip))
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -81,11 +82,21 @@ def _count_lines(p: Path) -> int:
 
 
 def _jsonl(p: Path, skip: int) -> Iterator[dict[str, Any] | BadRow]:
-    with p.open("r", encoding="utf-8", errors="replace") as f:
-        for i, line in enumerate(f):
+    # Bytes, decoded line by line: a line that is not UTF-8 is rejected with its place, never
+    # scored with its bytes silently replaced.
+    with p.open("rb") as f:
+        for i, raw in enumerate(f):
             if i < skip:
                 continue
-            text = line.strip()
+            if i == 0 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a UTF-8 byte-order mark
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                col = len(raw[:exc.start].decode("utf-8", errors="replace")) + 1
+                yield BadRow(f"encoding: line {i + 1}, byte 0x{raw[exc.start]:02x} at column {col} is not UTF-8 "
+                             "(convert the file to UTF-8)", raw[:2000].decode("utf-8", errors="replace"))
+                continue
             if not text:
                 yield BadRow(f"line {i + 1} is empty", "")
                 continue
@@ -97,7 +108,19 @@ def _jsonl(p: Path, skip: int) -> Iterator[dict[str, Any] | BadRow]:
             yield row if isinstance(row, dict) else BadRow(f"line {i + 1} is not a JSON object", text[:2000])
 
 
+def _require_utf8(p: Path) -> None:
+    """A JSON array or CSV with a byte that is not UTF-8: an error at its line and column (the whole
+    file is one document, so there is no single row to reject)."""
+    from rmspec.data.sources import first_undecodable
+
+    bad = first_undecodable(str(p), "utf-8")
+    if bad is not None:
+        line, col, what = bad
+        raise DataError(f"{p}:{line}:{col}: not UTF-8 text: {what}", "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+
+
 def _json_array(p: Path, skip: int) -> Source:
+    _require_utf8(p)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -112,7 +135,7 @@ def _json_array(p: Path, skip: int) -> Source:
 
 
 def _csv(p: Path, skip: int) -> Iterator[dict[str, Any] | BadRow]:
-    with p.open("r", encoding="utf-8", errors="replace", newline="") as f:
+    with p.open("r", encoding="utf-8-sig", newline="") as f:
         for i, row in enumerate(csv.DictReader(f)):
             if i >= skip:
                 # Conversations in a CSV cell are JSON text: read them back as lists.
