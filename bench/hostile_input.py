@@ -19,27 +19,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SPEC = """\
-version: 1
-name: t
-model:
-  name_or_path: sentence-transformers/all-MiniLM-L6-v2
-data:
-  source:
-    kind: files
-    paths: [DATA]
-  mapping:
-    preset: pairs
-approach:
-  kind: bradley_terry
-training:
-  epochs: 1
-  global_batch_size: 4
-  max_length: 64
-hardware:
-  device: cpu
-"""
-ROWS = [{"prompt": f"question {i}?", "chosen": f"a good answer {i}", "rejected": f"bad {i}"} for i in range(6)]
+sys.path.insert(0, str(REPO / "tests"))
+from test_hostile_input import ROWS, SPEC  # noqa: E402  (the same spec and rows as the tests)
 
 
 def measure(args: list[str], cwd: Path) -> dict:

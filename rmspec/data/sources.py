@@ -180,23 +180,31 @@ def first_undecodable(path: str, encoding: str) -> tuple[int, int, str] | None:
         except UnicodeDecodeError as exc:
             return number + 1, 1, f"the bytes do not decode as {encoding} ({exc.reason})"
         return None
+    for line, block in _line_blocks(path):
+        try:
+            block.decode(encoding)
+        except UnicodeDecodeError as exc:
+            row_start = block.rfind(b"\n", 0, exc.start) + 1
+            line += block.count(b"\n", 0, exc.start)
+            col = len(block[row_start:exc.start].decode(encoding, errors="replace")) + 1
+            return line, col, f"byte 0x{block[exc.start]:02x} does not decode as {encoding} ({exc.reason})"
+    return None
+
+
+def _line_blocks(path: str, size: int = 1 << 22):
+    """(number of the block's first line, block) over the file in blocks of about `size` bytes cut
+    at line ends: one pass at memory speed, whatever the file's size."""
     line, rest = 1, b""
     with open(path, "rb") as fh:
         while True:
-            chunk = fh.read(1 << 22)
+            chunk = fh.read(size)
             data = rest + chunk
             cut = data.rfind(b"\n") + 1 if chunk else len(data)
             block, rest = data[:cut], data[cut:]
-            try:
-                block.decode(encoding)
-            except UnicodeDecodeError as exc:
-                row_start = block.rfind(b"\n", 0, exc.start) + 1
-                line += block.count(b"\n", 0, exc.start)
-                col = len(block[row_start:exc.start].decode(encoding, errors="replace")) + 1
-                return line, col, f"byte 0x{block[exc.start]:02x} does not decode as {encoding} ({exc.reason})"
+            yield line, block
             line += block.count(b"\n")
             if not chunk:
-                return None
+                return
 
 
 # A line start is searched as a literal "\n" (5x faster than a (?m)^ pattern: 58 MB in 0.35 s).
@@ -209,19 +217,11 @@ def bare_null_line(path: str) -> int | None:
     pyarrow's JSON reader (26.0.1, under datasets' json builder) crashes the process with SIGSEGV
     when a block it parses starts with such a line: found by tests/fuzz, a file whose first line is
     `null` killed `rmspec data report`. Blocks of 4 MiB cut at line ends, scanned by a regex."""
-    line, rest = 1, b""
-    with open(path, "rb") as fh:
-        while True:
-            chunk = fh.read(1 << 22)
-            data = rest + chunk
-            cut = data.rfind(b"\n") + 1 if chunk else len(data)
-            block, rest = data[:cut], data[cut:]
-            found = _BARE_NULL.search(b"\n" + block)  # the "\n" stands for the line start before the block
-            if found:
-                return line + block.count(b"\n", 0, found.start())
-            line += block.count(b"\n")
-            if not chunk:
-                return None
+    for line, block in _line_blocks(path):
+        found = _BARE_NULL.search(b"\n" + block)  # the "\n" stands for the line start before the block
+        if found:
+            return line + block.count(b"\n", 0, found.start())
+    return None
 
 
 # Rows read by hand carry every value JSON-encoded, so that no value changes type on the way;
