@@ -70,6 +70,8 @@ def load_export(path: str | Path) -> list[Task]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         where = f"{path}:{exc.lineno}:{exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(path)
         raise DataError(f"{where}: not a JSON file ({exc})", EXPORT_HINT + " (CSV and TSV exports cannot be read)") from None
+    except RecursionError:  # found by tests/fuzz: thousands of nested brackets
+        raise DataError(f"{path}: nested too deeply to be a Label Studio export", EXPORT_HINT) from None
     return parse_export(value, str(path))
 
 
@@ -96,7 +98,12 @@ def parse_export(value: Any, where: str = "<export>") -> list[Task]:
 # ---------------------------------------------------------------- JSON
 
 def _json_task(row: dict[str, Any]) -> Task:
-    task = _task(row.get("id"), row["data"], row.get("meta") or {})
+    meta = row.get("meta") or {}
+    if not isinstance(meta, dict):  # found by tests/fuzz: a list where the task's meta belongs
+        task = Task(row.get("id"), "", "", row["data"])
+        task.error = f"task {row.get('id')}: meta is a {type(meta).__name__}, expected an object"
+        return task
+    task = _task(row.get("id"), row["data"], meta)
     for ann in row.get("annotations") or []:
         if not isinstance(ann, dict):
             task.annotations.append(Annotation("?", error="annotation is not an object"))
@@ -121,6 +128,8 @@ def _json_min_tasks(rows: list[dict[str, Any]]) -> list[Task]:
     tasks: dict[Any, Task] = {}
     for row in rows:
         key = row.get("id")
+        if not isinstance(key, (str, int, float, bool, type(None))):  # found by tests/fuzz: a list as the id
+            key = json.dumps(key, default=str)
         kind = row.get(KIND_FIELD)
         controls = _controls(kind, row)
         if key not in tasks:
@@ -174,9 +183,10 @@ def _task(task_id: Any, data: dict[str, Any], meta: dict[str, Any]) -> Task:
         task.error = f"task {task_id} has no {ID_FIELD}/{KIND_FIELD} in meta or data: not made by `rmspec annotate export`"
         return task
     if kind == "pairwise":
-        swaps = {v for v in (meta.get(SWAP_FIELD), data.get(SWAP_FIELD)) if v is not None}
-        if len(swaps) != 1 or not all(isinstance(v, bool) for v in swaps):
-            task.error = f"task {task_id}: {SWAP_FIELD} is missing or contradictory ({sorted(map(str, swaps))}): the A/B order cannot be undone"
+        given = [v for v in (meta.get(SWAP_FIELD), data.get(SWAP_FIELD)) if v is not None]
+        swaps = {v for v in given if isinstance(v, bool)}
+        if len(swaps) != 1 or len(swaps) < len(set(map(str, given))):
+            task.error = f"task {task_id}: {SWAP_FIELD} is missing, not true/false, or contradictory ({sorted(map(str, given))}): the A/B order cannot be undone"
             return task
         task.swapped = swaps.pop()
         if not isinstance(data.get("response_a"), str) or not isinstance(data.get("response_b"), str):

@@ -44,8 +44,6 @@ def check_export(value, folder: Path) -> str:
         save_case("exports", data, ".json")
         raise
     except BaseException as exc:
-        if _known(exc):
-            return "known bug"
         save_case("exports", data, ".json")
         raise Finding(f"{type(exc).__name__} escaped from reading an export: {exc}") from exc
     for task in tasks:  # an unusable task or annotation says why
@@ -57,36 +55,16 @@ def check_export(value, folder: Path) -> str:
     return "read"
 
 
-# Found by this harness in rmspec/annotate (not this code; reported to its owner), kept
-# visible by the strict xfail of test_known_export_bugs below: a value of an unexpected JSON type
-# (a list where an id, meta or rmspec_swap belongs) raises TypeError/AttributeError in
-# annotate/exports.py instead of a DataError or an annotation/task error with its reason, and an
-# export of 50,000 nested brackets a RecursionError from json.loads in load_export. Empty this
-# once the corpus cases *.known.json pass.
-KNOWN_ANNOTATE_BUGS = {"TypeError", "AttributeError", "RecursionError"}  # RecursionError: json.loads of deep nesting
+# Found by this harness in rmspec/annotate and fixed there: a value of an unexpected JSON type (a
+# list where an id, meta or rmspec_swap belongs) raised TypeError/AttributeError, and an export of
+# 50,000 nested brackets a RecursionError. Now a task error with its reason, or a DataError naming
+# the file. Replayed as regressions.
+FIXED_EXPORTS = sorted((CORPUS / "exports").glob("*.json"))
 
 
-def _known(exc: BaseException) -> bool:
-    import traceback
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    return type(exc).__name__ in KNOWN_ANNOTATE_BUGS and any(f.filename.endswith("annotate/exports.py") for f in frames)
-
-
-KNOWN_CASES = sorted((CORPUS / "exports").glob("*.known.json"))
-
-
-@pytest.mark.xfail(strict=True, reason="known rmspec/annotate/exports.py bugs found by the fuzzer (owner: annotate)")
-@pytest.mark.parametrize("case", KNOWN_CASES, ids=lambda p: p.name)
-def test_known_export_bugs(case):
-    from rmspec.annotate.aggregate import aggregate
-    from rmspec.annotate.exports import load_export
-    from rmspec.errors import DataError
-
-    try:
-        aggregate(load_export(case), "majority", "keep")
-    except DataError:
-        pass  # a located refusal is the fix; this test then passes (XPASS) and the mark must go
+@pytest.mark.parametrize("case", FIXED_EXPORTS, ids=lambda p: p.name)
+def test_fixed_export_bugs(case, tmp_path):
+    assert check_export(case.read_bytes(), tmp_path) in ("read", "refused")
 
 
 @settings(max_examples=scaled(80))
@@ -110,17 +88,7 @@ def test_annotate_import_command(value):
     with tempfile.TemporaryDirectory(prefix="rmspec-fuzz-") as tmp:
         export = Path(tmp) / "export.json"
         export.write_text(json.dumps(value, default=str))
-        try:
-            check_cli(["annotate", "import", str(export), "--out", str(Path(tmp) / "pairs.jsonl")])
-        except Finding as finding:
-            # The last-resort handler wrote the traceback to a file: a known exports.py bug is no new finding.
-            marker = "internal error, please report: "
-            report = str(finding).split(marker, 1)[1].split()[0] if marker in str(finding) else None
-            trace = Path(report).read_text() if report and Path(report).is_file() else ""
-            last = trace.strip().splitlines()[-1] if trace.strip() else ""
-            if not ("annotate/exports.py" in trace and last.split(":")[0] in KNOWN_ANNOTATE_BUGS):
-                raise
-            Path(report).unlink()  # a known bug's report: do not leave one per example in the temp folder
+        check_cli(["annotate", "import", str(export), "--out", str(Path(tmp) / "pairs.jsonl")])
 
 
 # ---------------------------------------------------------------- HTTP request bodies
