@@ -70,3 +70,32 @@ def test_encoders_keep_one_sequence_at_a_time(tiny_models):
     chosen, rejected = engine.score_pairs(["w3 w4"], ["w5"], ["w6 w7"])
     alone = engine.rewards([("w3 w4", "w5"), ("w3 w4", "w6 w7")])
     assert [chosen[0], rejected[0]] == alone
+
+
+def test_rmspec_score_computes_each_prompt_once_with_the_same_scores(tiny_models, cli, tmp_path, monkeypatch):
+    """`rmspec score` on pairs goes through the prompt-once rows on a decoder; scores equal each
+    sequence scored alone."""
+    import json
+
+    loaded = load_model(str(tiny_models["llama"]), bt_approach(), seed=0)
+    model_dir = tmp_path / "model"
+    loaded.model.save_pretrained(model_dir)
+    loaded.tokenizer.save_pretrained(model_dir)
+    rng = random.Random(3)
+    rows = [{"prompt": _text(rng, rng.choice([3, 12, 30])), "chosen": _text(rng, 4), "rejected": _text(rng, 6)} for _ in range(7)]
+    src = tmp_path / "pairs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    calls = []
+    real = RewardEngine.grouped_outputs
+    monkeypatch.setattr(RewardEngine, "grouped_outputs", lambda self, *a, **k: calls.append(self.prompt_once) or real(self, *a, **k))
+    result = cli("score", model_dir, src, "--out", tmp_path / "out.jsonl", "--json")
+    assert result.code == 0, result.err
+    assert calls and all(calls)  # the decoder took the prompt-once path
+
+    engine = RewardEngine.load(model_dir)
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    encoded = engine.encode([(r["prompt"], r[side]) for r in rows for side in ("chosen", "rejected")])
+    alone = [head_outputs(engine.model, [e.ids], engine.tokenizer.pad_token_id)[0][0] for e in encoded]
+    got = [v for r in out for v in (r["reward_chosen"], r["reward_rejected"])]
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(alone), atol=1e-5, rtol=0)

@@ -171,25 +171,19 @@ class RewardEngine:
         """Raw rewards of several responses per prompt (pairs, best-of-N), in input order. Each
         response is encoded and cut as when scored alone; the prompt is computed once per group
         where prompt_once holds (same scores, rmspec.inference.shared_prefix)."""
-        items = [(p, r) for p, responses in groups for r in responses]
-        if not self.prompt_once:
-            flat = self.rewards(items, batch_size)
-        else:
-            from rmspec.inference.shared_prefix import grouped_head_outputs
+        encoded = self.encode([(p, r) for p, responses in groups for r in responses])
+        return [[values[0] for values in group]
+                for group in self.grouped_outputs(_split(encoded, [len(r) for _, r in groups]), batch_size)]
 
-            encoded = self.encode(items)
-            grouped, cursor = [], 0
-            for _, responses in groups:
-                grouped.append([e.ids for e in encoded[cursor:cursor + len(responses)]])
-                cursor += len(responses)
-            outputs = grouped_head_outputs(self.model, grouped, self.tokenizer.pad_token_id,
-                                           batch_size or self.batch_size)
-            flat = [values[0] for group in outputs for values in group]
-        out, cursor = [], 0
-        for _, responses in groups:
-            out.append(flat[cursor:cursor + len(responses)])
-            cursor += len(responses)
-        return out
+    def grouped_outputs(self, groups: Sequence[Sequence[Encoded]], batch_size: int | None = None) -> list[list[list[float]]]:
+        """Every head output of already encoded groups (responses to one prompt), in input order:
+        one row per group where prompt_once holds, else the ordinary length-sorted batches."""
+        if not self.prompt_once:
+            return _split(self.outputs([e for group in groups for e in group], batch_size), [len(g) for g in groups])
+        from rmspec.inference.shared_prefix import grouped_head_outputs
+
+        return grouped_head_outputs(self.model, [[e.ids for e in group] for group in groups],
+                                    self.tokenizer.pad_token_id, batch_size or self.batch_size)
 
     # ------------------------------------------------------------------ judges
 
@@ -238,6 +232,14 @@ def preference_probability(chosen: float, rejected: float) -> float:
         return 1.0 / (1.0 + math.exp(-margin))
     z = math.exp(margin)
     return z / (1.0 + z)
+
+
+def _split(flat: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
+    out, cursor = [], 0
+    for size in sizes:
+        out.append(list(flat[cursor:cursor + size]))
+        cursor += size
+    return out
 
 
 def _head_labels(config: Any) -> list[str]:

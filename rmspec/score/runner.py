@@ -113,12 +113,12 @@ def _score_chunk(engine: RewardEngine, shape: shapes.Shape, chunk: list[Any], fi
                                  [its[1][1] for _, _, its in kept], batch_size)
         return [_add(row, {"verdict": v, "judge_output": text}) for (_, row, _), (v, text) in zip(kept, judged)], rejects, (0, 0)
     encoded = engine.encode(items)
-    outputs = engine.outputs(encoded, batch_size)
-    rows, pos = [], 0
-    for _, row, its in kept:
-        n = len(its)
-        rows.append(_add(row, _columns(engine, shape, outputs[pos:pos + n], encoded[pos:pos + n])))
-        pos += n
+    groups, pos = [], 0
+    for _, _, its in kept:  # a row's texts share its prompt: computed once on decoders (engine.prompt_once)
+        groups.append(encoded[pos:pos + len(its)])
+        pos += len(its)
+    outputs = engine.grouped_outputs(groups, batch_size)
+    rows = [_add(row, _columns(engine, shape, outs, enc)) for (_, row, _), outs, enc in zip(kept, outputs, groups)]
     return rows, rejects, _padding([len(e.ids) for e in encoded], batch_size)
 
 
@@ -157,7 +157,8 @@ def _reject(index: int, reason: str, data: Any) -> dict[str, Any]:
 
 
 def _padding(lengths: list[int], batch_size: int) -> tuple[int, int]:
-    """(real tokens, tokens computed) for the engine's length-sorted batches of this chunk."""
+    """(real tokens, tokens computed) for the engine's length-sorted batches of this chunk (prompt-once
+    rows on decoders compute fewer positions than this counts)."""
     ordered = sorted(lengths)
     computed = sum(max(ordered[s:s + batch_size]) * len(ordered[s:s + batch_size]) for s in range(0, len(ordered), batch_size))
     return sum(lengths), computed
