@@ -105,27 +105,26 @@ def curve_plot(metrics: Sequence[Mapping[str, Any]], what: str) -> str | None:
 
 
 def histogram_plot(name: str, chosen: Sequence[float], rejected: Sequence[float]) -> str:
-    fig, ax = _figure()
     low, high = min(*chosen, *rejected), max(*chosen, *rejected)
     bins = [low + (high - low) * i / 30 for i in range(31)] if high > low else 10
-    ax.hist(chosen, bins=bins, alpha=0.6, color=CHOSEN_COLOUR, label=f"chosen (n={len(chosen)})")
-    ax.hist(rejected, bins=bins, alpha=0.6, color=REJECTED_COLOUR, label=f"rejected (n={len(rejected)})")
-    ax.set_xlabel("reward")
-    ax.set_ylabel("responses")
-    ax.set_title(f"{name}: rewards of chosen vs rejected")
-    ax.legend()
-    return _png(fig)
+    return _two_histograms(bins, (f"chosen (n={len(chosen)})", chosen), (f"rejected (n={len(rejected)})", rejected),
+                           "reward", "responses", f"{name}: rewards of chosen vs rejected")
 
 
 def step_score_plot(name: str, correct: Sequence[float], wrong: Sequence[float]) -> str:
     """A PRM's P(correct) for steps known correct and steps known wrong."""
+    return _two_histograms([i / 20 for i in range(21)], (f"correct steps (n={len(correct)})", correct),
+                           (f"wrong steps (n={len(wrong)})", wrong), "P(step correct)", "steps", f"{name}: step scores")
+
+
+def _two_histograms(bins: Any, good: tuple[str, Sequence[float]], bad: tuple[str, Sequence[float]],
+                    xlabel: str, ylabel: str, title: str) -> str:
     fig, ax = _figure()
-    bins = [i / 20 for i in range(21)]
-    ax.hist(correct, bins=bins, alpha=0.6, color=CHOSEN_COLOUR, label=f"correct steps (n={len(correct)})")
-    ax.hist(wrong, bins=bins, alpha=0.6, color=REJECTED_COLOUR, label=f"wrong steps (n={len(wrong)})")
-    ax.set_xlabel("P(step correct)")
-    ax.set_ylabel("steps")
-    ax.set_title(f"{name}: step scores")
+    for (label, values), colour in ((good, CHOSEN_COLOUR), (bad, REJECTED_COLOUR)):
+        ax.hist(values, bins=bins, alpha=0.6, color=colour, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend()
     return _png(fig)
 
