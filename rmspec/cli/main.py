@@ -38,13 +38,10 @@ class LazyGroup(click.Group):
             return None
         target, _ = COMMANDS[name]
         module_name, attr = target.split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:  # not built yet
-                return None
-            raise
-        return getattr(module, attr)
+        # Every command module ships with the package: a missing one is a packaging bug, so the
+        # import error propagates (main() turns it into a crash report) instead of "no such command".
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help from the table above, so --help imports no command module.
@@ -92,10 +89,10 @@ def main() -> None:
 
 
 # A command that has a run directory names it here, so that a crash report lands beside the run.
-crash_report_dir: "str | None" = None
+crash_report_dir: str | None = None
 
 
-def write_crash_report() -> "str | None":
+def write_crash_report() -> str | None:
     """Write the exception being handled, with the command line and versions, to a file: in the
     run directory when a command named one (``crash_report_dir``), else in the temp folder."""
     import os

@@ -155,11 +155,9 @@ def _print_summary(run_dir, status: dict) -> None:
     console.print(f"model: {status.get('model_dir')}")
     if status.get("evaluation") and status["evaluation"] != "done":
         console.print(f"evaluation: {status['evaluation']}")
-    if run_dir.results.exists():
-        try:  # the evaluation's console report (validation diagnostics, benchmarks), when present
-            from rmspec.render.report_view import print_run_summary
-        except ImportError:
-            return
+    if run_dir.results.exists():  # the evaluation's console report (validation diagnostics, benchmarks)
+        from rmspec.render.report_view import print_run_summary
+
         print_run_summary(run_dir.root)
 
 
