@@ -17,9 +17,11 @@ from typing import Any
 from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, PROCESS, Reject
 from rmspec.data.steps import PROCESS_DEFAULTS, steps_record
 from rmspec.errors import DataError
+from rmspec.messages import Invalid, Problem, Rules, conversation, ends_with_reply, field_value
+from rmspec.messages import text as checked_text
 
 HELPSTEER2_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
-ROLES = ("system", "user", "assistant")
+DATA_RULES = Rules(allow_text=True, allow_empty=True)  # a prompt may be text, or no messages at all
 
 # Default source column for each canonical field, per preset (explicit `columns:` override them).
 DEFAULTS: dict[str | None, dict[str, str]] = {
@@ -258,16 +260,17 @@ class RowMapper:
 
 
 def _get(row: dict[str, Any], column: str) -> Any:
-    value = row.get(column)
-    if value is None:
-        raise Reject("missing_field", f"column {column!r} is missing or null")
-    return value
+    try:
+        return field_value(row, column)
+    except Invalid:
+        raise Reject("missing_field", f"column {column!r} is missing or null") from None
 
 
 def text(value: Any, field: str) -> str:
-    if not isinstance(value, str):
-        raise Reject("wrong_type", f"{field} must be text, got {type(value).__name__}")
-    return value
+    try:
+        return checked_text(value, field)
+    except Invalid:
+        raise Reject("wrong_type", f"{field} must be text, got {type(value).__name__}") from None
 
 
 def number(value: Any, field: str) -> float:
@@ -285,19 +288,18 @@ def number(value: Any, field: str) -> float:
 
 
 def messages(value: Any, field: str, need_last_assistant: bool = False) -> list[dict[str, str]]:
-    """Text becomes one user turn; a list must hold {role, content} with known roles."""
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
-    if not isinstance(value, list):
-        raise Reject("wrong_type", f"{field} must be text or a list of messages, got {type(value).__name__}")
-    out = []
-    for i, m in enumerate(value):
-        if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in ROLES:
-            raise Reject("wrong_type", f"{field}[{i}] must be {{role: system|user|assistant, content: text}}, got {str(m)[:80]}")
-        out.append({"role": m["role"], "content": m["content"]})
-    if need_last_assistant and (not out or out[-1]["role"] != "assistant"):
-        raise Reject("malformed", f"{field} must end with an assistant message (the turn to learn)")
-    return out
+    """Text becomes one user turn; a list (maybe empty) must hold {role, content} with known
+    roles (rmspec.messages, the check score and serve use too)."""
+    try:
+        out = conversation(value, field, DATA_RULES)
+        return ends_with_reply(out, field) if need_last_assistant else out
+    except Invalid as exc:
+        if exc.problem == Problem.NOT_MESSAGES:
+            raise Reject("wrong_type", f"{field} must be text or a list of messages, got {type(value).__name__}") from None
+        if exc.problem == Problem.NO_REPLY:
+            raise Reject("malformed", f"{field} must end with an assistant message (the turn to learn)") from None
+        raise Reject("wrong_type", f"{field}[{exc.index}] must be {{role: system|user|assistant, content: text}}, "
+                                   f"got {str(exc.value)[:80]}") from None
 
 
 def conversation_pair(chosen: Any, rejected: Any, prompt: Any) -> tuple[list[dict[str, str]], str, str]:

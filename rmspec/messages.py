@@ -1,0 +1,153 @@
+"""The one check of chat messages and of a row's text fields, for data, score and serve.
+
+`conversation(value, field, rules)` turns a value into `[{role, content}]` or raises `Invalid`
+with a `Problem` (what is wrong), the field path (`messages.1.content`) and a default detail;
+`split_reply` takes the assistant reply to score off the end. Each caller maps `Invalid` to its
+own outcome and words, which users and tests already know:
+
+- data (rmspec.data.presets): a rejected row with reason `wrong_type`, `malformed`, `missing_field`;
+- score (rmspec.score.shapes): a rejects-file row with its reason (a whole-file problem exits 2);
+- serve (rmspec.serve.chat): HTTP 422 naming the field path.
+
+What differs between them is stated in `Rules` (one flag each), not in three copies of the loop.
+Light: no torch, no pydantic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+ROLES = ("system", "user", "assistant")
+Message = dict[str, str]
+
+
+class Problem(StrEnum):
+    MISSING = "missing"  # the field is absent or null
+    NOT_TEXT = "not_text"  # a text field holds something else
+    EMPTY_TEXT = "empty_text"  # a text field that must say something is blank
+    NOT_MESSAGES = "not_messages"  # neither text (where allowed) nor a list of messages
+    EMPTY_LIST = "empty_list"  # an empty list where messages are needed
+    NOT_A_MESSAGE = "not_a_message"  # a list item that is not an object
+    BAD_ROLE = "bad_role"  # role not one of ROLES
+    BAD_CONTENT = "bad_content"  # content neither text nor (where allowed) a list of text parts
+    BAD_PART = "bad_part"  # a content part that is not {"type": "text", "text": ...}
+    NO_REPLY = "no_reply"  # the conversation does not end with the assistant reply
+    NO_PROMPT = "no_prompt"  # only the reply, no turn before it
+    EMPTY_REPLY = "empty_reply"  # the reply to score is blank
+
+
+@dataclass
+class Invalid(ValueError):
+    """A value that does not fit: what (`problem`), where (`field`: the column, then `.index`
+    and `.role`/`.content`/`.content.j` inside a conversation) and a default detail. `column`,
+    `index` and `value` (the offending item) let each caller word it as it always has."""
+
+    problem: Problem
+    field: str
+    detail: str
+    column: str = ""
+    index: int | None = None
+    value: Any = None
+
+    def __post_init__(self) -> None:
+        super().__init__(f"{self.field}: {self.detail}")
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Where the callers' rules differ (each flag keeps what that caller accepted before):
+
+    - `allow_text`: a bare string is one user turn (data prompts);
+    - `allow_empty`: an empty list is no messages (a data prompt may have none);
+    - `text_parts`: content may be a list of OpenAI text parts, joined (serve only).
+    """
+
+    allow_text: bool = False
+    allow_empty: bool = False
+    text_parts: bool = False
+
+
+STRICT = Rules()
+
+
+def field_value(row: dict[str, Any], column: str) -> Any:
+    """`row[column]`; absent or null is `Problem.MISSING`."""
+    value = row.get(column)
+    if value is None:
+        raise Invalid(Problem.MISSING, column, "is missing or null", column)
+    return value
+
+
+def text(value: Any, field: str, *, non_empty: bool = False) -> str:
+    """A text field (a response, a chosen/rejected side); `non_empty`: blank is `EMPTY_TEXT`."""
+    if not isinstance(value, str):
+        raise Invalid(Problem.NOT_TEXT, field, f"must be text, got {type(value).__name__}", field, value=value)
+    if non_empty and not value.strip():
+        raise Invalid(Problem.EMPTY_TEXT, field, "is empty", field, value=value)
+    return value
+
+
+def conversation(value: Any, field: str, rules: Rules = STRICT) -> list[Message]:
+    """`[{role, content}]` with text content, roles among ROLES; see `Rules` for what else passes."""
+    if isinstance(value, str) and rules.allow_text:
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list):
+        expected = "text or a list of {role, content} messages" if rules.allow_text else (
+            "a list of {role, content} messages" if rules.allow_empty else "a non-empty list of {role, content} messages")
+        raise Invalid(Problem.NOT_MESSAGES, field, f"expected {expected}", field, value=value)
+    if not value and not rules.allow_empty:
+        raise Invalid(Problem.EMPTY_LIST, field, "expected a non-empty list of {role, content} messages", field, value=value)
+    out = []
+    for i, m in enumerate(value):
+        where = f"{field}.{i}"
+        if not isinstance(m, dict):
+            raise Invalid(Problem.NOT_A_MESSAGE, where, "expected an object with role and content", field, i, m)
+        if m.get("role") not in ROLES:
+            raise Invalid(Problem.BAD_ROLE, f"{where}.role", f"expected one of {', '.join(ROLES)}, got {m.get('role')!r}",
+                          field, i, m)
+        out.append({"role": m["role"], "content": _content(m, f"{where}.content", rules, field, i)})
+    return out
+
+
+def _content(m: dict[str, Any], where: str, rules: Rules, column: str, index: int) -> str:
+    content = m.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and rules.text_parts:
+        parts = []
+        for j, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                raise Invalid(Problem.BAD_PART, f"{where}.{j}", "only text parts ({\"type\": \"text\", \"text\": ...}) can be scored",
+                              column, index, m)
+            parts.append(part["text"])
+        return "".join(parts)
+    expected = "a string or a list of text parts" if rules.text_parts else "text"
+    raise Invalid(Problem.BAD_CONTENT, where, f"expected {expected}", column, index, m)
+
+
+def split_reply(conv: list[Message], field: str) -> tuple[list[Message], str]:
+    """(the prompt turns, the assistant reply to score): the conversation ends with a non-blank
+    assistant reply and has at least one turn before it."""
+    last = len(conv) - 1
+    if not conv or conv[-1]["role"] != "assistant":
+        role = conv[-1]["role"] if conv else None
+        raise Invalid(Problem.NO_REPLY, f"{field}.{last}.role" if conv else field,
+                      f"the last message must be the assistant reply to score, got {role!r}", field, last, role)
+    if len(conv) < 2:
+        raise Invalid(Problem.NO_PROMPT, field, "give the prompt turns before the assistant reply", field)
+    if not conv[-1]["content"].strip():
+        raise Invalid(Problem.EMPTY_REPLY, f"{field}.{last}.content", "the reply to score is empty", field, last)
+    return conv[:-1], conv[-1]["content"]
+
+
+def ends_with_reply(conv: list[Message], field: str) -> list[Message]:
+    """A conversation to learn from (generative data): its last turn is the assistant's. Unlike
+    `split_reply`, a lone or blank reply passes here (data's filters judge emptiness)."""
+    if not conv or conv[-1]["role"] != "assistant":
+        raise Invalid(Problem.NO_REPLY, field, "must end with an assistant message", field)
+    return conv
