@@ -1,20 +1,21 @@
-"""Rows of an input file, streamed: JSONL line by line, Parquet by record batch, CSV by row,
-`save_to_disk` folders by Arrow batch (memory-mapped). A JSON array is read whole (use JSONL
-for files larger than memory). A line that is not a JSON object becomes a `BadRow`, which the
-runner rejects with its reason instead of stopping the run.
+"""Rows of an input file for `rmspec score`: files through the one row reader (rmspec.rows:
+JSONL line by line, Parquet by record batch, CSV by row, a JSON array whole), `save_to_disk`
+folders by Arrow batch (memory-mapped). A line that is not a JSON object becomes a `BadRow`,
+which the runner rejects with its reason instead of stopping the run; a problem with the whole
+file is a DataError (exit 2).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from rmspec import rows
 from rmspec.errors import DataError
 
-FORMATS = ("jsonl", "json", "parquet", "csv", "save_to_disk")
+FORMATS = (*rows.FORMATS, "save_to_disk")
 
 
 @dataclass
@@ -37,22 +38,15 @@ def open_rows(path: str | Path, *, split: str | None = None, skip: int = 0) -> S
     if not p.exists():
         raise DataError(f"{path}: file not found", "give a JSONL, JSON, Parquet or CSV file, or a save_to_disk folder")
     fmt = detect_format(p)
-    if fmt == "jsonl":
-        return Source(p, fmt, _count_lines(p), _jsonl(p, skip))
-    if fmt == "json":
-        return _json_array(p, skip)
-    if fmt == "csv":
-        _require_utf8(p)
-        return Source(p, fmt, None, _csv(p, skip))
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            pf = pq.ParquetFile(p)
-        except Exception as exc:
-            raise DataError(f"{path}: not a readable Parquet file ({exc})", "check the file, or convert it to JSONL") from None
-        return Source(p, fmt, pf.metadata.num_rows, _parquet(pf, skip))
-    return _saved(p, split, skip)
+    if fmt == "save_to_disk":
+        return _saved(p, split, skip)
+    try:
+        # Blank JSONL lines count as rows (rejected as empty), so `skip` and row numbers follow the lines.
+        opened = rows.open_rows(p, fmt, skip=skip, blanks=True)
+    except rows.RowError as exc:
+        raise _data_error(exc) from None
+    total = rows.count_lines(p) if opened.format == "jsonl" else opened.total
+    return Source(p, opened.format, total, _as_rows(opened.rows, opened.format))
 
 
 def detect_format(p: Path) -> str:
@@ -61,85 +55,53 @@ def detect_format(p: Path) -> str:
             return "save_to_disk"
         raise DataError(f"{p} is a folder but not a datasets save_to_disk folder (no dataset_info.json or dataset_dict.json)",
                         "point at a file (.jsonl, .json, .parquet, .csv) or at the folder Dataset.save_to_disk wrote")
-    suffixes = [s.lower() for s in p.suffixes]
-    for fmt, names in (("jsonl", (".jsonl", ".ndjson")), ("json", (".json",)), ("parquet", (".parquet", ".pq")), ("csv", (".csv",))):
-        if suffixes and suffixes[-1] in names:
-            return fmt
-    raise DataError(f"{p}: cannot tell the format from the name", "use .jsonl, .json, .parquet or .csv (or a save_to_disk folder)")
+    fmt = rows.format_of(p)
+    if fmt is None:
+        raise DataError(f"{p}: cannot tell the format from the name", "use .jsonl, .json, .parquet or .csv (or a save_to_disk folder)")
+    return fmt
 
 
-def _count_lines(p: Path) -> int:
-    n = 0
-    with p.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            n += block.count(b"\n")
-    with p.open("rb") as f:  # a last line without a newline
-        f.seek(0, 2)
-        if f.tell():
-            f.seek(-1, 2)
-            n += f.read(1) != b"\n"
-    return n
+HINTS = {
+    rows.ENCODING: "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+    rows.INVALID_JSON: "fix the file, or write one object per line (.jsonl)",
+    rows.NOT_ARRAY: "write [{...}, {...}] or use JSONL",
+    rows.UNREADABLE: "check the file, or convert it to JSONL",
+    rows.WRONG_FORMAT: "rename it to what it is (.jsonl, .json, .csv, .parquet), or convert it to JSONL",
+}
 
 
-def _jsonl(p: Path, skip: int) -> Iterator[dict[str, Any] | BadRow]:
-    # Bytes, decoded line by line: a line that is not UTF-8 is rejected with its place, never
-    # scored with its bytes silently replaced.
-    with p.open("rb") as f:
-        for i, raw in enumerate(f):
-            if i < skip:
-                continue
-            if i == 0 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]  # a UTF-8 byte-order mark
-            try:
-                text = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as exc:
-                col = len(raw[:exc.start].decode("utf-8", errors="replace")) + 1
-                yield BadRow(f"encoding: line {i + 1}, byte 0x{raw[exc.start]:02x} at column {col} is not UTF-8 "
-                             "(convert the file to UTF-8)", raw[:2000].decode("utf-8", errors="replace"))
-                continue
-            if not text:
-                yield BadRow(f"line {i + 1} is empty", "")
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield BadRow(f"line {i + 1} is not valid JSON ({exc.msg} at column {exc.colno})", text[:2000])
-                continue
-            yield row if isinstance(row, dict) else BadRow(f"line {i + 1} is not a JSON object", text[:2000])
+def _data_error(exc: rows.RowError) -> DataError:
+    """A whole-file problem: exit 2 with its place."""
+    if exc.code == rows.ENCODING:
+        return DataError(f"{exc.where}: not UTF-8 text: {exc.msg}", HINTS[rows.ENCODING])
+    if exc.code == rows.WRONG_FORMAT:
+        return DataError(f"{exc.file} {exc.detail}", HINTS[rows.WRONG_FORMAT])
+    return DataError(str(exc), HINTS.get(exc.code, "give a JSONL, JSON, Parquet or CSV file, or a save_to_disk folder"))
 
 
-def _require_utf8(p: Path) -> None:
-    """A JSON array or CSV with a byte that is not UTF-8: an error at its line and column (the whole
-    file is one document, so there is no single row to reject)."""
-    from rmspec.data.sources import first_undecodable
-
-    bad = first_undecodable(str(p), "utf-8")
-    if bad is not None:
-        line, col, what = bad
-        raise DataError(f"{p}:{line}:{col}: not UTF-8 text: {what}", "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
-
-
-def _json_array(p: Path, skip: int) -> Source:
-    _require_utf8(p)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{p}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})", "fix the file, or write one object per line (.jsonl)") from None
-    if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
-        data = next(iter(data.values()))  # {"data": [...]}
-    if not isinstance(data, list):
-        raise DataError(f"{p}: expected a JSON array of objects, got {type(data).__name__}", "write [{...}, {...}] or use JSONL")
-    rows = (r if isinstance(r, dict) else BadRow(f"item {i} is not a JSON object", json.dumps(r)[:2000])
-            for i, r in enumerate(data) if i >= skip)
-    return Source(p, "json", len(data), rows)
+def _as_rows(read: Iterator[rows.Row], fmt: str) -> Iterator[dict[str, Any] | BadRow]:
+    """Rows as the runner takes them: a dict, or a BadRow whose reason says what and which line."""
+    for row in read:
+        if row.error is None:
+            # Conversations in a CSV cell are JSON text: read them back as lists.
+            yield {k: _maybe_json(v) for k, v in row.value.items()} if fmt == "csv" else row.value
+        else:
+            yield BadRow(_reason(row.error), row.raw)
 
 
-def _csv(p: Path, skip: int) -> Iterator[dict[str, Any] | BadRow]:
-    with p.open("r", encoding="utf-8-sig", newline="") as f:
-        for i, row in enumerate(csv.DictReader(f)):
-            if i >= skip:
-                # Conversations in a CSV cell are JSON text: read them back as lists.
-                yield {k: _maybe_json(v) for k, v in row.items() if k is not None}
+def _reason(exc: rows.RowError) -> str:
+    n = exc.line
+    if exc.code == rows.ENCODING:
+        return f"encoding: line {n}, {exc.detail.split(' does not decode')[0]} is not UTF-8 (convert the file to UTF-8)"
+    if exc.code == rows.LONE_SURROGATE:
+        return f"encoding: line {n}, {exc.detail}"
+    if exc.code == rows.EMPTY_LINE:
+        return f"line {n} is empty"
+    if exc.code == rows.INVALID_JSON:
+        return f"line {n} is not valid JSON ({exc.msg} at column {exc.col})" if exc.col else f"line {n} is not valid JSON ({exc.detail})"
+    if exc.code == rows.NOT_OBJECT and "item" in exc.detail:
+        return exc.detail  # an item of a JSON array
+    return f"line {n} is not a JSON object"
 
 
 def _maybe_json(value: Any) -> Any:
@@ -149,18 +111,6 @@ def _maybe_json(value: Any) -> Any:
         except json.JSONDecodeError:
             return value
     return value
-
-
-def _parquet(pf: Any, skip: int) -> Iterator[dict[str, Any]]:
-    seen = 0
-    for batch in pf.iter_batches(batch_size=1024):
-        if seen + batch.num_rows <= skip:
-            seen += batch.num_rows
-            continue
-        rows = batch.to_pylist()
-        start = max(0, skip - seen)
-        seen += batch.num_rows
-        yield from rows[start:]
 
 
 def _saved(p: Path, split: str | None, skip: int) -> Source:
