@@ -7,19 +7,14 @@ from typing import Literal
 from pydantic import Field, PositiveInt
 
 from rmspec.spec.base import Section
+from rmspec.spec.benchmarks import CATALOGUE, kind_names
 
-BENCHMARK_DEFAULTS = {
-    "rewardbench": "allenai/reward-bench",
-    "rewardbench2": "allenai/reward-bench-2",
-    "rm_bench": "THU-KEG/RM-Bench",
-    "judgebench": "ScalerLab/JudgeBench",
-    "pairs": None,
-    "processbench": "Qwen/ProcessBench",
-}
+# Kind -> its official hub id (None: the kind needs a file), read from the catalogue.
+BENCHMARK_DEFAULTS = {name: info.hub for name, info in CATALOGUE.items()}
 
 
 class Benchmark(Section):
-    kind: Literal["rewardbench", "rewardbench2", "rm_bench", "judgebench", "pairs", "processbench"] = Field(
+    kind: Literal[kind_names()] = Field(  # type: ignore[valid-type]  # the catalogue's names, fixed at import
         description="Benchmark; each is scored by its own official rules."
     )
     path: str | None = Field(

@@ -1,0 +1,52 @@
+"""The benchmark catalogue: every benchmark kind rmspec knows, registered here and only here.
+
+Light (no torch, no datasets): the spec's `eval.benchmarks[].kind` choices, `rmspec eval
+--benchmark` and the judge's list of pairwise kinds read this table. Each entry names the
+module that implements the kind (loading, per-example rows, the official scoring rule, the
+pairs the diagnostics read, what the report adds); `rmspec.evaluate.registry` imports that
+module when the kind is first used.
+
+Adding a benchmark: one module under rmspec/evaluate/kinds/ (a `KIND` object, see
+rmspec.evaluate.kinds.base) and one line in CATALOGUE below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Which models a kind can score: a reward model (one score per response), a generative judge
+# (verdicts on a pair, both orders), a process reward model (a score per step).
+REWARD, JUDGE, PROCESS = "reward", "judge", "process"
+
+
+@dataclass(frozen=True)
+class BenchmarkInfo:
+    name: str
+    hub: str | None  # the official hub id; None: a local file is required
+    split: str | None  # the official split; None: all of the kind's splits (its module says which)
+    scorers: tuple[str, ...]  # REWARD / JUDGE / PROCESS: the models this kind can score
+    module: str  # the module holding the kind's KIND object
+    description: str
+
+
+def _kind(name: str, hub: str | None, split: str | None, scorers: tuple[str, ...], description: str) -> BenchmarkInfo:
+    return BenchmarkInfo(name, hub, split, scorers, f"rmspec.evaluate.kinds.{name}", description)
+
+
+# The order is the order of the spec's choices and of `rmspec eval --help`.
+CATALOGUE: dict[str, BenchmarkInfo] = {info.name: info for info in (
+    _kind("rewardbench", "allenai/reward-bench", "filtered", (REWARD, JUDGE), "RewardBench v1: sections Chat, Chat Hard, Safety, Reasoning"),
+    _kind("rewardbench2", "allenai/reward-bench-2", "test", (REWARD,), "RewardBench 2: best-of-4 per prompt, Ties by its own formula"),
+    _kind("rm_bench", "THU-KEG/RM-Bench", "train", (REWARD,), "RM-Bench: 3 chosen x 3 rejected styles, hard/normal/easy"),
+    _kind("judgebench", "ScalerLab/JudgeBench", "gpt", (REWARD, JUDGE), "JudgeBench: pairs with an A>B / B>A label"),
+    _kind("pairs", None, "train", (REWARD, JUDGE), "any preference file (a data preset maps it): pair accuracy"),
+    _kind("processbench", "Qwen/ProcessBench", None, (PROCESS,), "ProcessBench: the first wrong step of a solution"),
+)}
+
+
+def kind_names() -> tuple[str, ...]:
+    return tuple(CATALOGUE)
+
+
+def kinds_scored_by(scorer: str) -> tuple[str, ...]:
+    return tuple(name for name, info in CATALOGUE.items() if scorer in info.scorers)
