@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rmspec import rows
 from rmspec.errors import DataError
 
 PAIRWISE, POINTWISE = "pairwise", "pointwise"
@@ -75,25 +76,40 @@ def _from_spec(path: Path, sets: tuple[str, ...]) -> Source:
 
 
 def read_rows(path: Path) -> list[tuple[int, Any]]:
-    """(line number, value) for a JSONL file, or (element index + 1, value) for a JSON list."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}", "fix the file or write it as JSONL") from None
-        if not isinstance(value, list):
-            raise DataError(f"{path}: expected a JSON list of rows, got {type(value).__name__}", "write [ {...}, {...} ] or JSONL")
-        return list(enumerate(value, 1))
-    out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append((number, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{number}: not valid JSON: {exc.msg}", "one JSON object per line (JSONL)") from None
+    """(line or item number, row) for each row of a file of rows, read by the one row reader
+    (rmspec.rows: JSONL, a JSON array, CSV, Parquet; a name with another extension is read as
+    JSONL). A row that is not an object comes as its value, for the caller to report with the
+    others; a line that is not JSON, or not UTF-8, stops the export with its place."""
+    fmt = "jsonl" if rows.format_of(path) is None else "auto"
+    out: list[tuple[int, Any]] = []
+    try:
+        for row in rows.iter_rows(path, fmt):
+            if row.error is None:
+                out.append((row.line, row.value))
+            elif row.error.code == rows.NOT_OBJECT:
+                out.append((row.line, _not_object(row.raw)))
+            else:
+                raise row.error
+    except rows.RowError as exc:
+        raise _data_error(exc) from None
     return out
+
+
+def _not_object(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:  # raw is cut at 2,000 characters: a longer value is an array or a string
+        return [] if raw.startswith("[") else raw
+
+
+def _data_error(exc: rows.RowError) -> DataError:
+    if exc.code == rows.INVALID_JSON:
+        document = exc.detail.startswith("not valid JSON")  # a JSON array: line and column; a JSONL line: its line
+        return DataError(f"{exc.where if document else f'{exc.file}:{exc.line}'}: not valid JSON: {exc.msg}",
+                         "fix the file or write it as JSONL" if document else "one JSON object per line (JSONL)")
+    if exc.code == rows.NOT_ARRAY:
+        return DataError(f"{exc.file}: expected a JSON list of rows, {exc.detail.split(', ')[-1]}", "write [ {...}, {...} ] or JSONL")
+    return DataError(str(exc), "give a spec (.yaml) or a JSONL/JSON file of rows (UTF-8)")
 
 
 def _from_rows(path: Path) -> Source:
