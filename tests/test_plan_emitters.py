@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rmspec.errors import PlanError
-from rmspec.launch.argv import launch_argv, resolve_program, with_module
+from rmspec.plan.argv import launch_argv, resolve_program, with_module
 from rmspec.plan import accelerate_config as accel
 from rmspec.plan import compile_plan
 from rmspec.plan.hardware import HostFacts

@@ -1,45 +1,24 @@
-"""results.json and the per-example JSONL files: writing and reading (light, no torch).
-
-results.json (schema_version 1):
-
-    {"schema_version": 1, "created": ISO time, "model": path, "run": name | null,
-     "benchmarks": {NAME: ENTRY, ...}, "validation": ENTRY | null,
-     "reward_stats": {"mean", "std", "source"} | null, "notes": [...]}
-
-ENTRY: {"kind", "source", "split", "overall" (0..1), "sections" {name: fraction},
-"subsets" {name: fraction}, "counts" {subset: examples}, "num_examples", "details", "notes",
-"per_example_path" (JSONL: id, subset and the scores), "diagnostics" {...}}.
-"""
+"""Benchmark entries of results.json, computed from per-example rows; the file itself (format,
+schema_version, reading and writing) is rmspec.rundir.results, re-exported here."""
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
-from rmspec.errors import RmspecError
 from rmspec.evaluate.diagnostics import pair_diagnostics
 from rmspec.evaluate.scoring_rules import BenchmarkScore, score_rows
-from rmspec.rundir import atomic_write_json, atomic_write_text
+from rmspec.rundir.results import (
+    SCHEMA_VERSION,
+    new_results,
+    read_jsonl,
+    read_results,
+    write_jsonl,
+    write_results,
+)
 
-SCHEMA_VERSION = 1
-
-
-def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise RmspecError(f"{path}:{number}: not valid JSON ({exc.msg})", "the file was cut short or edited by hand; run `rmspec eval` again") from None
-    return rows
+__all__ = ["SCHEMA_VERSION", "cli_summary", "entry", "new_results", "read_jsonl", "read_results", "unique_name",
+           "write_jsonl", "write_results"]
 
 
 def entry(name: str, kind: str, rows: list[dict[str, Any]], per_example_path: Path, *, source: str | None = None, split: str | None = None, score: BenchmarkScore | None = None) -> dict[str, Any]:
@@ -62,36 +41,6 @@ def unique_name(kind: str, path: str | None, taken: set[str]) -> str:
         name, n = f"{base}-{n}", n + 1
     taken.add(name)
     return name
-
-
-def new_results(model: str, run: str | None = None) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "model": model,
-        "run": run,
-        "benchmarks": {},
-        "validation": None,
-        "reward_stats": None,
-        "notes": [],
-    }
-
-
-def write_results(path: Path, results: Mapping[str, Any]) -> None:
-    atomic_write_json(path, results)
-
-
-def read_results(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise RmspecError(f"{path} not found", "evaluate the run first: `rmspec eval RUN_DIR`")
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RmspecError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})", "run `rmspec eval RUN_DIR` again to rewrite it") from None
-    version = results.get("schema_version") if isinstance(results, dict) else None
-    if version != SCHEMA_VERSION:
-        raise RmspecError(f"{path}: schema_version {version!r}, this rmspec reads {SCHEMA_VERSION}", "re-run `rmspec eval RUN_DIR` with this version")
-    return results
 
 
 def cli_summary(results: Mapping[str, Any]) -> dict[str, Any]:

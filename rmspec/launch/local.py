@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 
-from rmspec.launch.argv import resolve_program, runtime_env
+from rmspec.plan.argv import resolve_program, runtime_env
 from rmspec.rundir import RunDir
 
 

@@ -1,10 +1,11 @@
 """The planner: spec -> Plan (shape, memory, strategy, batch split, accelerate config, launch argv).
 
-Pure and light: a function of (spec, hardware profile, model shape) that never imports
-torch, transformers, datasets or accelerate.
+Light: never imports torch, transformers, datasets or accelerate. What a plan depends on besides
+the spec, the hardware profile and the model shape is listed in rmspec.plan.compile.
 """
 
-from rmspec.plan.artifact import Plan, load_plan, save_plan, write_launch_files
+from rmspec.plan.artifact import load_plan, read_plan, save_plan, write_launch_files
 from rmspec.plan.compile import compile_plan
+from rmspec.plan.model import Plan
 
-__all__ = ["Plan", "compile_plan", "load_plan", "save_plan", "write_launch_files"]
+__all__ = ["Plan", "compile_plan", "load_plan", "read_plan", "save_plan", "write_launch_files"]

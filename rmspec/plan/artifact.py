@@ -1,39 +1,34 @@
-"""The plan as an artifact (terraform plan -out): saved with the hash of its spec, refused once it changes."""
+"""The plan as an artifact (terraform plan -out): saved with the hash of its spec, refused once it changes.
+
+plan.json is read and written here only: `save_plan`, `load_plan` (the checked JSON document),
+`read_plan` (the typed Plan), `write_launch_files` (plan.json and what `accelerate launch` reads,
+into the run directory).
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 from rmspec.errors import PlanError
+from rmspec.plan.model import SCHEMA_VERSION, Plan, as_plan
 from rmspec.rundir import RunDir, atomic_write_json, atomic_write_text
 
-SCHEMA_VERSION = 1
+__all__ = ["SCHEMA_VERSION", "Plan", "load_plan", "read_plan", "save_plan", "write_launch_files"]
 
 
-@dataclass
-class Plan:
-    data: dict
-
-    def to_json(self) -> dict:
-        return self.data
-
-    def __getitem__(self, key: str):
-        return self.data[key]
-
-
-def save_plan(plan: Plan | dict, path: str | Path) -> Path:
+def save_plan(plan: Plan | Mapping[str, Any], path: str | Path) -> Path:
+    """Write a Plan, or a plan document as it is (load_plan checks a document when it is read)."""
     path = Path(path)
-    atomic_write_json(path, plan.to_json() if isinstance(plan, Plan) else plan)
+    atomic_write_json(path, plan.to_json() if isinstance(plan, Plan) else dict(plan))
     return path
 
 
 def load_plan(path: str | Path, *, check_spec: bool = True) -> dict:
-    """A saved plan; refuses one whose spec file changed since (re-loads spec_path, compares spec_hash).
-
-    The --set overrides a plan was made with are saved in it (`sets`) and applied again here.
-    """
+    """A saved plan's JSON document; refuses one whose spec file changed since (re-loads spec_path,
+    compares spec_hash). The --set overrides a plan was made with are saved in it (`sets`) and
+    applied again here."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -62,15 +57,20 @@ def load_plan(path: str | Path, *, check_spec: bool = True) -> dict:
     return data
 
 
-def write_launch_files(plan: Plan | dict, cwd: str | Path = ".") -> RunDir:
+def read_plan(path: str | Path, *, check_spec: bool = True) -> Plan:
+    """load_plan, typed."""
+    return Plan.from_json(load_plan(path, check_spec=check_spec), where=str(path))
+
+
+def write_launch_files(plan: Plan | Mapping[str, Any], cwd: str | Path = ".") -> RunDir:
     """Write what `accelerate launch` reads into the run directory: plan.json, accelerate_config.yaml,
     and launch.slurm for several nodes. Paths in the plan are relative to `cwd` (where the run starts)."""
     from rmspec.plan.accelerate_config import to_yaml
 
-    data = plan.to_json() if isinstance(plan, Plan) else plan
-    run = RunDir(Path(cwd) / data["run_dir"])
-    save_plan(data, run.plan)
-    atomic_write_text(run.accelerate_config, to_yaml(data["accelerate_config"]))
-    if data.get("slurm_script"):
-        atomic_write_text(run.root / "launch.slurm", data["slurm_script"])
+    typed = as_plan(plan)
+    run = RunDir(Path(cwd) / typed.run_dir)
+    save_plan(typed, run.plan)
+    atomic_write_text(run.accelerate_config, to_yaml(typed.accelerate_config))
+    if typed.slurm_script:
+        atomic_write_text(run.root / "launch.slurm", typed.slurm_script)
     return run

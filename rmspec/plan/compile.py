@@ -1,8 +1,17 @@
-"""compile_plan: spec -> Plan, a pure function of (spec, hardware profile, model shape).
+"""compile_plan: spec -> Plan.
 
-Reads only small local files (config.json, data row counts and a sample of rows for the
-length guess), /proc for device: auto and the CPU core count for CPU time estimates;
-never imports torch, transformers, datasets or accelerate.
+Not a pure function of (spec, hardware profile, model shape): besides the spec it reads
+- the model's config.json (local folder, Hugging Face cache or the packaged catalog) unless
+  `shape` is given, and for a process reward model its tokenizer.json (separator check);
+- the data: row counts and a sample of rows for the time estimate's mean length and the packed
+  row bound (data files, or the SQLite database of a `sql` source);
+- the host: /proc/cpuinfo, /proc/meminfo and nvidia-smi for `hardware.device: auto` unless `host`
+  or `hardware` is given, and the CPU core count (`host.cpu_count`, else os.cpu_count()) for a
+  CPU plan's time estimate.
+Memory, strategy, precision and batch split depend only on (spec, hardware profile, model shape);
+the data and the core count feed the time estimate (and the packed row bound) only. Tests pin
+`host` and `shape` to make the whole plan reproducible (tests/golden/plans). Never imports torch,
+transformers, datasets or accelerate.
 """
 
 from __future__ import annotations
@@ -11,13 +20,13 @@ import os
 from pathlib import Path
 
 from rmspec.errors import PlanError
-from rmspec.launch.argv import launch_argv, launch_env
+from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.packaged import resolve_model_path
 from rmspec.plan import accelerate_config as accel
-from rmspec.plan.artifact import SCHEMA_VERSION, Plan
 from rmspec.plan.estimate import count_rows, packed_lengths, sequence_length, time_estimate
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
+from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
 from rmspec.plan.shapes import ModelShape, resolve_shape
 from rmspec.plan.slurm import slurm_script
@@ -134,74 +143,75 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         "off": "training.gradient_checkpointing: off",
     }.get(training.gradient_checkpointing,
           "auto: needed to fit" if rung.checkpointing else "auto: not needed, activations fit")
-    data = {
-        "schema_version": SCHEMA_VERSION,
-        "name": spec.name,
-        "approach": approach,
-        "spec_path": str(Path(loaded.file).resolve()),
-        "spec_hash": loaded.spec_hash,
-        "sets": list(sets),
-        "run_dir": str(run.root),
-        "model_path": model_path,
-        "model": {
-            "name_or_path": spec.model.name_or_path,
-            "shape_source": shape.source,
-            "shape": shape.to_json(),
-            "num_parameters": shape.num_parameters,
-            "trained_parameters": trained,
-            "trainable_parameters": trainable,
-            "lora": lora.model_dump() if lora else None,
-        },
-        "hardware": hw.to_json(),
-        "strategy": rung.strategy,
-        "strategy_reason": (f"hardware.strategy: {hw.strategy} in the spec" if hw.strategy != "auto" else
-                            f"cheapest of {', '.join(r.label for r in ladder(hw, training.gradient_checkpointing))} "
-                            f"that fits at micro batch 1"),
-        "refused": [{"strategy": label, "reason": why} for label, why in choice.refused],
-        "precision": precision.compute,
-        "mixed_precision": precision.mixed_precision,
-        "master_weights_fp32": precision.master_fp32,
-        "precision_reason": precision.reason,
-        "gradient_checkpointing": rung.checkpointing,
-        "gradient_checkpointing_by": (("accelerate_fsdp" if fsdp else "model") if rung.checkpointing else None),
-        "gradient_checkpointing_reason": ckpt_reason,
-        "attn_implementation": attn,
-        "attn_reason": attn_reason,
-        "num_processes": hw.num_processes,
-        "num_machines": hw.nodes,
-        "processes_per_node": hw.gpus_per_node,
-        "global_batch_size": training.global_batch_size,
-        "micro_batch_size": choice.micro_batch,
-        "gradient_accumulation_steps": choice.grad_accum,
-        "micro_batch_reason": choice.micro_reason,
-        "sequences_per_example": base.seqs_per_example,
-        "max_length": training.max_length,
-        "tokens_per_step": tokens_per_step,
-        "packing": packing,
-        "packing_reason": packing_reason,
-        "packing_tokens": ({"row_tokens_expected": row_tokens, "pair_tokens_unpacked_expected": pair_tokens,
-                            "row_tokens_bound": row_bound, "source": packed_how} if packed else None),
-        "memory_per_device_gb": choice.memory.gb(),
-        "memory_rule": ("peak = weights + optimizer + buffers + overhead + max(activations + temporary"
-                        f"{' + gradients' if choice.memory.grads_held else ''}, gradients + step_temporary)"),
-        "device_capacity_gb": round(hw.capacity_per_process_gb, 3),
-        "device_usable_gb": round(hw.usable_gb, 3),
-        "cpu_memory_per_node_gb": round(choice.memory.cpu_per_node / GIB, 3),
-        "cpu_memory_usable_gb": None if host_usable is None else round(host_usable, 3),
-        "warnings": warnings,
-        "estimate": estimate,
-        "accelerate_config": config,
-        "launch_command": argv,
-        "launch_env": launch_env(not hw.is_gpu),
-        "slurm_script": slurm,
-        "submit_command": ["sbatch", str(run.root / "launch.slurm")] if slurm else argv,
-        "files": files,
-    }
+    step_separator = None
     if approach == "process":  # a PRM: how the separator that carries each step's label tokenizes
         from rmspec.plan.separator import separator_check
 
-        data["step_separator"] = separator_check(spec.approach.step_separator, spec.model.name_or_path, model_path, hub_cache)
-    return Plan(data)
+        step_separator = separator_check(spec.approach.step_separator, spec.model.name_or_path, model_path, hub_cache)
+    return Plan(
+        schema_version=SCHEMA_VERSION,
+        name=spec.name,
+        approach=approach,
+        spec_path=str(Path(loaded.file).resolve()),
+        spec_hash=loaded.spec_hash,
+        sets=tuple(sets),
+        run_dir=str(run.root),
+        model_path=model_path,
+        model=PlanModel(
+            name_or_path=spec.model.name_or_path,
+            shape_source=shape.source,
+            shape=shape.to_json(),
+            num_parameters=shape.num_parameters,
+            trained_parameters=trained,
+            trainable_parameters=trainable,
+            lora=lora.model_dump() if lora else None,
+        ),
+        hardware=hw,
+        strategy=rung.strategy,
+        strategy_reason=(f"hardware.strategy: {hw.strategy} in the spec" if hw.strategy != "auto" else
+                         f"cheapest of {', '.join(r.label for r in ladder(hw, training.gradient_checkpointing))} "
+                         f"that fits at micro batch 1"),
+        refused=tuple({"strategy": label, "reason": why} for label, why in choice.refused),
+        precision=precision.compute,
+        mixed_precision=precision.mixed_precision,
+        master_weights_fp32=precision.master_fp32,
+        precision_reason=precision.reason,
+        gradient_checkpointing=rung.checkpointing,
+        gradient_checkpointing_by=(("accelerate_fsdp" if fsdp else "model") if rung.checkpointing else None),
+        gradient_checkpointing_reason=ckpt_reason,
+        attn_implementation=attn,
+        attn_reason=attn_reason,
+        num_processes=hw.num_processes,
+        num_machines=hw.nodes,
+        processes_per_node=hw.gpus_per_node,
+        global_batch_size=training.global_batch_size,
+        micro_batch_size=choice.micro_batch,
+        gradient_accumulation_steps=choice.grad_accum,
+        micro_batch_reason=choice.micro_reason,
+        sequences_per_example=base.seqs_per_example,
+        max_length=training.max_length,
+        tokens_per_step=tokens_per_step,
+        packing=packing,
+        packing_reason=packing_reason,
+        packing_tokens=({"row_tokens_expected": row_tokens, "pair_tokens_unpacked_expected": pair_tokens,
+                         "row_tokens_bound": row_bound, "source": packed_how} if packed else None),
+        memory_per_device_gb=choice.memory.gb(),
+        memory_rule=("peak = weights + optimizer + buffers + overhead + max(activations + temporary"
+                     f"{' + gradients' if choice.memory.grads_held else ''}, gradients + step_temporary)"),
+        device_capacity_gb=round(hw.capacity_per_process_gb, 3),
+        device_usable_gb=round(hw.usable_gb, 3),
+        cpu_memory_per_node_gb=round(choice.memory.cpu_per_node / GIB, 3),
+        cpu_memory_usable_gb=None if host_usable is None else round(host_usable, 3),
+        warnings=tuple(warnings),
+        estimate=estimate,
+        accelerate_config=config,
+        launch_command=tuple(argv),
+        launch_env=launch_env(not hw.is_gpu),
+        slurm_script=slurm,
+        submit_command=("sbatch", str(run.root / "launch.slurm")) if slurm else tuple(argv),
+        files=tuple(files),
+        step_separator=step_separator,
+    )
 
 
 def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro) -> None:

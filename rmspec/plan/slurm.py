@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import shlex
 
-from rmspec.launch.argv import launch_argv, runtime_env
+from rmspec.plan.argv import launch_argv, runtime_env
 
 
 def slurm_script(*, name: str, nodes: int, gpus_per_node: int, config_file: str, plan_file: str, run_dir: str,

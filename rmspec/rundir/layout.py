@@ -1,4 +1,5 @@
-"""The layout of a run directory: one place that names every file a run writes.
+"""The layout of a run directory: one place that names every file a run writes, and the
+atomic writes every writer uses.
 
 Light on purpose (no torch): the planner lists these files, the trainer writes them,
 the report reads them.
@@ -12,6 +13,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+
+CLAIM_LOCK = ".claim.lock"
+TRAINER_LOCK = ".trainer.lock"
+LOCK_FILES = (CLAIM_LOCK, TRAINER_LOCK)  # never removed: a new file would be a new, unheld lock
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,15 @@ class RunDir:
     def report_html(self) -> Path:
         return self.root / "report.html"
 
+    # --- ownership (rmspec.launch.lock holds flock(2) locks on these; see LOCK_FILES)
+    @property
+    def claim_lock(self) -> Path:  # held by `rmspec run` from the claim until it exits
+        return self.root / CLAIM_LOCK
+
+    @property
+    def trainer_lock(self) -> Path:  # held by the trainer of global rank 0 while it trains
+        return self.root / TRAINER_LOCK
+
     def files(self) -> list[Path]:
         return [
             self.spec, self.plan, self.accelerate_config, self.versions, self.rejects,
@@ -102,3 +117,13 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object file of the run, or {} when it is missing, unreadable or not an object
+    (a run directory is read while its writers may still be starting)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

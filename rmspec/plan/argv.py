@@ -1,5 +1,7 @@
 """The `accelerate launch` argv for a plan (pure: no torch, no accelerate import).
 
+The planner writes it into the plan (launch_command, launch.slurm); rmspec.launch runs it.
+
 Shape (docs/architecture.md): accelerate launch --config_file RUN/accelerate_config.yaml
 [--num_processes N ...] -m rmspec.launch.entrypoint RUN/plan.json
 """
