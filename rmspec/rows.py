@@ -48,7 +48,8 @@ class RowError(ValueError):
                  field: str | None = None, msg: str | None = None):
         self.code, self.detail, self.file, self.line, self.col, self.field = code, detail, str(file), line, col, field
         self.msg = msg if msg is not None else detail
-        super().__init__(f"{self.where}: {detail}" if self.where else detail)
+        joint = " " if detail.startswith("is ") else ": "  # "data.jsonl is a gzip file, ..."
+        super().__init__(f"{self.where}{joint}{detail}" if self.where else detail)
 
     @property
     def where(self) -> str:

@@ -18,13 +18,12 @@ the worst batch, not the mean one.
 
 from __future__ import annotations
 
-import csv
-import glob
 import json
 import math
 import sqlite3
 from pathlib import Path
 
+from rmspec import rows as row_reader
 from rmspec.plan.shapes import ModelShape
 
 MFU_GPU = 0.40
@@ -45,28 +44,31 @@ PADDING_ALLOWANCE = 0.10  # share of padding measured with length-grouped batche
 SAMPLE_ROWS = 500
 
 
+def _local_files(source, base_dir: Path) -> list[str]:
+    """The files of a `files` source, by the data stage's rule (rmspec.rows.resolve_paths: `**`
+    recurses, regular files only); a pattern that matches nothing is left out here (the data
+    stage reports it)."""
+    found: list[str] = []
+    for pattern in source.paths:
+        try:
+            found.extend(row_reader.resolve_paths([pattern], base_dir))
+        except row_reader.RowError:
+            continue
+    return found
+
+
 def _count_file(path: Path, fmt: str) -> int | None:
-    kind = fmt if fmt != "auto" else path.suffix.lstrip(".").lower()
-    if kind == "jsonl":
+    """Rows of one file (None: a format no reader knows); raises RowError for a file the data
+    stage would refuse (another format's magic bytes, bytes that do not decode in a document)."""
+    if row_reader.format_of(path, fmt) not in row_reader.FORMATS:
+        return None
+    opened = row_reader.open_rows(path, fmt)
+    if opened.format == "jsonl":  # count lines, not parse them: the plan stays fast on large files
         with path.open("rb") as handle:
             return sum(1 for line in handle if line.strip())
-    if kind == "json":
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, list):
-            return len(data)
-        if isinstance(data, dict) and isinstance(data.get("data"), list):
-            return len(data["data"])
-        return None
-    if kind == "csv":
-        with path.open(newline="", encoding="utf-8") as handle:
-            return max(sum(1 for _ in csv.reader(handle)) - 1, 0)
-    if kind == "parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            return None
-        return pq.ParquetFile(path).metadata.num_rows
-    return None
+    if opened.total is not None:
+        return opened.total
+    return sum(1 for _ in opened.rows)
 
 
 def _count_saved_dataset(folder: Path, split: str | None) -> tuple[int | None, str]:
@@ -100,14 +102,12 @@ def count_rows(source, base_dir: Path) -> tuple[int | None, str]:
     try:
         if source.kind == "files":
             total, files = 0, 0
-            for pattern in source.paths:
-                matched = sorted(glob.glob(str(base_dir / pattern))) or []
-                for name in matched:
-                    count = _count_file(Path(name), source.format)
-                    if count is None:
-                        return (source.limit, f"limit {source.limit}") if source.limit else (None, f"cannot count {name}")
-                    total += count
-                    files += 1
+            for name in _local_files(source, base_dir):
+                count = _count_file(Path(name), source.format)
+                if count is None:
+                    return (source.limit, f"limit {source.limit}") if source.limit else (None, f"cannot count {name}")
+                total += count
+                files += 1
             if files:
                 rows, how = total, f"counted in {files} file(s)"
             else:
@@ -130,50 +130,32 @@ def count_rows(source, base_dir: Path) -> tuple[int | None, str]:
 
 
 def _sample_file(path: Path, fmt: str, limit: int) -> list[dict] | None:
-    kind = fmt if fmt != "auto" else path.suffix.lstrip(".").lower()
-    if kind == "jsonl":
-        rows = []
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    rows.append(json.loads(line))
-                    if len(rows) >= limit:
-                        break
-        return rows
-    if kind == "json":
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            data = data.get("data")
-        return data[:limit] if isinstance(data, list) else None
-    if kind == "csv":
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            return [row for _, row in zip(range(limit), reader)]
-    if kind == "parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            return None
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=limit):
-            return batch.to_pylist()
-        return []
-    return None
+    """The first `limit` rows of one file, or None where a row cannot be read (RowError)."""
+    if row_reader.format_of(path, fmt) not in row_reader.FORMATS:
+        return None
+    out: list[dict] = []
+    for row in row_reader.iter_rows(path, fmt):
+        if len(out) >= limit:
+            break
+        if row.error is not None:
+            raise row.error
+        out.append(row.value)
+    return out
 
 
 def sample_rows(source, base_dir: Path, limit: int = SAMPLE_ROWS) -> list[dict] | None:
     """The first `limit` rows of a local files or SQLite source (no filters), or None where not cheap to read."""
     try:
         if source.kind == "files":
-            rows: list[dict] = []
-            for pattern in source.paths:
-                for name in sorted(glob.glob(str(base_dir / pattern))):
-                    got = _sample_file(Path(name), source.format, limit - len(rows))
-                    if got is None:
-                        return None
-                    rows.extend(got)
-                    if len(rows) >= limit:
-                        return rows[:limit]
-            return rows
+            sampled: list[dict] = []
+            for name in _local_files(source, base_dir):
+                got = _sample_file(Path(name), source.format, limit - len(sampled))
+                if got is None:
+                    return None
+                sampled.extend(got)
+                if len(sampled) >= limit:
+                    return sampled[:limit]
+            return sampled
         if source.kind == "sql" and source.sqlite:
             db = base_dir / source.sqlite
             if not db.exists():
