@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # constraints.txt pins the versions the tests ran with (torch==2.13.0, CPU wheel).
 PIP_INSTALL := $(BIN)/pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: install demo test schema bench clean
+.PHONY: install demo test lint schema bench clean
 
 $(BIN)/rmspec: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,18 @@ demo: install
 test: install
 	$(BIN)/rmspec schema --check
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+# ruff (style, bugs, import order), mypy (types; strict on the typed layers), import-linter (the
+# one-way import contracts in pyproject.toml) and a circle check over every module. Each runs even
+# when an earlier one fails, so one pass shows every finding; the target fails if any failed.
+LINT_PATHS := rmspec tests scripts bench
+lint: install
+	@status=0; \
+	echo "== ruff"; $(BIN)/ruff check $(LINT_PATHS) || status=1; \
+	echo "== mypy"; $(BIN)/mypy || status=1; \
+	echo "== import contracts"; $(BIN)/lint-imports --no-cache || status=1; \
+	echo "== import circles"; $(BIN)/python scripts/check_import_cycles.py rmspec || status=1; \
+	exit $$status
 
 schema: install
 	$(BIN)/rmspec schema
