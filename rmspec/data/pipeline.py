@@ -112,7 +112,7 @@ class _Pipeline:
         ds = open_source(source_spec, self.loaded.base_dir, limit=self.limit, where=where)
         streaming = isinstance(ds, datasets.IterableDataset)
         columns = ds.column_names if not streaming else (ds.column_names or list(next(iter(ds)).keys()))
-        from rmspec.data.sources import BAD_LINE, is_encoded
+        from rmspec.data.hand_read import BAD_LINE, is_encoded
 
         encoded = is_encoded(ds)
         mapper = RowMapper(self.data.mapping, self.spec.approach, [c for c in columns if c != BAD_LINE])
@@ -366,7 +366,7 @@ class _MapBatch:
     def __init__(self, mapper: RowMapper, kind: str, encoded: bool = False):
         self.mapper = mapper
         self.kind = kind
-        self.encoded = encoded  # rows read by hand: every value JSON-encoded (sources._json_lines_by_hand)
+        self.encoded = encoded  # rows read by hand: every value JSON-encoded (hand_read.json_lines_by_hand)
         self.names = list(R.features(kind))
 
     def __call__(self, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
@@ -392,7 +392,7 @@ class _MapBatch:
 
 
 def _decode(row: dict[str, Any]) -> dict[str, Any]:
-    from rmspec.data.sources import BAD_LINE, decode_row
+    from rmspec.data.hand_read import BAD_LINE, decode_row
 
     try:
         return decode_row(row)
