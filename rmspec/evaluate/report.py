@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from rmspec.evaluate.diagnostics import pairs_from_rows
 from rmspec.evaluate.results import read_jsonl, read_results
-from rmspec.rundir import RunDir, atomic_write_text
+from rmspec.rundir import RunDir, atomic_write_text, read_status
 
 CHOSEN_COLOUR, REJECTED_COLOUR = "#2b8a3e", "#c92a2a"
 CURVE_KEYS = {
@@ -337,9 +337,8 @@ def build_html(run_dir: Path) -> str:
     rd = RunDir(Path(run_dir))
     results = read_results(rd.results) if rd.results.exists() else None
     metrics = read_metrics(rd.metrics)
-    status = _read_json(rd.status) or {}
     name = (results or {}).get("run") or rd.root.name
-    state = status.get("state") or status.get("status") or "unknown"
+    state = read_status(rd).shown_state or "unknown"
     if state == "evaluating":  # the end-of-run evaluation writes this report before marking the run done
         state = "training completed"
 
