@@ -4,13 +4,12 @@ approach) or a plain Hugging Face model folder. Light: reads JSON and YAML, impo
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rmspec.errors import RmspecError
+from rmspec.rundir import load_run_spec  # the spec as run: one home, re-exported for eval and score
 
 
 @dataclass
@@ -22,27 +21,6 @@ class Target:
 
 def is_run_dir(path: Path) -> bool:
     return (path / "model").is_dir() and ((path / "spec.yaml").exists() or (path / "plan.json").exists())
-
-
-def load_run_spec(run: Path) -> Any:
-    """The spec as run: RUN/spec.yaml (--set applied), its relative paths resolved from the
-    original spec's folder (plan.json spec_path); else the original spec with the plan's --set."""
-    from rmspec.spec import load_spec
-
-    plan: dict = {}
-    if (run / "plan.json").exists():
-        try:
-            plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            plan = {}
-    spec_path = plan.get("spec_path")
-    if (run / "spec.yaml").exists():
-        loaded = load_spec(run / "spec.yaml")
-        return dataclasses.replace(loaded, file=Path(spec_path)) if spec_path else loaded
-    if spec_path and Path(spec_path).exists():
-        return load_spec(spec_path, tuple(plan.get("sets") or ()))
-    raise RmspecError(f"{run}: no spec.yaml (nor a plan.json naming an existing spec)",
-                      "use the model folder instead: RUN/model")
 
 
 def resolve_target(target: str | Path) -> Target:
