@@ -1,7 +1,10 @@
 """Write rmspec's embedded demo data and the preset test fixtures (seeded, deterministic).
 
     python scripts/make_demo_data.py            # writes rmspec/data/demo/*.jsonl and tests/fixtures/data/*
-    python scripts/make_demo_data.py --check    # prints the length-heuristic numbers, writes nothing
+    python scripts/make_demo_data.py --check    # prints the length-heuristic, tie and rank numbers, writes nothing
+
+The recipe variants (ranked, length-biased, ties; rmspec/data/demo/ranked*.jsonl, length_*.jsonl,
+ties*.jsonl) come from scripts/demo_recipes.py, with the families below; see its docstring.
 
 The demo preferences are built so that a reward model must learn *content*:
 
@@ -23,10 +26,12 @@ Everything below is template text with random slots; nothing is copied from any 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 from collections import Counter, defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_DIR = ROOT / "rmspec" / "data" / "demo"
@@ -454,9 +459,11 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-def pad_pair(rng: random.Random, chosen: str, rejected: str) -> tuple[str, str]:
-    """Filler from one shared pool; a coin flip decides which side ends up longer."""
-    chosen_longer = rng.random() < 0.5
+def pad_pair(rng: random.Random, chosen: str, rejected: str, chosen_longer: bool | None = None) -> tuple[str, str]:
+    """Filler from one shared pool; a coin flip decides which side ends up longer, unless
+    `chosen_longer` says (the recipe variants bias it; no coin is drawn then)."""
+    if chosen_longer is None:
+        chosen_longer = rng.random() < 0.5
     extra_c = rng.sample(FILLER, rng.randint(0, 2))
     extra_r = rng.sample(FILLER, rng.randint(0, 2))
     c = " ".join([chosen, *extra_c])
@@ -717,7 +724,17 @@ def build() -> dict[str, list[dict]]:
     }
     files.update({f"fixtures/{k}": v for k, v in fixture_rows(TRAIN_SEED).items()})
     files.update(prm_files())
+    files.update(recipes().recipe_files(SimpleNamespace(**globals()), train_prompts))
     return files
+
+
+def recipes():
+    """scripts/demo_recipes.py, the recipe variants (ranked, length-biased, ties), loaded by path so
+    that this file runs the same as a script and when a test loads it."""
+    spec = importlib.util.spec_from_file_location("demo_recipes", Path(__file__).with_name("demo_recipes.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main() -> None:
@@ -737,6 +754,8 @@ def main() -> None:
     print(f"prm: {len(prm)} training solutions, {sum(not all(r['labels']) for r in prm)} with a wrong step, "
           f"{wrong:.1%} of steps wrong; "
           f"processbench-format held-out {len(pb)}, first errors {dict(sorted(Counter(r['label'] for r in pb).items()))}")
+    for line in recipes().recipe_stats(SimpleNamespace(**globals()), files):
+        print(line)
     if args.check:
         return
     for name, rows in files.items():
