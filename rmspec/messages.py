@@ -16,18 +16,21 @@ Light: no torch, no pydantic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum
 from typing import Any
 
 ROLES = ("system", "user", "assistant")
 Message = dict[str, str]
 
 
-class Problem(StrEnum):
+class Problem(str, Enum):
     MISSING = "missing"  # the field is absent or null
     NOT_TEXT = "not_text"  # a text field holds something else
     EMPTY_TEXT = "empty_text"  # a text field that must say something is blank
-    NOT_MESSAGES = "not_messages"  # neither text (where allowed) nor a list of messages
+    NOT_TEXT_OR_MESSAGES = "not_text_or_messages"  # where text is allowed: neither text nor a list
+    NOT_MESSAGES = "not_messages"  # where text is not allowed: not a list of messages
+    NOT_TEXT_LIST = "not_text_list"  # not a non-empty list of non-blank texts (a solution's steps)
+    NO_PROMPT_COLUMN = "no_prompt_column"  # a text reply, but no column holds its prompt
     EMPTY_LIST = "empty_list"  # an empty list where messages are needed
     NOT_A_MESSAGE = "not_a_message"  # a list item that is not an object
     BAD_ROLE = "bad_role"  # role not one of ROLES
@@ -36,6 +39,8 @@ class Problem(StrEnum):
     NO_REPLY = "no_reply"  # the conversation does not end with the assistant reply
     NO_PROMPT = "no_prompt"  # only the reply, no turn before it
     EMPTY_REPLY = "empty_reply"  # the reply to score is blank
+
+    __str__ = str.__str__
 
 
 @dataclass
@@ -92,14 +97,23 @@ def text(value: Any, field: str, *, non_empty: bool = False) -> str:
     return value
 
 
+def text_list(value: Any, field: str) -> list[str]:
+    """A non-empty list of non-blank texts (the steps of a solution)."""
+    if not isinstance(value, list) or not value or not all(isinstance(s, str) and s.strip() for s in value):
+        raise Invalid(Problem.NOT_TEXT_LIST, field, "must be a non-empty list of non-empty texts", field, value=value)
+    return value
+
+
 def conversation(value: Any, field: str, rules: Rules = STRICT) -> list[Message]:
     """`[{role, content}]` with text content, roles among ROLES; see `Rules` for what else passes."""
     if isinstance(value, str) and rules.allow_text:
         return [{"role": "user", "content": value}]
     if not isinstance(value, list):
-        expected = "text or a list of {role, content} messages" if rules.allow_text else (
-            "a list of {role, content} messages" if rules.allow_empty else "a non-empty list of {role, content} messages")
-        raise Invalid(Problem.NOT_MESSAGES, field, f"expected {expected}", field, value=value)
+        if rules.allow_text:
+            raise Invalid(Problem.NOT_TEXT_OR_MESSAGES, field, "expected text or a list of {role, content} messages",
+                          field, value=value)
+        expected = "a list" if rules.allow_empty else "a non-empty list"
+        raise Invalid(Problem.NOT_MESSAGES, field, f"expected {expected} of {{role, content}} messages", field, value=value)
     if not value and not rules.allow_empty:
         raise Invalid(Problem.EMPTY_LIST, field, "expected a non-empty list of {role, content} messages", field, value=value)
     out = []

@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 from rmspec.errors import RmspecError
-from rmspec.inference.encoding import Prompt, as_messages
+from rmspec.inference.encoding import Encoded, Prompt, as_messages
+from rmspec.inference.scorer import ScorerKind
 
 DEFAULT_SEPARATOR = "\n"
 
@@ -91,8 +92,8 @@ class StepEngine:
     batch_size: int = 16
     separator: str = DEFAULT_SEPARATOR
     layout_name: str = "trl"
-    kind: str = "process"
     labels: list[str] = field(default_factory=lambda: ["wrong", "correct"])
+    kind: ClassVar[Literal[ScorerKind.PROCESS]] = ScorerKind.PROCESS
 
     @classmethod
     def load(cls, model_or_run: str | Path, *, dtype: str = "float32", device: str | None = None,
@@ -155,19 +156,17 @@ class StepEngine:
 
     # ------------------------------------------------------------------ what the server needs
 
-    can_normalize = False  # per-step probabilities are not normalised
+    can_normalize: ClassVar[bool] = False  # per-step probabilities are not normalised
 
     def normalize(self, reward: float) -> None:
         return None
 
-    def encode_ids(self, ids: Sequence[int], limit: int | None = None):
+    def encode_ids(self, ids: Sequence[int], limit: int | None = None) -> Encoded:
         """Token ids as given (vLLM's `input`); too long: the end goes, so every kept step keeps its score."""
-        from rmspec.inference.encoding import Encoded
-
         limit = min(limit or self.max_length, self.max_length)
         return Encoded(list(ids)[:limit], None, len(ids) > limit)
 
-    def outputs(self, encoded: Sequence[Any], batch_size: int | None = None) -> list[list[list[float]]]:
+    def outputs(self, encoded: Sequence[Encoded], batch_size: int | None = None) -> list[list[list[float]]]:
         """Raw head logits per token of each encoded sequence ([tokens][labels]), input order
         (vLLM's token_classify)."""
         return token_logits(self.model, [e.ids for e in encoded], [getattr(e, "type_ids", None) for e in encoded],

@@ -22,6 +22,7 @@ FORMATS = (*rows.FORMATS, "save_to_disk")
 class BadRow:
     reason: str
     raw: str
+    kind: str = "is not a JSON object"  # what the summary counts it under: the reason without its place
 
 
 @dataclass
@@ -86,7 +87,11 @@ def _as_rows(read: Iterator[rows.Row], fmt: str) -> Iterator[dict[str, Any] | Ba
             # Conversations in a CSV cell are JSON text: read them back as lists.
             yield {k: _maybe_json(v) for k, v in row.value.items()} if fmt == "csv" else row.value
         else:
-            yield BadRow(_reason(row.error), row.raw)
+            yield BadRow(_reason(row.error), row.raw, KINDS.get(row.error.code, "is not a JSON object"))
+
+
+KINDS = {rows.ENCODING: "encoding", rows.LONE_SURROGATE: "encoding", rows.EMPTY_LINE: "is empty",
+         rows.INVALID_JSON: "is not valid JSON"}
 
 
 def _reason(exc: rows.RowError) -> str:

@@ -1,25 +1,34 @@
 """Score a file: bounded chunks, length-sorted batches inside each, rows written in input order.
 
 Memory stays bounded by `chunk_rows` whatever the file size: a chunk is read, encoded, scored in
-batches of similar length (the engine sorts inside the call), written, and dropped. The padding
-share (pad tokens / tokens computed) is counted the way the engine batches, for the benchmark.
+batches of similar length (the engine sorts inside the call), written, and dropped. What is scored
+follows the scorer's kind (rmspec.inference.scorer.ScorerKind): rewards, pointwise outputs, a
+judge's verdicts, or a process model's per-step scores (rmspec.score.steps).
+
+The padding share (pad tokens / tokens in the batches) is counted for one sequence per text in
+length-sorted batches of `batch_size`: what the engine computes for encoders. A decoder that
+computes each prompt once (RewardEngine.prompt_once) computes fewer positions than that, so there
+the share describes the batching without prompt sharing, not what ran.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from rmspec.errors import DataError
-from rmspec.inference.engine import JUDGE, POINTWISE, RewardEngine, preference_probability
+from rmspec.inference.engine import RewardEngine, preference_probability
+from rmspec.inference.process import StepEngine
+from rmspec.inference.scorer import ScorerKind
+from rmspec.messages import Invalid
 from rmspec.score import output, reader, shapes
 from rmspec.score.reader import BadRow
+from rmspec.score.steps import step_columns, step_item, step_reason, step_shape
 
 
-def score_file(engine: RewardEngine, input_path: str | Path, out: Path, *, target: str, columns: str | None = None,
+def score_file(engine: RewardEngine | StepEngine, input_path: str | Path, out: Path, *, target: str, columns: str | None = None,
                split: str | None = None, chunk_rows: int = 2048, batch_size: int | None = None, resume: bool = False,
                overwrite: bool = False, progress: Callable[[int, int | None], None] | None = None) -> dict[str, Any]:
     """Score every row of `input_path` into `out`; returns the summary (counts reconcile:
@@ -41,14 +50,10 @@ def score_file(engine: RewardEngine, input_path: str | Path, out: Path, *, targe
         first = next((r for r in rows if not isinstance(r, BadRow)), None)
         if first is None:
             raise DataError(f"{input_path}: no row to score", "the file is empty, or no line is a JSON object")
-        if engine.kind == "process":  # a PRM: prompt + steps (rmspec.score.steps)
-            from rmspec.score.steps import step_shape
-
-            shape = step_shape(list(first), named)
-        else:
-            shape = shapes.detect(list(first), named)
+        detect = step_shape if engine.kind == ScorerKind.PROCESS else shapes.detect  # a PRM: prompt + steps
+        shape = detect(list(first), named)
         rows = iter(reader.open_rows(in_path, split=split, skip=skip).rows)  # the peek consumed rows: read again
-    if engine.kind == JUDGE and shape.kind != shapes.PAIRS:
+    if engine.kind == ScorerKind.JUDGE and shape.kind != shapes.PAIRS:
         raise DataError(f"a generative judge compares two responses; these rows are {shape.kind}",
                         "give prompt + chosen + rejected rows (--columns prompt=..,chosen=..,rejected=..)")
     writer = output.Writer(out, resume_state=state, identity=identity)
@@ -91,40 +96,51 @@ def _prepare_out(out: Path, identity: dict[str, Any], resume: bool, overwrite: b
     return None
 
 
-def _score_chunk(engine: RewardEngine, shape: shapes.Shape, chunk: list[Any], first_index: int, batch_size: int):
-    if engine.kind == "process":  # per-step scores and the predicted first wrong step
-        from rmspec.score.steps import score_step_chunk
+Chunk = tuple[list[dict[str, Any]], list[dict[str, Any]], tuple[int, int]]
 
-        return score_step_chunk(engine, shape, chunk, first_index, _reject, _add)
-    kept: list[tuple[int, dict[str, Any], list[tuple[Any, str]]]] = []
+
+def _score_chunk(engine: RewardEngine | StepEngine, shape: shapes.Shape, chunk: list[Any], first_index: int,
+                 batch_size: int) -> Chunk:
+    """(scored rows, rejects, (real tokens, tokens in the batches)) of one chunk."""
+    process = engine.kind == ScorerKind.PROCESS
+    kept: list[tuple[dict[str, Any], Any]] = []
     rejects = []
     for k, row in enumerate(chunk):
         i = first_index + k
         if isinstance(row, BadRow):
-            rejects.append(_reject(i, row.reason, row.raw))
+            rejects.append(_reject(i, row.reason, row.kind, row.raw))
             continue
         try:
-            kept.append((i, row, shape.items(row)))
-        except shapes.Reject as exc:
-            rejects.append(_reject(i, str(exc), row))
-    items = [item for _, _, its in kept for item in its]
-    if engine.kind == JUDGE:
-        judged = engine.verdicts([its[0][0] for _, _, its in kept], [its[0][1] for _, _, its in kept],
-                                 [its[1][1] for _, _, its in kept], batch_size)
-        return [_add(row, {"verdict": v, "judge_output": text}) for (_, row, _), (v, text) in zip(kept, judged)], rejects, (0, 0)
-    encoded = engine.encode(items)
+            kept.append((row, step_item(row, shape) if process else shape.items(row)))
+        except Invalid as exc:
+            rejects.append(_reject(i, *(step_reason(exc) if process else shapes.reason(exc)), row))
+    cols, padding = _scores(engine, shape, [item for _, item in kept], batch_size)
+    return [_add(row, c) for (row, _), c in zip(kept, cols)], rejects, padding
+
+
+def _scores(engine: RewardEngine | StepEngine, shape: shapes.Shape, items: list[Any],
+            batch_size: int) -> tuple[list[dict[str, Any]], tuple[int, int]]:
+    """The score columns per item, by the scorer's kind, and the padding count."""
+    if engine.kind == ScorerKind.PROCESS:  # per-step scores and the predicted first wrong step
+        return step_columns(engine, items), (0, 0)
+    if engine.kind == ScorerKind.JUDGE:  # pairs only (score_file checks): the verdict on (chosen, rejected)
+        judged = engine.verdicts([its[0][0] for its in items], [its[0][1] for its in items],
+                                 [its[1][1] for its in items], batch_size)
+        return [{"verdict": v, "judge_output": text} for v, text in judged], (0, 0)
+    encoded = engine.encode([item for its in items for item in its])
     groups, pos = [], 0
-    for _, _, its in kept:  # a row's texts share its prompt: computed once on decoders (engine.prompt_once)
+    for its in items:  # a row's texts share its prompt: computed once on decoders (engine.prompt_once)
         groups.append(encoded[pos:pos + len(its)])
         pos += len(its)
     outputs = engine.grouped_outputs(groups, batch_size)
-    rows = [_add(row, _columns(engine, shape, outs, enc)) for (_, row, _), outs, enc in zip(kept, outputs, groups)]
-    return rows, rejects, _padding([len(e.ids) for e in encoded], batch_size)
+    return ([_columns(engine, shape, outs, enc) for outs, enc in zip(outputs, groups)],
+            _padding([len(e.ids) for e in encoded], batch_size))
 
 
 def _columns(engine: RewardEngine, shape: shapes.Shape, outs: list[list[float]], enc: list[Any]) -> dict[str, Any]:
     truncated = any(e.truncated for e in enc)
-    if engine.kind == POINTWISE:
+    cols: dict[str, Any]
+    if engine.kind == ScorerKind.POINTWISE:
         if shape.kind == shapes.PAIRS:
             cols = {f"{name}_{side}": o[j] for side, o in zip(("chosen", "rejected"), outs) for j, name in enumerate(engine.labels)}
         else:
@@ -151,14 +167,14 @@ def _add(row: dict[str, Any], cols: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _reject(index: int, reason: str, data: Any) -> dict[str, Any]:
-    kind = re.sub(r"\s*\(.*\)$", "", re.sub(r"\b(line|item|message) \d+ ", "", reason))
+def _reject(index: int, reason: str, kind: str, data: Any) -> dict[str, Any]:
+    """A rejects-file row: `reason` says what and where, `kind` is what the summary counts."""
     return {"row": index, "reason": reason, "reason_kind": kind, "input": data}
 
 
 def _padding(lengths: list[int], batch_size: int) -> tuple[int, int]:
-    """(real tokens, tokens computed) for the engine's length-sorted batches of this chunk (prompt-once
-    rows on decoders compute fewer positions than this counts)."""
+    """(real tokens, tokens in length-sorted batches of one sequence per text): see the module's note
+    on decoders that compute each prompt once."""
     ordered = sorted(lengths)
     computed = sum(max(ordered[s:s + batch_size]) * len(ordered[s:s + batch_size]) for s in range(0, len(ordered), batch_size))
     return sum(lengths), computed

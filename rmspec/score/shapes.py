@@ -7,8 +7,9 @@ Three row shapes, detected from the first row's columns or named with `--columns
   UltraFeedback-binarized), the prompt then being the turns before it;
 - `messages`: a conversation ending with the assistant reply to score.
 
-A prompt is text or a list of {role, content} messages. A row that cannot be scored gets a reason
-(`missing field 'response'`, `empty response`...) and goes to the rejects file.
+A prompt is text or a list of {role, content} messages. Rows are checked by rmspec.messages (the
+check data and serve use too); a row that cannot be scored raises its `Invalid`, which `reason`
+words as the rejects file says it (`missing field 'response'`, `empty response`...).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmspec.errors import DataError
+from rmspec.messages import Invalid, Message, Problem, Rules, conversation, field_value, split_reply, text
 
 SINGLE, PAIRS, MESSAGES = "single", "pairs", "messages"
 ROLES_OF = {SINGLE: ("prompt", "response"), PAIRS: ("prompt", "chosen", "rejected"), MESSAGES: ("messages",)}
@@ -28,10 +30,6 @@ ALIASES = {
     "messages": ("messages", "conversation", "conversations"),
     "steps": ("steps", "completions"),  # process reward models only (rmspec.score.steps)
 }
-
-
-class Reject(Exception):
-    """This row cannot be scored; the message is the reason written to the rejects file."""
 
 
 @dataclass
@@ -48,18 +46,19 @@ class Shape:
         """One (prompt, response) per scored text: one for single/messages, (chosen, rejected) for pairs."""
         c = self.columns
         if self.kind == MESSAGES:
-            return [_split(_conversation(_get(row, c["messages"]), c["messages"]), c["messages"])]
+            return [split_reply(conversation(field_value(row, c["messages"]), c["messages"]), c["messages"])]
         if self.kind == SINGLE:
-            return [(_prompt(_get(row, c["prompt"]), c["prompt"]), _response(_get(row, c["response"]), c["response"]))]
+            return [(_prompt(row, c["prompt"]), text(field_value(row, c["response"]), c["response"], non_empty=True))]
         out = []
         for side in ("chosen", "rejected"):
-            value = _get(row, c[side])
+            value = field_value(row, c[side])
             if isinstance(value, list):  # a whole conversation ending with this side's reply
-                out.append(_split(_conversation(value, c[side]), c[side]))
+                out.append(split_reply(conversation(value, c[side]), c[side]))
             else:
                 if "prompt" not in c:
-                    raise Reject(f"'{c[side]}' is text but no prompt column was found or named (--columns prompt=...)")
-                out.append((_prompt(_get(row, c["prompt"]), c["prompt"]), _response(value, c[side])))
+                    raise Invalid(Problem.NO_PROMPT_COLUMN, c[side], "is text but no prompt column was found or named",
+                                  c[side], value=value)
+                out.append((_prompt(row, c["prompt"]), text(value, c[side], non_empty=True)))
         return out
 
 
@@ -104,48 +103,47 @@ def detect(columns: list[str], named: dict[str, str]) -> Shape:
     return Shape(kind, {r: found[r] for r in roles})
 
 
-# ---------------------------------------------------------------------- row checks
+# ---------------------------------------------------------------------- row checks (rmspec.messages)
+
+SCORE_PROMPT = Rules(allow_text=True)  # a prompt is text (kept as it is) or a non-empty list of messages
+MESSAGE_FORM = "{role: system|user|assistant, content: text}"
 
 
-def _get(row: dict[str, Any], column: str) -> Any:
-    if column not in row or row[column] is None:
-        raise Reject(f"missing field '{column}'")
-    return row[column]
+def reason(exc: Invalid) -> tuple[str, str]:
+    """(the reason written to the rejects file, the kind it is counted under in the summary: the
+    reason without the message index or the parenthesised value)."""
+    col, value = exc.column or exc.field, exc.value
+    p = exc.problem
+    if p == Problem.MISSING:
+        return _same(f"missing field '{col}'")
+    if p == Problem.NOT_TEXT:
+        return f"'{col}' is not text ({type(value).__name__})", f"'{col}' is not text"
+    if p == Problem.EMPTY_TEXT:
+        return _same(f"empty {col}")
+    if p == Problem.NOT_TEXT_OR_MESSAGES:
+        kind = f"'{col}' is neither text nor a list of messages"
+        return f"{kind} ({type(value).__name__})", kind
+    if p in (Problem.NOT_MESSAGES, Problem.EMPTY_LIST):
+        return _same(f"'{col}' is not a non-empty list of {{role, content}} messages")
+    if p in (Problem.NOT_A_MESSAGE, Problem.BAD_ROLE, Problem.BAD_CONTENT, Problem.BAD_PART):
+        return f"'{col}' message {exc.index} is not {MESSAGE_FORM}", f"'{col}' is not {MESSAGE_FORM}"
+    if p == Problem.NO_REPLY:
+        kind = f"'{col}' does not end with the assistant reply to score"
+        return f"{kind} (last role: {value})", kind
+    if p == Problem.NO_PROMPT:
+        return _same(f"'{col}' has no prompt turn before the assistant reply")
+    if p == Problem.EMPTY_REPLY:
+        return f"empty response (last turn of '{col}')", "empty response"
+    if p == Problem.NO_PROMPT_COLUMN:
+        kind = f"'{col}' is text but no prompt column was found or named"
+        return f"{kind} (--columns prompt=...)", kind
+    return _same(f"'{col}' {exc.detail}")  # NOT_TEXT_LIST: a step list (rmspec.score.steps)
 
 
-def _response(value: Any, column: str) -> str:
-    if not isinstance(value, str):
-        raise Reject(f"'{column}' is not text ({type(value).__name__})")
-    if not value.strip():
-        raise Reject(f"empty {column}")
-    return value
+def _same(text: str) -> tuple[str, str]:
+    return text, text
 
 
-def _prompt(value: Any, column: str) -> Any:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        conv = _conversation(value, column)
-        return conv
-    raise Reject(f"'{column}' is neither text nor a list of messages ({type(value).__name__})")
-
-
-def _conversation(value: Any, column: str) -> list[dict[str, str]]:
-    if not isinstance(value, list) or not value:
-        raise Reject(f"'{column}' is not a non-empty list of {{role, content}} messages")
-    out = []
-    for i, m in enumerate(value):
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
-            raise Reject(f"'{column}' message {i} is not {{role: system|user|assistant, content: text}}")
-        out.append({"role": m["role"], "content": m["content"]})
-    return out
-
-
-def _split(conv: list[dict[str, str]], column: str) -> tuple[list[dict[str, str]], str]:
-    if conv[-1]["role"] != "assistant":
-        raise Reject(f"'{column}' does not end with the assistant reply to score (last role: {conv[-1]['role']})")
-    if len(conv) < 2:
-        raise Reject(f"'{column}' has no prompt turn before the assistant reply")
-    if not conv[-1]["content"].strip():
-        raise Reject(f"empty response (last turn of '{column}')")
-    return conv[:-1], conv[-1]["content"]
+def _prompt(row: dict[str, Any], column: str) -> Any:
+    value = field_value(row, column)
+    return value if isinstance(value, str) else conversation(value, column, SCORE_PROMPT)

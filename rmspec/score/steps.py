@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.errors import DataError
-from rmspec.score.reader import BadRow
-from rmspec.score.shapes import Shape
+from rmspec.inference.encoding import Prompt
+from rmspec.inference.process import StepEngine
+from rmspec.messages import Invalid, Problem, conversation, text_list
+from rmspec.score.shapes import Shape, reason
 
 STEPS = "steps"
 PROMPT_COLUMNS = ("problem", "prompt", "question", "query")
@@ -30,31 +32,25 @@ def step_shape(columns: list[str], named: dict[str, str]) -> Shape:
     return Shape(STEPS, {"prompt": prompt, "steps": steps})
 
 
-def _item(row: dict[str, Any], shape: Shape) -> tuple[Any, list[str]]:
-    from rmspec.score.shapes import Reject
+def step_item(row: dict[str, Any], shape: Shape) -> tuple[Prompt, list[str]]:
+    """(prompt, steps) of a row; a row that cannot be scored raises rmspec.messages.Invalid."""
+    prompt_col, steps_col = shape.columns["prompt"], shape.columns["steps"]
+    prompt = row.get(prompt_col)
+    if isinstance(prompt, list) and prompt:  # a conversation: its messages checked as everywhere
+        prompt = conversation(prompt, prompt_col)
+    elif not isinstance(prompt, str) or not prompt:
+        raise Invalid(Problem.MISSING, prompt_col, "missing or empty prompt", prompt_col, value=prompt)
+    return prompt, text_list(row.get(steps_col), steps_col)
 
-    prompt, steps = row.get(shape.columns["prompt"]), row.get(shape.columns["steps"])
-    if not isinstance(prompt, (str, list)) or not prompt:
-        raise Reject(f"missing or empty prompt '{shape.columns['prompt']}'")
-    if not isinstance(steps, list) or not steps or not all(isinstance(s, str) and s.strip() for s in steps):
-        raise Reject(f"'{shape.columns['steps']}' must be a non-empty list of non-empty texts")
-    return prompt, steps
+
+def step_reason(exc: Invalid) -> tuple[str, str]:
+    """(reason, kind) as `shapes.reason` words them, but a missing prompt as this module always has."""
+    if exc.problem == Problem.MISSING:
+        return f"missing or empty prompt '{exc.column}'", f"missing or empty prompt '{exc.column}'"
+    return reason(exc)
 
 
-def score_step_chunk(engine: Any, shape: Shape, chunk: list[Any], first_index: int, reject, add):
-    """(scored rows, rejects, (real tokens, computed tokens)) for one chunk, as runner._score_chunk."""
-    from rmspec.score.shapes import Reject
-
-    kept, rejects = [], []
-    for k, row in enumerate(chunk):
-        if isinstance(row, BadRow):
-            rejects.append(reject(first_index + k, row.reason, row.raw))
-            continue
-        try:
-            kept.append((row, _item(row, shape)))
-        except Reject as exc:
-            rejects.append(reject(first_index + k, str(exc), row))
-    scored = engine.score_steps([item for _, item in kept])
-    rows = [add(row, {"step_scores": s.scores, "first_error": s.prediction, "steps_scored": s.steps_scored,
-                      "truncated": s.steps_scored < s.steps_total}) for (row, _), s in zip(kept, scored)]
-    return rows, rejects, (0, 0)
+def step_columns(engine: StepEngine, items: list[tuple[Prompt, list[str]]]) -> list[dict[str, Any]]:
+    """The score columns of each (prompt, steps) item."""
+    return [{"step_scores": s.scores, "first_error": s.prediction, "steps_scored": s.steps_scored,
+             "truncated": s.steps_scored < s.steps_total} for s in engine.score_steps(items)]
