@@ -336,7 +336,7 @@ def test_unexpected_exception_is_one_line_and_a_traceback_file(cli, tmp_path, mo
 def test_latin1_benchmark_file_is_located_not_a_traceback(tmp_path):
     """`rmspec eval --path` reads benchmark files through datasets too: a bad byte is a DataError at its place."""
     from rmspec.errors import DataError
-    from rmspec.evaluate.benchmarks import _load_rows
+    from rmspec.evaluate.loading import load_rows as _load_rows
 
     bench = tmp_path / "bench.jsonl"
     bench.write_bytes(b'{"prompt": "x", "chosen": "a", "rejected": "b"}\n{"prompt": "caf\xe9", "chosen": "a", "rejected": "b"}\n')

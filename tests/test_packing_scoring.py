@@ -9,7 +9,7 @@ import test_train_models
 import torch
 from test_train_models import bt_approach
 
-from rmspec.evaluate.run_level import example_scores
+from rmspec.evaluate.kinds.base import example_scores
 from rmspec.inference.engine import RewardEngine
 from rmspec.inference.scoring import head_outputs
 from rmspec.inference.shared_prefix import grouped_head_outputs

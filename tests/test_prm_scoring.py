@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from rmspec.evaluate.processbench import (
+from rmspec.evaluate.kinds.processbench import (
     first_error_confusion,
     load_processbench,
     step_score_split,

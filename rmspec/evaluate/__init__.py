@@ -1,6 +1,7 @@
 """Evaluation: official benchmark scoring, diagnostics, results and reports.
 
-Light at import: the scoring rules, diagnostics and report read plain numbers and JSON;
-only `scoring`, `benchmarks` and `run_level` pull in torch/transformers/datasets, and only
-inside the functions that need them.
+Each benchmark kind is one module under `kinds/`, listed in rmspec/spec/benchmarks.py and found
+through `registry`. Light at import: the scoring rules, diagnostics and report read plain
+numbers and JSON; loading a benchmark (`datasets`) and scoring it (torch/transformers, in
+`run_level`, `process_run`, `validation`) import what they need inside the functions.
 """

@@ -15,51 +15,21 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-
-@dataclass
-class Pair:
-    subset: str
-    chosen: float
-    rejected: float
-    len_chosen: int | None = None
-    len_rejected: int | None = None
-
-    @property
-    def margin(self) -> float:
-        return self.chosen - self.rejected
-
-    @property
-    def correct(self) -> bool:
-        return self.chosen > self.rejected  # strict, as the benchmarks count
+from rmspec.evaluate import registry
+from rmspec.evaluate.figures import Pair
+from rmspec.spec.benchmarks import JUDGE, PROCESS
 
 
 def pairs_from_rows(kind: str, rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
-    """Chosen-vs-rejected pairs from any benchmark's rows.
-
-    RewardBench 2: the first correct completion against each incorrect one; RM-Bench: the
-    same-style pairs (the matrix diagonal), so lengths compare like with like.
-    """
-    out = []
-    for row in rows:
-        subset = str(row.get("subset") or "all")
-        if "scores" in row:  # best-of-N
-            scores, lengths = row["scores"], row.get("lengths") or [None] * len(row["scores"])
-            k = int(row.get("num_correct", 1))
-            for j in range(k, len(scores)):
-                out.append(Pair(subset, float(scores[0]), float(scores[j]), lengths[0], lengths[j]))
-        elif isinstance(row.get("score_chosen"), list):  # RM-Bench styles
-            lengths = row.get("lengths") or [None] * 6
-            for i, (c, r) in enumerate(zip(row["score_chosen"], row["score_rejected"])):
-                out.append(Pair(subset, float(c), float(r), lengths[i], lengths[3 + i]))
-        else:
-            out.append(Pair(subset, float(row["score_chosen"]), float(row["score_rejected"]), row.get("len_chosen"), row.get("len_rejected")))
-    return out
+    """Chosen-vs-rejected pairs from any benchmark's rows, as the kind defines them (its `pairs`:
+    RewardBench 2 the first correct completion against each incorrect one, RM-Bench the
+    same-style pairs, so lengths compare like with like)."""
+    return registry.get(kind).pairs(list(rows))
 
 
 def accuracy_by_subset(pairs: Sequence[Pair]) -> dict[str, dict[str, float]]:
@@ -202,16 +172,22 @@ def save_reward_stats(model_dir: str | Path, stats: Mapping[str, float], source:
     return config
 
 
-def pair_diagnostics(kind: str, rows: Sequence[Mapping[str, Any]], calibration_bins: int = 10) -> dict[str, Any]:
-    """Every diagnostic of one benchmark (or the validation split), as a JSON-ready dict."""
-    if rows and "step_scores" in rows[0]:  # a process reward model: steps, not pairs
-        from rmspec.evaluate.processbench import process_diagnostics
+def pair_diagnostics(kind: str, rows: Sequence[Mapping[str, Any]], calibration_bins: int = 10,
+                     scorer: str | None = None) -> dict[str, Any]:
+    """Every diagnostic of one benchmark (or the validation split), as a JSON-ready dict.
 
-        return process_diagnostics(rows)
-    if rows and "verdict" in rows[0]:  # a generative judge: no scores, verdicts in two orders
+    scorer: the model that wrote the rows (REWARD / JUDGE / PROCESS); None: read from the rows.
+    """
+    if not rows:
+        return {}
+    kind_obj = registry.get(kind)
+    scorer = scorer or registry.infer_scorer(kind, rows)
+    if scorer == PROCESS:  # steps, not pairs
+        return kind_obj.step_diagnostics(rows)
+    if scorer == JUDGE:  # no scores, verdicts in two orders
         letters = [{"A>B": "A", "B>A": "B"}.get(r["label"]) for r in rows]
         return {"verdicts": verdict_consistency([r.get("verdict") for r in rows], [r.get("verdict_swapped") for r in rows], letters)}
-    pairs = pairs_from_rows(kind, rows)
+    pairs = kind_obj.pairs(rows)
     if not pairs:
         return {}
     chosen = [p.chosen for p in pairs]
@@ -225,8 +201,9 @@ def pair_diagnostics(kind: str, rows: Sequence[Mapping[str, Any]], calibration_b
         "length_bias": length_bias(pairs),
         "rewards": reward_distribution(chosen, rejected),
     }
-    if all("source" in r for r in rows):  # JudgeBench: subsets are categories, sources are finer
-        by_source = [Pair(str(r["source"]), p.chosen, p.rejected) for r, p in zip(rows, pairs)]
+    column = kind_obj.source_column  # JudgeBench: subsets are categories, sources are finer
+    if column and all(column in r for r in rows):
+        by_source = [Pair(str(r[column]), p.chosen, p.rejected) for r, p in zip(rows, pairs)]
         out["accuracy_by_source"] = accuracy_by_subset(by_source)
     return out
 

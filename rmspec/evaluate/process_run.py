@@ -13,8 +13,11 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from rmspec.evaluate import results as res
-from rmspec.evaluate.scoring_rules import first_error
+from rmspec.evaluate.benchmark_runs import evaluate_benchmarks, say
+from rmspec.evaluate.kinds.processbench import first_error, tune_threshold, with_tuned
+from rmspec.evaluate.validation import prepare_validation
 from rmspec.rundir import RunDir
+from rmspec.spec.benchmarks import PROCESS
 
 IGNORE = -100
 
@@ -39,9 +42,7 @@ def validation_step_rows(engine: Any, validation: Any, threshold: float) -> list
 
 def evaluate_process_run(rd: RunDir, loaded_spec: Any, results: dict[str, Any], *, model: Any, tokenizer: Any,
                          validation: Any, requests: Sequence[Any], batch_size: int | None,
-                         progress: Callable[[str], None] | None, prepare_validation: Callable[[Any], Any]) -> None:
-    from rmspec.evaluate.processbench import tune_threshold, with_tuned
-    from rmspec.evaluate.run_level import evaluate_benchmarks
+                         progress: Callable[[str], None] | None) -> None:
     from rmspec.inference.process import StepEngine, load_token_classifier
 
     spec = loaded_spec.spec
@@ -53,14 +54,14 @@ def evaluate_process_run(rd: RunDir, loaded_spec: Any, results: dict[str, Any], 
     tuned = None
     if spec.eval.validation:
         if validation is None:
-            validation = prepare_validation(tokenizer)
+            validation = prepare_validation(loaded_spec, tokenizer, results["notes"], rd.root / "cache")
         if validation is not None and len(validation):
-            if progress:
-                progress("scoring the validation steps")
+            say(progress, "scoring the validation steps")
             rows = validation_step_rows(engine, validation, threshold)
             path = rd.eval_dir / "validation.jsonl"
             res.write_jsonl(path, rows)
-            results["validation"] = res.entry("validation", "process_validation", rows, path, source="validation split")
+            results["validation"] = res.entry("validation", "process_validation", rows, path, source="validation split",
+                                              scorer=PROCESS)
             if spec.approach.tune_threshold:
                 value, f1 = tune_threshold(rows)
                 tuned = value
@@ -70,5 +71,5 @@ def evaluate_process_run(rd: RunDir, loaded_spec: Any, results: dict[str, Any], 
         results["notes"].append("tune_threshold: no validation rows, so no threshold was tuned")
     evaluate_benchmarks(engine, requests, rd.eval_dir, results, base_dir=loaded_spec.base_dir, progress=progress)
     for entry in results["benchmarks"].values():
-        if entry.get("kind") == "processbench" and tuned is not None:
+        if entry.get("scorer") == PROCESS and tuned is not None:
             with_tuned(entry, res.read_jsonl(rd.eval_dir / f"{entry['name']}.jsonl"), tuned, "validation split")

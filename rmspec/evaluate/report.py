@@ -8,15 +8,16 @@ without torch. Plots use matplotlib's object API (no pyplot state, no display ne
 from __future__ import annotations
 
 import base64
-import html
 import io
 import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rmspec.evaluate.diagnostics import pairs_from_rows
+from rmspec.evaluate import registry
+from rmspec.evaluate.html_parts import esc, img, kv_table, pct, table
 from rmspec.evaluate.results import read_jsonl, read_results
 from rmspec.rundir import RunDir, atomic_write_text, read_status
+from rmspec.spec.benchmarks import PROCESS, REWARD
 
 CHOSEN_COLOUR, REJECTED_COLOUR = "#2b8a3e", "#c92a2a"
 CURVE_KEYS = {
@@ -177,69 +178,40 @@ def bars_plot(title: str, values: Mapping[str, float]) -> str | None:
     return _png(fig)
 
 
-# ----------------------------------------------------------------- HTML pieces
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value))
-
-
-def _pct(value: Any) -> str:
-    return "-" if value is None else f"{100 * float(value):.1f}%"
-
-
-def _img(data: str | None, alt: str) -> str:
-    return f'<figure><img alt="{_esc(alt)}" src="data:image/png;base64,{data}"></figure>' if data else ""
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{_esc(c)}</td>' for i, c in enumerate(row)) + "</tr>"
-        for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _kv_table(data: Mapping[str, Any]) -> str:
-    rows = [(k, json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in data.items()]
-    return _table(("key", "value"), rows)
+# ----------------------------------------------------------------- sections
 
 
 def _entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[str, int]:
-    parts = [f"<h3>{_esc(name)} <span class=muted>({_esc(entry.get('kind'))}, {entry.get('num_examples')} examples"
-             f"{', ' + _esc(entry['source']) if entry.get('source') else ''})</span></h3>",
-             f"<p>Overall: <b>{_pct(entry.get('overall'))}</b></p>"]
+    parts = [f"<h3>{esc(name)} <span class=muted>({esc(entry.get('kind'))}, {entry.get('num_examples')} examples"
+             f"{', ' + esc(entry['source']) if entry.get('source') else ''})</span></h3>",
+             f"<p>Overall: <b>{pct(entry.get('overall'))}</b></p>"]
     counts = entry.get("counts") or {}
     subsets = entry.get("subsets") or {}
     if entry.get("sections"):
-        parts.append(_table(("section", "score"), [(k, _pct(v)) for k, v in entry["sections"].items()], numeric=(1,)))
+        parts.append(table(("section", "score"), [(k, pct(v)) for k, v in entry["sections"].items()], numeric=(1,)))
     if subsets:
-        parts.append(_table(("subset", "score", "examples"), [(k, _pct(v), counts.get(k, "")) for k, v in sorted(subsets.items())], numeric=(1, 2)))
-    matrices = (entry.get("details") or {}).get("matrix") or {}
-    styles = (entry.get("details") or {}).get("styles") or []
-    for domain, matrix in matrices.items():
-        parts.append(f"<h4>{_esc(domain)}: chosen style (rows) beats rejected style (columns)</h4>" + _table(
-            ("chosen \\ rejected", *styles), [(styles[i] if i < len(styles) else i, *(_pct(v) for v in row)) for i, row in enumerate(matrix)],
-            numeric=tuple(range(1, len(styles) + 1))))
+        parts.append(table(("subset", "score", "examples"), [(k, pct(v), counts.get(k, "")) for k, v in sorted(subsets.items())], numeric=(1, 2)))
+    kind = registry.get(entry.get("kind", "pairs"))
+    parts += kind.report_html(entry)
     for note in entry.get("notes") or []:
-        parts.append(f"<p class=note>note: {_esc(note)}</p>")
+        parts.append(f"<p class=note>note: {esc(note)}</p>")
     diag = entry.get("diagnostics") or {}
     plots = []
     path = per_example_file(run_dir, entry)
     rows = read_jsonl(path) if path else []
     verdicts = diag.get("verdicts") or {}
-    if rows and "step_scores" in rows[0]:  # a process reward model: steps, not pairs
+    scorer = entry.get("scorer") or registry.infer_scorer(entry.get("kind", "pairs"), rows)
+    if rows and scorer == PROCESS:  # steps, not pairs
         return "\n".join(parts + [process_section(name, entry, rows)]), 1
-    pairs = pairs_from_rows(entry.get("kind", "pairs"), rows) if rows and "verdict" not in rows[0] else []
+    pairs = kind.pairs(rows) if rows and scorer == REWARD else []
     if verdicts:
         games = verdicts.get("double_game") or {}
-        parts.append(_table(("judge verdicts (both orders)", "value"), [
-            ("consistent when the responses swap places", _pct(verdicts.get("consistency"))),
-            ("share of verdicts naming the first position (0.5 = no position bias)", _pct(verdicts.get("position_bias_A"))),
-            ("accuracy, original order", _pct(verdicts.get("accuracy_first_order"))),
-            ("accuracy, swapped order", _pct(verdicts.get("accuracy_swapped_order"))),
-            ("two games: correct / incorrect / tie", " / ".join(_pct(games.get(k)) for k in ("correct", "incorrect", "tie"))),
+        parts.append(table(("judge verdicts (both orders)", "value"), [
+            ("consistent when the responses swap places", pct(verdicts.get("consistency"))),
+            ("share of verdicts naming the first position (0.5 = no position bias)", pct(verdicts.get("position_bias_A"))),
+            ("accuracy, original order", pct(verdicts.get("accuracy_first_order"))),
+            ("accuracy, swapped order", pct(verdicts.get("accuracy_swapped_order"))),
+            ("two games: correct / incorrect / tie", " / ".join(pct(games.get(k)) for k in ("correct", "incorrect", "tie"))),
             ("unparsed verdicts", verdicts.get("n_unparsed")),
         ]))
     if pairs:
@@ -253,26 +225,26 @@ def _entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[
     if len(subsets) > 1:
         plots.append(bars_plot(f"{name}: subsets", subsets))
     plots = [p for p in plots if p]
-    parts.append('<div class="plots">' + "".join(_img(p, f"{name} plot") for p in plots) + "</div>")
+    parts.append('<div class="plots">' + "".join(img(p, f"{name} plot") for p in plots) + "</div>")
     bias = diag.get("length_bias") or {}
     if bias:
-        parts.append(_table(
+        parts.append(table(
             ("length bias", "value"),
             [("corr(reward, length), Pearson", f"{bias['pearson']:.3f}" if bias.get("pearson") is not None else "-"),
              ("corr(reward, length), Spearman", f"{bias['spearman']:.3f}" if bias.get("spearman") is not None else "-"),
-             (f"accuracy when chosen is longer (n={bias.get('n_chosen_longer')})", _pct(bias.get("accuracy_chosen_longer"))),
-             (f"accuracy when chosen is shorter (n={bias.get('n_chosen_shorter')})", _pct(bias.get("accuracy_chosen_shorter"))),
-             ("accuracy of 'the longer response wins'", _pct(bias.get("length_heuristic_accuracy")))],
+             (f"accuracy when chosen is longer (n={bias.get('n_chosen_longer')})", pct(bias.get("accuracy_chosen_longer"))),
+             (f"accuracy when chosen is shorter (n={bias.get('n_chosen_shorter')})", pct(bias.get("accuracy_chosen_shorter"))),
+             ("accuracy of 'the longer response wins'", pct(bias.get("length_heuristic_accuracy")))],
         ))
     cal = diag.get("calibration") or {}
     if cal.get("bins"):
-        parts.append("<details><summary>reliability table</summary>" + _table(
+        parts.append("<details><summary>reliability table</summary>" + table(
             ("confidence bin", "pairs", "mean confidence", "accuracy"),
             [(f"{b['lo']:.2f}-{b['hi']:.2f}", b["count"], "-" if b["confidence"] is None else f"{b['confidence']:.3f}",
-              _pct(b["accuracy"])) for b in cal["bins"]], numeric=(1, 2, 3)) + "</details>")
+              pct(b["accuracy"])) for b in cal["bins"]], numeric=(1, 2, 3)) + "</details>")
     rewards = diag.get("rewards") or {}
     if rewards.get("chosen"):
-        parts.append(_table(("rewards", "mean", "std", "min", "max"), [
+        parts.append(table(("rewards", "mean", "std", "min", "max"), [
             (side, *(f"{rewards[side][k]:.3f}" for k in ("mean", "std", "min", "max"))) for side in ("chosen", "rejected", "all")
         ], numeric=(1, 2, 3, 4)))
     return "\n".join(parts), len(plots)
@@ -281,31 +253,31 @@ def _entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[
 def process_section(name: str, entry: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     """A PRM's entry: per-split official figures, the threshold (and a tuned one, labelled), the
     step metrics, the first-error confusion table and the step-score distributions."""
-    from rmspec.evaluate.processbench import step_score_split
+    from rmspec.evaluate.kinds.processbench import step_score_split
 
     details = entry.get("details") or {}
     diag = entry.get("diagnostics") or {}
     parts = []
     if details.get("splits"):
-        parts.append(_table(("split", "acc_error", "acc_correct", "F1", "erroneous", "correct"), [
-            (k, _pct(v["acc_error"]), _pct(v["acc_correct"]), _pct(v["f1"]), v["num_error"], v["num_correct"])
+        parts.append(table(("split", "acc_error", "acc_correct", "F1", "erroneous", "correct"), [
+            (k, pct(v["acc_error"]), pct(v["acc_correct"]), pct(v["f1"]), v["num_error"], v["num_correct"])
             for k, v in details["splits"].items()], numeric=(1, 2, 3, 4, 5)))
     rows_kv = [("decision threshold (P(correct) < t marks a wrong step)", diag.get("threshold", details.get("threshold")))]
     tuned = details.get("tuned")
     if tuned:
         rows_kv.append((f"tuned threshold (on the {tuned['tuned_on']}; NOT the headline)",
-                        f"{tuned['threshold']}: mean F1 {_pct(tuned['overall'])}"))
-    rows_kv += [("step accuracy", _pct(diag.get("step_accuracy"))), ("step AUROC", "-" if diag.get("auroc") is None else f"{diag['auroc']:.3f}"),
-                ("first-error accuracy", _pct(diag.get("first_error_accuracy")))]
-    parts.append(_table(("", "value"), rows_kv))
+                        f"{tuned['threshold']}: mean F1 {pct(tuned['overall'])}"))
+    rows_kv += [("step accuracy", pct(diag.get("step_accuracy"))), ("step AUROC", "-" if diag.get("auroc") is None else f"{diag['auroc']:.3f}"),
+                ("first-error accuracy", pct(diag.get("first_error_accuracy")))]
+    parts.append(table(("", "value"), rows_kv))
     conf = diag.get("first_error_confusion") or {}
     if conf.get("labels"):
-        parts.append("<h4>first wrong step: gold (rows) x predicted (columns)</h4>" + _table(
+        parts.append("<h4>first wrong step: gold (rows) x predicted (columns)</h4>" + table(
             ("gold \\ predicted", *conf["labels"]), [(g, *row) for g, row in zip(conf["labels"], conf["matrix"])],
             numeric=tuple(range(1, len(conf["labels"]) + 1))))
     good, bad = step_score_split(list(rows))
     plot = step_score_plot(name, good, bad) if good or bad else None
-    parts.append('<div class="plots">' + _img(plot, f"{name} step scores") + "</div>")
+    parts.append('<div class="plots">' + img(plot, f"{name} step scores") + "</div>")
     return "\n".join(parts)
 
 
@@ -316,7 +288,7 @@ def _plan_section(plan: Mapping[str, Any] | None) -> str:
             "global_batch_size", "gradient_checkpointing", "memory_per_device_gb", "device_capacity_gb", "model_path",
             "attn_implementation", "launch_command", "spec_hash")
     shown = {k: plan[k] for k in keys if k in plan}
-    return _kv_table(shown) + f"<details><summary>full plan.json</summary><pre>{_esc(json.dumps(plan, indent=2))}</pre></details>"
+    return kv_table(shown) + f"<details><summary>full plan.json</summary><pre>{esc(json.dumps(plan, indent=2))}</pre></details>"
 
 
 def _data_section(report: Mapping[str, Any] | None) -> str:
@@ -325,11 +297,11 @@ def _data_section(report: Mapping[str, Any] | None) -> str:
     parts = []
     simple = {k: v for k, v in report.items() if not isinstance(v, (dict, list))}
     if simple:
-        parts.append(_kv_table(simple))
+        parts.append(kv_table(simple))
     for key, value in report.items():
         if isinstance(value, dict) and value and all(not isinstance(v, (dict, list)) for v in value.values()):
-            parts.append(f"<h4>{_esc(key)}</h4>" + _table((key, "value"), list(value.items()), numeric=(1,)))
-    parts.append(f"<details><summary>full data_report.json</summary><pre>{_esc(json.dumps(report, indent=2))}</pre></details>")
+            parts.append(f"<h4>{esc(key)}</h4>" + table((key, "value"), list(value.items()), numeric=(1,)))
+    parts.append(f"<details><summary>full data_report.json</summary><pre>{esc(json.dumps(report, indent=2))}</pre></details>")
     return "\n".join(parts)
 
 
@@ -342,22 +314,22 @@ def build_html(run_dir: Path) -> str:
     if state == "evaluating":  # the end-of-run evaluation writes this report before marking the run done
         state = "training completed"
 
-    body = [f"<h1>rmspec report: {_esc(name)}</h1>",
-            f"<p class=muted>run directory {_esc(rd.root.resolve())}; status {_esc(state)}"
-            f"{'; evaluated ' + _esc(results['created']) if results else ''}</p>"]
+    body = [f"<h1>rmspec report: {esc(name)}</h1>",
+            f"<p class=muted>run directory {esc(rd.root.resolve())}; status {esc(state)}"
+            f"{'; evaluated ' + esc(results['created']) if results else ''}</p>"]
 
     body.append("<h2>Summary</h2>")
     if results:
         entries = dict(results.get("benchmarks") or {})
         if results.get("validation"):
             entries = {"validation": results["validation"], **entries}
-        body.append(_table(("evaluation", "kind", "overall", "examples"),
-                           [(n, e.get("kind"), _pct(e.get("overall")), e.get("num_examples")) for n, e in entries.items()], numeric=(2, 3)))
+        body.append(table(("evaluation", "kind", "overall", "examples"),
+                           [(n, e.get("kind"), pct(e.get("overall")), e.get("num_examples")) for n, e in entries.items()], numeric=(2, 3)))
         stats = results.get("reward_stats")
         if stats:
-            body.append(f"<p>Reward mean {stats['mean']:.4f}, std {stats['std']:.4f} (from {_esc(stats['source'])}), saved in model/config.json as reward_mean / reward_std.</p>")
+            body.append(f"<p>Reward mean {stats['mean']:.4f}, std {stats['std']:.4f} (from {esc(stats['source'])}), saved in model/config.json as reward_mean / reward_std.</p>")
         for note in results.get("notes") or []:
-            body.append(f"<p class=note>note: {_esc(note)}</p>")
+            body.append(f"<p class=note>note: {esc(note)}</p>")
     else:
         body.append("<p class=note>No results.json: the run has not been evaluated (rmspec eval RUN_DIR).</p>")
 
@@ -365,7 +337,7 @@ def build_html(run_dir: Path) -> str:
     curves = [curve_plot(metrics, "loss"), curve_plot(metrics, "accuracy")] if metrics else []
     curves = [c for c in curves if c]
     if curves:
-        body.append('<div class="plots">' + "".join(_img(c, "training curve") for c in curves) + "</div>")
+        body.append('<div class="plots">' + "".join(img(c, "training curve") for c in curves) + "</div>")
         last = metrics[-1]
         body.append(f"<p class=muted>{len(metrics)} logged steps; last step {last.get('step')}, epoch {last.get('epoch')}.</p>")
     else:
@@ -383,9 +355,9 @@ def build_html(run_dir: Path) -> str:
     body.append("<h2>Data</h2>" + _data_section(_read_json(rd.data_report)))
     body.append("<h2>Plan that ran</h2>" + _plan_section(_read_json(rd.plan)))
     versions = _read_json(rd.versions)
-    body.append("<h2>Environment</h2>" + (_kv_table(versions) if isinstance(versions, dict) else "<p class=muted>versions.json not found.</p>"))
+    body.append("<h2>Environment</h2>" + (kv_table(versions) if isinstance(versions, dict) else "<p class=muted>versions.json not found.</p>"))
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-            f"<title>rmspec report: {_esc(name)}</title><style>{CSS}</style></head><body>\n"
+            f"<title>rmspec report: {esc(name)}</title><style>{CSS}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rmspec.evaluate.diagnostics import pair_diagnostics
+from rmspec.evaluate.registry import infer_scorer
 from rmspec.evaluate.scoring_rules import BenchmarkScore, score_rows
 from rmspec.rundir.results import (
     SCHEMA_VERSION,
@@ -21,13 +22,15 @@ __all__ = ["SCHEMA_VERSION", "cli_summary", "entry", "new_results", "read_jsonl"
            "write_jsonl", "write_results"]
 
 
-def entry(name: str, kind: str, rows: list[dict[str, Any]], per_example_path: Path, *, source: str | None = None, split: str | None = None, score: BenchmarkScore | None = None) -> dict[str, Any]:
-    """A benchmark's entry in results.json, computed from its per-example rows."""
-    score = score or score_rows(kind, rows)
+def entry(name: str, kind: str, rows: list[dict[str, Any]], per_example_path: Path, *, source: str | None = None, split: str | None = None, score: BenchmarkScore | None = None, scorer: str | None = None) -> dict[str, Any]:
+    """A benchmark's entry in results.json, computed from its per-example rows. scorer: the model
+    that wrote them (reward, judge, process; None: read from the rows), recorded for the report."""
+    scorer = scorer or infer_scorer(kind, rows)
+    score = score or score_rows(kind, rows, scorer)
     data = score.to_json()
     data.update(
         name=name, source=source, split=split, per_example_path=str(Path(per_example_path).resolve()),
-        diagnostics=pair_diagnostics(kind, rows),
+        diagnostics=pair_diagnostics(kind, rows, scorer=scorer), scorer=scorer,
     )
     return data
 

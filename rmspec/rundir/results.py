@@ -8,7 +8,8 @@ results.json (schema_version 1):
 
 ENTRY: {"kind", "source", "split", "overall" (0..1), "sections" {name: fraction},
 "subsets" {name: fraction}, "counts" {subset: examples}, "num_examples", "details", "notes",
-"per_example_path" (JSONL: id, subset and the scores), "diagnostics" {...}}.
+"per_example_path" (JSONL: id, subset and the scores), "diagnostics" {...}, "scorer" (the model
+that wrote the rows: reward, judge or process; absent in files written before it was recorded)}.
 Entries are computed in rmspec.evaluate.results; this module only stores them. Light: no torch.
 """
 

@@ -5,7 +5,7 @@ local JSON/JSONL/Parquet file in the official schema (`id`, `problem`, `steps`, 
 split is the `split` column, or else the id's prefix before the first `-` (official ids read
 `gsm8k-0`, `math-12`).
 
-Scoring (rmspec.evaluate.scoring_rules.score_processbench) is the official rule: the prediction
+Scoring (`score_processbench`) is the official rule: the prediction
 is the first step with P(correct) < threshold (or -1), and per split acc_error, acc_correct
 and their harmonic mean F1; the figure is the mean F1 over splits. The threshold is the spec's
 (0.5 by default); a threshold tuned on the validation split is reported beside it, labelled as
@@ -16,14 +16,76 @@ Per-example rows: `id`, `subset` (the split), `label`, `prediction`, `step_score
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from rmspec.errors import DataError
-from rmspec.evaluate.benchmarks import BenchmarkData, Example, resolve_source
-from rmspec.evaluate.scoring_rules import PROCESSBENCH_SPLITS, first_error, score_processbench
+from rmspec.evaluate.figures import BenchmarkScore, check_lengths, mean
+from rmspec.evaluate.kinds.base import BenchmarkKind
+from rmspec.evaluate.loading import BenchmarkData, Example, resolve_source
 
 REQUIRED = ("problem", "steps", "label")
+
+
+# ----------------------------------------------------------------- the official rule
+
+PROCESSBENCH_SPLITS = ("gsm8k", "math", "olympiadbench", "omnimath")
+
+
+def first_error(probs: Sequence[float], threshold: float = 0.5) -> int:
+    """The predicted first wrong step: the first with P(correct) < threshold (strict, as the
+    official code: a score equal to the threshold counts as correct), or -1 for none."""
+    for i, p in enumerate(probs):
+        if p < threshold:
+            return i
+    return -1
+
+
+def processbench_split(labels: Sequence[int], predictions: Sequence[int]) -> dict[str, Any]:
+    """Official per-split figures (Qwen/ProcessBench code/run_eval_prm_*.py), as fractions:
+    acc_error over rows with an error (label != -1), acc_correct over rows without (label == -1),
+    f1 their harmonic mean. A side with no rows has no accuracy (None, the official code's NaN)
+    and then no F1; both accuracies 0 give F1 0 (the official code divides 0 by 0)."""
+    check_lengths(labels=labels, predictions=predictions)
+    err = [int(p) == int(y) for y, p in zip(labels, predictions) if int(y) != -1]
+    ok = [int(p) == int(y) for y, p in zip(labels, predictions) if int(y) == -1]
+    acc_error = mean([float(v) for v in err]) if err else None
+    acc_correct = mean([float(v) for v in ok]) if ok else None
+    if acc_error is None or acc_correct is None:
+        f1 = None
+    elif acc_error + acc_correct == 0:
+        f1 = 0.0
+    else:
+        f1 = 2 * acc_error * acc_correct / (acc_error + acc_correct)
+    return {"acc_error": acc_error, "acc_correct": acc_correct, "f1": f1, "num_error": len(err), "num_correct": len(ok)}
+
+
+def score_processbench(splits: Sequence[str], labels: Sequence[int], predictions: Sequence[int],
+                       threshold: float | None = None) -> BenchmarkScore:
+    """Per split: acc_error, acc_correct, F1; overall: the mean F1 over the splits that have one."""
+    check_lengths(splits=splits, labels=labels, predictions=predictions)
+    by_split: dict[str, list[int]] = defaultdict(list)
+    for i, name in enumerate(splits):
+        by_split[name].append(i)
+    order = [s for s in PROCESSBENCH_SPLITS if s in by_split] + sorted(s for s in by_split if s not in PROCESSBENCH_SPLITS)
+    per_split, f1s, notes = {}, {}, []
+    for name in order:
+        idx = by_split[name]
+        figures = processbench_split([labels[i] for i in idx], [predictions[i] for i in idx])
+        per_split[name] = figures
+        if figures["f1"] is None:
+            side = "erroneous" if figures["acc_error"] is None else "correct"
+            notes.append(f"split {name}: no {side} samples, so no F1 (left out of the mean)")
+        else:
+            f1s[name] = figures["f1"]
+    overall = mean(list(f1s.values())) if f1s else float("nan")
+    details: dict[str, Any] = {"splits": per_split, "threshold": threshold}
+    counts = {name: len(by_split[name]) for name in order}
+    return BenchmarkScore("processbench", overall, {}, f1s, counts, details, notes)
+
+
+# ----------------------------------------------------------------- loading and scoring
 
 
 def split_of(row: dict[str, Any], index: int) -> str:
@@ -190,3 +252,26 @@ def process_diagnostics(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "mean_wrong": float(np.mean(bad)) if bad else None,
     }
     return out
+
+
+class ProcessBench(BenchmarkKind):
+    name = "processbench"
+    columns = REQUIRED
+
+    def load(self, path: str | None, *, split: str | None = None, preset: str | None = None, limit: int | None = None,
+             base_dir: Any = None) -> BenchmarkData:
+        return load_processbench(path, split=split, limit=limit, base_dir=base_dir)
+
+    def scored_rows(self, engine: Any, data: BenchmarkData) -> list[dict[str, Any]]:
+        return processbench_rows(engine, data)
+
+    def score(self, rows: Sequence[Mapping[str, Any]]) -> BenchmarkScore:
+        thresholds = {r.get("threshold") for r in rows}
+        return score_processbench([str(r.get("subset") or "all") for r in rows], [int(r["label"]) for r in rows],
+                                  [int(r["prediction"]) for r in rows], thresholds.pop() if len(thresholds) == 1 else None)
+
+    def step_diagnostics(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return process_diagnostics(rows)
+
+
+KIND = ProcessBench()

@@ -1,0 +1,52 @@
+"""The benchmark registry: a kind's name -> its object (rmspec.evaluate.kinds.base.BenchmarkKind).
+
+The names come from the catalogue (rmspec.spec.benchmarks.CATALOGUE), which names each kind's
+module; the module is imported when the kind is first used. Loading, per-example rows, the
+official figures, the diagnostics' pairs and the report all go through `get`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Mapping, Sequence
+
+from rmspec.evaluate.kinds.base import BenchmarkKind
+from rmspec.spec.benchmarks import CATALOGUE, JUDGE, PROCESS, REWARD, BenchmarkInfo
+
+# results.json entries that are not benchmarks but have a benchmark's rows: scored as that kind.
+ENTRY_KINDS = {"validation": "pairs", "process_validation": "processbench"}
+
+_loaded: dict[str, BenchmarkKind] = {}
+
+
+def get(kind: str) -> BenchmarkKind:
+    """The kind's object (also for the entry kinds `validation` and `process_validation`)."""
+    name = ENTRY_KINDS.get(kind, kind)
+    if name not in _loaded:
+        if name not in CATALOGUE:
+            raise ValueError(f"unknown benchmark kind {kind!r}")
+        _loaded[name] = importlib.import_module(CATALOGUE[name].module).KIND
+    return _loaded[name]
+
+
+def register(info: BenchmarkInfo, kind: BenchmarkKind) -> None:
+    """Add a kind at run time (tests); shipped kinds are the catalogue's lines."""
+    CATALOGUE[info.name] = info
+    _loaded[info.name] = kind
+
+
+def unregister(name: str) -> None:
+    CATALOGUE.pop(name, None)
+    _loaded.pop(name, None)
+
+
+def infer_scorer(kind: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    """The model that wrote these rows, for callers holding only rows (a per-example file, or a
+    results.json entry written before entries recorded their `scorer`): a kind only a process
+    model scores is PROCESS; rows with a verdict are a JUDGE's; else a REWARD model's."""
+    info = CATALOGUE.get(ENTRY_KINDS.get(kind, kind))
+    if info is not None and info.scorers == (PROCESS,):
+        return PROCESS
+    if rows and "verdict" in rows[0]:
+        return JUDGE
+    return REWARD
