@@ -30,6 +30,6 @@ def plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) 
         return
     from rmspec.render.plan_view import render_plan
 
-    render_plan(result.to_json())
+    render_plan(result)
     if out:
         click.echo(f"\nsaved plan to {out}; run it with `rmspec run {out}` (refused if {spec_file} changes)")

@@ -11,11 +11,16 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from rmspec.cli.options import set_option
 from rmspec.errors import PlanError, RmspecError, RunError
+
+if TYPE_CHECKING:
+    from rmspec.plan import Plan
+    from rmspec.rundir import Status
 
 
 @click.command()
@@ -46,9 +51,10 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
             raise
     else:
         if target is None:
-            raise RmspecError("give a spec (SPEC.yaml) or a plan (PLAN.json) to run", hint="rmspec run specs/quickstart.yaml")
+            raise RmspecError("give a spec (SPEC.yaml) or a plan (PLAN.json) to run",
+                              hint="e.g. rmspec init --example quickstart, then rmspec run quickstart.yaml")
         plan, document = prepare.plan_and_document(target, sets)
-        run_dir = RunDir(Path(plan["run_dir"]))
+        run_dir = RunDir(Path(plan.run_dir))
         _check_submit(plan, submit)
         _preflight(plan)  # before the run directory is touched
         lock = prepare.claim(run_dir, overwrite=overwrite)
@@ -58,7 +64,7 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
 
     cli_main.crash_report_dir = str(run_dir.root)  # an internal error's traceback lands beside the run
     try:
-        if prepare.multi_node(plan):
+        if plan.multi_node:
             _several_nodes(run_dir, plan, submit)
             return
         from rmspec.launch.local import launch
@@ -69,36 +75,33 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
     conclude(run_dir, code)
 
 
-def _check_submit(plan: dict, submit: bool) -> None:
-    from rmspec.launch.prepare import multi_node
-
-    if submit and not multi_node(plan):
+def _check_submit(plan: Plan, submit: bool) -> None:
+    if submit and not plan.multi_node:
         raise RmspecError("--submit hands a plan on several nodes to SLURM; this plan runs on one machine",
                           hint="run it here without --submit, or plan for several nodes: --set hardware.nodes=2")
 
 
-def _preflight(plan: dict) -> None:
+def _preflight(plan: Plan) -> None:
     """This machine must be able to run the plan; several nodes are checked by SLURM, not here."""
-    from rmspec.launch.prepare import multi_node
-
-    if not multi_node(plan):
+    if not plan.multi_node:
         from rmspec.launch.preflight import preflight
 
         preflight(plan)
 
 
-def _several_nodes(run_dir, plan: dict, submit: bool) -> None:
+def _several_nodes(run_dir, plan: Plan, submit: bool) -> None:
     """Several nodes: the plan's SLURM script starts `accelerate launch` on each node; the run directory
     (on a shared filesystem) is written by the job as by a local run."""
     script = run_dir.root / "launch.slurm"  # written with the plan by write_launch_files
     if not submit:
-        command = shlex.join(plan.get("submit_command") or ["sbatch", str(script)])
-        click.echo(f"{plan['num_machines']} nodes: submit the job with\n  {command}\n"
+        command = shlex.join(plan.submit_command or ["sbatch", str(script)])
+        click.echo(f"{plan.num_machines} nodes: submit the job with\n  {command}\n"
                    f"(or run again with --submit), from this folder: the script's paths are relative to it.\n"
                    f"It writes {run_dir.root} (metrics.jsonl, checkpoints, model); `rmspec status {run_dir.root}` "
                    "shows its state; a requeued job resumes from the last checkpoint.")
         return
-    from rmspec.launch.slurm import follow, submit as sbatch
+    from rmspec.launch.slurm import follow
+    from rmspec.launch.slurm import submit as sbatch
 
     job = sbatch(run_dir, plan)
     click.echo(f"submitted SLURM job {job}")
@@ -112,32 +115,33 @@ def _several_nodes(run_dir, plan: dict, submit: bool) -> None:
 
 
 def conclude(run_dir, code: int, job_state: str | None = None) -> None:
-    from rmspec.launch.prepare import read_json, tail
+    from rmspec.launch.prepare import tail
+    from rmspec.rundir import read_status
 
-    status = read_json(run_dir.status)
-    state = status.get("state")
+    status = read_status(run_dir)
+    state = status.state
     if state == "completed":
         _print_summary(run_dir, status)
-        if status.get("push_error"):
-            raise RunError(status["push_error"])
+        if status.push_error:
+            raise RunError(status.push_error)
         return
     if state == "interrupted":
-        click.echo(f"interrupted at step {status.get('step', '?')}; checkpoint {status.get('checkpoint')}", err=True)
+        click.echo(f"interrupted at step {status.get('step', '?')}; checkpoint {status.checkpoint}", err=True)
         click.echo(f"resume with: rmspec run --resume {run_dir.root}", err=True)
         sys.exit(130)
-    if status.get("state") == "failed" and status.get("exit_code") == 2:
+    if state == "failed" and status.exit_code == 2:
         # A mistake in the input found by the child (data that cannot be read or mapped): exit 2.
-        raise RmspecError(status["error"], hint=status.get("hint"))
-    job = status.get("slurm_job_id")
+        raise RmspecError(status.error or "the run failed", hint=status.hint)
+    job = status.slurm_job_id
     log = run_dir.root / (f"slurm-{job}.out" if job_state is not None and job else "train.log")
-    error = status.get("error") or (f"SLURM job {job} ended {job_state or 'without a state'}" if job_state is not None
+    error = status.error or (f"SLURM job {job} ended {job_state or 'without a state'}" if job_state is not None
                                     else f"the training process exited with code {code}")
     raise RunError(f"the run failed: {error}\n--- last lines of {log} ---\n{tail(log, 30)}",
                    hint=f"fix the cause, then `rmspec run --resume {run_dir.root}"
                         f"{' --submit' if job_state is not None else ''}` continues from the last checkpoint")
 
 
-def _print_summary(run_dir, status: dict) -> None:
+def _print_summary(run_dir, status: Status) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -145,16 +149,16 @@ def _print_summary(run_dir, status: dict) -> None:
     table = Table(title=f"run completed: {run_dir.root}", show_header=True)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key, value in (status.get("metrics") or {}).items():
+    for key, value in (status.metrics or {}).items():
         if isinstance(value, float):
             value = f"{value:.4f}"
         table.add_row(key, str(value))
-    if status.get("train_seconds") is not None:
-        table.add_row("training time", f"{status['train_seconds']:.1f} s")
+    if status.train_seconds is not None:
+        table.add_row("training time", f"{status.train_seconds:.1f} s")
     console.print(table)
-    console.print(f"model: {status.get('model_dir')}")
-    if status.get("evaluation") and status["evaluation"] != "done":
-        console.print(f"evaluation: {status['evaluation']}")
+    console.print(f"model: {status.model_dir}")
+    if status.evaluation and status.evaluation != "done":
+        console.print(f"evaluation: {status.evaluation}")
     if run_dir.results.exists():  # the evaluation's console report (validation diagnostics, benchmarks)
         from rmspec.render.report_view import print_run_summary
 

@@ -7,13 +7,14 @@ import os
 import signal
 import subprocess
 
+from rmspec.plan import Plan
 from rmspec.plan.argv import resolve_program, runtime_env
 from rmspec.rundir import RunDir
 
 
-def launch_command(run_dir: RunDir, plan: dict, resume: bool) -> list[str]:
+def launch_command(run_dir: RunDir, plan: Plan, resume: bool) -> list[str]:
     """The plan's argv, pointed at this run directory's files, --resume appended when resuming."""
-    argv = list(plan["launch_command"])
+    argv = list(plan.launch_command)
     if "--config_file" in argv:
         argv[argv.index("--config_file") + 1] = str(run_dir.accelerate_config)
     module = argv.index("-m")
@@ -23,24 +24,23 @@ def launch_command(run_dir: RunDir, plan: dict, resume: bool) -> list[str]:
     return resolve_program(argv)
 
 
-def launch_environment(plan: dict) -> dict[str, str]:
-    use_cpu = bool(plan.get("accelerate_config", {}).get("use_cpu"))
-    env = {**runtime_env(use_cpu), **os.environ, **plan.get("launch_env", {})}
+def launch_environment(plan: Plan) -> dict[str, str]:
+    env = {**runtime_env(plan.uses_cpu), **os.environ, **plan.launch_env}
     env["PYTHONUNBUFFERED"] = "1"  # the log and the live view follow the child as it goes
     return env
 
 
-def title_of(run_dir: RunDir, plan: dict) -> str:
-    return f"{plan.get('name', run_dir.root.name)} ({plan.get('approach', '')}, {plan.get('strategy', '')})"
+def title_of(plan: Plan) -> str:
+    return f"{plan.name} ({plan.approach}, {plan.strategy})"
 
 
-def launch(run_dir: RunDir, plan: dict, resume: bool) -> int:
+def launch(run_dir: RunDir, plan: Plan, resume: bool) -> int:
     """Run the plan here; returns the launcher's exit code once the training processes are done."""
     from rmspec.render.live_view import LiveView
 
     argv = launch_command(run_dir, plan, resume)
     log_path = run_dir.root / "train.log"
-    with log_path.open("a", encoding="utf-8") as log, LiveView(run_dir.metrics, title_of(run_dir, plan)) as view:
+    with log_path.open("a", encoding="utf-8") as log, LiveView(run_dir.metrics, title_of(plan)) as view:
         view.note(f"run directory: {run_dir.root}   log: {log_path}")
         view.note("$ " + " ".join(argv))
         # A session of its own: the terminal's Ctrl-C reaches this process only, which then asks

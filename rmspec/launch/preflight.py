@@ -7,10 +7,14 @@ cannot be fetched offline must not fail minutes later inside the children. Light
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rmspec.errors import RmspecError
+from rmspec.plan import Plan
 from rmspec.plan.hardware import HostFacts, detect_host
+from rmspec.plan.model import as_plan
 from rmspec.plan.shapes import hf_cache_config
 
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -20,23 +24,23 @@ def _offline(env) -> bool:
     return any(env.get(name, "").strip().lower() in ("1", "true", "yes", "on") for name in OFFLINE_VARS)
 
 
-def check_devices(plan: dict, host: HostFacts) -> None:
-    hw = plan["hardware"]
-    if not hw.get("is_gpu"):
+def check_devices(plan: Plan | Mapping[str, Any], host: HostFacts) -> None:
+    hw = as_plan(plan).hardware
+    if not hw.is_gpu:
         return
-    need, have = hw["gpus_per_node"], len(host.gpus)
+    need, have = hw.gpus_per_node, len(host.gpus)
     if have >= need:
         return
     found = "no GPU (nvidia-smi found none)" if have == 0 else f"{have} GPU(s): {', '.join(n for n, _ in host.gpus)}"
     raise RmspecError(
-        f"this plan trains on {need} x {hw['label']} per node, but this machine has {found}",
+        f"this plan trains on {need} x {hw.label} per node, but this machine has {found}",
         hint="run it where those GPUs are (`rmspec run plan.json` there), or plan for this machine: "
              f"--set hardware.device=auto --set hardware.gpus_per_node={max(have, 1)}",
     )
 
 
-def check_model(plan: dict, env) -> None:
-    path = plan["model_path"]
+def check_model(plan: Plan | Mapping[str, Any], env) -> None:
+    path = as_plan(plan).model_path
     if Path(path).is_dir() or not _offline(env) or hf_cache_config(path) is not None:
         return
     raise RmspecError(
@@ -47,7 +51,8 @@ def check_model(plan: dict, env) -> None:
     )
 
 
-def preflight(plan: dict, host: HostFacts | None = None, env=None) -> None:
+def preflight(plan: Plan | Mapping[str, Any], host: HostFacts | None = None, env=None) -> None:
     """Raise RmspecError (exit 2) when this machine cannot run the plan as it stands."""
+    plan = as_plan(plan)
     check_devices(plan, host or detect_host())
     check_model(plan, os.environ if env is None else env)

@@ -7,7 +7,6 @@ subprocess (`accelerate launch`) or a SLURM job.
 from __future__ import annotations
 
 import io
-import json
 import platform
 import shutil
 import sys
@@ -15,41 +14,37 @@ from importlib import metadata
 from pathlib import Path
 
 from rmspec.errors import RmspecError
-from rmspec.launch.lock import LOCK_FILES, Lock, RunLocked, claim_lock
-from rmspec.rundir import RunDir
+from rmspec.plan import Plan, read_plan
+from rmspec.rundir import LOCK_FILES, RunDir, atomic_write_json, atomic_write_text, read_status
+from rmspec.rundir.lock import Lock, RunLocked, claim_lock
 
 PACKAGES = ("rmspec", "torch", "transformers", "accelerate", "datasets", "peft", "huggingface_hub", "safetensors",
             "tokenizers", "trl", "pydantic")
 
 
-def multi_node(plan: dict) -> bool:
-    return plan.get("num_machines", 1) > 1 and bool(plan.get("slurm_script"))
-
-
-def plan_and_document(target: str, sets: tuple[str, ...]) -> tuple[dict, dict]:
+def plan_and_document(target: str, sets: tuple[str, ...]) -> tuple[Plan, dict]:
     """The plan of a spec (compiled with --set) or of a saved plan, and the spec document as run."""
-    from rmspec.plan import compile_plan, load_plan
+    from rmspec.plan import compile_plan
     from rmspec.spec import load_spec
 
     if target.endswith(".json"):
         if sets:
             raise RmspecError("a saved plan runs as it was planned: --set does not apply to PLAN.json",
                               hint="plan again with the overrides: rmspec plan SPEC --set ... --out plan.json")
-        plan = load_plan(target)  # refuses a plan whose spec changed since
-        loaded = load_spec(plan["spec_path"], plan.get("sets", ()))
+        plan = read_plan(target)  # refuses a plan whose spec changed since
+        loaded = load_spec(plan.spec_path, plan.sets)
         return plan, loaded.document
     loaded = load_spec(target, sets)
-    plan = compile_plan(loaded, sets=list(sets)).to_json()
-    return plan, loaded.document
+    return compile_plan(loaded, sets=list(sets)), loaded.document
 
 
-def plan_of_run(run_dir: RunDir) -> dict:
+def plan_of_run(run_dir: RunDir) -> Plan:
+    """The plan of a run to resume (its own copy, run as it was planned), unless the run is over."""
     if not run_dir.plan.exists():
         raise RmspecError(f"{run_dir.root} holds no run (no plan.json)", hint="give the run directory rmspec run wrote")
-    status = read_json(run_dir.status)
-    if status.get("state") == "completed":
+    if read_status(run_dir).state == "completed":
         raise RmspecError(f"the run in {run_dir.root} has already completed", hint=f"its model is in {run_dir.model}")
-    return json.loads(run_dir.plan.read_text(encoding="utf-8"))
+    return read_plan(run_dir.plan, check_spec=False)
 
 
 def _contents(root: Path) -> list[Path]:
@@ -71,7 +66,7 @@ def claim(run_dir: RunDir, *, overwrite: bool = False, resume: bool = False) -> 
         if resume:
             return lock
         if _contents(root) and not overwrite:
-            state = read_json(run_dir.status).get("state", "unknown")
+            state = read_status(run_dir).get("state", "unknown")
             raise RmspecError(
                 f"{root} already holds a run (state: {state})",
                 hint=f"resume it with `rmspec run --resume {root}`, start afresh with --overwrite, "
@@ -89,7 +84,7 @@ def _refuse_live_job(run_dir: RunDir) -> None:
     """A SLURM job of this run that is queued or running owns it, wherever its nodes are."""
     from rmspec.launch.slurm import ALIVE, job_state
 
-    job = read_json(run_dir.status).get("slurm_job_id")
+    job = read_status(run_dir).slurm_job_id
     if not job:
         return
     state = job_state(str(job))
@@ -101,17 +96,16 @@ def _refuse_live_job(run_dir: RunDir) -> None:
         )
 
 
-def write_run_dir(run_dir: RunDir, plan: dict, document: dict) -> None:
+def write_run_dir(run_dir: RunDir, plan: Plan, document: dict) -> None:
     from ruamel.yaml import YAML
 
-    from rmspec.plan.artifact import write_launch_files
-    from rmspec.rundir import atomic_write_json, atomic_write_text
+    from rmspec.plan import write_launch_files
 
     run_dir.root.mkdir(parents=True, exist_ok=True)
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
     out = io.StringIO()
-    out.write(f"# The spec as run (from {plan.get('spec_path')}, --set applied).\n")
+    out.write(f"# The spec as run (from {plan.spec_path}, --set applied).\n")
     yaml.dump(document, out)
     atomic_write_text(run_dir.spec, out.getvalue())
     write_launch_files(plan)  # plan.json, accelerate_config.yaml, launch.slurm for several nodes
@@ -120,21 +114,13 @@ def write_run_dir(run_dir: RunDir, plan: dict, document: dict) -> None:
 
 def versions() -> dict:
     """Resolved package versions, read from metadata (nothing is imported)."""
-    found = {}
+    found: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = None
     return {"python": sys.version.split()[0], "platform": platform.platform(), "packages": found}
-
-
-def read_json(path: Path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def tail(path: Path, n: int) -> str:

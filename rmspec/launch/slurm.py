@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from rmspec.errors import RmspecError, RunError
-from rmspec.rundir import RunDir, atomic_write_json
+from rmspec.plan import Plan
+from rmspec.rundir import RunDir, update_status
 
 # Job states in which the job still owns its run directory (squeue's long names).
 ALIVE = frozenset({
@@ -60,7 +61,7 @@ def submit_environment() -> dict[str, str]:
     return env
 
 
-def submit(run_dir: RunDir, plan: dict) -> str:
+def submit(run_dir: RunDir, plan: Plan) -> str:
     """sbatch the run's launch.slurm unchanged; records the job id in RUN/status.json."""
     script = run_dir.root / "launch.slurm"
     if shutil.which("sbatch") is None:
@@ -73,15 +74,11 @@ def submit(run_dir: RunDir, plan: dict) -> str:
                        hint="fix the cause (partition, node count, account), then `rmspec run --submit --resume "
                             f"{run_dir.root}`")
     job = done.stdout.strip().split(";")[0]
-    from rmspec.launch.prepare import read_json
-
-    status = read_json(run_dir.status)
-    status.update({"state": "submitted", "slurm_job_id": job, "submitted": time.time()})
-    atomic_write_json(run_dir.status, status)
+    update_status(run_dir, state="submitted", slurm_job_id=job, submitted=time.time())
     return job
 
 
-def follow(run_dir: RunDir, plan: dict, job: str, poll: float = 0.5, state_every: float = 5.0) -> str:
+def follow(run_dir: RunDir, plan: Plan, job: str, poll: float = 0.5, state_every: float = 5.0) -> str:
     """The same live view as a local run, until the job leaves the queue; returns its last state.
     Ctrl-C stops following, not the job. The view reads the run's files every `poll` seconds; the
     controller is asked (squeue) only every `state_every`, which a shared cluster's controller prefers."""
@@ -89,7 +86,7 @@ def follow(run_dir: RunDir, plan: dict, job: str, poll: float = 0.5, state_every
     from rmspec.render.live_view import LiveView
 
     last, checked = "", 0.0
-    with LiveView(run_dir.metrics, title_of(run_dir, plan)) as view:
+    with LiveView(run_dir.metrics, title_of(plan)) as view:
         view.note(f"SLURM job {job}: run directory {run_dir.root}, output {run_dir.root}/slurm-{job}.out")
         try:
             while True:

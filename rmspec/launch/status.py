@@ -12,21 +12,8 @@ import os
 import socket
 from pathlib import Path
 
-from rmspec.launch.lock import trainer_owner
-from rmspec.launch.prepare import read_json
-from rmspec.rundir import RunDir
-
-
-def last_checkpoint(folder: Path) -> str | None:
-    """The newest checkpoint with its trainer_state.json (written last, so the save completed)."""
-    if not folder.is_dir():
-        return None
-    steps = []
-    for path in folder.iterdir():
-        step = path.name.rsplit("-", 1)[-1]
-        if path.name.startswith("checkpoint-") and step.isdigit() and (path / "trainer_state.json").exists():
-            steps.append((int(step), path))
-    return str(max(steps)[1]) if steps else None
+from rmspec.rundir import RunDir, Status, last_complete_checkpoint, read_status
+from rmspec.rundir.lock import trainer_owner
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -46,22 +33,22 @@ def run_status(root: Path) -> dict:
     from rmspec.launch.slurm import ALIVE, job_state
 
     run = RunDir(Path(root))
-    status = read_json(run.status)
-    recorded = status.get("state") or ("written" if run.plan.exists() else "unknown")
-    out = {**status, "run_dir": str(run.root), "recorded_state": recorded, "state": recorded}
-    out["last_checkpoint"] = last_checkpoint(run.checkpoints)
+    status = read_status(run)
+    recorded = status.state or ("written" if run.plan.exists() else "unknown")
+    out = {**status.to_json(), "run_dir": str(run.root), "recorded_state": recorded, "state": recorded}
+    out["last_checkpoint"] = last_complete_checkpoint(run.checkpoints, remove_partial=False)  # a reader deletes nothing
     owner = trainer_owner(run.root)
     out["owner"] = owner
-    job = status.get("slurm_job_id")
+    job = status.slurm_job_id
     if job:
         out["slurm_state"] = job_state(str(job)) or None
     job_alive = bool(job) and out.get("slurm_state") in ALIVE
-    here = status.get("host") in (None, socket.gethostname())
+    here = status.host in (None, socket.gethostname())
     if recorded in ("running", "submitted"):
         if owner is not None or job_alive:
             live = True
         elif here:
-            live = recorded == "running" and pid_alive(status.get("pid")) and not _pid_reused(status)
+            live = recorded == "running" and pid_alive(status.pid) and not _pid_reused(status)
         else:
             live = None  # another host, no lock visible and no SLURM job: cannot tell from here
         out["live"] = live
@@ -72,10 +59,10 @@ def run_status(root: Path) -> dict:
     return out
 
 
-def _pid_reused(status: dict) -> bool:
+def _pid_reused(status: Status) -> bool:
     """A pid that lives again in another program is not the trainer (a rough but cheap check)."""
     try:
-        cmdline = Path(f"/proc/{int(status['pid'])}/cmdline").read_bytes().decode(errors="replace")
-    except (OSError, ValueError, KeyError):
+        cmdline = Path(f"/proc/{int(status.pid or 0)}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError):
         return False
     return "rmspec" not in cmdline

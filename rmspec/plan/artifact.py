@@ -8,8 +8,9 @@ into the run directory).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rmspec.errors import PlanError
 from rmspec.plan.model import SCHEMA_VERSION, Plan, as_plan
@@ -25,7 +26,7 @@ def save_plan(plan: Plan | Mapping[str, Any], path: str | Path) -> Path:
     return path
 
 
-def load_plan(path: str | Path, *, check_spec: bool = True) -> dict:
+def load_plan(path: str | Path, *, check_spec: bool = True) -> dict[str, Any]:
     """A saved plan's JSON document; refuses one whose spec file changed since (re-loads spec_path,
     compares spec_hash). The --set overrides a plan was made with are saved in it (`sets`) and
     applied again here."""
@@ -33,12 +34,14 @@ def load_plan(path: str | Path, *, check_spec: bool = True) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise PlanError(f"cannot read plan {path}: {exc}", hint="write one with `rmspec plan SPEC --out plan.json`") from None
+        raise PlanError(f"cannot read plan {path}: {exc}",
+                        hint="write one with `rmspec plan SPEC --out plan.json`") from None
     if not isinstance(data, dict) or "spec_hash" not in data or "spec_path" not in data:
         raise PlanError(f"{path} is not an rmspec plan (no spec_hash/spec_path)",
                         hint="write one with `rmspec plan SPEC --out plan.json`")
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise PlanError(f"{path}: plan schema_version {data.get('schema_version')!r}, this rmspec reads {SCHEMA_VERSION}",
+        raise PlanError(f"{path}: plan schema_version {data.get('schema_version')!r}, "
+                        f"this rmspec reads {SCHEMA_VERSION}",
                         hint="plan again with this version of rmspec")
     if check_spec:
         from rmspec.spec import load_spec

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NoReturn
 
 from rmspec.errors import PlanError
-from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.packaged import resolve_model_path
 from rmspec.plan import accelerate_config as accel
+from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.plan.estimate import count_rows, packed_lengths, sequence_length, time_estimate
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
@@ -214,7 +215,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
     )
 
 
-def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro) -> None:
+def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro) -> NoReturn:
     from rmspec.plan.strategy import _fits as fits
     from rmspec.plan.strategy import evaluate
 

@@ -11,8 +11,9 @@ Light: no torch.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from rmspec.errors import PlanError
 from rmspec.plan.hardware import HardwareProfile

@@ -1,12 +1,12 @@
-"""Rich console view of a run's evaluation: read from results.json and metrics.jsonl only (no torch)."""
+"""Rich console view of a run: its status, last metrics and evaluation, read from the run directory only (no torch)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -56,14 +56,17 @@ def diagnostics_lines(name: str, entry: Mapping[str, Any]) -> list[Text]:
     if "verdicts" in diag:
         v = diag["verdicts"]
         return [Text(f"{name}: ", style="bold") + Text(
-            f"verdicts consistent under swap {pct(v.get('consistency'))}; first position chosen {pct(v.get('position_bias_A'))}; "
+            f"verdicts consistent under swap {pct(v.get('consistency'))}; "
+            f"first position chosen {pct(v.get('position_bias_A'))}; "
             f"unparsed {v.get('n_unparsed')} of {2 * v.get('n', 0)}")]
     if "first_error_confusion" in diag:  # a process reward model: step metrics, official figures per split
         splits = (entry.get("details") or {}).get("splits") or {}
-        per = "; ".join(f"{k} error {pct(v.get('acc_error'))} correct {pct(v.get('acc_correct'))}" for k, v in splits.items())
+        per = "; ".join(f"{k} error {pct(v.get('acc_error'))} correct {pct(v.get('acc_correct'))}"
+                        for k, v in splits.items())
         tuned = (entry.get("details") or {}).get("tuned")
         return [Text(f"{name}: ", style="bold") + Text(
-            f"threshold {diag.get('threshold')}; step accuracy {pct(diag.get('step_accuracy'))}, AUROC {_num(diag.get('auroc'))}, "
+            f"threshold {diag.get('threshold')}; step accuracy {pct(diag.get('step_accuracy'))}, "
+            f"AUROC {_num(diag.get('auroc'))}, "
             f"first-error accuracy {pct(diag.get('first_error_accuracy'))}" + (f"; {per}" if per else "")
             + (f"; tuned threshold {tuned['threshold']} (not the headline): {pct(tuned['overall'])}" if tuned else ""))]
     cal = diag.get("calibration") or {}
@@ -100,43 +103,30 @@ def print_results(results: Mapping[str, Any], console: Console | None = None, de
             console.print(Text(f"  note ({name}): {note}", style="yellow"))
     stats = results.get("reward_stats")
     if stats:
-        console.print(Text(f"reward mean {_num(stats['mean'])}, std {_num(stats['std'])} (from {stats['source']}) saved in the model config"))
+        console.print(Text(f"reward mean {_num(stats['mean'])}, std {_num(stats['std'])} (from {stats['source']}) "
+                           "saved in the model config"))
     for note in results.get("notes") or []:
         console.print(Text(f"note: {note}", style="yellow"))
 
 
-def _last_metrics(path: Path) -> dict[str, Any]:
-    last: dict[str, Any] = {}
-    if not path.exists():
-        return last
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                last.update({k: v for k, v in json.loads(line).items() if v is not None})
-            except json.JSONDecodeError:
-                continue
-    return last
-
-
 def print_run_summary(run_dir: Path, console: Console | None = None) -> None:
     """The end-of-run summary: status, last training metrics, benchmarks, diagnostics, report path."""
-    from rmspec.evaluate.results import read_results  # light: JSON only
+    from rmspec.rundir import RunDir, last_metrics, read_status
+    from rmspec.rundir.results import read_results
 
     console = console or stdout_console()
     run_dir = Path(run_dir)
-    status_file = run_dir / "status.json"
-    # The trainer writes {"state": running|completed|failed|interrupted, ...}.
-    status_data = json.loads(status_file.read_text(encoding="utf-8")) if status_file.exists() else {}
-    status = status_data.get("state") or status_data.get("status")
+    run = RunDir(run_dir)
+    status = read_status(run).shown_state
     console.print(Text(f"run {run_dir}", style="bold") + Text(f"  status: {status or 'unknown'}"))
-    last = _last_metrics(run_dir / "metrics.jsonl")
+    last = last_metrics(run.metrics)
     if last:
         keys = ("train/rm/loss", "train/rm/accuracy", "eval/rm/loss", "eval/rm/accuracy")
         shown = ", ".join(f"{k} {_num(last[k])}" for k in keys if k in last)
         console.print(Text(f"last step {last.get('step', '-')}: {shown}"))
-    if (run_dir / "results.json").exists():
-        print_results(read_results(run_dir / "results.json"), console, details=True)
+    if run.results.exists():
+        print_results(read_results(run.results), console, details=True)
     else:
         console.print(Text("no results.json yet: run `rmspec eval RUN_DIR`", style="yellow"))
-    if (run_dir / "report.html").exists():
-        console.print(Text(f"report: {run_dir / 'report.html'}"))
+    if run.report_html.exists():
+        console.print(Text(f"report: {run.report_html}"))

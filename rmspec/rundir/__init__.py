@@ -1,6 +1,7 @@
 """Everything a run directory holds, typed, in one layer every package reads and writes a run through.
 
 - layout: `RunDir` (the path of every file), the lock file names, atomic writes, `read_json`;
+- lock: one owner per run directory (flock(2) on the lock files: `claim_lock`, `acquire_trainer_lock`);
 - status: `Status`, `read_status`, `write_status`, `update_status` (RUN/status.json);
 - checkpoints: the one rule for the last complete checkpoint;
 - metrics: RUN/metrics.jsonl (truncate on resume, last values);

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 CLAIM_LOCK = ".claim.lock"
 TRAINER_LOCK = ".trainer.lock"
 LOCK_FILES = (CLAIM_LOCK, TRAINER_LOCK)  # never removed: a new file would be a new, unheld lock
@@ -80,7 +79,7 @@ class RunDir:
     def report_html(self) -> Path:
         return self.root / "report.html"
 
-    # --- ownership (rmspec.launch.lock holds flock(2) locks on these; see LOCK_FILES)
+    # --- ownership (rmspec.rundir.lock holds flock(2) locks on these; see LOCK_FILES)
     @property
     def claim_lock(self) -> Path:  # held by `rmspec run` from the claim until it exits
         return self.root / CLAIM_LOCK
@@ -119,7 +118,7 @@ def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict[str, Any]:
     """A JSON object file of the run, or {} when it is missing, unreadable or not an object
     (a run directory is read while its writers may still be starting)."""
     try:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from rmspec.rundir.layout import RunDir, atomic_write_json, read_json
 

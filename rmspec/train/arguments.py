@@ -8,12 +8,14 @@ from typing import Any
 
 from transformers import TrainingArguments
 
+from rmspec.plan import Plan
 
-def batch_layout(spec: Any, plan: dict | None) -> tuple[int, int, int]:
+
+def batch_layout(spec: Any, plan: Plan | None) -> tuple[int, int, int]:
     """(micro batch per device, gradient accumulation, processes) from the plan, or from the spec
     alone (one process, no accumulation) when there is no plan (tests, benchmarks)."""
-    if plan:
-        return int(plan["micro_batch_size"]), int(plan["gradient_accumulation_steps"]), int(plan.get("num_processes", 1))
+    if plan is not None:
+        return plan.micro_batch_size, plan.gradient_accumulation_steps, plan.num_processes
     micro = spec.training.micro_batch_size
     micro = spec.training.global_batch_size if micro == "auto" else micro
     return micro, max(1, spec.training.global_batch_size // micro), 1
@@ -58,7 +60,7 @@ def tracker_env(spec: Any, run_root: Path) -> list[str]:
 
 def build_training_arguments(
     spec: Any,
-    plan: dict | None,
+    plan: Plan | None,
     output_dir: Path,
     *,
     has_validation: bool,
@@ -67,10 +69,12 @@ def build_training_arguments(
 ) -> TrainingArguments:
     tr = spec.training
     micro, accumulation, _ = batch_layout(spec, plan)
-    precision = (plan or {}).get("precision", "fp32")
-    checkpointing = bool((plan or {}).get("gradient_checkpointing", tr.gradient_checkpointing == "on"))
-    if (plan or {}).get("gradient_checkpointing_by") == "accelerate_fsdp":
-        checkpointing = False  # FSDP wraps the layers itself (fsdp_activation_checkpointing); twice would fail
+    if plan is None:  # no plan (tests, benchmarks): full precision, checkpointing only when the spec says on
+        precision, checkpointing = "fp32", tr.gradient_checkpointing == "on"
+    else:
+        precision, checkpointing = plan.precision, plan.gradient_checkpointing
+        if plan.gradient_checkpointing_by == "accelerate_fsdp":
+            checkpointing = False  # FSDP wraps the layers itself (fsdp_activation_checkpointing); twice would fail
 
     evaluate_periodically = has_validation and tr.eval_steps is not None
     early = tr.early_stopping is not None and evaluate_periodically

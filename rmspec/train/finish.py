@@ -3,7 +3,6 @@ the evaluation hook, the hub upload, and the status."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
@@ -11,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from rmspec.errors import RunError
-from rmspec.rundir import RunDir
+from rmspec.plan import Plan
+from rmspec.rundir import RunDir, write_status
 from rmspec.train.callbacks import metric_family, rename
 from rmspec.train.final_model import model_card, reward_stats, save_final_model
 
@@ -48,17 +48,15 @@ def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main
     return rename(metrics, family), reward_stats(rewards)
 
 
-def finish(run: RunDir, plan: dict, loaded: Any, trainer: Any, tokenizer: Any, prepared: Any,
+def finish(run: RunDir, plan: Plan, loaded: Any, trainer: Any, tokenizer: Any, prepared: Any,
            validation: Any, main: bool) -> int:
-    from rmspec.train.run import write_status
-
     spec = loaded.spec
     metrics, stats = final_metrics(trainer, validation, spec, tokenizer, main)
     report = prepared.report.to_json()
     extra = {
         "approach": spec.approach.kind,
         "spec_name": spec.name,
-        "spec_hash": plan.get("spec_hash"),
+        "spec_hash": plan.spec_hash,
         "max_length": spec.training.max_length,
     }
     if spec.approach.kind == "pointwise":
@@ -115,23 +113,23 @@ def batch_facts(trainer: Any) -> dict[str, int]:
 
 
 def run_evaluation_hook(run: RunDir, loaded: Any, tokenizer: Any, validation: Any) -> str:
-    """The evaluation engineer's run-level entry point (validation diagnostics, benchmarks,
-    results.json, report), if present: ``rmspec.evaluate.run_level.evaluate_run(run_dir,
-    loaded_spec, tokenizer=, validation=)``; it loads the model from RUN/model, so the saved
-    artifact is what gets scored. Absent: skipped, and the status says so.
-    """
-    try:
-        from rmspec.evaluate import run_level
-    except ImportError:
-        return "skipped: rmspec.evaluate.run_level is not available"
-    fn = getattr(run_level, "evaluate_run", None)
-    if fn is None:
-        return "skipped: rmspec.evaluate.run_level.evaluate_run is not defined"
+    """The run-level evaluation (validation diagnostics, benchmarks, results.json, report):
+    ``rmspec.evaluate.run_level.evaluate_run``; it loads the model from RUN/model, so the saved
+    artifact is what gets scored. Returns what status.json records under `evaluation`."""
+    from rmspec.evaluate.run_level import evaluate_run
+
     kwargs: dict[str, Any] = {"tokenizer": tokenizer}
     if validation is not None and loaded.spec.approach.kind in ("bradley_terry", "process"):
         kwargs["validation"] = validation
-    fn(run.root, loaded, **kwargs)
+    evaluate_run(run.root, loaded, **kwargs)
     return "done"
+
+
+def upload_command(run: RunDir, spec: Any) -> str:
+    """The `hf upload` command (the CLI the pinned huggingface_hub installs) that uploads RUN/model by hand."""
+    env = spec.output.hub_token_env
+    return (f"hf upload {spec.output.hub_repo_id} {run.model}" + (" --private" if spec.output.private else "")
+            + ("" if env == "HF_TOKEN" else f' --token "${env}"'))  # hf reads HF_TOKEN by itself
 
 
 def push_to_hub(run: RunDir, spec: Any) -> None:
@@ -142,7 +140,7 @@ def push_to_hub(run: RunDir, spec: Any) -> None:
         raise RunError(
             f"push_to_hub: no token in ${spec.output.hub_token_env}; the model is saved in {run.model}",
             hint=f"export {spec.output.hub_token_env}=hf_... and upload with "
-                 f"`huggingface-cli upload {repo} {run.model}`",
+                 f"`{upload_command(run, spec)}`",
         )
     try:
         from huggingface_hub import HfApi
@@ -154,12 +152,6 @@ def push_to_hub(run: RunDir, spec: Any) -> None:
     except Exception as exc:  # network, auth, offline mode: the local model stays as it is
         raise RunError(
             f"push_to_hub to {repo} failed: {type(exc).__name__}: {str(exc)[:300]}; the model is saved in {run.model}",
-            hint=f"retry later with `huggingface-cli upload {repo} {run.model}`",
+            hint=f"retry later with `{upload_command(run, spec)}`",
         ) from None
 
-
-def read_status(run: RunDir) -> dict:
-    try:
-        return json.loads(run.status.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}

@@ -6,7 +6,6 @@ directory's shared files (status, data report, metrics, the final model).
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -14,88 +13,22 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from rmspec.errors import RmspecError, RunError
-from rmspec.rundir import RunDir, atomic_write_json
+from rmspec.errors import RmspecError
+from rmspec.plan import Plan, read_plan
+from rmspec.rundir import (
+    RunDir,
+    atomic_write_json,
+    checkpoint_is_final,
+    checkpoint_step,
+    last_complete_checkpoint,
+    load_run_spec,
+    truncate_metrics_after,
+    write_status,
+)
 
 
-def load_run_spec(run: RunDir, plan: dict):
-    """The spec as run (RUN/spec.yaml), with relative paths resolving against the original spec's
-    folder, where the user wrote them."""
-    from rmspec.spec import LoadedSpec, validate_document
-    from rmspec.spec.yaml_io import read_yaml_file
-
-    doc, locs = read_yaml_file(run.spec)
-    spec = validate_document(doc, locs)
-    origin = Path(plan.get("spec_path") or run.spec)
-    return LoadedSpec(spec=spec, file=origin, document=doc, locations=locs)
-
-
-def write_status(run: RunDir, state: str, **extra: Any) -> None:
-    previous = {}
-    if run.status.exists():
-        try:
-            previous = json.loads(run.status.read_text())
-        except ValueError:
-            previous = {}
-    data = {**previous, "state": state, "updated": time.time(), **extra}
-    if state == "running":
-        for key in ("error", "traceback", "push_error"):
-            data.pop(key, None)
-    atomic_write_json(run.status, data)
-
-
-def truncate_metrics_after(path: Path, step: int) -> None:
-    """On resume, drop the rows the interrupted run logged after its last checkpoint."""
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if row.get("step", 0) <= step and row.get("event") != "train_begin":
-            kept.append(line)
-    from rmspec.rundir import atomic_write_text
-
-    atomic_write_text(path, "".join(line + "\n" for line in kept))
-
-
-def last_complete_checkpoint(folder: Path) -> str | None:
-    """The newest checkpoint whose trainer_state.json exists (the Trainer writes it last, so a
-    process killed while saving leaves a folder without it); such partial folders are removed."""
-    import shutil
-
-    if not folder.exists():
-        return None
-    found = []
-    for path in folder.iterdir():
-        name = path.name
-        if path.is_dir() and name.startswith("checkpoint-") and name.rsplit("-", 1)[-1].isdigit():
-            found.append((int(name.rsplit("-", 1)[-1]), path))
-    for _, path in sorted(found, reverse=True):
-        if (path / "trainer_state.json").exists():
-            return str(path)
-        shutil.rmtree(path, ignore_errors=True)
-    return None
-
-
-def checkpoint_is_final(checkpoint: str) -> bool:
-    """The checkpoint's trainer state has reached its max_steps: training is over."""
-    try:
-        saved = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return 0 < int(saved.get("max_steps") or 0) <= int(saved.get("global_step") or 0)
-
-
-def checkpoint_step(checkpoint: str | None) -> int:
-    return int(Path(checkpoint).name.rsplit("-", 1)[-1]) if checkpoint else 0
-
-
-def uses_cpu(plan: dict) -> bool:
-    return bool(plan.get("accelerate_config", {}).get("use_cpu")) or os.environ.get("ACCELERATE_USE_CPU", "").lower() in (
-        "1", "true", "yes")
+def uses_cpu(plan: Plan) -> bool:
+    return plan.uses_cpu or os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
 
 
 def train_run(plan_path: str | Path, *, resume: bool = False) -> int:
@@ -103,7 +36,7 @@ def train_run(plan_path: str | Path, *, resume: bool = False) -> int:
     from accelerate import PartialState
 
     plan_path = Path(plan_path)
-    plan = json.loads(plan_path.read_text(encoding="utf-8"))
+    plan = read_plan(plan_path, check_spec=False)  # the run's own copy: its spec is RUN/spec.yaml
     run = RunDir(plan_path.parent)
     # CPU processes join their process group (gloo) only when told they are CPU processes;
     # without it each rank believes it is alone and main, and they race on shared files.
@@ -148,7 +81,7 @@ def slurm_job() -> dict:
 def own_run_dir(run: RunDir, state: Any):
     """Global rank 0 takes the run directory's trainer lock; every rank learns whether it did, so that
     a second trainer (a resume beside a live one, a job submitted twice) stops on all ranks at once."""
-    from rmspec.launch.lock import RunLocked, acquire_trainer_lock
+    from rmspec.rundir.lock import RunLocked, acquire_trainer_lock
 
     lock, refusal = None, None
     if state.is_main_process:
@@ -168,16 +101,16 @@ def own_run_dir(run: RunDir, state: Any):
     return lock
 
 
-def _train(run: RunDir, plan: dict, state: Any, interrupt: Any, resume: bool) -> int:
+def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) -> int:
     from rmspec.train.arguments import build_training_arguments, tracker_env
     from rmspec.train.callbacks import MetricsJsonl, metric_family
     from rmspec.train.factory import build_trainer
     from rmspec.train.modeling import apply_lora, ensure_pad_token, load_model, load_tokenizer
 
-    loaded = load_run_spec(run, plan)
+    loaded = load_run_spec(run)
     spec = loaded.spec
     main = state.is_main_process
-    model_path = plan.get("model_path") or spec.model.name_or_path
+    model_path = plan.model_path
 
     tokenizer = load_tokenizer(model_path, trust_remote_code=spec.model.trust_remote_code, revision=spec.model.revision)
     ensure_pad_token(tokenizer)
@@ -186,7 +119,7 @@ def _train(run: RunDir, plan: dict, state: Any, interrupt: Any, resume: bool) ->
         atomic_write_json(run.data_report, prepared.report.to_json())
 
     with state.main_process_first():  # the main process removes half-written checkpoints first
-        checkpoint = last_complete_checkpoint(run.checkpoints)
+        checkpoint = last_complete_checkpoint(run.checkpoints, remove_partial=True)
     # `rmspec run` starts a fresh run in an empty directory, so a checkpoint here means --resume, a
     # requeued job (SLURM) or a second launch of the same plan: continue, never overwrite.
     if checkpoint is not None or resume:
@@ -199,8 +132,8 @@ def _train(run: RunDir, plan: dict, state: Any, interrupt: Any, resume: bool) ->
         run.metrics.unlink()
 
     loaded_model = load_model(
-        model_path, spec.approach, seed=spec.training.seed, precision=plan.get("precision", "fp32"),
-        attn_implementation=plan.get("attn_implementation"), trust_remote_code=spec.model.trust_remote_code,
+        model_path, spec.approach, seed=spec.training.seed, precision=plan.precision,
+        attn_implementation=plan.attn_implementation, trust_remote_code=spec.model.trust_remote_code,
         revision=spec.model.revision, tokenizer=tokenizer,
     )
     model = loaded_model.model
@@ -234,7 +167,7 @@ def _train(run: RunDir, plan: dict, state: Any, interrupt: Any, resume: bool) ->
 
     if interrupt.requested:
         if main:
-            last = last_complete_checkpoint(run.checkpoints)
+            last = last_complete_checkpoint(run.checkpoints, remove_partial=True)
             write_status(run, "interrupted", step=trainer.state.global_step, checkpoint=last)
         return 0
 
@@ -245,10 +178,8 @@ def _train(run: RunDir, plan: dict, state: Any, interrupt: Any, resume: bool) ->
 
 def prepare_data(loaded: Any, tokenizer: Any, run: RunDir, state: Any):
     """rmspec.data.prepare, the main process first (it writes rejects and fills the cache)."""
-    try:
-        from rmspec.data import prepare
-    except ImportError as exc:
-        raise RunError(f"the data pipeline is not available: {exc}") from None
+    from rmspec.data import prepare
+
     with state.main_process_first():
         return prepare(
             loaded,

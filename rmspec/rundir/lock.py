@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmspec.errors import RmspecError
+from rmspec.rundir.layout import LOCK_FILES, RunDir
 
-CLAIM = ".claim.lock"
-TRAINER = ".trainer.lock"
-LOCK_FILES = (CLAIM, TRAINER)
+__all__ = ["LOCK_FILES", "Lock", "RunLocked", "acquire_trainer_lock", "claim_lock", "held_by", "trainer_owner"]
 
 
 class RunLocked(RmspecError):
@@ -95,13 +94,13 @@ def held_by(path: Path) -> dict | None:
 
 
 def trainer_owner(root: Path) -> dict | None:
-    return held_by(Path(root) / TRAINER)
+    return held_by(RunDir(Path(root)).trainer_lock)
 
 
 def claim_lock(root: Path, command: str) -> Lock:
     """Take the run directory for `rmspec run` (fresh, --resume or --overwrite), or refuse."""
     root = Path(root)
-    lock = Lock(root / CLAIM)
+    lock = Lock(RunDir(root).claim_lock)
     if not lock.try_acquire(owner_record(command)):
         raise _locked(root, lock.record())
     trainer = trainer_owner(root)
@@ -114,7 +113,7 @@ def claim_lock(root: Path, command: str) -> Lock:
 def acquire_trainer_lock(root: Path, wait: float = 5.0) -> Lock:
     """The trainer's lock, retried for `wait` seconds (a claimant or `rmspec status` tests it for a
     moment); RunLocked when another trainer owns the run."""
-    lock = Lock(Path(root) / TRAINER)
+    lock = Lock(RunDir(Path(root)).trainer_lock)
     end = time.monotonic() + wait
     while not lock.try_acquire(owner_record("trainer")):
         if time.monotonic() > end:
