@@ -54,11 +54,6 @@ def packed_pair_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[to
     return scores[0::2], scores[1::2]
 
 
-def computed_tokens(batch: dict[str, torch.Tensor]) -> int:
-    """Token slots the model computes for this batch (padding included)."""
-    return int(batch["input_ids"].numel())
-
-
 # ---------------------------------------------------------------- which path
 
 
