@@ -64,7 +64,7 @@ def naive_server(model_dir: str, port: int) -> None:
 
 class NaiveProcess:
     def __init__(self, model_dir: str, env: dict[str, str]):
-        from serve_process import free_port
+        from helpers.serve_process import free_port
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -159,7 +159,7 @@ def queries_for(model_dir: str, n: int = 2000) -> list[str]:
 
 def run_pair(model_dir: str, queries: list[str], args, threads: int) -> dict:
     """The naive server, then rmspec serve, under the same torch thread setting."""
-    from serve_process import ServeProcess
+    from helpers.serve_process import ServeProcess
 
     env = {"OMP_NUM_THREADS": str(threads)} if threads else {}
     results = {}

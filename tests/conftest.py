@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# The shared helpers (tests/helpers/) assert too: rewrite their asserts as pytest does the tests'.
+pytest.register_assert_rewrite("helpers")
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")

@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from helpers.runs import write_pairs
 from rmspec.annotate.select import quotas, select
 from rmspec.annotate.source import Source
 from rmspec.annotate.tasks import make_tasks, swaps
-from test_run_cli import write_pairs
 
 REPO_SPECS = __import__("pathlib").Path(__file__).resolve().parents[1] / "specs"
 
@@ -148,10 +148,10 @@ def test_select_needs_a_model(tmp_path, cli):
 @pytest.mark.slow
 def test_select_uncertain_with_a_model_matches_the_engine(tmp_path, cli):
     """--select uncertain picks the smallest |margin| as rmspec.inference scores them."""
-    from rmspec.inference.engine import RewardEngine
-    from test_train_models import build_model
-
     from transformers import AutoModelForSequenceClassification
+
+    from helpers.models import build_model
+    from rmspec.inference.engine import RewardEngine
 
     model = build_model("llama", tmp_path / "m")
     # Save a score head, so every load scores alike (a missing head is initialised at random).

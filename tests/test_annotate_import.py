@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from helpers.annotate import LEFT, RIGHT, TIE, export_of
 from rmspec.annotate.aggregate import aggregate
 from rmspec.annotate.exports import parse_export
-from test_annotate_agreement import LEFT, RIGHT, TIE, export_of
 
 
 def _task(result, swapped=False, cancelled=False):

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 
 import pytest
 
-from label_studio_server import initialized_data, missing_reason, new_token, server_from_copy
-from test_run_cli import SPEC, rmspec, write_pairs
-from test_train_models import build_model
+from helpers.label_studio_server import initialized_data, missing_reason, new_token, server_from_copy
+from helpers.models import build_model
+from helpers.runs import SPEC, rmspec, write_pairs
 
 pytestmark = pytest.mark.slow
 

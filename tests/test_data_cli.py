@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from test_data_support import REPO, make_spec, write_jsonl
+from helpers.data import REPO, make_spec, write_jsonl
 
 QUICKSTART = REPO / "specs" / "quickstart.yaml"
 

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from test_data_support import DEMO, FIXTURES, REPO, bert_tokenizer, read_jsonl
+from helpers.data import DEMO, FIXTURES, REPO, bert_tokenizer, read_jsonl
 
 FAMILIES = {"facts", "arithmetic", "constraints", "refusals", "tone", "summaries", "relevance"}
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from helpers.data import make_spec, read_jsonl, write_jsonl
 from rmspec.data import load_canonical
-from test_data_support import make_spec, read_jsonl, write_jsonl
 
 
 def run(tmp_path, rows, filters, columns=None, approach=None):

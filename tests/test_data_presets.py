@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from helpers.data import FIXTURES, make_spec, read_jsonl, write_jsonl
 from rmspec.data import load_canonical
-from test_data_support import FIXTURES, make_spec, read_jsonl, write_jsonl
 
 
 def canonical(tmp_path, file, mapping, approach=None, **kw):
@@ -153,7 +153,7 @@ def test_ultrafeedback_ties_and_gaps_are_rejects(tmp_path):
 
 
 def test_messages_generative(tmp_path):
-    from test_data_support import DEMO
+    from helpers.data import DEMO
 
     out, report = canonical(tmp_path, DEMO / "judge_messages.jsonl", {"preset": "messages"},
                             {"kind": "generative"}, model="Qwen/Qwen2.5-0.5B-Instruct")

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
+from helpers.data import bert_tokenizer, make_spec, read_jsonl, write_jsonl
 from rmspec.data import prepare
-from test_data_support import bert_tokenizer, make_spec, read_jsonl, write_jsonl
 
 LONG = " ".join(f"word{i % 50}" for i in range(400))
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.data import chat_tokenizer, make_spec, write_jsonl
 from rmspec.data import prepare
 from rmspec.data.tokenize import shared_prefix_cut
-from test_data_support import chat_tokenizer, make_spec, write_jsonl
 
 WORDS = [f"w{i}" for i in range(300)]
 LIMIT = 64

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from helpers.data import make_spec, write_jsonl
 from rmspec.data import load_canonical
 from rmspec.errors import DataError
-from test_data_support import make_spec, write_jsonl
 
 ROWS = [{"prompt": f"p{i}", "chosen": f"good {i}", "rejected": f"bad {i}"} for i in range(6)]
 

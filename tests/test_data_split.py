@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from helpers.data import bert_tokenizer, make_spec, write_jsonl
 from rmspec.data import prepare
 from rmspec.data.split import validation_mask
-from test_data_support import bert_tokenizer, make_spec, write_jsonl
 
 
 def rows_with_repeated_prompts(n_prompts=60, seed=1):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.data import bert_tokenizer, chat_tokenizer, make_spec, plain_tokenizer, write_jsonl
 from rmspec.data import prepare
-from test_data_support import bert_tokenizer, chat_tokenizer, make_spec, plain_tokenizer, write_jsonl
 
 WORDS = [f"w{i}" for i in range(300)]
 LONG_PROMPT = " ".join(WORDS[:200])

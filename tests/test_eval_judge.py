@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rmspec.inference.judge import JUDGE_INSTRUCTION, judge_message, parse_verdict
 from rmspec.evaluate.scoring_rules import score_judge, score_rows
+from rmspec.inference.judge import JUDGE_INSTRUCTION, judge_message, parse_verdict
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"

@@ -10,9 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_eval_scoring import build_tiny_bert  # noqa: E402  (tests/ is on sys.path under pytest)
+from helpers import REPO  # noqa: E402
+from helpers.fabricated_run import fabricate_run  # noqa: E402
+from helpers.scoring_models import build_tiny_bert  # noqa: E402  (tests/ is on sys.path under pytest)
 
-REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
 
 
@@ -81,30 +82,6 @@ def test_eval_errors_exit_2(cli, bert_dir, tmp_path, args, message):
 # ----------------------------------------------------------------- a run directory
 
 
-def fabricate_run(run: Path, model_dir: Path, benchmark: Path) -> Path:
-    """What the trainer leaves behind: model/, plan.json (naming the spec), metrics, data report, versions, status."""
-    import shutil
-
-    spec_text = (REPO / "specs" / "quickstart.yaml").read_text()
-    spec_text = spec_text.replace("../rmspec/data/demo/preferences.jsonl", str(REPO / "rmspec/data/demo/preferences.jsonl"))
-    spec_text = spec_text.replace("../rmspec/data/demo/benchmark_pairs.jsonl", str(benchmark))
-    # A 60-row slice of the demo data: the real data pipeline rebuilds the validation split fast.
-    spec_text = spec_text.replace("    kind: files\n", "    kind: files\n    limit: 60\n", 1)
-    run.mkdir(parents=True)
-    (run / "spec.yaml").write_text(spec_text)
-    shutil.copytree(model_dir, run / "model")
-    (run / "plan.json").write_text(json.dumps({"strategy": "single", "precision": "fp32", "num_processes": 1,
-                                               "spec_path": str(run / "spec.yaml"), "global_batch_size": 16}))
-    metrics = [{"step": s, "epoch": s / 50, "train/rm/loss": 0.69 - 0.003 * s, "train/rm/accuracy": 0.5 + 0.003 * s} for s in range(10, 101, 10)]
-    metrics.append({"step": 100, "epoch": 2.0, "eval/rm/loss": 0.45, "eval/rm/accuracy": 0.78})
-    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
-    (run / "data_report.json").write_text(json.dumps({"rows_read": 3200, "rows_kept": 3150, "rejected": {"empty": 20, "identical": 30},
-                                                      "splits": {"train": 2835, "validation": 315}, "length_heuristic_accuracy": 0.61}))
-    (run / "versions.json").write_text(json.dumps({"python": "3.11", "torch": torch.__version__, "transformers": transformers.__version__}))
-    (run / "status.json").write_text(json.dumps({"state": "completed"}))
-    return run
-
-
 def _encoded(side: str, enc) -> dict:
     return {f"{side}_input_ids": enc.ids, f"{side}_token_type_ids": enc.type_ids}
 
@@ -169,7 +146,7 @@ def test_eval_run_dir_from_cli_rebuilds_validation_with_the_data_pipeline(cli, b
 
 
 def test_backbone_without_head_is_flagged_and_causal_lm_refused(cli, tmp_path):
-    from test_eval_scoring import _tokenizer
+    from helpers.scoring_models import _tokenizer
 
     tok = _tokenizer()
     small = dict(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=16)

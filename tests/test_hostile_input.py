@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_data_support import read_jsonl
+from helpers.data import read_jsonl
 
 SPEC = """\
 version: 1

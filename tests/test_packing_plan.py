@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_plan_estimate import HOST, _spec
 
+from helpers.plan import HOST, _spec
 from rmspec.errors import PlanError
 from rmspec.plan import compile_plan
 from rmspec.plan.catalog import catalog_config

@@ -5,17 +5,17 @@ from __future__ import annotations
 import random
 
 import pytest
-import test_train_models
 import torch
-from test_train_models import bt_approach
 
+import helpers.models
+from helpers.models import bt_approach
 from rmspec.evaluate.kinds.base import example_scores
 from rmspec.inference.engine import RewardEngine
 from rmspec.inference.scoring import head_outputs
 from rmspec.inference.shared_prefix import grouped_head_outputs
 from rmspec.train.modeling import load_model
 
-tiny_models = test_train_models.tiny_models  # the shared fixture
+tiny_models = helpers.models.tiny_models  # the shared fixture
 
 
 def _engine(tiny_models, kind, max_length=48):

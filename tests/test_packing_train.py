@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import test_train_models
 import torch
-from test_train_trainer import as_dataset, pair_rows, write_spec
 
+import helpers.models
+from helpers.trainer import as_dataset, pair_rows, write_spec
 from rmspec.errors import RmspecError
 from rmspec.train.arguments import build_training_arguments
 from rmspec.train.callbacks import MetricsJsonl
@@ -18,7 +18,7 @@ from rmspec.train.factory import build_trainer
 from rmspec.train.modeling import load_model
 from rmspec.train.packing import OFF, SHARED_PREFIX, PackedPairCollator, packed_length, packing_path
 
-tiny_models = test_train_models.tiny_models  # the shared fixture
+tiny_models = helpers.models.tiny_models  # the shared fixture
 
 
 def _run(tmp_path, model_dir, packing: str, steps: int = 20):

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from rmspec.errors import PlanError
-from rmspec.plan.argv import launch_argv, resolve_program, with_module
 from rmspec.plan import accelerate_config as accel
 from rmspec.plan import compile_plan
+from rmspec.plan.argv import launch_argv, resolve_program, with_module
 from rmspec.plan.hardware import HostFacts
 from rmspec.spec import load_spec
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import REPO
+from helpers.plan import HOST, _spec
 from rmspec.errors import PlanError
 from rmspec.plan import compile_plan, load_plan, save_plan
 from rmspec.plan.catalog import catalog_config
@@ -15,18 +17,6 @@ from rmspec.plan.estimate import count_rows, flops_per_token
 from rmspec.plan.hardware import HostFacts
 from rmspec.plan.shapes import shape_from_config
 from rmspec.spec import load_spec
-
-REPO = Path(__file__).resolve().parents[1]
-HOST = HostFacts((), 16.0, (), 2)
-
-
-def _spec(tmp_path: Path, source: str) -> Path:
-    text = (REPO / "specs" / "quickstart.yaml").read_text()
-    start = text.index("  source:")
-    end = text.index("  mapping:")
-    path = tmp_path / "spec.yaml"
-    path.write_text(text[:start] + source + text[end:])
-    return path
 
 
 def test_counts_jsonl_csv_and_sqlite_rows(tmp_path):

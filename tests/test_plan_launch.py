@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rmspec.plan.argv import resolve_program, with_module
 from rmspec.plan import compile_plan, write_launch_files
+from rmspec.plan.argv import resolve_program, with_module
 from rmspec.plan.hardware import HostFacts
 from rmspec.spec import load_spec
 

@@ -11,11 +11,11 @@ import json
 
 import pytest
 
+from helpers.data import make_spec, write_jsonl
 from rmspec.data import load_canonical, prepare
 from rmspec.data.layout import Layout
 from rmspec.data.steps import IGNORE, StepEncoder, math_shepherd
 from rmspec.errors import DataError
-from test_data_support import make_spec, write_jsonl
 
 PRM = {"kind": "process", "step_separator": " w79"}
 
@@ -90,9 +90,8 @@ def test_spec_rules_for_process(tmp_path):
 
 @pytest.fixture(scope="module")
 def tokenizers(tmp_path_factory):
-    from test_train_models import build_bpe_tokenizer, build_tokenizer
-
-    from test_data_support import bert_tokenizer
+    from helpers.data import bert_tokenizer
+    from helpers.models import build_bpe_tokenizer, build_tokenizer
 
     root = tmp_path_factory.mktemp("prm_tok")
     # BERT-shaped: the packaged MiniLM tokenizer (a real [CLS] a [SEP] b [SEP] pair template).
@@ -155,8 +154,9 @@ def test_separator_that_tokenizes_to_nothing_is_a_clear_error(tokenizers):
 
 
 def test_prepare_counts_dropped_steps_and_rejects_rows_with_none_left(tmp_path):
-    from rmspec.packaged import resolve_model_path
     from transformers import AutoTokenizer
+
+    from rmspec.packaged import resolve_model_path
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2"))
     long_step = "one two three four five six seven eight nine ten"

@@ -44,8 +44,7 @@ def test_collator_pads_labels_with_ignore():
 
 @pytest.fixture(scope="module")
 def llama_prm(tmp_path_factory):
-    from test_train_models import build_model
-
+    from helpers.models import build_model
     from rmspec.train.modeling import load_model
 
     folder = build_model("llama", tmp_path_factory.mktemp("prm") / "llama")
@@ -131,9 +130,9 @@ def test_trl_saved_prm_is_scored_with_trls_layout(tmp_path):
     """A folder as TRL's PRMTrainer leaves it (AutoModelForTokenClassification, 2 labels, no rmspec
     config): rmspec encodes [bos] + prompt + (step + separator)... as TRL's tokenize_row does and
     reads softmax(logits)[..., 1] at each separator token, as plain transformers computes it."""
-    from test_train_models import build_tokenizer
     from transformers import AutoModelForTokenClassification, LlamaConfig
 
+    from helpers.models import build_tokenizer
     from rmspec.inference.process import StepEngine
 
     folder = tmp_path / "trl"
@@ -156,8 +155,9 @@ def test_trl_saved_prm_is_scored_with_trls_layout(tmp_path):
 
 
 def test_eval_cli_scores_a_prm_folder_on_a_local_processbench_file(tmp_path, cli):
-    from test_train_models import build_tokenizer
     from transformers import AutoModelForTokenClassification, LlamaConfig
+
+    from helpers.models import build_tokenizer
 
     folder = tmp_path / "m"
     tok = build_tokenizer(folder, unk=True)
@@ -202,8 +202,8 @@ def test_rmspec_run_trains_evaluates_and_reports_a_prm(tmp_path):
     a local file, the tuned threshold reported beside the headline, report.html."""
     import random
 
-    from test_run_cli import rmspec
-    from test_train_models import build_model
+    from helpers.models import build_model
+    from helpers.runs import rmspec
 
     rng = random.Random(0)
     good, bad = "w12 w13", "w12 w40"  # a wrong step carries w40

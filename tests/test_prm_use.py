@@ -18,7 +18,7 @@ SEP = " w79"
 
 @pytest.fixture(scope="module")
 def prm_dir(tmp_path_factory) -> Path:
-    from test_train_models import build_tokenizer
+    from helpers.models import build_tokenizer
 
     folder = tmp_path_factory.mktemp("prm_use")
     tok = build_tokenizer(folder, unk=True)
@@ -77,7 +77,7 @@ def test_score_writes_step_scores_and_first_error(prm_dir, tmp_path, cli):
 def test_serve_pooling_token_classify(prm_dir):
     if os.environ.get("CI") != "true":  # CI installs the serve extra: a missing fastapi fails there
         pytest.importorskip("fastapi")
-    from serve_process import ServeProcess
+    from helpers.serve_process import ServeProcess
 
     tok = transformers.AutoTokenizer.from_pretrained(prm_dir)
     model = transformers.AutoModelForTokenClassification.from_pretrained(prm_dir).eval()

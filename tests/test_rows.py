@@ -57,8 +57,8 @@ def test_every_format_gives_the_same_rows_with_their_place(tmp_path, name):
     assert [r.value for r in got] == ROWS and all(r.error is None and r.file == str(path) for r in got)
     expected_lines = {"a.jsonl": [1, 2, 3], "a.ndjson": [1, 2, 3], "a.csv": [2, 3, 4]}.get(name, [1, 2, 3])
     assert [r.line for r in got] == expected_lines
-    assert rows.open_rows(path).format == {"a.jsonl": "jsonl", "a.ndjson": "jsonl", "a.csv": "csv", "a.parquet": "parquet",
-                                           "a.pq": "parquet"}.get(name, "json")
+    formats = {"a.jsonl": "jsonl", "a.ndjson": "jsonl", "a.csv": "csv", "a.parquet": "parquet", "a.pq": "parquet"}
+    assert rows.open_rows(path).format == formats.get(name, "json")
 
 
 def test_declared_format_wins_and_json_may_hold_lines(tmp_path):
@@ -73,12 +73,14 @@ def test_declared_format_wins_and_json_may_hold_lines(tmp_path):
 
 def test_lines_are_numbered_in_the_file_and_skip_counts_rows(tmp_path):
     path = tmp_path / "gaps.jsonl"
-    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(ROWS[0]).encode() + b"\r\n\n  \n" + json.dumps(ROWS[1]).encode() + b"\n"
-                     + json.dumps(ROWS[2]).encode())  # a BOM, CRLF, blank lines, no final newline
+    one, two, three = (json.dumps(r).encode() for r in ROWS)
+    # A BOM, CRLF, blank lines, no final newline.
+    path.write_bytes(b"\xef\xbb\xbf" + one + b"\r\n\n  \n" + two + b"\n" + three)
     assert [(r.line, r.value) for r in rows.iter_rows(path)] == [(1, ROWS[0]), (4, ROWS[1]), (5, ROWS[2])]
     assert [r.line for r in rows.iter_rows(path, skip=1)] == [4, 5]
     with_blanks = list(rows.iter_rows(path, blanks=True))
-    assert [r.error.code if r.error else "row" for r in with_blanks] == ["row", rows.EMPTY_LINE, rows.EMPTY_LINE, "row", "row"]
+    blank = rows.EMPTY_LINE
+    assert [r.error.code if r.error else "row" for r in with_blanks] == ["row", blank, blank, "row", "row"]
     assert [r.line for r in rows.iter_rows(path, blanks=True, skip=3)] == [4, 5]
     assert rows.count_lines(path) == 5
 
@@ -89,7 +91,8 @@ def test_bad_lines_come_as_rows_with_their_error_and_place(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     got = list(rows.iter_rows(path))
     codes = [r.error.code if r.error else None for r in got]
-    assert codes == [None, rows.INVALID_JSON, rows.NOT_OBJECT, rows.NOT_OBJECT, rows.LONE_SURROGATE, rows.INVALID_JSON, None]
+    assert codes == [None, rows.INVALID_JSON, rows.NOT_OBJECT, rows.NOT_OBJECT, rows.LONE_SURROGATE, rows.INVALID_JSON,
+                     None]
     assert [r.line for r in got] == list(range(1, 8)) and [got[0].value, got[6].value] == ROWS[:2]
     broken = got[1].error
     try:
@@ -117,7 +120,8 @@ def test_encoding_guard_locates_the_byte(tmp_path):
             rows.open_rows(path)
         assert info.value.code == rows.ENCODING and info.value.line == 2
         assert info.value.col == (col if name.endswith(".json") else 4)
-    assert rows.first_undecodable(tmp_path / "latin.csv") == (2, 4, "byte 0xe9 does not decode as utf-8 (invalid continuation byte)")
+    assert rows.first_undecodable(tmp_path / "latin.csv") == (
+        2, 4, "byte 0xe9 does not decode as utf-8 (invalid continuation byte)")
 
 
 @pytest.mark.parametrize("name", ["rows.jsonl", "rows.json", "rows.csv"])
@@ -169,7 +173,8 @@ def test_not_an_array_and_items_that_are_not_objects(tmp_path):
     assert [r.value for r in rows.iter_rows(path)] == [{"a": 1, "b": [2]}]
     path.write_text(json.dumps([ROWS[0], 3, ROWS[1]]))
     got = list(rows.iter_rows(path))
-    assert [r.value for r in got] == [ROWS[0], None, ROWS[1]] and got[1].error.code == rows.NOT_OBJECT and got[1].line == 2
+    assert [r.value for r in got] == [ROWS[0], None, ROWS[1]]
+    assert got[1].error.code == rows.NOT_OBJECT and got[1].line == 2
 
 
 def test_bare_null_preflight(tmp_path):
@@ -190,7 +195,8 @@ def test_paths_recursive_globs_regular_files_only(tmp_path):
     for rel in ("d/a.jsonl", "d/e/b.jsonl", "c.jsonl"):
         (tmp_path / rel).write_text(json.dumps(ROWS[0]) + "\n")
     os.mkfifo(tmp_path / "d" / "pipe.jsonl")  # a FIFO matched by a glob would block the read
-    assert rows.resolve_paths(["d/**/*.jsonl"], tmp_path) == [str(tmp_path / "d/a.jsonl"), str(tmp_path / "d/e/b.jsonl")]
+    found = rows.resolve_paths(["d/**/*.jsonl"], tmp_path)
+    assert found == [str(tmp_path / "d/a.jsonl"), str(tmp_path / "d/e/b.jsonl")]
     assert rows.resolve_paths([str(tmp_path / "c.jsonl")], tmp_path) == [str(tmp_path / "c.jsonl")]
     with pytest.raises(rows.RowError) as info:
         rows.resolve_paths(["c.jsonl", "nothing/*.jsonl"], tmp_path)
@@ -213,7 +219,6 @@ def test_rows_does_not_import_heavy_modules():
 def _readers(tmp_path: Path, path: Path):
     """What each reader makes of `path`: (kind, result) where result is rows or the error text."""
     from helpers.data import make_spec
-
     from rmspec.annotate.source import load_source
     from rmspec.data import load_canonical
     from rmspec.plan.estimate import count_rows, sample_rows

@@ -7,8 +7,8 @@ import json
 import random
 from pathlib import Path
 
-from test_run_cli import rmspec
-from test_train_models import build_model
+from helpers.models import build_model
+from helpers.runs import rmspec
 
 POINTWISE = """version: 1
 name: pw

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_run_cli import make_run_spec, metrics_rows, rmspec
-from test_run_resume import _wait_for
-from test_train_models import build_model
 
+from helpers.models import build_model
+from helpers.polling import _wait_for
+from helpers.runs import make_run_spec, metrics_rows, rmspec
 from rmspec.launch.lock import LOCK_FILES, RunLocked, acquire_trainer_lock, claim_lock, trainer_owner
 
 TRAINING = "  max_steps: 100\n  save_steps: 10\n  save_total_limit: 2"

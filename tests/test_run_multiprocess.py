@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from test_run_cli import make_run_spec, rmspec
+from helpers.runs import make_run_spec, rmspec
 
 
 def test_two_cpu_processes_train_with_the_plans_global_batch(tmp_path):

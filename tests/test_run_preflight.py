@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO
 
+from helpers import REPO
 from rmspec.errors import RmspecError
 from rmspec.launch.preflight import check_devices, check_model, preflight
 from rmspec.plan import compile_plan

@@ -8,12 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from test_run_cli import make_run_spec, metrics_rows, rmspec
-from test_train_models import build_model
+
+from helpers.models import build_model
+from helpers.polling import _wait_for
+from helpers.runs import make_run_spec, metrics_rows, rmspec
 
 TRAINING = "  max_steps: 30\n  save_steps: 10\n  save_total_limit: 5\n  group_by_length: true"
 
@@ -22,17 +23,6 @@ def _start(spec: Path, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1"}
     return subprocess.Popen([sys.executable, "-m", "rmspec", "run", str(spec)], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return
-        if proc.poll() is not None:
-            raise AssertionError("the run ended before the condition: " + (proc.stdout.read() or ""))
-        time.sleep(0.02)
-    raise AssertionError("timed out")
 
 
 def _final(run: Path) -> dict:

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_serve_protocols import build_spread_bert  # noqa: E402
+from helpers.serving import build_spread_bert  # noqa: E402
 
 ROWS = [
     {"id": 0, "prompt": "What colour is the sky?", "response": "Blue on a clear day.", "note": "a"},
@@ -156,7 +156,7 @@ def test_resume_continues_without_rescoring(cli, model_dir, tmp_path, monkeypatc
 
 
 def test_pointwise_model_writes_one_column_per_attribute(cli, tmp_path):
-    from test_eval_scoring import build_tiny_bert
+    from helpers.scoring_models import build_tiny_bert
 
     directory = build_tiny_bert(tmp_path / "pw")
     model = transformers.AutoModelForSequenceClassification.from_pretrained(
@@ -187,7 +187,8 @@ def test_input_errors_exit_2(cli, model_dir, tmp_path, make, message):
 
 def test_run_directory_scores_as_its_eval(cli, model_dir, tmp_path):
     """A run directory: the run's spec decides layout and max_length; score equals eval per example."""
-    from test_eval_run import FIXTURES, fabricate_run
+    from helpers import BENCHMARKS as FIXTURES
+    from helpers.fabricated_run import fabricate_run
 
     run = fabricate_run(tmp_path / "run", model_dir, FIXTURES / "pairs.jsonl")
     result = cli("eval", run, "--benchmark", f"pairs={FIXTURES / 'pairs.jsonl'}", "--json")

@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from serve_process import ServeProcess  # noqa: E402
-from test_serve_protocols import need  # noqa: E402
+from helpers.serve_process import ServeProcess  # noqa: E402
+from helpers.serving import need  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"

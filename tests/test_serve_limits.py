@@ -12,8 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from serve_process import ServeProcess  # noqa: E402
-from test_serve_protocols import build_spread_bert, need  # noqa: E402
+from helpers.serve_process import ServeProcess  # noqa: E402
+from helpers.serving import build_spread_bert, need  # noqa: E402
 
 pytestmark = pytest.mark.slow
 TOKEN = "s3cret-token-for-tests"

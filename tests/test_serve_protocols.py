@@ -12,7 +12,6 @@ import asyncio
 import importlib
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -20,38 +19,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from serve_process import ServeProcess  # noqa: E402
-from test_eval_scoring import PAIRS, build_tiny_bert, build_tiny_llama_chat  # noqa: E402
+from helpers.scoring_models import PAIRS, build_tiny_bert, build_tiny_llama_chat  # noqa: E402
+from helpers.serve_process import ServeProcess  # noqa: E402
+from helpers.serving import MEAN, STD, build_spread_bert, need  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
-MEAN, STD = 0.25, 1.5
 
 pytestmark = pytest.mark.slow
-
-
-def need(module: str):
-    """The client package, or a skip; in CI a missing client fails the test instead."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"{module} is not installed (pip install -e '.[dev]')")
-
-
-def build_spread_bert(directory: Path, mean: float | None = MEAN, std: float | None = STD) -> Path:
-    """The tiny BERT with a head whose outputs differ by whole units between texts (a parity test on
-    near-equal scores would prove nothing), and rmspec's normalization stats in config.json."""
-    build_tiny_bert(directory)
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory)
-    torch.manual_seed(3)
-    with torch.no_grad():
-        model.bert.pooler.dense.weight.normal_(0.0, 0.5)
-        model.classifier.weight.normal_(0.0, 4.0)
-    if mean is not None:
-        model.config.reward_mean, model.config.reward_std = mean, std
-    model.save_pretrained(directory)
-    return directory
 
 
 @pytest.fixture(scope="module")

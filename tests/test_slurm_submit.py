@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from test_run_cli import make_run_spec
-from test_train_models import build_model
+from helpers.models import build_model
+from helpers.runs import make_run_spec
 
 
 def _run(*args: str, cwd, path: str | None = None) -> subprocess.CompletedProcess:

@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from slurm_cluster import slurm_cluster  # noqa: F401 (the session fixture)
-from test_run_cli import make_run_spec, metrics_rows
-from test_train_models import build_model
+
+from helpers.models import build_model
+from helpers.runs import make_run_spec, metrics_rows
+from helpers.slurm_cluster import slurm_cluster  # noqa: F401 (the session fixture)
 
 pytestmark = pytest.mark.slow
 

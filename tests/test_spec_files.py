@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 SHIPPED = sorted((REPO / "specs").glob("*.yaml")) + sorted((REPO / "templates").glob("*.yaml"))
 

@@ -7,16 +7,16 @@ import math
 
 import pytest
 import torch
-from test_train_models import ALL, DECODERS, bt_approach
-import test_train_models
 
+import helpers.models
+from helpers.models import ALL, DECODERS, bt_approach
 from rmspec.inference.padding import pad_right
 from rmspec.train.collators import PairCollator
 from rmspec.train.losses import bradley_terry_loss, pair_metrics
 from rmspec.train.modeling import load_model, score_head
 from rmspec.train.rewards import forward_scores, last_token_index
 
-tiny_models = test_train_models.tiny_models  # the shared fixture
+tiny_models = helpers.models.tiny_models  # the shared fixture
 
 
 def _logsigmoid(x: float) -> float:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_train_models import build_model
-from test_train_trainer import as_dataset, write_spec
 
+from helpers.models import build_model
+from helpers.trainer import as_dataset, write_spec
 from rmspec.train.arguments import build_training_arguments
 from rmspec.train.collators import LMCollator
 from rmspec.train.factory import build_trainer

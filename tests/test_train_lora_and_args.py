@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import torch
-import test_train_models
-from test_train_trainer import as_dataset, pair_rows, write_spec
 
-from rmspec.train.arguments import best_metric_name, build_training_arguments
+import helpers.models
+from helpers.trainer import as_dataset, pair_rows, write_spec
 from rmspec.inference.padding import pad_right
+from rmspec.train.arguments import best_metric_name, build_training_arguments
 from rmspec.train.factory import build_trainer
 from rmspec.train.final_model import save_final_model
 from rmspec.train.modeling import apply_lora, load_model, score_head
 from rmspec.train.rewards import forward_scores
 
-tiny_models = test_train_models.tiny_models  # the shared fixture
+tiny_models = helpers.models.tiny_models  # the shared fixture
 
 
 def test_lora_trains_adapters_and_the_head_and_saves_a_plain_model(tmp_path, tiny_models):

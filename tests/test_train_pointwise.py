@@ -8,16 +8,16 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-import test_train_models
-from test_train_trainer import as_dataset, write_spec
 
+import helpers.models
+from helpers.trainer import as_dataset, write_spec
 from rmspec.train.arguments import build_training_arguments
 from rmspec.train.factory import build_trainer
 from rmspec.train.losses import masked_mse, ordinal_expectation, ordinal_loss
 from rmspec.train.modeling import load_model, num_outputs
 from rmspec.train.pointwise import grouped_pair_accuracy, pointwise_metrics
 
-tiny_models = test_train_models.tiny_models  # the shared fixture
+tiny_models = helpers.models.tiny_models  # the shared fixture
 
 
 def test_masked_mse_skips_unscored_attributes():

@@ -4,64 +4,21 @@ the saved final model gives the same scores after reload."""
 from __future__ import annotations
 
 import json
-import random
-from pathlib import Path
 
 import pytest
-import test_train_models
 import torch
 
-from rmspec.spec import load_spec
+import helpers.models
+from helpers.trainer import as_dataset, pair_rows, write_spec
+from rmspec.inference.padding import pad_right
 from rmspec.train.arguments import build_training_arguments
 from rmspec.train.callbacks import MetricsJsonl
-from rmspec.inference.padding import pad_right
 from rmspec.train.factory import build_trainer
 from rmspec.train.final_model import save_final_model
 from rmspec.train.modeling import load_model
 from rmspec.train.rewards import forward_scores
 
-SPEC = """
-version: 1
-name: tiny
-model: {{name_or_path: {model}}}
-data:
-  source: {{kind: files, paths: [rows.jsonl]}}
-  mapping: {mapping}
-  split: {{validation_fraction: 0.2}}
-approach: {approach}
-training: {training}
-hardware: {{device: cpu}}
-"""
-
-tiny_models = test_train_models.tiny_models  # the shared fixture
-
-
-def write_spec(tmp_path: Path, model: Path, *, approach: str, mapping: str = "{preset: pairs}", training: str) -> object:
-    path = tmp_path / "spec.yaml"
-    path.write_text(SPEC.format(model=model, approach=approach, mapping=mapping, training=training))
-    return load_spec(path)
-
-
-def pair_rows(tok, n: int, seed: int):
-    """Learnable pairs: the chosen response carries w1, the rejected w2, lengths vary."""
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        prompt = " ".join(f"w{rng.randint(10, 70)}" for _ in range(rng.randint(1, 12)))
-        good = " ".join(["w1"] + [f"w{rng.randint(10, 70)}" for _ in range(rng.randint(0, 6))])
-        bad = " ".join(["w2"] + [f"w{rng.randint(10, 70)}" for _ in range(rng.randint(0, 6))])
-        rows.append({
-            "id": str(i), "prompt": prompt, "chosen": good, "rejected": bad, "margin": 0.0,
-            "chosen_input_ids": tok(prompt + " " + good)["input_ids"],
-            "rejected_input_ids": tok(prompt + " " + bad)["input_ids"],
-        })
-    return rows
-
-
-def as_dataset(rows):
-    from datasets import Dataset
-
-    return Dataset.from_list(rows)
+tiny_models = helpers.models.tiny_models  # the shared fixture
 
 
 # The Qwen2 model has a byte-level BPE (the others word-level tokenizers); at 40 steps it reached

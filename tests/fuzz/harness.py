@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, settings
 # CI replays a fixed set of examples (derandomized: a red CI run is reproducible, and no example
 # database is written); a developer's run explores new ones each time. The per-case wall-time and
 # memory bounds are below (hypothesis' own deadline is off: 2 shared cores make it flaky). There is
-# no conftest.py here on purpose: the suite's tests do `from conftest import REPO`, and a second
-# conftest module would shadow it.
+# no conftest.py here on purpose: without __init__.py files, a second module named conftest would
+# clash with tests/conftest.py.
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                         HealthCheck.function_scoped_fixture])
 settings.register_profile("rmspec-ci", derandomize=True, database=None, print_blob=True, **_common)
@@ -103,9 +103,10 @@ def save_case(kind: str, data: bytes, suffix: str, note: str = "") -> Path | Non
 
 def check_spec(data: bytes, folder: Path, sets: tuple[str, ...] = (), *, plan: bool = True) -> str:
     """Load (and plan) a spec; 'valid', 'refused' (a located RmspecError) or a Finding."""
+    from rich.console import Console
+
     from rmspec.errors import RmspecError, SpecError
     from rmspec.render.errors import print_error
-    from rich.console import Console
 
     spec = folder / "spec.yaml"
     spec.write_bytes(data)
@@ -164,8 +165,9 @@ def _render(print_error, exc, console_cls) -> None:
 
 def check_cli(args: list[str]) -> tuple[int, str]:
     """Run `rmspec ARGS` in-process; exit 0 or 2 and no traceback, else a Finding."""
-    from rmspec.cli.main import main
     import sys
+
+    from rmspec.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     argv = sys.argv
@@ -202,9 +204,9 @@ def data_lines(data: bytes) -> int:
 
 def check_data(data: bytes, folder: Path, preset: str = "pairs", *, tokenizer=None, name: str = "rows.jsonl") -> str:
     """Read a data file through the pipeline; 'read', 'refused' (a DataError naming the file) or a Finding."""
+    from helpers.data import make_spec
     from rmspec.data import load_canonical, prepare
     from rmspec.errors import DataError
-    from test_data_support import make_spec
 
     path = folder / name
     path.write_bytes(data)

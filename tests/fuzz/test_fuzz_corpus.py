@@ -12,8 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import private_datasets_cache  # noqa: F401 (autouse fixture)
-from harness import CORPUS, SPEC_FOR_DATA, check_cli, check_data, check_spec
+from harness import (
+    CORPUS,
+    SPEC_FOR_DATA,
+    check_cli,
+    check_data,
+    check_spec,
+    private_datasets_cache,  # noqa: F401 (autouse fixture)
+)
 
 SPECS = sorted((CORPUS / "specs").glob("*.yaml"))
 DATA = sorted((CORPUS / "data").glob("*.jsonl"))

@@ -12,8 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import private_datasets_cache  # noqa: F401 (autouse fixture)
-from harness import check_data, scaled
+from harness import (
+    check_data,
+    private_datasets_cache,  # noqa: F401 (autouse fixture)
+    scaled,
+)
 from strategies import data_files
 
 pytestmark = pytest.mark.slow
@@ -38,7 +41,7 @@ def test_other_presets(case):
 @given(data_files("pairs"))
 def test_pairs_prepared_for_training(data):
     """Through the whole preparation (tokenizer, max_length filter, split, rejects file)."""
-    from test_data_support import bert_tokenizer
+    from helpers.data import bert_tokenizer
 
     with tempfile.TemporaryDirectory(prefix="rmspec-fuzz-") as tmp:
         check_data(data, Path(tmp), "pairs", tokenizer=bert_tokenizer())

@@ -99,10 +99,10 @@ def client(tmp_path_factory):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
+    from helpers.scoring_models import build_tiny_bert
     from rmspec.inference.engine import RewardEngine
     from rmspec.serve.app import create_app
     from rmspec.serve.service import Limits, Service
-    from test_eval_scoring import build_tiny_bert
 
     model = build_tiny_bert(tmp_path_factory.mktemp("fuzz_bert"))
     limits = Limits(max_body_bytes=64 * 1024, max_items=64)

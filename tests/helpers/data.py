@@ -1,4 +1,4 @@
-"""Helpers shared by the data tests (no tests here): specs written to a temp folder, tokenizers
+"""Helpers shared by the data tests: specs written to a temp folder, tokenizers
 built locally (the packaged MiniLM BERT tokenizer, and a small word-level tokenizer with a
 ChatML-style chat template), nothing fetched from a hub."""
 
@@ -8,7 +8,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout (this file is tests/helpers/…)
 FIXTURES = REPO / "tests" / "fixtures" / "data"
 DEMO = REPO / "rmspec" / "data" / "demo"
 

@@ -1,0 +1,44 @@
+"""What the serve tests share: a client package (or a skip), and a tiny BERT whose scores spread by
+whole units."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers.scoring_models import build_tiny_bert
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+MEAN, STD = 0.25, 1.5
+
+
+def need(module: str):
+    """The client package, or a skip; in CI a missing client fails the test instead."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"{module} is not installed (pip install -e '.[dev]')")
+
+
+def build_spread_bert(directory: Path, mean: float | None = MEAN, std: float | None = STD) -> Path:
+    """The tiny BERT with a head whose outputs differ by whole units between texts (a parity test on
+    near-equal scores would prove nothing), and rmspec's normalization stats in config.json."""
+    build_tiny_bert(directory)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory)
+    torch.manual_seed(3)
+    with torch.no_grad():
+        model.bert.pooler.dense.weight.normal_(0.0, 0.5)
+        model.classifier.weight.normal_(0.0, 4.0)
+    if mean is not None:
+        model.config.reward_mean, model.config.reward_std = mean, std
+    model.save_pretrained(directory)
+    return directory
+
