@@ -22,21 +22,23 @@ import glob
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 FORMATS = ("jsonl", "json", "csv", "parquet")
 FORMAT_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
                     ".parquet": "parquet", ".pq": "parquet"}
 FORMAT_NAMES = {"json": "JSON", "jsonl": "JSON Lines", "parquet": "Parquet", "csv": "CSV"}
 # The first bytes of formats a data folder holds, to say what a misnamed file really is.
-MAGIC = {b"PAR1": "Parquet", b"\x1f\x8b": "gzip", b"PK\x03\x04": "zip", b"ARROW1": "Arrow", b"SQLite format 3": "SQLite"}
+MAGIC = {b"PAR1": "Parquet", b"\x1f\x8b": "gzip", b"PK\x03\x04": "zip", b"ARROW1": "Arrow",
+         b"SQLite format 3": "SQLite"}
 
 # Codes of RowError. Document-level ones are raised by `open_rows`; row-level ones come with a Row.
-NOT_FOUND, NO_MATCH, UNKNOWN_FORMAT, WRONG_FORMAT, EMPTY = "not_found", "no_match", "unknown_format", "wrong_format", "empty"
-ENCODING, BARE_NULL, INVALID_JSON, NOT_OBJECT, NOT_ARRAY = "encoding", "bare_null", "invalid_json", "not_object", "not_array"
-LONE_SURROGATE, EMPTY_LINE, UNREADABLE = "lone_surrogate", "empty_line", "unreadable"
+NOT_FOUND, NO_MATCH, UNKNOWN_FORMAT, WRONG_FORMAT = "not_found", "no_match", "unknown_format", "wrong_format"
+ENCODING, BARE_NULL, NOT_ARRAY, UNREADABLE = "encoding", "bare_null", "not_array", "unreadable"
+INVALID_JSON, NOT_OBJECT, LONE_SURROGATE, EMPTY_LINE = "invalid_json", "not_object", "lone_surrogate", "empty_line"
 
 
 class RowError(ValueError):
@@ -180,8 +182,8 @@ def first_undecodable(path: str | Path, encoding: str = "utf-8") -> tuple[int, i
         number = 0
         try:
             with open(path, encoding=encoding) as fh:
-                for number, _ in enumerate(fh, 1):
-                    pass
+                for _line in fh:
+                    number += 1
         except UnicodeDecodeError as exc:
             return number + 1, 1, f"the bytes do not decode as {encoding} ({exc.reason})"
         return None
@@ -233,7 +235,8 @@ def preflight(path: str | Path, fmt: str, encoding: str = "utf-8") -> None:
 # ---------------------------------------------------------------- one line of JSON
 
 
-def decoded_lines(path: str | Path, encoding: str = "utf-8", *, blanks: bool = False) -> Iterator[tuple[int, str | None, RowError | None]]:
+def decoded_lines(path: str | Path, encoding: str = "utf-8", *,
+                  blanks: bool = False) -> Iterator[tuple[int, str | None, RowError | None]]:
     """(line number, text or None, RowError(encoding) or None) for each line, decoded one by one
     (a UTF-8 byte-order mark on the first line is dropped); blank lines only with `blanks`."""
     utf8 = encoding.replace("_", "-").lower() in ("utf-8", "utf8")
@@ -343,8 +346,8 @@ def _json_lines(path: str, encoding: str, skip: int, blanks: bool) -> Iterator[R
         seen += 1
         if seen <= skip:
             continue
-        if problem is not None:
-            yield Row(path, number, error=problem, raw=problem.msg)
+        if text is None:  # the line's bytes do not decode: `problem` says where
+            yield Row(path, number, error=problem, raw=problem.msg if problem else "")
         elif not text.strip():
             yield Row(path, number, error=RowError(EMPTY_LINE, "the line is empty", path, number))
         else:
@@ -372,9 +375,14 @@ def unwrap(data: Any) -> Any:
     return data
 
 
+def _text_encoding(encoding: str) -> str:
+    """UTF-8 read with its byte-order mark dropped."""
+    return "utf-8-sig" if encoding.replace("_", "-").lower() in ("utf-8", "utf8") else encoding
+
+
 def _json_document(path: str, encoding: str, skip: int) -> RowFile:
     _require_text(path, encoding)
-    with open(path, encoding="utf-8-sig" if encoding.replace("_", "-").lower() in ("utf-8", "utf8") else encoding) as fh:
+    with open(path, encoding=_text_encoding(encoding)) as fh:
         text = fh.read()
     try:
         data = unwrap(json.loads(text))
@@ -397,8 +405,7 @@ def _json_document(path: str, encoding: str, skip: int) -> RowFile:
 
 
 def _csv(path: str, encoding: str, skip: int) -> Iterator[Row]:
-    with open(path, encoding="utf-8-sig" if encoding.replace("_", "-").lower() in ("utf-8", "utf8") else encoding,
-              newline="") as fh:
+    with open(path, encoding=_text_encoding(encoding), newline="") as fh:
         reader = csv.DictReader(fh)
         for i, row in enumerate(reader):
             if i >= skip:

@@ -49,12 +49,12 @@ def source_identity(src: Any, base_dir: Path) -> str | None:
         return _hash(src.model_dump_json(), f"{p.stat().st_size}:{p.stat().st_mtime_ns}") if p.exists() else None
     if src.kind == "disk":
         p = Path(src.path) if Path(src.path).is_absolute() else base_dir / src.path
-        stamps = sorted(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in p.rglob("*") if f.is_file()) if p.is_dir() else []
+        stamps = _stamps(p.rglob("*")) if p.is_dir() else []
         return _hash(src.model_dump_json(), *stamps)
     if src.kind == "huggingface":
         local = base_dir / src.path
         if local.exists():
-            stamps = sorted(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in ([local] if local.is_file() else local.rglob("*")) if f.is_file())
+            stamps = _stamps([local] if local.is_file() else local.rglob("*"))
             return _hash(src.model_dump_json(), *stamps)
         return _hash(src.model_dump_json()) if src.revision else None
     return None  # custom sources: no way to know when their data changes
@@ -90,7 +90,13 @@ def cache_key(config: str, tokenizer: str, sources: list[Any], base_dir: Path) -
     return _hash(*parts)
 
 
-def save_cache(folder: Path, train: Any, validation: Any, report: DataReport, rejected_parts: list[tuple[str, Any]]) -> None:
+def _stamps(files: Any) -> list[str]:
+    """Path, size and mtime of each regular file, sorted."""
+    return sorted(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files if f.is_file())
+
+
+def save_cache(folder: Path, train: Any, validation: Any, report: DataReport,
+               rejected_parts: list[tuple[str, Any]]) -> None:
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

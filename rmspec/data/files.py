@@ -24,8 +24,8 @@ def resolve_paths(patterns: list[str], base_dir: Path, where: str) -> list[str]:
     try:
         return rows.resolve_paths(patterns, base_dir)
     except rows.RowError as exc:
-        raise DataError(f"{where}.{exc.field}: {exc.detail}",
-                        "paths are relative to the spec file's folder; check the name, or use a glob such as data/*.jsonl") from None
+        raise DataError(f"{where}.{exc.field}: {exc.detail}", "paths are relative to the spec file's folder; check "
+                        "the name, or use a glob such as data/*.jsonl") from None
 
 
 def _format(paths: list[str], declared: str, where: str) -> str:
@@ -79,11 +79,10 @@ def files_source(source: Any, base_dir: Path, where: str) -> Any:
             f"{' (the format its extension says)' if source.format == 'auto' else ''}: {short(exc)}",
             f"check that the files are valid {FORMAT_NAMES[fmt]}, or set format: to what they are",
         ) from None
-    if builder == "json" and any(isinstance(f, datasets.Json) for f in ds.features.values()):
-        # A column with mixed types (text in one row, a number in another): datasets stores such
-        # values as JSON and reads the text "4" back as the number 4. Read these files by hand.
-        if by_hand_ok:
-            return json_lines_by_hand(paths, encoding, where)
+    # A column with mixed types (text in one row, a number in another): datasets stores such
+    # values as JSON and reads the text "4" back as the number 4. Read these files by hand.
+    if by_hand_ok and any(isinstance(f, datasets.Json) for f in ds.features.values()):
+        return json_lines_by_hand(paths, encoding, where)
     return ds
 
 

@@ -11,7 +11,8 @@ import hashlib
 import json
 import random
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, PROCESS, prompt_text
 from rmspec.errors import DataError

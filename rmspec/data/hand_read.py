@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from rmspec import rows
 from rmspec.errors import DataError
@@ -31,7 +32,8 @@ def _read(path: str, encoding: str) -> Iterator[tuple[int, dict[str, Any] | None
     """(line number, row or None, (reason, detail) or None) for each non-blank line."""
     for number, text, problem in rows.decoded_lines(path, encoding):
         if problem is not None:
-            yield number, None, ("encoding", f"{problem.detail}; set data.source.encoding if the file is in another encoding")
+            yield number, None, ("encoding", f"{problem.detail}; set data.source.encoding if the file is in "
+                                             "another encoding")
             continue
         try:
             row = rows.parse_line(text)
@@ -61,8 +63,9 @@ def json_lines_by_hand(paths: list[str], encoding: str = "utf-8", where: str = "
         if bad == 0:
             raise DataError(f"{where}: {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''} holds no rows",
                             "point data.source.paths at the file that holds the data")
+        expected_from = "the extension" if all(p.endswith(".jsonl") for p in paths) else "format: json"
         raise DataError(f"{where}: not one of {bad:,} lines could be read as JSON Lines (one JSON object per line), "
-                        f"the format expected from {'the extension' if all(p.endswith('.jsonl') for p in paths) else 'format: json'}; "
+                        f"the format expected from {expected_from}; "
                         f"first: {first_bad}",
                         "check the file is JSON Lines text; if it is one JSON array name it .json, and for CSV or "
                         "Parquet set format: csv or parquet (or use the matching extension)")
@@ -81,7 +84,8 @@ def _encoded_rows(paths: tuple[str, ...], names: tuple[str, ...], encoding: str 
         for number, row, problem in _read(path, encoding):
             if problem is not None:
                 reason, detail = problem
-                yield {**dict.fromkeys(names), BAD_LINE: json.dumps([reason, f"{path}:{number}: {_short(detail, 300)}"])}
+                bad = json.dumps([reason, f"{path}:{number}: {_short(detail, 300)}"])
+                yield {**dict.fromkeys(names), BAD_LINE: bad}
                 continue
             yield {**{n: json.dumps(row[n]) if n in row else None for n in names}, BAD_LINE: None}
 

@@ -32,9 +32,11 @@ class MapBatch:
             except Reject as rej:
                 recs, bad = [{**R.empty_record(self.kind), "id": _safe_id(row, self.mapper, index), "group": ""}], rej
             for rec in recs:
-                rec.update(source_index=index, augmented=False, reject_stage="", reject_reason="", reject_detail="", raw="")
+                rec.update(source_index=index, augmented=False, reject_stage="", reject_reason="", reject_detail="",
+                           raw="")
                 if bad is not None:
-                    rec.update(reject_stage="map", reject_reason=bad.reason, reject_detail=bad.detail, raw=R.to_json_row(row))
+                    rec.update(reject_stage="map", reject_reason=bad.reason, reject_detail=bad.detail,
+                               raw=R.to_json_row(row))
                 rec["prompt_key"] = R.prompt_key(rec) if bad is None else ""
                 for k in self.names:
                     out[k].append(rec.get(k))
@@ -70,7 +72,7 @@ def pair_by_prompt(ds: Any, attribute: str) -> Any:
             groups.setdefault(r["prompt_key"], []).append(i)
     out = []
     done: set[int] = set()
-    for key, members in groups.items():
+    for members in groups.values():
         ranked = sorted(members, key=lambda i: -rows[i]["scores"][0])
         best, worst = rows[ranked[0]], rows[ranked[-1]]
         if len(members) < 2 or best["scores"][0] == worst["scores"][0]:
@@ -79,7 +81,8 @@ def pair_by_prompt(ds: Any, attribute: str) -> Any:
             for i in members:
                 rows[i].update(reject_stage="map:pair_by", reject_reason=reason, reject_detail=detail)
             continue
-        out.append({**{k: best[k] for k in ("source_index", "id", "group", "augmented", "prompt_key", "prompt_messages")},
+        shared = ("source_index", "id", "group", "augmented", "prompt_key", "prompt_messages")
+        out.append({**{k: best[k] for k in shared},
                     "reject_stage": "", "reject_reason": "", "reject_detail": "", "raw": "",
                     "chosen": best["response"], "rejected": worst["response"],
                     "margin": best["scores"][0] - worst["scores"][0],

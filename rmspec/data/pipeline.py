@@ -22,9 +22,19 @@ from typing import Any
 from rmspec.data import cache
 from rmspec.data import records as R
 from rmspec.data.augment import augment_rows
-from rmspec.data.columns import alive, arrow, column, count_sources, mark_indices, materialise, output, procs, rejected
+from rmspec.data.columns import (
+    alive,
+    arrow,
+    column,
+    count_sources,
+    mark_indices,
+    materialise,
+    output,
+    procs,
+    rejected,
+    write_rejects,
+)
 from rmspec.data.columns import stable_hash as _hash
-from rmspec.data.columns import write_rejects
 from rmspec.data.filters import Dedup, map_row_check, row_filter, sample_keep
 from rmspec.data.hand_read import BAD_LINE, is_encoded
 from rmspec.data.layout import Layout
@@ -125,7 +135,8 @@ def prepare(loaded: Any, tokenizer: Any, *, rejects_path: str | Path | None = No
     ctx = make_context(loaded, tokenizer, limit, cache_dir)
     data, approach = ctx.data, ctx.approach
     cache_root = Path(cache_dir) if cache_dir else cache.default_cache_dir()
-    key = cache.cache_key(ctx.config_key, ctx.tokenizer_key, [data.source, data.split.validation_source], loaded.base_dir)
+    key = cache.cache_key(ctx.config_key, ctx.tokenizer_key, [data.source, data.split.validation_source],
+                          loaded.base_dir)
     hit = cache_root / key if key else None
     if hit is not None and (hit / "report.json").is_file():
         return Prepared(*cache.load_cache(hit, rejects_path, t0))
@@ -161,7 +172,8 @@ def prepare(loaded: Any, tokenizer: Any, *, rejects_path: str | Path | None = No
         rows = train.select_columns(list(R.features(approach))).to_list()
         made, augmented_counts = augment_rows(rows, data.augment, approach)
         if made:
-            stage = TokenizeStage(ctx.layout, approach, main.filtered.max_tokens, main.filtered.policy, "augment:max_length")
+            stage = TokenizeStage(ctx.layout, approach, main.filtered.max_tokens, main.filtered.policy,
+                                  "augment:max_length")
             extra = datasets.Dataset.from_list(made, features=R.features(approach))
             extra = extra.map(stage, batched=True, features=train.features)
             augmented_rejected, _ = count_rejects(arrow(extra, "reject_stage"), arrow(extra, "reject_reason"))

@@ -86,7 +86,7 @@ class DataReport:
         return {**out, **body}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "DataReport":
+    def from_json(cls, data: dict[str, Any]) -> DataReport:
         names = set(cls.__dataclass_fields__)
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["sources"] = {k: SourceCounts(**{f: v[f] for f in SourceCounts.__dataclass_fields__})

@@ -18,6 +18,7 @@ from rmspec.data.files import files_source, resolve_paths
 from rmspec.data.files import short as _short
 from rmspec.data.sql import sql_source, sql_url
 from rmspec.errors import DataError
+
 # Kept importable from here for rmspec.evaluate until it reads through rmspec.rows itself.
 from rmspec.rows import bare_null_line, first_undecodable
 
@@ -110,8 +111,9 @@ def _huggingface(source, base_dir: Path, where: str):
 
 def _custom(source, base_dir: Path, where: str):
     """A source registered under the `rmspec.sources` entry point: a callable(options, base_dir) -> Dataset."""
-    import datasets
     from importlib.metadata import entry_points
+
+    import datasets
 
     matches = [ep for ep in entry_points(group="rmspec.sources") if ep.name == source.kind]
     if not matches:

@@ -62,8 +62,8 @@ def sql_source(source: Any, base_dir: Path, where: str):
         stamp = os.urandom(8).hex()
     fingerprint = hashlib.sha256(f"{url}\n{source.query}\n{stamp}".encode()).hexdigest()[:32]
     try:
-        return datasets.Dataset.from_generator(_sql_rows, gen_kwargs={"url": url, "query": source.query, "columns": tuple(columns)},
-                                               fingerprint=fingerprint)
+        gen_kwargs = {"url": url, "query": source.query, "columns": tuple(columns)}
+        return datasets.Dataset.from_generator(_sql_rows, gen_kwargs=gen_kwargs, fingerprint=fingerprint)
     finally:
         engine.dispose()
 
