@@ -1,7 +1,9 @@
 """The one scoring engine behind `rmspec eval`, `rmspec score`, `rmspec serve` and active selection.
 
-`RewardEngine.load(MODEL_OR_RUN)` loads a reward model (or a generative judge) with everything
-that decides its scores:
+`load_scorer(MODEL_OR_RUN)` loads whatever the run or folder holds: a `RewardEngine` (a reward
+model, pointwise or not, or a generative judge) or a process reward model's `StepEngine`
+(rmspec.inference.process); `kind` (rmspec.inference.scorer.ScorerKind) says which. A
+`RewardEngine` carries everything that decides its scores:
 - the layout and chat template the run trained with (a bare model folder: the tokenizer's own);
 - `max_length` (the run's `training.max_length`, never past what the model can read);
 - the head's output names (`config.id2label`: `reward`, or one per pointwise attribute);
@@ -16,14 +18,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from rmspec.inference.encoding import Encoded, Prompt, encode_many, make_layout
 from rmspec.inference.loading import load_reward_model, max_length_for
+from rmspec.inference.process import StepEngine, is_token_classifier
+from rmspec.inference.scorer import ScorerKind
 from rmspec.inference.scoring import head_outputs
 from rmspec.inference.target import Target, resolve_target
 
-REWARD, POINTWISE, JUDGE = "reward", "pointwise", "judge"
+
+def load_scorer(model_or_run: str | Path, *, dtype: str = "float32", device: str | None = None,
+                batch_size: int | None = None) -> RewardEngine | StepEngine:
+    """The scorer a run directory (its spec decides layout, max_length, approach) or a model folder
+    holds: a generative judge or a score-head model (`RewardEngine`), or a process reward model,
+    rmspec's or any token classifier (`StepEngine`); dispatch on its `kind`."""
+    target = resolve_target(model_or_run)
+    spec = target.loaded_spec.spec if target.loaded_spec is not None else None
+    if spec is not None and spec.approach.kind == "generative":
+        return RewardEngine.load_judge(target.model_dir, spec, target=target, batch_size=batch_size)
+    if (spec is not None and spec.approach.kind == "process") or is_token_classifier(target.model_dir):
+        return StepEngine.load(model_or_run, dtype=dtype, device=device, batch_size=batch_size)
+    model, tokenizer = load_reward_model(target.model_dir, dtype=dtype, device=device)
+    return RewardEngine.from_parts(model, tokenizer, spec, target=target, batch_size=batch_size)
 
 
 @dataclass
@@ -32,7 +49,7 @@ class RewardEngine:
     tokenizer: Any
     layout: Any
     max_length: int
-    kind: str = REWARD  # reward (one scalar), pointwise (one output per attribute), judge (generates)
+    kind: Literal[ScorerKind.REWARD, ScorerKind.POINTWISE, ScorerKind.JUDGE] = ScorerKind.REWARD
     labels: list[str] = field(default_factory=lambda: ["reward"])
     mean: float | None = None
     std: float | None = None
@@ -45,19 +62,9 @@ class RewardEngine:
 
     @classmethod
     def load(cls, model_or_run: str | Path, *, dtype: str = "float32", device: str | None = None,
-             batch_size: int | None = None) -> "RewardEngine":
-        """A run directory (its spec decides layout, max_length, approach) or a model folder."""
-        target = resolve_target(model_or_run)
-        spec = target.loaded_spec.spec if target.loaded_spec is not None else None
-        if spec is not None and spec.approach.kind == "generative":
-            return cls.load_judge(target.model_dir, spec, target=target, batch_size=batch_size)
-        from rmspec.inference.process import StepEngine, is_token_classifier
-
-        if (spec is not None and spec.approach.kind == "process") or is_token_classifier(target.model_dir):
-            # A process reward model (rmspec's or TRL's token classifier): per-step scores.
-            return StepEngine.load(model_or_run, dtype=dtype, device=device, batch_size=batch_size)  # type: ignore[return-value]
-        model, tokenizer = load_reward_model(target.model_dir, dtype=dtype, device=device)
-        return cls.from_parts(model, tokenizer, spec, target=target, batch_size=batch_size)
+             batch_size: int | None = None) -> RewardEngine | StepEngine:
+        """`load_scorer`, by the name older callers use: a PRM folder gives a `StepEngine`."""
+        return load_scorer(model_or_run, dtype=dtype, device=device, batch_size=batch_size)
 
     @classmethod
     def from_parts(cls, model: Any, tokenizer: Any, spec: Any = None, *, target: Target | None = None,
@@ -70,7 +77,9 @@ class RewardEngine:
         max_length = min(spec.training.max_length, limit) if spec is not None else limit
         config = model.config
         labels = _head_labels(config)
-        kind = POINTWISE if (spec is not None and spec.approach.kind == "pointwise") or len(labels) > 1 else REWARD
+        kind: Literal[ScorerKind.REWARD, ScorerKind.POINTWISE] = (
+            ScorerKind.POINTWISE if (spec is not None and spec.approach.kind == "pointwise") or len(labels) > 1
+            else ScorerKind.REWARD)
         return cls(model, tokenizer, make_layout(tokenizer, chat_template, architecture), max_length, kind, labels,
                    _finite(getattr(config, "reward_mean", None)), _finite(getattr(config, "reward_std", None)),
                    target, batch_size or (spec.eval.batch_size if spec is not None else 32))
@@ -84,7 +93,7 @@ class RewardEngine:
         model, tokenizer = load_judge(model_dir)
         architecture = spec.model.shape.architecture if spec.model.shape else None
         layout = make_layout(tokenizer, spec.data.mapping.chat_template, architecture)
-        return cls(model, tokenizer, layout, min(spec.training.max_length, max_length_for(model, tokenizer)), JUDGE,
+        return cls(model, tokenizer, layout, min(spec.training.max_length, max_length_for(model, tokenizer)), ScorerKind.JUDGE,
                    ["verdict"], target=target, batch_size=batch_size or 8,
                    verdict_pattern=spec.approach.verdict_pattern, max_new_tokens=spec.approach.max_new_tokens)
 
@@ -94,12 +103,31 @@ class RewardEngine:
         """(prompt, response) items as training lays them out and cuts them."""
         return encode_many(self.tokenizer, list(items), self.max_length, self.layout)
 
-    def encode_text(self, text: str, *, add_special_tokens: bool = False) -> Encoded:
-        """An already formatted text (OpenRLHF's `query`, vLLM's `input`): tokenized as it is.
+    def encode_text(self, text: str, *, add_special_tokens: bool = False, limit: int | None = None) -> Encoded:
+        """An already formatted text (OpenRLHF's `query`, vLLM's `input`), read where training reads
+        the same conversation (encode_served). `add_special_tokens` adds the tokenizer's own
+        special tokens where the text does not already hold them.
 
         Too long: the start is cut, so the end of the response (where the reward is read) stays.
         """
-        return self.encode_ids(self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if add_special_tokens:
+            ids = self.read_point.with_specials(ids, self.layout.single_head, self.layout.single_tail)
+        return self.encode_served(ids, limit)
+
+    @property
+    def read_point(self) -> Any:
+        """Where the reward is read in served texts (rmspec.inference.read_point), from this layout."""
+        if not hasattr(self, "_read_point"):
+            from rmspec.inference.read_point import ReadPoint
+
+            self._read_point = ReadPoint.of(self.layout, self.tokenizer)
+        return self._read_point
+
+    def encode_served(self, ids: Sequence[int], limit: int | None = None) -> Encoded:
+        """Token ids a client sent: a complete conversation ends (and starts) as training laid it
+        out (ReadPoint.canonical), then is cut as training cuts (encode_ids)."""
+        return self.encode_ids(self.read_point.canonical(ids), limit)
 
     def encode_ids(self, ids: Sequence[int], limit: int | None = None) -> Encoded:
         """Token ids as given (vLLM accepts them too), cut as training cuts: the leading special
@@ -134,7 +162,7 @@ class RewardEngine:
 
     def outputs(self, encoded: Sequence[Encoded], batch_size: int | None = None) -> list[list[float]]:
         """Every head output per encoded sequence, in input order (length-sorted batches inside)."""
-        if self.kind == JUDGE:
+        if self.kind == ScorerKind.JUDGE:
             raise TypeError("a generative judge has no score head: use rmspec.inference.judge")
         if not encoded:
             return []
@@ -160,7 +188,7 @@ class RewardEngine:
         """Responses to one prompt share one row (a causal decoder whose attention takes a mask)."""
         from rmspec.inference.shared_prefix import can_share_prompt
 
-        if self.kind != REWARD or getattr(self.layout, "kind", None) == "pair":
+        if self.kind != ScorerKind.REWARD or getattr(self.layout, "kind", None) == "pair":
             return False
         if not hasattr(self, "_prompt_once"):
             self._prompt_once = can_share_prompt(self.model)
@@ -192,7 +220,7 @@ class RewardEngine:
         """A judge's greedy replies to whole conversations, laid out by its run's layout."""
         from rmspec.inference.judge import generate
 
-        if self.kind != JUDGE:
+        if self.kind != ScorerKind.JUDGE:
             raise TypeError("only a generative judge generates text")
         return generate(self.model, self.tokenizer, self.judge_prompt_ids(conversations),
                         max_new_tokens or self.max_new_tokens, batch_size or self.batch_size)
@@ -222,7 +250,9 @@ class RewardEngine:
 
     def normalize(self, reward: float) -> float | None:
         """(reward - reward_mean) / reward_std, as the model card says; None without the stats."""
-        return (reward - self.mean) / self.std if self.can_normalize else None
+        if self.mean is None or self.std is None or not self.std > 0:  # can_normalize, spelled for the type checker
+            return None
+        return (reward - self.mean) / self.std
 
 
 def preference_probability(chosen: float, rejected: float) -> float:
