@@ -61,7 +61,7 @@ def test_push_without_a_token_is_a_clear_error_and_keeps_the_model(tmp_path, mon
     with pytest.raises(RunError) as err:
         push_to_hub(run, _spec("RMSPEC_TEST_TOKEN"))
     assert "RMSPEC_TEST_TOKEN" in err.value.message and str(run.model) in err.value.message
-    assert "huggingface-cli upload me/rm" in err.value.hint
+    assert "hf upload me/rm" in err.value.hint
     # With a token but no network (offline mode here): an error naming the target, model untouched.
     monkeypatch.setenv("RMSPEC_TEST_TOKEN", "hf_fake")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
