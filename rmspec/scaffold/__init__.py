@@ -1,111 +1,84 @@
-"""`rmspec init`: a commented spec from templates/, for an approach, a data preset and a model."""
+"""`rmspec init`: a commented spec from a template (an approach) or a shipped example spec.
+
+Every file read here ships inside the package (see shipped.py), so init works from a wheel.
+Paths to shipped files (demo data, the JSON Schema) are written absolute: they name the files of
+the rmspec that wrote the spec, wherever the spec is written. The user's own files stay relative
+to the spec, as a spec's paths are.
+"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from rmspec.errors import RmspecError
+from rmspec.scaffold.data_choice import data_section
+from rmspec.scaffold.data_choice import names as data_names
+from rmspec.scaffold.shipped import (
+    DEMO_DIR,
+    SCHEMA,
+    SPECS,
+    TEMPLATES,
+    absolute_shipped_paths,
+    example_names,
+)
 from rmspec.spec.choices import unknown_choice
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
-DEMO_DIR = Path(__file__).resolve().parents[1] / "data" / "demo"
-SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "rmspec.schema.json"
 APPROACHES = ("bradley_terry", "pointwise", "generative", "process")
 
-# --data names: known datasets and how they map. A path to a file is taken as plain pairs
-# (or messages for the generative approach).
-DATA_PRESETS: dict[str, dict] = {
-    "demo": {"source": {"kind": "files", "paths": ["<demo>/preferences.jsonl"]}, "mapping": {"preset": "pairs"}},
-    "hh-rlhf": {
-        "source": {"kind": "huggingface", "path": "Anthropic/hh-rlhf", "data_dir": "helpful-base", "split": "train"},
-        "mapping": {"preset": "hh-rlhf"},
-    },
-    "ultrafeedback-binarized": {
-        "source": {"kind": "huggingface", "path": "trl-lib/ultrafeedback_binarized", "split": "train"},
-        "mapping": {"preset": "conversational"},
-    },
-    "ultrafeedback": {
-        "source": {"kind": "huggingface", "path": "openbmb/UltraFeedback", "split": "train"},
-        "mapping": {"preset": "ultrafeedback", "binarize": "best_vs_worst"},
-    },
-    "shp": {
-        "source": {"kind": "huggingface", "path": "stanfordnlp/SHP", "split": "train"},
-        "mapping": {"preset": "shp"},
-    },
-    "helpsteer2": {
-        "source": {"kind": "huggingface", "path": "nvidia/HelpSteer2", "split": "train"},
-        "mapping": {"preset": "helpsteer2"},
-    },
-    "judge-demo": {"source": {"kind": "files", "paths": ["<demo>/judge_messages.jsonl"]}, "mapping": {"preset": "messages"}},
-    "prm-demo": {"source": {"kind": "files", "paths": ["<demo>/prm_steps.jsonl"]}, "mapping": {"preset": "stepwise"}},
-    "math-shepherd": {"source": {"kind": "huggingface", "path": "trl-lib/math_shepherd", "split": "train"},
-                      "mapping": {"preset": "stepwise"}},
-}
+__all__ = ["APPROACHES", "DEMO_DIR", "SCHEMA", "SPECS", "TEMPLATES", "build_document", "data_names",
+           "example_document", "example_names", "render_spec"]
 
 
-def _relative(target: Path, out_dir: Path) -> str:
-    return os.path.relpath(target, out_dir.resolve())
-
-
-def _data_section(data: str, approach: str, out_dir: Path) -> dict:
-    if data in DATA_PRESETS:
-        section = {k: dict(v) for k, v in DATA_PRESETS[data].items()}
-        section["source"] = dict(section["source"])
-        if "paths" in section["source"]:
-            section["source"]["paths"] = [
-                _relative(Path(p.replace("<demo>", str(DEMO_DIR))), out_dir) for p in section["source"]["paths"]
-            ]
-        if data == "helpsteer2" and approach == "bradley_terry":
-            section["mapping"]["pair_by"] = "helpfulness"
-        return section
-    path = Path(data)
-    if path.suffix.lower() not in (".json", ".jsonl", ".parquet", ".csv") and not any(c in data for c in "*?"):
-        raise RmspecError(
-            unknown_choice("data preset", data, DATA_PRESETS),
-            hint="or give a path to a .jsonl/.json/.parquet/.csv file",
-        )
-    rel = data if not path.exists() else _relative(path.resolve(), out_dir)
-    preset = {"generative": "messages", "pointwise": None, "process": "stepwise"}.get(approach, "pairs")
-    mapping: dict = {"preset": preset} if preset else {
-        "columns": {"prompt": "prompt", "response": "response", "scores": {"score": "score"}}
-    }
-    return {"source": {"kind": "files", "paths": [rel]}, "mapping": mapping}
-
-
-def build_document(approach: str, data: str | None, model: str | None, out_dir: Path, name: str | None = None) -> dict:
+def build_document(approach: str, data: str | None, model: str | None, out_dir: Path, name: str | None = None,
+                   preset: str | None = None) -> tuple[dict, str | None]:
+    """(the spec document for this approach, a note about the data for the user or None)."""
     from rmspec.spec.yaml_io import read_yaml_file
 
     if approach not in APPROACHES:
         raise RmspecError(unknown_choice("approach", approach, APPROACHES))
+    if preset is not None and data is None:
+        raise RmspecError("--preset says how the --data file or hub dataset is laid out; give --data too")
     doc, _ = read_yaml_file(TEMPLATES / f"{approach}.yaml")
+    doc = absolute_shipped_paths(doc, "templates")
+    note = None
     if data is not None:
-        section = _data_section(data, approach, out_dir)
+        section, note = data_section(data, approach, out_dir, preset)
         doc["data"]["source"] = section["source"]
         doc["data"]["mapping"] = section["mapping"]
         if approach == "pointwise" and "columns" in section["mapping"]:
             doc["approach"]["attributes"] = ["score"]
-    else:  # the template's relative demo paths are relative to templates/
-        source = doc["data"]["source"]
-        if "paths" in source:
-            source["paths"] = [_relative((TEMPLATES / p).resolve(), out_dir) for p in source["paths"]]
-    for bench in doc.get("eval", {}).get("benchmarks", []) or []:  # demo benchmark files, likewise
-        if bench.get("path", "").startswith("../"):
-            bench["path"] = _relative((TEMPLATES / bench["path"]).resolve(), out_dir)
+        if section["mapping"].get("preset") == "helpsteer2" and approach == "bradley_terry":
+            doc["data"]["mapping"]["pair_by"] = "helpfulness"
+    _apply(doc, model, name)
+    return doc, note
+
+
+def example_document(example: str, model: str | None = None, name: str | None = None) -> dict:
+    """A shipped spec (specs/EXAMPLE.yaml) with its demo paths made absolute."""
+    from rmspec.spec.yaml_io import read_yaml_file
+
+    if example not in example_names():
+        raise RmspecError(unknown_choice("example", example, example_names()))
+    doc, _ = read_yaml_file(SPECS / f"{example}.yaml")
+    doc = absolute_shipped_paths(doc, "specs")
+    _apply(doc, model, name)
+    return doc
+
+
+def _apply(doc: dict, model: str | None, name: str | None) -> None:
     if model is not None:
         doc["model"]["name_or_path"] = model
     if name is not None:
         doc["name"] = name
-    return doc
 
 
-def render_spec(doc: dict, out_dir: Path) -> str:
+def render_spec(doc: dict) -> str:
+    """The YAML text: a header naming the packaged JSON Schema, then each key under its description."""
     from rmspec.scaffold.comments import commented_yaml
     from rmspec.spec import Spec
 
-    schema_ref = _relative(SCHEMA, out_dir)
     header = (
-        f"# yaml-language-server: $schema={schema_ref}\n"
+        f"# yaml-language-server: $schema={SCHEMA.resolve()}\n"
         "# Written by `rmspec init`. Check it with `rmspec validate`, size it with `rmspec plan`.\n"
     )
     return commented_yaml(doc, Spec, header)
