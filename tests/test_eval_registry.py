@@ -123,3 +123,21 @@ def test_a_registered_toy_benchmark_flows_through_eval_results_and_report(toy, t
     res.write_results(run / "results.json", results)
     html = build_html(run)
     assert "<h3>toy <span class=muted>(toy, 4 examples" in html and "Overall: <b>50.0%</b>" in html
+
+
+@pytest.mark.parametrize("kind", ["pairs", "processbench"])
+@pytest.mark.parametrize("content, where, what", [
+    (b'{"a": 1}\n{"a": "caf\xe9"}\n', ":2:11", "0xe9"),
+    (b'{"a": 1}\nnull\n', ":2", "a bare null"),
+    (b"PAR1 not json", "", "is a Parquet file"),
+])
+def test_benchmark_loaders_use_the_row_readers_guards(kind, content, where, what, tmp_path):
+    """ProcessBench's loader had none of these guards (a bare null line crashed pyarrow)."""
+    from rmspec.errors import DataError
+    from rmspec.evaluate.benchmarks import load_benchmark
+
+    path = tmp_path / "bench.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(DataError) as info:
+        load_benchmark(kind, str(path))
+    assert f"benchmark {kind!r}: {path}{where}: " in info.value.message and what in info.value.message

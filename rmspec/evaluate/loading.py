@@ -63,6 +63,20 @@ def resolve_source(kind: str, path: str | None, base_dir: Path | None = None) ->
     return path, False
 
 
+def guard_file(kind: str, source: str, builder: str) -> None:
+    """The row reader's guards (rmspec.rows.preflight) before datasets/pyarrow reads a local file:
+    another format's magic bytes, bytes that do not decode, a bare `null` line (which crashes
+    pyarrow's JSON reader); pyarrow would let them through to fail later as a traceback."""
+    from rmspec.rows import BARE_NULL, ENCODING, RowError, preflight
+
+    try:
+        preflight(source, builder)
+    except RowError as exc:
+        hint = {ENCODING: "convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)", BARE_NULL: "remove the null lines"}
+        raise DataError(f"benchmark {kind!r}: {exc.where}: {exc.detail}",
+                        hint.get(exc.code, f"use a {builder} file, or rename it to its real format")) from None
+
+
 def load_rows(kind: str, source: str, local: bool, split: str | None,
               columns: Sequence[str] = ()) -> tuple[list[dict[str, Any]], str | None]:
     """The rows of a local file (any split) or of a hub dataset's split (default: the kind's
@@ -78,18 +92,7 @@ def load_rows(kind: str, source: str, local: bool, split: str | None,
                     f"benchmark {kind!r}: cannot read {source}: unknown format {Path(source).suffix!r}",
                     f"use one of {', '.join(sorted(LOCAL_FORMATS))}",
                 )
-            if builder in ("json", "csv"):  # pyarrow lets bad bytes through, to fail later as a traceback
-                from rmspec.rows import bare_null_line, first_undecodable
-
-                bad = first_undecodable(source, "utf-8")
-                if bad is not None:
-                    line, col, detail = bad
-                    raise DataError(f"benchmark {kind!r}: {source}:{line}:{col}: not UTF-8 text: {detail}",
-                                    "convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)")
-                null = bare_null_line(source) if builder == "json" else None
-                if null is not None:  # pyarrow's JSON reader segfaults on it (see bare_null_line)
-                    raise DataError(f"benchmark {kind!r}: {source}:{null}: a bare null where a row (a JSON object) belongs",
-                                    "remove the null lines")
+            guard_file(kind, source, builder)
             dataset = datasets.load_dataset(builder, data_files=source, split="train")
             used_split = None
         else:

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from rmspec.errors import DataError
 from rmspec.evaluate.figures import BenchmarkScore, check_lengths, mean
 from rmspec.evaluate.kinds.base import BenchmarkKind
-from rmspec.evaluate.loading import BenchmarkData, Example, resolve_source
+from rmspec.evaluate.loading import BenchmarkData, Example, guard_file, resolve_source
 
 REQUIRED = ("problem", "steps", "label")
 
@@ -122,6 +122,7 @@ def load_processbench(path: str | None = None, *, split: str | None = None, limi
             builder = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}.get(Path(source).suffix.lower())
             if builder is None:
                 raise DataError(f"benchmark 'processbench': cannot read {source}", "use a .jsonl, .json or .parquet file")
+            guard_file("processbench", source, builder)
             rows = datasets.load_dataset(builder, data_files=source, split="train").to_list()
             if split is not None:
                 rows = [r for i, r in enumerate(rows) if split_of(r, i) == split]
