@@ -20,7 +20,7 @@ import pytest
 from helpers.models import build_model
 from helpers.polling import _wait_for
 from helpers.runs import make_run_spec, metrics_rows, rmspec
-from rmspec.launch.lock import LOCK_FILES, RunLocked, acquire_trainer_lock, claim_lock, trainer_owner
+from rmspec.rundir.lock import LOCK_FILES, RunLocked, acquire_trainer_lock, claim_lock, trainer_owner
 
 TRAINING = "  max_steps: 100\n  save_steps: 10\n  save_total_limit: 2"
 
@@ -30,7 +30,7 @@ TRAINING = "  max_steps: 100\n  save_steps: 10\n  save_total_limit: 2"
 
 def _hold(path: Path) -> subprocess.Popen:
     """Another process that takes the trainer lock of `path` and keeps it until killed."""
-    code = ("import sys, time; from rmspec.launch.lock import acquire_trainer_lock; "
+    code = ("import sys, time; from rmspec.rundir.lock import acquire_trainer_lock; "
             "acquire_trainer_lock(sys.argv[1]); print('held', flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
