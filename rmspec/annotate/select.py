@@ -17,30 +17,34 @@ import math
 import random
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmspec.errors import RmspecError
+
+if TYPE_CHECKING:
+    from rmspec.inference.engine import RewardEngine
 
 CRITERIA = ("uncertain", "disagree", "random")
 
 
-def load_engine(model: str | Path):
+def load_engine(model: str | Path) -> RewardEngine:
     """A run directory, a model folder, or a packaged model name (e.g. the quickstart MiniLM)."""
-    from rmspec.inference.engine import JUDGE, RewardEngine
+    from rmspec.inference.engine import load_scorer
+    from rmspec.inference.scorer import ScorerKind
     from rmspec.packaged import resolve_model_path
 
     path = model if Path(model).exists() else resolve_model_path(str(model))
     if not Path(path).exists():
         raise RmspecError(f"--model {model}: no such run directory or model folder",
                           "give runs/NAME (after rmspec run) or a folder with config.json and weights")
-    engine = RewardEngine.load(path)
-    if getattr(engine, "kind", None) == JUDGE or not hasattr(engine, "score_pairs"):
+    engine = load_scorer(path)
+    if engine.kind == ScorerKind.PROCESS or engine.kind == ScorerKind.JUDGE:
         raise RmspecError(f"--model {model} is not a score-head reward model",
                           "active selection ranks pairs by reward margin: use a bradley_terry or pointwise run")
     return engine
 
 
-def margins(engine: Any, items: list[dict[str, Any]]) -> list[tuple[float, float]]:
+def margins(engine: RewardEngine, items: list[dict[str, Any]]) -> list[tuple[float, float]]:
     """(reward of first, reward of second) per pairwise item."""
     first, second = engine.score_pairs([it["prompt"] for it in items], [it["first"] for it in items],
                                        [it["second"] for it in items])

@@ -42,10 +42,10 @@ def score(target: str, input_path: str, out_path: str | None, columns: str | Non
     detect_format(Path(input_path))
     out = Path(out_path) if out_path else Path(Path(input_path).name.split(".")[0] + ".scored.jsonl")
 
-    from rmspec.inference.engine import RewardEngine
+    from rmspec.inference.engine import load_scorer
     from rmspec.score.runner import score_file
 
-    engine = RewardEngine.load(target, batch_size=batch_size)
+    engine = load_scorer(target, batch_size=batch_size)
     if as_json:
         summary = score_file(engine, input_path, out, target=target, columns=columns, split=split, chunk_rows=chunk_rows,
                              batch_size=batch_size, resume=resume, overwrite=overwrite)
