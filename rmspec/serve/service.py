@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from rmspec.inference.encoding import Encoded
-from rmspec.inference.engine import JUDGE, REWARD, RewardEngine
+from rmspec.inference.engine import RewardEngine
+from rmspec.inference.scorer import ScorerKind
 from rmspec.serve.batcher import Batcher
 
 
@@ -47,7 +48,7 @@ class Service:
 
     @property
     def is_judge(self) -> bool:
-        return self.engine.kind == JUDGE
+        return self.engine.kind == ScorerKind.JUDGE
 
     def make_batcher(self, on_batch=None) -> Batcher:
         lim = self.limits
@@ -64,7 +65,7 @@ class Service:
 
     @property
     def is_process(self) -> bool:
-        return self.engine.kind == "process"
+        return self.engine.kind == ScorerKind.PROCESS
 
     async def score(self, encoded: Sequence[Encoded], per_token: bool = False) -> list[list[float]]:
         """Every raw head output per item, computed in shared batches (a process reward model:
@@ -79,7 +80,7 @@ class Service:
 
     def present(self, values: list[float]) -> list[float]:
         """What the server answers: a reward model's reward normalized when normalization is on."""
-        if self.normalize and self.engine.kind == REWARD:
+        if self.normalize and self.engine.kind == ScorerKind.REWARD:
             return [self.engine.normalize(values[0]), *values[1:]]
         return list(values)
 
