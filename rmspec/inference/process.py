@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
 
 from rmspec.errors import RmspecError
 from rmspec.inference.encoding import Encoded, Prompt, as_messages
 from rmspec.inference.scorer import ScorerKind
+
+if TYPE_CHECKING:
+    from rmspec.data.steps import StepEncoder
 
 DEFAULT_SEPARATOR = "\n"
 
@@ -120,6 +123,7 @@ class StepEngine:
             limit = min(limit, int(saved["max_length"]))
         sep = separator if separator is not None else saved.get("step_separator", DEFAULT_SEPARATOR)
         thr = threshold if threshold is not None else float(saved.get("threshold", 0.5))
+        encoder: StepEncoder | _TrlEncoder
         if "step_separator" in saved:  # trained by rmspec: the data pipeline's own layout
             from rmspec.data.steps import StepEncoder
             from rmspec.inference.encoding import make_layout
