@@ -13,7 +13,8 @@ SIDE = {"first": LEFT, "second": RIGHT, "tie": TIE}
 SWAPPED_SIDE = {"first": RIGHT, "second": LEFT, "tie": TIE}
 
 
-def export_of(labels: list[dict[int, str]], swaps: list[bool] | None = None, cancelled: dict | None = None) -> list[dict]:
+def export_of(labels: list[dict[int, str]], swaps: list[bool] | None = None,
+              cancelled: dict | None = None) -> list[dict]:
     """A JSON export: task k gets annotator -> source-order preference; swapped tasks are clicked on the other side."""
     swaps = swaps or [False] * len(labels)
     out = []

@@ -31,10 +31,7 @@ def build_tokenizer(folder: Path, *, unk: bool, bert: bool = False):
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    if bert:
-        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
-    else:
-        specials = (["<unk>"] if unk else []) + ["<eos>"]
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] if bert else (["<unk>"] if unk else []) + ["<eos>"]
     vocab = {w: i for i, w in enumerate(specials + WORDS)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]" if bert else ("<unk>" if unk else "<eos>")))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -46,7 +43,8 @@ def build_tokenizer(folder: Path, *, unk: bool, bert: bool = False):
             tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]"
         )
     else:
-        tok.post_processor = processors.TemplateProcessing(single="$A <eos>", special_tokens=[("<eos>", vocab["<eos>"])])
+        tok.post_processor = processors.TemplateProcessing(single="$A <eos>",
+                                                           special_tokens=[("<eos>", vocab["<eos>"])])
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", unk_token="<unk>" if unk else None)
     fast.save_pretrained(folder)
     return fast

@@ -61,7 +61,9 @@ def build_tiny_llama_chat(directory: Path) -> Path:
 PAIRS = [
     ("What colour is the sky?", "Blue, on a clear day."),
     ("Add 2 and 2.", "4"),
-    ("Tell me about rivers in one long sentence please.", "Rivers carry water from high ground to the sea, shaping valleys and feeding towns along the way."),
-    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}, {"role": "user", "content": "bye?"}], "goodbye"),
+    ("Tell me about rivers in one long sentence please.",
+     "Rivers carry water from high ground to the sea, shaping valleys and feeding towns along the way."),
+    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+      {"role": "user", "content": "bye?"}], "goodbye"),
     ("Short.", "Yes."),
 ]

@@ -29,8 +29,8 @@ class ServeProcess:
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"rmspec-serve-{self.port}.log"
         self._log = self.log_path.open("w")
         full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1", **(env or {})}
-        self.proc = subprocess.Popen([sys.executable, "-m", "rmspec", "serve", str(target), "--port", str(self.port), *args],
-                                     stdout=self._log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO)
+        argv = [sys.executable, "-m", "rmspec", "serve", str(target), "--port", str(self.port), *args]
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -48,9 +48,13 @@ class ServeProcess:
         self._log.flush()
         return self.log_path.read_text(errors="replace")
 
-    def post(self, path: str, body: dict | bytes | str, headers: dict[str, str] | None = None) -> tuple[int, dict, dict]:
+    def post(self, path: str, body: dict | bytes | str,
+             headers: dict[str, str] | None = None) -> tuple[int, dict, dict]:
         """(status, JSON body, headers) of a plain HTTP POST."""
-        data = body if isinstance(body, bytes) else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
+        if isinstance(body, bytes):
+            data = body
+        else:
+            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method="POST",
                                      headers={"Content-Type": "application/json", **(headers or {})})
         try:

@@ -21,7 +21,8 @@ hardware: {{device: cpu}}
 """
 
 
-def write_spec(tmp_path: Path, model: Path, *, approach: str, mapping: str = "{preset: pairs}", training: str) -> object:
+def write_spec(tmp_path: Path, model: Path, *, approach: str, mapping: str = "{preset: pairs}",
+               training: str) -> object:
     path = tmp_path / "spec.yaml"
     path.write_text(SPEC.format(model=model, approach=approach, mapping=mapping, training=training))
     return load_spec(path)
