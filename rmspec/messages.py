@@ -20,6 +20,7 @@ from enum import Enum
 from typing import Any
 
 ROLES = ("system", "user", "assistant")
+TEXT_PARTS_ONLY = 'only text parts ({"type": "text", "text": ...}) can be scored'
 Message = dict[str, str]
 
 
@@ -113,17 +114,19 @@ def conversation(value: Any, field: str, rules: Rules = STRICT) -> list[Message]
             raise Invalid(Problem.NOT_TEXT_OR_MESSAGES, field, "expected text or a list of {role, content} messages",
                           field, value=value)
         expected = "a list" if rules.allow_empty else "a non-empty list"
-        raise Invalid(Problem.NOT_MESSAGES, field, f"expected {expected} of {{role, content}} messages", field, value=value)
+        raise Invalid(Problem.NOT_MESSAGES, field, f"expected {expected} of {{role, content}} messages", field,
+                      value=value)
     if not value and not rules.allow_empty:
-        raise Invalid(Problem.EMPTY_LIST, field, "expected a non-empty list of {role, content} messages", field, value=value)
+        raise Invalid(Problem.EMPTY_LIST, field, "expected a non-empty list of {role, content} messages", field,
+                      value=value)
     out = []
     for i, m in enumerate(value):
         where = f"{field}.{i}"
         if not isinstance(m, dict):
             raise Invalid(Problem.NOT_A_MESSAGE, where, "expected an object with role and content", field, i, m)
         if m.get("role") not in ROLES:
-            raise Invalid(Problem.BAD_ROLE, f"{where}.role", f"expected one of {', '.join(ROLES)}, got {m.get('role')!r}",
-                          field, i, m)
+            got = f"expected one of {', '.join(ROLES)}, got {m.get('role')!r}"
+            raise Invalid(Problem.BAD_ROLE, f"{where}.role", got, field, i, m)
         out.append({"role": m["role"], "content": _content(m, f"{where}.content", rules, field, i)})
     return out
 
@@ -136,8 +139,7 @@ def _content(m: dict[str, Any], where: str, rules: Rules, column: str, index: in
         parts = []
         for j, part in enumerate(content):
             if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
-                raise Invalid(Problem.BAD_PART, f"{where}.{j}", "only text parts ({\"type\": \"text\", \"text\": ...}) can be scored",
-                              column, index, m)
+                raise Invalid(Problem.BAD_PART, f"{where}.{j}", TEXT_PARTS_ONLY, column, index, m)
             parts.append(part["text"])
         return "".join(parts)
     expected = "a string or a list of text parts" if rules.text_parts else "text"

@@ -294,7 +294,7 @@ def messages(value: Any, field: str, need_last_assistant: bool = False) -> list[
         out = conversation(value, field, DATA_RULES)
         return ends_with_reply(out, field) if need_last_assistant else out
     except Invalid as exc:
-        if exc.problem == Problem.NOT_MESSAGES:
+        if exc.problem == Problem.NOT_TEXT_OR_MESSAGES:
             raise Reject("wrong_type", f"{field} must be text or a list of messages, got {type(value).__name__}") from None
         if exc.problem == Problem.NO_REPLY:
             raise Reject("malformed", f"{field} must end with an assistant message (the turn to learn)") from None

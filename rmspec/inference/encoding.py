@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 Prompt = str | list[dict[str, str]]
 

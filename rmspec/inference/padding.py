@@ -6,7 +6,7 @@ from a file or served: real tokens keep positions 0..n-1, as when the text is al
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

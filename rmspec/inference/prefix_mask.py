@@ -204,7 +204,7 @@ HEAD_NAMES = ("score", "classifier")
 def head_module(model: Any) -> torch.nn.Module:
     """The score head of a sequence-classification model, through DDP and peft wrappers."""
     inner = model
-    while hasattr(inner, "module") and isinstance(getattr(inner, "module"), torch.nn.Module):
+    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
         inner = inner.module  # DistributedDataParallel
     if hasattr(inner, "get_base_model"):
         inner = inner.get_base_model()  # peft: the head is a ModulesToSaveWrapper, called like the head
@@ -217,7 +217,7 @@ def head_module(model: Any) -> torch.nn.Module:
 
 def model_config(model: Any) -> Any:
     inner = model
-    while hasattr(inner, "module") and isinstance(getattr(inner, "module"), torch.nn.Module):
+    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
         inner = inner.module
     return inner.config
 

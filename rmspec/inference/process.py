@@ -15,9 +15,10 @@ predicted first wrong step (P < threshold; -1 for none).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from rmspec.errors import RmspecError
 from rmspec.inference.encoding import Encoded, Prompt, as_messages
@@ -100,7 +101,7 @@ class StepEngine:
 
     @classmethod
     def load(cls, model_or_run: str | Path, *, dtype: str = "float32", device: str | None = None,
-             batch_size: int | None = None, separator: str | None = None, threshold: float | None = None) -> "StepEngine":
+             batch_size: int | None = None, separator: str | None = None, threshold: float | None = None) -> StepEngine:
         from rmspec.inference.target import resolve_target
 
         target = resolve_target(model_or_run)
@@ -110,7 +111,7 @@ class StepEngine:
 
     @classmethod
     def from_parts(cls, model: Any, tokenizer: Any, spec: Any = None, *, batch_size: int | None = None,
-                   separator: str | None = None, threshold: float | None = None) -> "StepEngine":
+                   separator: str | None = None, threshold: float | None = None) -> StepEngine:
         from rmspec.inference.loading import max_length_for
 
         saved = dict(getattr(model.config, "rmspec", None) or {})

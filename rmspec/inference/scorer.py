@@ -10,8 +10,9 @@ Light: no torch, imports nothing of the engines.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rmspec.inference.encoding import Encoded

@@ -9,7 +9,8 @@ torch is imported inside the functions.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def head_outputs(model: Any, sequences: Sequence[Sequence[int]], pad_token_id: int, batch_size: int = 32,

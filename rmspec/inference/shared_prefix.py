@@ -11,7 +11,8 @@ torch is imported inside the functions.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def can_share_prompt(model: Any) -> bool:

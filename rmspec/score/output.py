@@ -77,7 +77,8 @@ class Writer:
             self._csv = csv.DictWriter(self._out, fieldnames=self.state["csv_header"], extrasaction="ignore")
             if self.state["out_bytes"] == 0:
                 self._csv.writeheader()
-        self._csv.writerows({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v for k, v in r.items()} for r in rows)
+        self._csv.writerows({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+                             for k, v in r.items()} for r in rows)
 
     def finish(self) -> None:
         self.state["done"] = True

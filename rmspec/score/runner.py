@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rmspec.errors import DataError
 from rmspec.inference.engine import RewardEngine, preference_probability
@@ -28,9 +29,10 @@ from rmspec.score.reader import BadRow
 from rmspec.score.steps import step_columns, step_item, step_reason, step_shape
 
 
-def score_file(engine: RewardEngine | StepEngine, input_path: str | Path, out: Path, *, target: str, columns: str | None = None,
-               split: str | None = None, chunk_rows: int = 2048, batch_size: int | None = None, resume: bool = False,
-               overwrite: bool = False, progress: Callable[[int, int | None], None] | None = None) -> dict[str, Any]:
+def score_file(engine: RewardEngine | StepEngine, input_path: str | Path, out: Path, *, target: str,
+               columns: str | None = None, split: str | None = None, chunk_rows: int = 2048,
+               batch_size: int | None = None, resume: bool = False, overwrite: bool = False,
+               progress: Callable[[int, int | None], None] | None = None) -> dict[str, Any]:
     """Score every row of `input_path` into `out`; returns the summary (counts reconcile:
     rows_read == scored + rejected, resumed rows included)."""
     started = time.perf_counter()
@@ -90,7 +92,8 @@ def _prepare_out(out: Path, identity: dict[str, Any], resume: bool, overwrite: b
         return state
     if any(f.exists() for f in files):
         if not overwrite:
-            raise DataError(f"{out} already exists", "continue an interrupted run with --resume, or replace it with --overwrite")
+            raise DataError(f"{out} already exists",
+                            "continue an interrupted run with --resume, or replace it with --overwrite")
         for f in files:
             f.unlink(missing_ok=True)
     return None
@@ -142,7 +145,8 @@ def _columns(engine: RewardEngine, shape: shapes.Shape, outs: list[list[float]],
     cols: dict[str, Any]
     if engine.kind == ScorerKind.POINTWISE:
         if shape.kind == shapes.PAIRS:
-            cols = {f"{name}_{side}": o[j] for side, o in zip(("chosen", "rejected"), outs) for j, name in enumerate(engine.labels)}
+            cols = {f"{name}_{side}": o[j] for side, o in zip(("chosen", "rejected"), outs)
+                    for j, name in enumerate(engine.labels)}
         else:
             cols = {name: outs[0][j] for j, name in enumerate(engine.labels)}
         return {**cols, "truncated": truncated}
@@ -151,7 +155,8 @@ def _columns(engine: RewardEngine, shape: shapes.Shape, outs: list[list[float]],
         cols = {"reward_chosen": chosen, "reward_rejected": rejected, "margin": chosen - rejected,
                 "p_chosen": preference_probability(chosen, rejected)}
         if engine.can_normalize:
-            cols.update(reward_chosen_normalized=engine.normalize(chosen), reward_rejected_normalized=engine.normalize(rejected))
+            cols.update(reward_chosen_normalized=engine.normalize(chosen),
+                        reward_rejected_normalized=engine.normalize(rejected))
         return {**cols, "truncated": truncated}
     cols = {"reward": outs[0][0]}
     if engine.can_normalize:
@@ -176,7 +181,8 @@ def _padding(lengths: list[int], batch_size: int) -> tuple[int, int]:
     """(real tokens, tokens in length-sorted batches of one sequence per text): see the module's note
     on decoders that compute each prompt once."""
     ordered = sorted(lengths)
-    computed = sum(max(ordered[s:s + batch_size]) * len(ordered[s:s + batch_size]) for s in range(0, len(ordered), batch_size))
+    batches = [ordered[s:s + batch_size] for s in range(0, len(ordered), batch_size)]
+    computed = sum(max(batch) * len(batch) for batch in batches)
     return sum(lengths), computed
 
 
@@ -187,6 +193,7 @@ def _summary(state: dict[str, Any], out: Path, in_path: Path, started: float, ro
         "input": str(in_path), "out": str(out), "rejects": str(output.rejects_path(out)),
         "rows_read": state["rows_done"], "scored": state["scored"], "rejected": state["rejected"],
         "rejected_by_reason": dict(state["reasons"]), "resumed_from_row": resumed, "rows_this_run": rows_now,
-        "seconds": round(seconds, 3), "rows_per_second": round(rows_now / seconds, 2) if seconds > 0 and rows_now else None,
+        "seconds": round(seconds, 3),
+        "rows_per_second": round(rows_now / seconds, 2) if seconds > 0 and rows_now else None,
         "padding_share": round(1 - real / padded, 4) if padded else None, "already_complete": already,
     }

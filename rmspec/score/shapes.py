@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmspec.errors import DataError
-from rmspec.messages import Invalid, Message, Problem, Rules, conversation, field_value, split_reply, text
+from rmspec.messages import Invalid, Problem, Rules, conversation, field_value, split_reply, text
 
 SINGLE, PAIRS, MESSAGES = "single", "pairs", "messages"
 ROLES_OF = {SINGLE: ("prompt", "response"), PAIRS: ("prompt", "chosen", "rejected"), MESSAGES: ("messages",)}
@@ -92,12 +92,14 @@ def detect(columns: list[str], named: dict[str, str]) -> Shape:
     if not kinds:
         raise DataError(f"cannot tell which columns to score among: {', '.join(columns) or '(none)'}",
                         "name them: --columns prompt=COL,response=COL (one response), "
-                        "--columns prompt=COL,chosen=COL,rejected=COL (pairs) or --columns messages=COL (a conversation)")
+                        "--columns prompt=COL,chosen=COL,rejected=COL (pairs) "
+                        "or --columns messages=COL (a conversation)")
     kind = kinds[0]
     needed = [r for r in ROLES_OF[kind] if r != "prompt" or kind == SINGLE]
     missing = [r for r in needed if r not in found]
     if missing:
-        raise DataError(f"a {kind} row needs {', '.join(needed)}; no column for {', '.join(missing)} among {', '.join(columns)}",
+        raise DataError(f"a {kind} row needs {', '.join(needed)}; "
+                        f"no column for {', '.join(missing)} among {', '.join(columns)}",
                         f"name it: --columns {missing[0]}=COLUMN")
     roles = [r for r in ROLES_OF[kind] if r in found]
     return Shape(kind, {r: found[r] for r in roles})

@@ -26,7 +26,8 @@ def step_shape(columns: list[str], named: dict[str, str]) -> Shape:
     prompt = named.get("prompt") or next((c for c in PROMPT_COLUMNS if c in columns), None)
     steps = named.get("steps") or next((c for c in STEP_COLUMNS if c in columns), None)
     if prompt is None or steps is None:
-        raise DataError(f"a process reward model scores a prompt and its steps; found no {'prompt' if prompt is None else 'steps'} "
+        what = "prompt" if prompt is None else "steps"
+        raise DataError(f"a process reward model scores a prompt and its steps; found no {what} "
                         f"column among {', '.join(columns) or '(none)'}",
                         "name them: --columns prompt=COL,steps=COL (steps: a list of texts)")
     return Shape(STEPS, {"prompt": prompt, "steps": steps})
