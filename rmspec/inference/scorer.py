@@ -11,26 +11,12 @@ Light: no torch, imports nothing of the engines.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
+
+from rmspec.spec.scorer_kind import ScorerKind
 
 if TYPE_CHECKING:
     from rmspec.inference.encoding import Encoded
-
-
-class ScorerKind(str, Enum):
-    """Compares, prints and serialises as its value (`/health` answers "reward"; Python 3.10 has
-    no StrEnum)."""
-
-    REWARD = "reward"  # one scalar per text
-    POINTWISE = "pointwise"  # one output per attribute
-    JUDGE = "judge"  # a generative judge: generates a verdict, has no score head
-    PROCESS = "process"  # a process reward model: P(correct) per step
-
-    __str__ = str.__str__
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 class Scorer(Protocol):

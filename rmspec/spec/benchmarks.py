@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rmspec.spec.scorer_kind import ScorerKind
+
 # Which models a kind can score: a reward model (one score per response), a generative judge
 # (verdicts on a pair, both orders), a process reward model (a score per step).
-REWARD, JUDGE, PROCESS = "reward", "judge", "process"
+REWARD, JUDGE, PROCESS = ScorerKind.REWARD, ScorerKind.JUDGE, ScorerKind.PROCESS
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,7 @@ class BenchmarkInfo:
     name: str
     hub: str | None  # the official hub id; None: a local file is required
     split: str | None  # the official split; None: all of the kind's splits (its module says which)
-    scorers: tuple[str, ...]  # REWARD / JUDGE / PROCESS: the models this kind can score
+    scorers: tuple[ScorerKind, ...]  # REWARD / JUDGE / PROCESS: the models this kind can score
     module: str  # the module holding the kind's KIND object
     description: str
 
