@@ -45,9 +45,13 @@ def _requests(benchmarks: tuple[str, ...], paths: tuple[str, ...], limit: int | 
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Sequences per scoring batch (sorted by length).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Where per-example JSONL and results.json go (a run: RUN/eval and RUN/results.json).")
+@click.option("--step-separator", default=None, metavar="TEXT",
+              help="Process reward model folders: the text after every step, as the model was trained "
+                   "(default: the one saved in config.json, else TRL's \"\\n\"); e.g. \" ;\" for a "
+                   "tokenizer that drops newlines.")
 @click.option("--json", "as_json", is_flag=True, help="Print per benchmark: overall, sections, subsets, per_example_path.")
 def eval_(target: str, benchmarks: tuple[str, ...], paths: tuple[str, ...], limit: int | None,
-          batch_size: int | None, out_dir: str | None, as_json: bool) -> None:
+          batch_size: int | None, out_dir: str | None, step_separator: str | None, as_json: bool) -> None:
     """Score TARGET (a run directory or any Hugging Face reward-model folder) on benchmarks."""
     path = Path(target)
     if not path.exists():
@@ -61,6 +65,10 @@ def eval_(target: str, benchmarks: tuple[str, ...], paths: tuple[str, ...], limi
     from rmspec.inference.target import is_run_dir, load_run_spec
 
     if is_run_dir(path):
+        if step_separator is not None:
+            raise RmspecError("--step-separator is for model folders: a run's model is scored with its spec's "
+                              "approach.step_separator",
+                              f"leave it out, or score the folder itself: rmspec eval {path / 'model'} ...")
         loaded = load_run_spec(path)
         if limit is not None and requests is None:
             requests = [run_level.BenchmarkRequest(r.kind, r.path, r.split, r.preset, limit) for r in run_level.requests_from_spec(loaded)]
@@ -69,7 +77,8 @@ def eval_(target: str, benchmarks: tuple[str, ...], paths: tuple[str, ...], limi
         if not requests:
             raise RmspecError(f"{target} is a model folder, not a run: no spec names its benchmarks", "add --benchmark KIND [--path FILE] (e.g. --benchmark rewardbench)")
         out = Path(out_dir) if out_dir else Path("rmspec-eval") / path.resolve().name
-        results = run_level.evaluate_model(path, requests, out, batch_size=batch_size or 32, progress=progress)
+        results = run_level.evaluate_model(path, requests, out, batch_size=batch_size or 32, progress=progress,
+                                           step_separator=step_separator)
 
     from rmspec.evaluate.results import cli_summary
 

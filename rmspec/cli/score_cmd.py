@@ -26,9 +26,13 @@ from rmspec.errors import RmspecError
               help="Rows read, scored and written at a time (bounds memory).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run into the same --out, skipping finished rows.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out.")
+@click.option("--step-separator", default=None, metavar="TEXT",
+              help="Process reward models: the text after every step, as the model was trained (default: the "
+                   "saved one, else TRL's \"\\n\"); e.g. \" ;\" for a tokenizer that drops newlines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
 def score(target: str, input_path: str, out_path: str | None, columns: str | None, split: str | None,
-          batch_size: int | None, chunk_rows: int, resume: bool, overwrite: bool, as_json: bool) -> None:
+          batch_size: int | None, chunk_rows: int, resume: bool, overwrite: bool, step_separator: str | None,
+          as_json: bool) -> None:
     """Score INPUT (JSONL, JSON, Parquet, CSV or a save_to_disk folder) with TARGET (a run or a model folder)."""
     if resume and overwrite:
         raise RmspecError("--resume and --overwrite contradict each other", "keep one")
@@ -45,7 +49,7 @@ def score(target: str, input_path: str, out_path: str | None, columns: str | Non
     from rmspec.inference.engine import load_scorer
     from rmspec.score.runner import score_file
 
-    engine = load_scorer(target, batch_size=batch_size)
+    engine = load_scorer(target, batch_size=batch_size, step_separator=step_separator)
     if as_json:
         summary = score_file(engine, input_path, out, target=target, columns=columns, split=split, chunk_rows=chunk_rows,
                              batch_size=batch_size, resume=resume, overwrite=overwrite)

@@ -28,11 +28,14 @@ def evaluate_model(
     batch_size: int = 32,
     base_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    step_separator: str | None = None,
 ) -> dict[str, Any]:
-    """`rmspec eval MODEL_DIR`: any HF sequence-classification reward model folder."""
+    """`rmspec eval MODEL_DIR`: any HF reward model folder (a token classifier: a process reward
+    model, its steps joined by `step_separator`, else the saved separator or TRL's "\\n")."""
     from rmspec.inference.engine import load_scorer
 
-    engine = load_scorer(model_dir, batch_size=batch_size)  # a token-classification PRM: a StepEngine
+    # a token-classification PRM: a StepEngine
+    engine = load_scorer(model_dir, batch_size=batch_size, step_separator=step_separator)
     results = res.new_results(str(Path(model_dir).resolve()))
     _note_fresh_head(engine.model, results)
     evaluate_benchmarks(engine, requests, out_dir, results, base_dir=base_dir, progress=progress)

@@ -29,16 +29,25 @@ from rmspec.inference.target import Target, resolve_target
 
 
 def load_scorer(model_or_run: str | Path, *, dtype: str = "float32", device: str | None = None,
-                batch_size: int | None = None) -> RewardEngine | StepEngine:
+                batch_size: int | None = None, step_separator: str | None = None) -> RewardEngine | StepEngine:
     """The scorer a run directory (its spec decides layout, max_length, approach) or a model folder
     holds: a generative judge or a score-head model (`RewardEngine`), or a process reward model,
-    rmspec's or any token classifier (`StepEngine`); dispatch on its `kind`."""
+    rmspec's or any token classifier (`StepEngine`); dispatch on its `kind`. `step_separator`
+    (the CLI's --step-separator): the text after every step for a process reward model, in place of
+    the saved one (a PRM saved without it is read with "\\n", TRL's default)."""
     target = resolve_target(model_or_run)
     spec = target.loaded_spec.spec if target.loaded_spec is not None else None
+    is_process = (spec is not None and spec.approach.kind == "process") or is_token_classifier(target.model_dir)
+    if step_separator is not None and not is_process:
+        from rmspec.errors import RmspecError
+
+        raise RmspecError(f"--step-separator is for process reward models; {model_or_run} is not one",
+                          "leave out --step-separator (it has no effect on a reward model or a judge)")
     if spec is not None and spec.approach.kind == "generative":
         return RewardEngine.load_judge(target.model_dir, spec, target=target, batch_size=batch_size)
-    if (spec is not None and spec.approach.kind == "process") or is_token_classifier(target.model_dir):
-        return StepEngine.load(model_or_run, dtype=dtype, device=device, batch_size=batch_size)
+    if is_process:
+        return StepEngine.load(model_or_run, dtype=dtype, device=device, batch_size=batch_size,
+                               separator=step_separator)
     model, tokenizer = load_reward_model(target.model_dir, dtype=dtype, device=device)
     return RewardEngine.from_parts(model, tokenizer, spec, target=target, batch_size=batch_size)
 
