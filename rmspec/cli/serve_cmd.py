@@ -10,6 +10,8 @@ import click
 
 from rmspec.errors import RmspecError
 
+from rmspec.serve import MAX_BODY_MB, MAX_ITEMS  # light: constants only, the arithmetic beside them
+
 
 @click.command("serve")
 @click.argument("target", type=click.Path())
@@ -20,23 +22,32 @@ from rmspec.errors import RmspecError
               help="Environment variable holding the bearer token clients must send (Authorization: Bearer ...).")
 @click.option("--normalize/--no-normalize", default=None,
               help="Serve (reward - reward_mean) / reward_std. Default: on when config.json has both.")
-@click.option("--served-model-name", default=None, help="The model name in responses and /v1/models (default: TARGET).")
-@click.option("--max-body-mb", type=click.FloatRange(min=0.001), default=16.0, show_default=True,
-              help="Larger request bodies get 413.")
-@click.option("--max-items", type=click.IntRange(min=1), default=1024, show_default=True,
-              help="Most texts in one request (413 above).")
-@click.option("--max-queue", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Most texts waiting for the model; beyond, requests get 503 + Retry-After.")
+@click.option("--served-model-name", default=None,
+              help="The model name in responses and /v1/models; a request's `model` must be it (else 404). "
+                   "Default: TARGET, also accepted as an absolute path or its model folder.")
+@click.option("--max-body-mb", type=click.FloatRange(min=0.001), default=MAX_BODY_MB, show_default=True,
+              help="Larger request bodies get 413. The default holds an OpenRLHF <= 0.9 rollout batch "
+                   "(16,384 queries of 2,048 tokens).")
+@click.option("--max-items", type=click.IntRange(min=1), default=MAX_ITEMS, show_default=True,
+              help="Most texts in one request (413 above): 1,024 prompts x 16 samples, OpenRLHF <= 0.9's batch.")
+@click.option("--max-queue", type=click.IntRange(min=1), default=MAX_ITEMS, show_default=True,
+              help="Most texts waiting for the model: a request that would overflow it gets 503 + Retry-After, "
+                   "one with more texts than it can ever hold gets 413.")
 @click.option("--max-batch-tokens", type=click.IntRange(min=1), default=16384, show_default=True,
               help="Token budget of one dynamic batch across requests.")
 @click.option("--max-wait-ms", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="How long the first request of a batch waits for others to join it.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,
               help="Sequences per forward pass inside a batch (default: the run's eval.batch_size, or 32).")
+@click.option("--segments", type=click.Choice(["training", "plain"]), default="training", show_default=True,
+              help="Encoder segment ids of a served text: `training` as rmspec trained (prompt 0, response 1 after the "
+                   "first [SEP]; equals rmspec score), `plain` all 0 (model(**tokenizer(text)), as OpenRLHF's server and vLLM).")
+@click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="On SIGTERM/Ctrl-C: seconds to finish in-flight requests before exiting (as vLLM's flag).")
 @click.option("--access-log", is_flag=True, help="Log one line per request (method, path, status; never bodies or headers).")
 def serve(target: str, host: str, port: int, token_env: str | None, normalize: bool | None, served_model_name: str | None,
           max_body_mb: float, max_items: int, max_queue: int, max_batch_tokens: int, max_wait_ms: float,
-          batch_size: int | None, access_log: bool) -> None:
+          batch_size: int | None, segments: str, shutdown_timeout: float, access_log: bool) -> None:
     """Serve TARGET (a run directory or a reward-model folder) over HTTP."""
     from pathlib import Path
 
@@ -53,4 +64,4 @@ def serve(target: str, host: str, port: int, token_env: str | None, normalize: b
                     max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms)
     run_server(target, host=host, port=port, token=token, limits=limits, normalize=normalize,
                model_name=served_model_name, batch_size=batch_size, access_log=access_log,
-               log=lambda message: click.echo(message, err=True))
+               log=lambda message: click.echo(message, err=True), segments=segments, shutdown_timeout=shutdown_timeout)

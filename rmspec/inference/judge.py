@@ -65,11 +65,19 @@ def _prompt_ids(layout: Any, tokenizer: Any, messages: Sequence[str]) -> list[li
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int, batch_size: int = 8) -> list[str]:
     """Greedy continuations of token-id prompts, batched by length with left padding."""
+    return [tokenizer.decode(ids, skip_special_tokens=True)
+            for ids in generate_ids(model, tokenizer, prompts, max_new_tokens, batch_size)]
+
+
+def generate_ids(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+                 batch_size: int = 8) -> list[list[int]]:
+    """The generated token ids of each greedy continuation (a finished row is padded after its
+    stop token; generated_length finds where it ended)."""
     import torch
 
     pad = tokenizer.pad_token_id
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    out = [""] * len(prompts)
+    out: list[list[int]] = [[] for _ in prompts]
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
@@ -83,8 +91,17 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], max_n
             generated = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                                        do_sample=False, pad_token_id=pad)
             for row, i in enumerate(batch):
-                out[i] = tokenizer.decode(generated[row, width:], skip_special_tokens=True)
+                out[i] = generated[row, width:].tolist()
     return out
+
+
+def generated_length(ids: Sequence[int], stops: set[int]) -> tuple[int, bool]:
+    """(tokens generated, whether a stop token ended the reply): up to and with the first stop
+    token; without one, every token (the reply ran into its budget)."""
+    for k, token in enumerate(ids):
+        if token in stops:
+            return k + 1, True
+    return len(ids), False
 
 
 def judge_rows(model: Any, tokenizer: Any, data: Any, *, pattern: str, max_new_tokens: int, layout: Any, batch_size: int = 8) -> list[dict[str, Any]]:

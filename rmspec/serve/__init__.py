@@ -14,3 +14,10 @@ Only the HTTP side lives here; scoring is rmspec.inference's engine, so a served
 
 torch/transformers/fastapi load only when a server is built.
 """
+
+# Default limits, sized for OpenRLHF <= 0.9, which posts a whole rollout batch in one request:
+# rollout_batch_size 1,024 prompts x n_samples_per_prompt (8 to 16 for GRPO) = up to 16,384
+# queries; with its prompt each query is about 12 KB of JSON at prompt_max_len + generate_max_len
+# = 2,048 tokens, so 16,384 x 12 KB = 192 MiB. The queue holds at least one such request.
+MAX_ITEMS = 16384
+MAX_BODY_MB = 256.0

@@ -2,9 +2,14 @@
 
 - Auth: with a token, every route but /health needs `Authorization: Bearer TOKEN`, compared in
   constant time (hmac.compare_digest).
-- Errors are `{"error": {"message", "type", "param", "code"}}`: 401, 413 (body or item count over
-  the limit), 422 (names the field), 503 + Retry-After (queue full), 500 (our failure; the body
-  says so without echoing the request). Nothing logs request bodies or headers.
+- Errors are `{"error": {"message", "type", "param", "code"}}`: 401, 404 (route, or a `model` not
+  served), 413 (body, items per request, or more items than the queue can ever hold: never worth a
+  retry; the message names the flag that raises the limit), 400 (text that is not Unicode, and on
+  the vLLM/OpenAI routes every bad request, as vLLM answers), 422 (a bad field on /get_reward,
+  as OpenRLHF's own FastAPI server answers), 503 + Retry-After (queue full now), 500 (our failure;
+  the body says so without echoing the request). Client mistakes never log a traceback; nothing
+  logs request bodies or headers.
+- A client that disconnects before its answer cancels its queued work (499 in the metrics).
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rmspec.serve import openai, openrlhf, vllm
-from rmspec.serve.batcher import QueueFull
-from rmspec.serve.request_io import ApiError
+from rmspec.serve.batcher import NeverFits, QueueFull
+from rmspec.serve.request_io import ApiError, ClientGone
 from rmspec.serve.metrics import Metrics
 from rmspec.serve.service import Service
 
 log = logging.getLogger("rmspec.serve")
 OPEN_PATHS = {"/health"}
+# vLLM's and OpenAI's routes answer every bad request with 400 (their clients raise BadRequestError).
+VLLM_PATHS = {"/classify", "/v1/classify", "/pooling", "/v1/chat/completions", "/v1/models"}
 
 
 class Guard:
@@ -65,42 +72,58 @@ class Guard:
         return hmac.compare_digest(given, self.token)
 
 
-def _json(err: ApiError) -> JSONResponse:
+def _json(err: ApiError, path: str | None = None) -> JSONResponse:
+    if err.status == 422 and path in VLLM_PATHS:
+        err = ApiError(400, err.message, err.param, err.headers)
     return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
 
 
-def create_app(service: Service, *, token: str | None = None) -> FastAPI:
+def create_app(service: Service, *, token: str | None = None, shutdown_timeout: float | None = None) -> FastAPI:
     metrics = Metrics({"/get_reward", "/classify", "/v1/classify", "/pooling", "/v1/chat/completions",
                        "/v1/models", "/health", "/metrics"})
+    service.metrics = metrics
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         batcher = service.make_batcher(on_batch=metrics.observe_batch)
+        batcher.on_cancel = metrics.cancelled_items.inc
         batcher.start()
         yield
-        await batcher.stop()  # uvicorn has let in-flight requests finish by now
+        await batcher.stop(shutdown_timeout)  # uvicorn has let in-flight requests finish (or time out) by now
 
     app = FastAPI(title="rmspec serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service, app.state.metrics = service, metrics
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return _json(exc)
+        if exc.status == 413:
+            metrics.too_large.inc()
+        return _json(exc, request.url.path)
 
     @app.exception_handler(QueueFull)
     async def queue_full(request: Request, exc: QueueFull) -> JSONResponse:
         metrics.rejected_full.inc()
         return _json(ApiError(503, f"the server is busy ({exc}); retry shortly", None, {"Retry-After": "1"}))
 
+    @app.exception_handler(NeverFits)
+    async def never_fits(request: Request, exc: NeverFits) -> JSONResponse:
+        metrics.too_large.inc()
+        return _json(ApiError(413, f"{exc}: it can never be taken, a retry will not help; send fewer items per "
+                                   "request, or start the server with a larger --max-queue", "max_queue"))
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, exc: ClientGone) -> Response:
+        return Response(status_code=499)  # nobody reads it; the metrics count it as 499 (nginx's code)
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = {404: f"no route {request.url.path}: see /get_reward, /classify, /pooling, /v1/chat/completions, /v1/models, /health, /metrics",
                    405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))
-        return _json(ApiError(exc.status_code, message, None))
+        return _json(ApiError(exc.status_code, message, None), request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _json(ApiError(422, "the request does not match the protocol", None))
+        return _json(ApiError(422, "the request does not match the protocol", None), request.url.path)
 
     @app.exception_handler(Exception)
     async def failure(request: Request, exc: Exception) -> JSONResponse:
@@ -110,9 +133,11 @@ def create_app(service: Service, *, token: str | None = None) -> FastAPI:
     @app.get("/health")
     async def health() -> dict[str, Any]:
         batcher = service.batcher
+        read = getattr(service.engine, "read_point", None)
         return {"status": "ok", "model": service.model_name, "kind": service.engine.kind,
                 "normalize": service.normalize, "max_length": service.engine.max_length,
-                "queue_depth": batcher.depth if batcher else 0}
+                "segments": service.segments, "queue_depth": batcher.depth if batcher else 0,
+                **(read.describe(service.engine.tokenizer) if read is not None else {})}
 
     @app.get("/metrics")
     async def prometheus() -> Response:

@@ -9,7 +9,11 @@ A text's score does not depend on its batch: the engine pads on the right with a
 and sorts by length inside the call, as training and `rmspec eval` do (tested).
 
 The queue is bounded (items waiting): a request that would overflow it is refused at once
-(`QueueFull`, answered 503 + Retry-After) instead of waiting behind minutes of work.
+(`QueueFull`, answered 503 + Retry-After) instead of waiting behind minutes of work; a request
+with more items than the whole queue can never fit (`NeverFits`, answered 413).
+
+A request whose client has gone (the route cancels its `submit`) leaves the queue at once: its
+waiting items are dropped, so no later batch computes them; a batch already running finishes.
 """
 
 from __future__ import annotations
@@ -23,10 +27,14 @@ from typing import Any, Callable, Sequence
 
 
 class QueueFull(Exception):
-    """The queue holds `max_queue` items already."""
+    """The queue holds too many items to take this request now; retrying later can succeed."""
 
 
-@dataclass
+class NeverFits(Exception):
+    """The request has more items than the queue can ever hold (`max_queue`)."""
+
+
+@dataclass(eq=False)  # jobs compare by identity (the queue removes one by one)
 class _Job:
     items: list[Any]
     future: asyncio.Future
@@ -55,6 +63,7 @@ class Batcher:
         self._task: asyncio.Task | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmspec-batch")
         self.in_flight = 0  # items in the batch being computed
+        self.on_cancel: Callable[[int], None] | None = None  # (items dropped) when a client has gone
 
     @property
     def depth(self) -> int:
@@ -64,10 +73,17 @@ class Batcher:
         self._wakeup = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._worker())
 
-    async def stop(self) -> None:
-        """Finish what is queued, then stop (SIGTERM drains in-flight requests)."""
-        while self._jobs or self.in_flight:
+    async def stop(self, timeout: float | None = None) -> None:
+        """Finish what is queued within `timeout` seconds, then stop (SIGTERM drains in-flight
+        requests); what is still queued then fails with QueueFull (503: retry elsewhere)."""
+        deadline = None if timeout is None else time.perf_counter() + timeout
+        while (self._jobs or self.in_flight) and (deadline is None or time.perf_counter() < deadline):
             await asyncio.sleep(0.01)
+        for job in list(self._jobs):
+            if not job.future.done():
+                job.future.set_exception(QueueFull("the server is shutting down"))
+        self._jobs.clear()
+        self._waiting = 0
         if self._task is not None:
             self._task.cancel()
             try:
@@ -79,6 +95,8 @@ class Batcher:
     async def submit(self, items: Sequence[Any]) -> list[Any]:
         if not items:
             return []
+        if len(items) > self.max_queue:
+            raise NeverFits(f"{len(items)} items in one request, more than the queue holds ({self.max_queue})")
         if self._waiting + len(items) > self.max_queue:
             raise QueueFull(f"{self._waiting} items are waiting (limit {self.max_queue})")
         job = _Job(list(items), asyncio.get_running_loop().create_future())
@@ -87,7 +105,22 @@ class Batcher:
         self._waiting += len(items)
         assert self._wakeup is not None, "Batcher.start() was not called"
         self._wakeup.set()
-        return await job.future
+        try:
+            return await asyncio.shield(job.future)
+        except asyncio.CancelledError:
+            self._drop(job)
+            raise
+
+    def _drop(self, job: _Job) -> None:
+        """A cancelled request: its waiting items leave the queue; results still due are ignored."""
+        if not job.future.done():
+            job.future.cancel()
+        if job in self._jobs:
+            left = len(job.items) - job.done
+            self._jobs.remove(job)
+            self._waiting -= left
+            if self.on_cancel is not None and left:
+                self.on_cancel(left)
 
     # ------------------------------------------------------------------ the worker
 

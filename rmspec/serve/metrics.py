@@ -1,4 +1,5 @@
-"""Prometheus metrics of one server: requests, latency, batch sizes, queue depth.
+"""Prometheus metrics of one server: requests, latency, batch sizes, queue depth, truncated texts,
+refusals (503 queue full, 413 too large) and work dropped for clients that disconnected.
 
 Each app gets its own registry (several servers can live in one test process). Routes are
 labelled by their known path; anything else is `other`, so random paths cannot grow the label set.
@@ -30,6 +31,10 @@ class Metrics:
         self.queue_depth = Gauge("rmspec_queue_depth", "Items waiting for a batch", registry=r)
         self.truncated = Counter("rmspec_truncated", "Texts cut to max_length", registry=r)
         self.rejected_full = Counter("rmspec_queue_full", "Requests refused with 503 (queue full)", registry=r)
+        self.too_large = Counter("rmspec_too_large", "Requests refused with 413 (body, items or queue limit)", registry=r)
+        self.cancelled = Counter("rmspec_cancelled_requests", "Requests whose client disconnected before the answer", registry=r)
+        self.cancelled_items = Counter("rmspec_cancelled_items", "Queued texts dropped because their client disconnected",
+                                       registry=r)
 
     def route(self, path: str) -> str:
         return path if path in self.routes else "other"

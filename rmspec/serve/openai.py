@@ -2,7 +2,9 @@
 `GET /v1/models` (every server).
 
 A judge replies greedily (its verdict must not depend on a sampling seed), so temperature and
-top_p are accepted and not used; `max_tokens` / `max_completion_tokens` cap the reply.
+top_p are accepted and not used. `max_tokens` / `max_completion_tokens` are honoured up to the
+model's context (prompt + reply), else a 400 saying the limit, as vLLM; without them the reply
+gets the run's `max_new_tokens`. Usage and `finish_reason` count the generated tokens.
 """
 
 from __future__ import annotations
@@ -29,31 +31,46 @@ class ChatRequest(BaseModel):
     stream: bool | None = None
 
 
+def _model_card(service: Service, name: str, created: int) -> dict[str, Any]:
+    """vLLM's ModelCard, every field it sends."""
+    return {"id": name, "object": "model", "created": created, "owned_by": "rmspec", "root": service.model_name,
+            "parent": None, "max_model_len": service.engine.max_length,
+            "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission", "created": created,
+                            "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+                            "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
+                            "organization": "*", "group": None, "is_blocking": False}]}
+
+
 def router(service: Service) -> APIRouter:
     api = APIRouter()
 
     @api.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": service.model_name, "object": "model", "created": int(time.time()),
-                                            "owned_by": "rmspec", "max_model_len": service.engine.max_length}]}
+        return {"object": "list", "data": [_model_card(service, service.model_name, int(time.time()))]}
 
     @api.post("/v1/chat/completions")
     async def chat(request: Request) -> dict[str, Any]:
+        req = parse(ChatRequest, await read_json(request, service.limits.max_body_bytes))
+        model = service.check_model(req.model)
         if not service.is_judge:
             raise ApiError(400, "this server holds a reward model, which scores but does not write: "
                                 "use POST /classify, /pooling or /get_reward", "messages")
-        req = parse(ChatRequest, await read_json(request, service.limits.max_body_bytes))
         if req.stream:
-            raise ApiError(422, "stream: streaming is not supported; send stream: false", "stream")
+            raise ApiError(400, "stream: streaming is not supported; send stream: false", "stream")
         if req.n not in (None, 1):
-            raise ApiError(422, "n: a greedy judge gives one reply; send n: 1", "n")
+            raise ApiError(400, "n: a greedy judge gives one reply; send n: 1", "n")
         conv = conversation(req.messages)
-        [reply] = await service.generate([conv], req.max_completion_tokens or req.max_tokens)
+        [reply] = await service.generate([conv], req.max_completion_tokens or req.max_tokens, request=request)
+        # Every field vLLM's ChatCompletionResponse sends, so clients that read them find them.
+        message = {"role": "assistant", "content": reply.text, "refusal": None, "annotations": None, "audio": None,
+                   "function_call": None, "tool_calls": [], "reasoning_content": None}
         return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                "model": req.model or service.model_name,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text},
-                             "finish_reason": reply.finish_reason, "logprobs": None}],
+                "model": model,
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason,
+                             "stop_reason": None}],
+                "service_tier": None, "system_fingerprint": None,
                 "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                          "total_tokens": reply.prompt_tokens + reply.completion_tokens}}
+                          "total_tokens": reply.prompt_tokens + reply.completion_tokens, "prompt_tokens_details": None},
+                "prompt_logprobs": None, "kv_transfer_params": None}
 
     return api

@@ -4,7 +4,9 @@ The trainer (`--reward.remote_url URL`, openrlhf/utils/agent.py) posts
 `{"query": [str], "prompts": [str], "labels": [...]}`, usually one sample per request, and reads
 `rewards`, `scores` (falling back to rewards) and `extra_logs` (lists of scalars it logs).
 `query` is the decoded prompt + response with special tokens kept, so it is tokenized without
-adding any. Extra keys are ignored, as OpenRLHF's own example server does.
+adding any, and read where training reads the same conversation (rmspec.inference.read_point:
+OpenRLHF's ChatML query ends in `<|im_end|>`, training's in `<|im_end|>\n`). Extra keys are
+ignored, as OpenRLHF's own example server does.
 """
 
 from __future__ import annotations
@@ -32,13 +34,16 @@ def router(service: Service) -> APIRouter:
     async def get_reward(request: Request) -> dict[str, Any]:
         if service.is_judge:
             raise ApiError(400, "this server holds a generative judge: use POST /v1/chat/completions", "query")
+        if service.is_process:
+            raise ApiError(400, "this server holds a process reward model (a score per step): "
+                                "POST /pooling with \"task\": \"token_classify\"", "query")
         req = parse(RewardRequest, await read_json(request, service.limits.max_body_bytes),
                     {"query": "a list of strings (prompt + response, already templated)"})
         queries = [req.query] if isinstance(req.query, str) else req.query
         check_items(len(queries), service.limits.max_items, "query")
-        encoded = [service.engine.encode_text(q, add_special_tokens=False) for q in queries]
+        encoded = [service.served(service.engine.encode_text(q, add_special_tokens=False)) for q in queries]
         check_tokens(encoded, "query")
-        raw = await service.score(encoded)
+        raw = await service.score(encoded, request=request)
         outputs = [service.present(v) for v in raw]
         rewards = [v[0] for v in outputs]
         extra: dict[str, list[float]] = {"truncated": [float(e.truncated) for e in encoded]}

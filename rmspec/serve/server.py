@@ -1,8 +1,11 @@
 """Start `rmspec serve`: refuse an open bind without a token, load the model, run uvicorn.
 
 uvicorn handles SIGTERM and SIGINT: it stops accepting connections, lets the requests in flight
-finish (their items are already in the batcher's queue), then runs the app's shutdown, which
-drains the batcher. Access logs stay off unless asked for; they never carry bodies or headers.
+finish for at most `--shutdown-timeout` seconds (their items are already in the batcher's
+queue), then runs the app's shutdown, which drains the batcher within what is left of that time
+(what is still queued then gets a 503). The process then exits at once: nothing it holds (model,
+worker threads) needs tearing down. Access logs stay off unless asked for; they never carry
+bodies or headers.
 """
 
 from __future__ import annotations
@@ -60,24 +63,26 @@ def _server_class():
 
 
 def serve(target: str, *, host: str, port: int, token: str | None, limits, normalize: bool | None,
-          model_name: str | None, batch_size: int | None, access_log: bool, log=print) -> None:
+          model_name: str | None, batch_size: int | None, access_log: bool, log=print, segments: str = "training",
+          shutdown_timeout: float = 30.0) -> None:
     import uvicorn
 
-    from rmspec.inference.engine import RewardEngine
+    from rmspec.inference.engine import load_scorer
     from rmspec.serve.app import create_app
     from rmspec.serve.service import Service
 
-    engine = RewardEngine.load(target)
+    engine = load_scorer(target)
     if normalize and not engine.can_normalize:
         raise RmspecError(f"--normalize: {target} has no reward_mean/reward_std in config.json (a positive std)",
                           "serve raw rewards (leave out --normalize), or give the run directory rmspec trained, whose model has them")
-    service = Service(engine, model_name=model_name or str(target), normalize=normalize, limits=limits, batch_size=batch_size)
-    app = create_app(service, token=token)
+    service = Service(engine, model_name=model_name or str(target), normalize=normalize, limits=limits, batch_size=batch_size,
+                      segments=segments, aliases=_aliases(target) if model_name is None else ())
+    app = create_app(service, token=token, shutdown_timeout=shutdown_timeout)
     norm = ("on" if service.normalize else "off") if engine.can_normalize else "off (no reward_mean/reward_std in config.json)"
     log(f"rmspec serve: {engine.kind} model {Path(target)} (max_length {engine.max_length}, normalization {norm})")
     log(f"listening on http://{host}:{port}" + (" (bearer token required)" if token else ""))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=access_log,
-                            timeout_graceful_shutdown=60, server_header=False)
+                            timeout_graceful_shutdown=shutdown_timeout, server_header=False)
     server = _server_class()(config)
     server.run()
     if not server.started:
@@ -85,3 +90,17 @@ def serve(target: str, *, host: str, port: int, token: str | None, limits, norma
                           "pick another --port, or stop the process that holds it")
     log("rmspec serve: stopped")
     sys.stdout.flush()
+    sys.stderr.flush()
+    # Exit now: interpreter teardown (torch's and the batcher's threads, the model's memory) took
+    # 8-23 s after "stopped" while the process still held its port and memory.
+    os._exit(0)
+
+
+def _aliases(target: str) -> tuple[str, ...]:
+    """Names a request's `model` may use by default: the target as given, its absolute path and,
+    for a run directory, its model folder (what verl sends as `model` is a model path)."""
+    path = Path(target)
+    names = {str(path), str(path.resolve())}
+    if (path / "model").is_dir():
+        names |= {str(path / "model"), str((path / "model").resolve())}
+    return tuple(sorted(names))

@@ -12,15 +12,20 @@ from typing import Any, Sequence
 
 from rmspec.inference.encoding import Encoded
 from rmspec.inference.engine import RewardEngine
+from rmspec.inference.process import StepEngine
 from rmspec.inference.scorer import ScorerKind
+from rmspec.serve import MAX_BODY_MB, MAX_ITEMS
 from rmspec.serve.batcher import Batcher
+
+
+SEGMENTS = ("training", "plain")
 
 
 @dataclass
 class Limits:
-    max_body_bytes: int = 16 * 1024 * 1024
-    max_items: int = 1024  # items (texts) per request
-    max_queue: int = 4096  # items waiting across requests before 503
+    max_body_bytes: int = int(MAX_BODY_MB * 1024 * 1024)
+    max_items: int = MAX_ITEMS  # items (texts) per request
+    max_queue: int = MAX_ITEMS  # items waiting across requests before 503
     max_batch_tokens: int = 16384
     max_batch_items: int = 256
     max_wait_ms: float = 5.0
@@ -35,16 +40,23 @@ class Judged:
 
 
 class Service:
-    def __init__(self, engine: RewardEngine, *, model_name: str, normalize: bool | None = None,
-                 limits: Limits | None = None, batch_size: int | None = None):
+    def __init__(self, engine: RewardEngine | StepEngine, *, model_name: str, normalize: bool | None = None,
+                 limits: Limits | None = None, batch_size: int | None = None, segments: str = "training",
+                 aliases: Sequence[str] = ()):
         self.engine = engine
         self.model_name = model_name
+        # The names a request's `model` may carry (vLLM answers any other with 404).
+        self.model_names = {model_name, *aliases}
         self.limits = limits or Limits()
         # On by default when the model carries reward_mean/reward_std (OpenRLHF#822: the trainer's
         # own normalization does nothing for a remote reward model).
         self.normalize = engine.can_normalize if normalize is None else (normalize and engine.can_normalize)
         self.batch_size = batch_size or engine.batch_size
+        if segments not in SEGMENTS:
+            raise ValueError(f"segments must be one of {SEGMENTS}")
+        self.segments = segments
         self.batcher: Batcher | None = None
+        self.metrics: Any = None  # rmspec.serve.metrics.Metrics, set by the app
 
     @property
     def is_judge(self) -> bool:
@@ -58,25 +70,60 @@ class Service:
                                max_wait=lim.max_wait_ms / 1000.0, max_queue=lim.max_queue, on_batch=on_batch)
         return self.batcher
 
+    def check_model(self, name: str | None) -> str:
+        """The model name to answer with; a name this server does not serve is a 404 (as vLLM)."""
+        if name is None:
+            return self.model_name
+        if name not in self.model_names:
+            from rmspec.serve.request_io import ApiError
+
+            raise ApiError(404, f"The model `{name}`"[:300] + f" does not exist: this server serves `{self.model_name}` "
+                                "(GET /v1/models; rmspec serve --served-model-name NAME to add a name)", "model")
+        return name
+
     # ------------------------------------------------------------------ reward models
 
-    def _score_batch(self, items: list[Encoded]) -> list[list[float]]:
+    def _score_batch(self, items: list[Encoded]) -> list[Any]:  # a PRM: [tokens][labels] per item
         return self.engine.outputs(items, batch_size=self.batch_size)
 
     @property
     def is_process(self) -> bool:
         return self.engine.kind == ScorerKind.PROCESS
 
-    async def score(self, encoded: Sequence[Encoded], per_token: bool = False) -> list[list[float]]:
+    def served(self, encoded: Encoded) -> Encoded:
+        """A served text's encoding with the chosen encoder segment ids: `training` keeps the
+        training layout's (prompt 0, response 1 after the first separator), `plain` gives none
+        (all 0, as `model(**tokenizer(text))`, OpenRLHF's own server and vLLM)."""
+        if self.segments == "plain" and encoded.type_ids is not None:
+            return encoded._replace(type_ids=None)
+        return encoded
+
+    async def score(self, encoded: Sequence[Encoded], per_token: bool = False, request: Any = None) -> list[list[float]]:
         """Every raw head output per item, computed in shared batches (a process reward model:
-        per token, [tokens][labels], and only for vLLM's /pooling with task token_classify)."""
+        per token, [tokens][labels], and only for vLLM's /pooling with task token_classify).
+        With `request`, the work is dropped if its client disconnects (ClientGone)."""
         assert self.batcher is not None
         if self.is_process and not per_token:
             from rmspec.serve.request_io import ApiError
 
             raise ApiError(400, "this server holds a process reward model (a score per step): "
                                 "POST /pooling with \"task\": \"token_classify\"", "task")
-        return await self.batcher.submit(list(encoded))
+        if self.metrics is not None:
+            self.metrics.truncated.inc(sum(1 for e in encoded if e.truncated))
+        return await self._submit(list(encoded), request)
+
+    async def _submit(self, items: list[Any], request: Any) -> list[Any]:
+        assert self.batcher is not None
+        if request is None:
+            return await self.batcher.submit(items)
+        from rmspec.serve.request_io import ClientGone, unless_disconnected
+
+        try:
+            return await unless_disconnected(request, self.batcher.submit(items))
+        except ClientGone:
+            if self.metrics is not None:
+                self.metrics.cancelled.inc()
+            raise
 
     def present(self, values: list[float]) -> list[float]:
         """What the server answers: a reward model's reward normalized when normalization is on."""
@@ -86,24 +133,59 @@ class Service:
 
     # ------------------------------------------------------------------ judges
 
+    @property
+    def context_length(self) -> int:
+        """Prompt + reply tokens the judge can hold (its position limit)."""
+        from rmspec.inference.loading import max_length_for
+
+        return max_length_for(self.engine.model, self.engine.tokenizer)
+
     def _generate_batch(self, items: list[tuple[list[int], int]]) -> list[Judged]:
-        from rmspec.inference.judge import generate
+        from rmspec.inference.judge import generate_ids, generated_length
 
         tok = self.engine.tokenizer
+        stops = _stop_ids(self.engine)
         out: list[Judged | None] = [None] * len(items)
         for budget in sorted({n for _, n in items}):  # one generate call per requested max_tokens
             idx = [i for i, (_, n) in enumerate(items) if n == budget]
-            texts = generate(self.engine.model, tok, [items[i][0] for i in idx], budget, self.batch_size)
-            for i, text in zip(idx, texts):
-                n = len(tok(text, add_special_tokens=False)["input_ids"])
-                out[i] = Judged(text, len(items[i][0]), n, "length" if n >= budget else "stop")
+            generated = generate_ids(self.engine.model, tok, [items[i][0] for i in idx], budget, self.batch_size)
+            for i, ids in zip(idx, generated):
+                # Usage and finish reason from the generated tokens themselves: up to and with the
+                # first stop token ("stop"), else the whole budget ("length").
+                n, stopped = generated_length(ids, stops)
+                text = tok.decode(ids[:n], skip_special_tokens=True)
+                out[i] = Judged(text, len(items[i][0]), n, "stop" if stopped else "length")
         return out  # type: ignore[return-value]
 
-    async def generate(self, conversations: Sequence[Sequence[dict[str, str]]], max_new_tokens: int | None) -> list[Judged]:
+    async def generate(self, conversations: Sequence[Sequence[dict[str, str]]], max_new_tokens: int | None,
+                       request: Any = None) -> list[Judged]:
+        """Greedy replies; `max_new_tokens` up to the context left after the prompt, else a 400."""
+        from rmspec.serve.request_io import ApiError
+
         assert self.batcher is not None
-        ids = self.engine.judge_prompt_ids(conversations)
-        budget = min(max_new_tokens or self.engine.max_new_tokens, self.engine.max_new_tokens * 16)
-        return await self.batcher.submit([(x, budget) for x in ids])
+        engine = self.engine
+        assert engine.kind == ScorerKind.JUDGE  # the protocols send only a judge's requests here (is_judge)
+        ids = engine.judge_prompt_ids(conversations)
+        context = self.context_length
+        longest = max(len(x) for x in ids)
+        if max_new_tokens is not None and longest + max_new_tokens > context:
+            raise ApiError(400, f"This model's maximum context length is {context} tokens. However, you requested "
+                                f"{longest + max_new_tokens} tokens ({longest} in the messages, {max_new_tokens} in the "
+                                f"completion). Please reduce the length of the messages or completion.", "max_tokens")
+        budget = max_new_tokens or min(engine.max_new_tokens, max(1, context - longest))
+        return await self._submit([(x, budget) for x in ids], request)
+
+
+def _stop_ids(engine: Any) -> set[int]:
+    """The tokens that end a judge's reply: the generation config's EOS ids and the tokenizer's."""
+    stops = set()
+    config = getattr(engine.model, "generation_config", None)
+    for source in (getattr(config, "eos_token_id", None), getattr(engine.tokenizer, "eos_token_id", None)):
+        if isinstance(source, int):
+            stops.add(source)
+        elif isinstance(source, (list, tuple)):
+            stops.update(t for t in source if isinstance(t, int))
+    return stops
 
 
 def activation(values: list[float]) -> list[float]:

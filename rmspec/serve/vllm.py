@@ -3,18 +3,25 @@
 Request (vllm/entrypoints/pooling/*/protocol.py): `input` (a string, a list of strings, token
 ids or a list of them, tokenized with `add_special_tokens`, default true) or `messages` (a
 conversation ending with the assistant reply, laid out on the server as training laid it out),
-the activation switch (`use_activation`, or the older `activation` / `softmax`; on unless switched
-off: sigmoid for one output, softmax for several) and `truncate_prompt_tokens`. verl sends
-`{"model", "input", "activation": false}` and reads `data[-1]["probs"][-1]`.
+`use_activation` (on unless switched off: sigmoid for one output, softmax for several),
+`truncate_prompt_tokens` with `truncation_side`, and on /pooling `encoding_format` (float or
+base64 of float32). verl sends `{"model", "input", "use_activation": false}` and reads
+`data[-1]["probs"][-1]`.
 
-Responses have vLLM's shapes; each item also says whether its text was `truncated`.
+As current vLLM: bad requests are 400, a `model` this server does not serve is 404, `normalize`
+is refused (removed in vLLM, 400), the removed `activation`/`softmax` flags are ignored, and
+`label` is `config.id2label[argmax]`. A text that is a complete conversation in the model's
+template is read where training reads it (rmspec.inference.read_point). Each item also says
+whether its text was `truncated`.
 """
 
 from __future__ import annotations
 
+import base64
+import struct
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,26 +33,40 @@ from rmspec.serve.service import Service, activation
 
 
 class PoolingRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")  # vLLM ignores unknown fields too (activation, softmax...)
     model: str | None = None
     input: str | list[str] | list[int] | list[list[int]] | None = None
     messages: list[Any] | None = None
     use_activation: bool | None = None
-    activation: bool | None = None
-    softmax: bool | None = None
     truncate_prompt_tokens: int | None = Field(default=None, ge=-1)
+    truncation_side: Literal["left", "right"] | None = None
     add_special_tokens: bool | None = None
+    add_generation_prompt: bool = False
+    continue_final_message: bool = False
     task: str | None = None
+    encoding_format: Literal["float", "base64"] = "float"
+    embed_dtype: Literal["float32"] = "float32"
+    endianness: Literal["native", "little"] = "native"
 
 
-def _encode(service: Service, req: PoolingRequest) -> list[Encoded]:
+def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
     engine = service.engine
+    if "normalize" in raw:
+        raise ApiError(400, "Parameter `normalize` was removed; use `use_activation` instead. (rmspec normalizes "
+                            "rewards on the server: rmspec serve --normalize/--no-normalize)", "normalize")
     limit = None if req.truncate_prompt_tokens in (None, -1) else req.truncate_prompt_tokens
     if limit == 0:
-        raise ApiError(422, "truncate_prompt_tokens: must be -1 (the model's limit) or at least 1", "truncate_prompt_tokens")
+        raise ApiError(400, "truncate_prompt_tokens: must be -1 (the model's limit) or at least 1", "truncate_prompt_tokens")
+    if req.truncation_side == "right" and limit is not None:
+        raise ApiError(400, "truncation_side: 'right' would cut the end of the response, where the reward is read; "
+                            "rmspec cuts the start of the prompt (send 'left' or leave it out)", "truncation_side")
     if (req.input is None) == (req.messages is None):
-        raise ApiError(422, "input: give either input (text or token ids) or messages, not both and not neither", "input")
+        raise ApiError(400, "input: give either input (text or token ids) or messages, not both and not neither", "input")
     if req.messages is not None:
+        if req.add_generation_prompt or req.continue_final_message:
+            field = "add_generation_prompt" if req.add_generation_prompt else "continue_final_message"
+            raise ApiError(400, f"{field}: a reward is read after the complete assistant reply; send messages ending "
+                                "with the reply and leave this false", field)
         prompt, reply = split_reply(conversation(req.messages))
         encoded = engine.encode([(prompt, reply)])  # the training layout, segment ids included
         return [engine.encode_ids(e.ids, limit) if limit and len(e.ids) > limit else e for e in encoded]
@@ -53,30 +74,25 @@ def _encode(service: Service, req: PoolingRequest) -> list[Encoded]:
     if isinstance(items, str) or (isinstance(items, list) and items and isinstance(items[0], int)):
         items = [items]
     if not items:
-        raise ApiError(422, "input: empty list, nothing to score", "input")
+        raise ApiError(400, "input: empty list, nothing to score", "input")
     check_items(len(items), service.limits.max_items, "input")
     special = True if req.add_special_tokens is None else req.add_special_tokens
+    vocab = len(engine.tokenizer)
     out = []
     for i, item in enumerate(items):
         if isinstance(item, str):
             if not item:
-                raise ApiError(422, f"input.{i}: empty text", f"input.{i}")
-            ids = engine.tokenizer(item, add_special_tokens=special)["input_ids"]
-        else:
-            vocab = len(engine.tokenizer)
-            if not item or any(t < 0 or t >= vocab for t in item):
-                raise ApiError(422, f"input.{i}: token ids must be a non-empty list within the vocabulary (0..{vocab - 1})", f"input.{i}")
-            ids = item
-        out.append(engine.encode_ids(ids, limit))
+                raise ApiError(400, f"input.{i}: empty text", f"input.{i}")
+            if service.is_process:
+                out.append(engine.encode_ids(engine.tokenizer(item, add_special_tokens=special)["input_ids"], limit))
+            else:
+                out.append(service.served(engine.encode_text(item, add_special_tokens=special, limit=limit)))
+            continue
+        if not item or any(t < 0 or t >= vocab for t in item):
+            raise ApiError(400, f"input.{i}: token ids must be a non-empty list within the vocabulary (0..{vocab - 1})", f"input.{i}")
+        out.append(engine.encode_ids(item, limit) if service.is_process else service.served(engine.encode_served(item, limit)))
     check_tokens(out, "input")
     return out
-
-
-def _use_activation(req: PoolingRequest) -> bool:
-    for flag in (req.use_activation, req.activation, req.softmax):
-        if flag is not None:
-            return flag
-    return True
 
 
 def _usage(encoded: list[Encoded]) -> dict[str, Any]:
@@ -84,48 +100,67 @@ def _usage(encoded: list[Encoded]) -> dict[str, Any]:
     return {"prompt_tokens": n, "total_tokens": n, "completion_tokens": 0, "prompt_tokens_details": None}
 
 
-async def _values(service: Service, request: Request, pooling: bool = False) -> tuple[PoolingRequest, list[Encoded], list[list[float]]]:
+async def _values(service: Service, request: Request, pooling: bool = False) -> tuple[PoolingRequest, str, list[Encoded], list[Any]]:
+    raw = await read_json(request, service.limits.max_body_bytes)
+    req = parse(PoolingRequest, raw, {"input": "a string, a list of strings, a list of token ids or a list of such lists"})
+    model = service.check_model(req.model)
     if service.is_judge:
         raise ApiError(400, "this server holds a generative judge: use POST /v1/chat/completions", "input")
-    req = parse(PoolingRequest, await read_json(request, service.limits.max_body_bytes),
-                {"input": "a string, a list of strings, a list of token ids or a list of such lists"})
     per_token = service.is_process
     if pooling and per_token and req.task != "token_classify":
-        raise ApiError(422, f"task: {req.task!r} is not served; this is a process reward model (task: token_classify)"[:300], "task")
+        raise ApiError(400, f"task: {req.task!r} is not served; this is a process reward model (task: token_classify)"[:300], "task")
     if pooling and not per_token and req.task not in (None, "classify"):
-        raise ApiError(422, f"task: {req.task!r} is not served; this is a sequence reward model (task: classify)"[:300], "task")
+        raise ApiError(400, f"task: {req.task!r} is not served; this is a sequence reward model (task: classify)"[:300], "task")
     if per_token and req.messages is not None:
-        raise ApiError(422, "messages: a process reward model scores token ids or text with its step separators; give input", "messages")
-    encoded = _encode(service, req)
-    raw = await service.score(encoded, per_token=pooling and per_token)
+        raise ApiError(400, "messages: a process reward model scores token ids or text with its step separators; give input", "messages")
+    if not pooling and req.encoding_format != "float":
+        raise ApiError(400, "encoding_format: /classify answers probs as floats; base64 is a /pooling option", "encoding_format")
+    encoded = _encode(service, req, raw)
+    outputs = await service.score(encoded, per_token=pooling and per_token, request=request)
+    use = True if req.use_activation is None else req.use_activation
     if per_token:  # vLLM's token_classify: one [labels] row per token, softmax per token when on
-        rows = [[list(t) for t in item] for item in raw]
-        if _use_activation(req):
+        rows = [[list(t) for t in item] for item in outputs]
+        if use:
             rows = [[activation(t) for t in item] for item in rows]
-        return req, encoded, rows
-    values = [service.present(v) for v in raw]
-    if _use_activation(req):
+        return req, model, encoded, rows
+    values = [service.present(v) for v in outputs]
+    if use:
         values = [activation(v) for v in values]
-    return req, encoded, values
+    return req, model, encoded, values
+
+
+def _base64(values: list[Any]) -> str:
+    """vLLM's base64 encoding: the float32 array's bytes (native order, little-endian here), rows flattened."""
+    flat = [x for row in values for x in row] if values and isinstance(values[0], list) else values
+    return base64.b64encode(struct.pack(f"<{len(flat)}f", *flat)).decode("ascii")
+
+
+def _id2label(service: Service) -> list[str]:
+    """vLLM's `label`: the config's id2label name of each output (LABEL_0 by default)."""
+    config = getattr(service.engine.model, "config", None)
+    id2label = getattr(config, "id2label", None) or {}
+    n = len(service.engine.labels)
+    return [str(id2label.get(i, id2label.get(str(i), f"LABEL_{i}"))) for i in range(n)]
 
 
 def router(service: Service) -> APIRouter:
     api = APIRouter()
-    labels = service.engine.labels
+    labels = _id2label(service)
 
     async def classify(request: Request) -> dict[str, Any]:
-        req, encoded, values = await _values(service, request)
-        data = [{"index": i, "label": labels[max(range(len(v)), key=v.__getitem__)], "probs": v,
-                 "num_classes": len(v), "truncated": e.truncated} for i, (v, e) in enumerate(zip(values, encoded))]
+        req, model, encoded, values = await _values(service, request)
+        data = [{"index": i, "label": labels[max(range(len(v)), key=v.__getitem__)] if len(labels) >= len(v) else None,
+                 "probs": v, "num_classes": len(v), "truncated": e.truncated} for i, (v, e) in enumerate(zip(values, encoded))]
         return {"id": f"classify-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
-                "model": req.model or service.model_name, "data": data, "usage": _usage(encoded)}
+                "model": model, "data": data, "usage": _usage(encoded)}
 
     async def pooling(request: Request) -> dict[str, Any]:
-        req, encoded, values = await _values(service, request, pooling=True)
-        data = [{"index": i, "object": "pooling", "data": v, "truncated": e.truncated}
+        req, model, encoded, values = await _values(service, request, pooling=True)
+        encode = _base64 if req.encoding_format == "base64" else (lambda v: v)
+        data = [{"index": i, "object": "pooling", "data": encode(v), "truncated": e.truncated}
                 for i, (v, e) in enumerate(zip(values, encoded))]
         return {"id": f"pool-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
-                "model": req.model or service.model_name, "data": data, "usage": _usage(encoded)}
+                "model": model, "data": data, "usage": _usage(encoded)}
 
     for path in ("/classify", "/v1/classify"):
         api.add_api_route(path, classify, methods=["POST"])
