@@ -179,8 +179,10 @@ def _task(task_id: Any, data: dict[str, Any], meta: dict[str, Any]) -> Task:
     source_id = meta.get(ID_FIELD, data.get(ID_FIELD))
     kind = meta.get(KIND_FIELD, data.get(KIND_FIELD))
     task = Task(task_id, str(source_id) if source_id is not None else "", kind or "", data)
-    if source_id is None or kind not in ("pairwise", "pointwise"):
+    if source_id is None or kind not in ("pairwise", "pointwise", "process"):
         task.error = f"task {task_id} has no {ID_FIELD}/{KIND_FIELD} in meta or data: not made by `rmspec annotate export`"
+        return task
+    if kind == "process":  # per-step tasks: recognised, so the import can say it does not read them yet
         return task
     if kind == "pairwise":
         given = [v for v in (meta.get(SWAP_FIELD), data.get(SWAP_FIELD)) if v is not None]
@@ -204,8 +206,9 @@ def _read_result(task: Task, record: Annotation, result: Any) -> None:
         return
     if task.kind == "pairwise":
         _pairwise(task, record, result)
-    else:
+    elif task.kind == "pointwise":
         _pointwise(task, record, result)
+    # process: first_error results are not read yet (`annotate import` refuses such an export)
 
 
 def _pairwise(task: Task, record: Annotation, result: list[Any]) -> None:

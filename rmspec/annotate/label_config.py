@@ -3,7 +3,9 @@
 Pairwise: the prompt, response A and B, a `<Pairwise>` choice (`left` = A, `right` = B) and an
 explicit tie choice; a task with no choice and no tie is left unlabelled (the importer rejects an
 annotation with neither). Pointwise: one star `<Rating>` per attribute of the spec, its stars
-mapped onto the spec's integer scale (1 star = scale.min).
+mapped onto the spec's integer scale (1 star = scale.min). Process: the prompt, the numbered steps
+(`<Paragraphs>`) and the first wrong step as a `<Number>` (0: every step is correct), ProcessBench's
+labelling: steps before it are correct, it is wrong, later ones are not judged.
 """
 
 from __future__ import annotations
@@ -29,6 +31,21 @@ def pairwise_config() -> str:
         f'  <Pairwise name="{PAIRWISE_NAME}" toName="a,b"/>\n'
         f'  <Choices name="{TIE_NAME}" toName="prompt" choice="single" showInline="true">\n'
         f'    <Choice value="{TIE_CHOICE}"/>\n  </Choices>\n'
+        "</View>\n"
+    )
+
+
+FIRST_ERROR_NAME = "first_error"
+
+
+def process_config() -> str:
+    return (
+        "<View>\n"
+        '  <Header value="Problem"/>\n  <Text name="prompt" value="$prompt"/>\n'
+        '  <Header value="Solution, step by step"/>\n'
+        '  <Paragraphs name="steps" value="$steps" layout="dialogue" nameKey="step" textKey="text"/>\n'
+        '  <Header value="First wrong step (1 = the first step; 0 = every step is correct)"/>\n'
+        f'  <Number name="{FIRST_ERROR_NAME}" toName="steps" min="0" required="true"/>\n'
         "</View>\n"
     )
 

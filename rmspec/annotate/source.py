@@ -6,7 +6,9 @@ An item is a plain dict:
   `first`, `second` (the two responses in source order) and `label`: "first" when the source
   already says which is better (chosen/rejected rows: chosen is first), None for unlabelled
   pairs (`response_a`/`response_b`);
-- pointwise: `id`, `group`, `prompt`, `response`, `scores` (the source's, or None).
+- pointwise: `id`, `group`, `prompt`, `response`, `scores` (the source's, or None);
+- process: `id`, `group`, `prompt`, `steps` (the reasoning steps, texts) and `step_labels` (the
+  source's, 1 correct / 0 wrong, or None).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any
 from rmspec import rows
 from rmspec.errors import DataError
 
-PAIRWISE, POINTWISE = "pairwise", "pointwise"
+PAIRWISE, POINTWISE, PROCESS = "pairwise", "pointwise", "process"
+# approach kind -> what annotate export labels for it (generative: nothing, it learns from texts)
+EXPORTABLE = {"bradley_terry": PAIRWISE, "pointwise": POINTWISE, "process": PROCESS}
 SPEC_SUFFIXES = (".yaml", ".yml")
 
 
@@ -56,9 +60,10 @@ def _from_spec(path: Path, sets: tuple[str, ...]) -> Source:
 
     loaded = load_spec(path, sets)
     approach = loaded.spec.approach
-    if approach.kind == "generative":
-        raise DataError(f"{path}: approach generative has no pairs or scores to label",
-                        "export from a bradley_terry or pointwise spec, or from a file of pairs")
+    if approach.kind not in EXPORTABLE:
+        raise DataError(f"{path}: approach {approach.kind} has no pairs, scores or steps to label",
+                        f"export from a {', '.join(EXPORTABLE)} spec (pairs, scores, per-step labels), "
+                        "or from a file of pairs")
     import datasets
 
     datasets.disable_progress_bars()
@@ -68,10 +73,15 @@ def _from_spec(path: Path, sets: tuple[str, ...]) -> Source:
         base = {"id": str(row["id"]), "group": row.get("group") or "", "prompt": prompt_value(row["prompt_messages"] or [])}
         if approach.kind == "pointwise":
             items.append({**base, "response": row["response"], "scores": list(row["scores"])})
+        elif approach.kind == "process":
+            labels = row.get("step_labels")
+            items.append({**base, "steps": list(row["steps"]), "step_labels": list(labels) if labels else None})
         else:
             items.append({**base, "first": row["chosen"], "second": row["rejected"], "label": "first"})
     if approach.kind == "pointwise":
         return Source(POINTWISE, items, list(approach.attributes), (approach.scale.min, approach.scale.max), str(path))
+    if approach.kind == "process":
+        return Source(PROCESS, items, origin=str(path))
     return Source(PAIRWISE, items, origin=str(path))
 
 

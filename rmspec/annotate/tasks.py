@@ -14,11 +14,12 @@ import random
 from pathlib import Path
 from typing import Any
 
-from rmspec.annotate.label_config import pairwise_config, pointwise_config, render_prompt
-from rmspec.annotate.source import PAIRWISE, Source
+from rmspec.annotate.label_config import pairwise_config, pointwise_config, process_config, render_prompt
+from rmspec.annotate.source import PAIRWISE, PROCESS, Source
 
 ID_FIELD, SWAP_FIELD, KIND_FIELD = "rmspec_id", "rmspec_swap", "rmspec_kind"
 PROMPT_FIELD, SCALE_FIELD, ATTRIBUTES_FIELD, LABEL_FIELD = "rmspec_prompt", "rmspec_scale", "rmspec_attributes", "rmspec_label"
+STEP_LABELS_FIELD = "rmspec_step_labels"
 
 
 def swaps(n: int, seed: int) -> list[bool]:
@@ -42,6 +43,10 @@ def make_tasks(source: Source, seed: int = 0, selection: dict[str, dict[str, Any
             data.update(response_a=a, response_b=b, **{SWAP_FIELD: swapped})
             if item.get("label"):
                 data[LABEL_FIELD] = item["label"]  # the source's own label, for `disagree` audits
+        elif source.kind == PROCESS:  # one paragraph per step, numbered as the annotator counts them
+            data["steps"] = [{"step": f"step {i + 1}", "text": s} for i, s in enumerate(item["steps"])]
+            if item.get("step_labels") is not None:
+                data[STEP_LABELS_FIELD] = [int(v) for v in item["step_labels"]]  # the source's, for audits
         else:
             data.update(response=item["response"], **{SCALE_FIELD: list(source.scale), ATTRIBUTES_FIELD: source.attributes})
         meta = {ID_FIELD: item["id"], KIND_FIELD: source.kind, "group": item.get("group", "")}
@@ -56,6 +61,8 @@ def make_tasks(source: Source, seed: int = 0, selection: dict[str, dict[str, Any
 def label_config(source: Source) -> str:
     if source.kind == PAIRWISE:
         return pairwise_config()
+    if source.kind == PROCESS:
+        return process_config()
     return pointwise_config(source.attributes, source.scale)
 
 

@@ -57,7 +57,7 @@ def export(source: str, out_dir: str, sets: tuple[str, ...], seed: int, criterio
     audit: list[dict] = []
     if criterion:
         if src.kind != PAIRWISE:
-            raise RmspecError("--select works on pairs; this source holds pointwise rows", "export without --select")
+            raise RmspecError(f"--select works on pairs; this source holds {src.kind} rows", "export without --select")
         from rmspec.annotate.select import load_engine, margins, select
 
         scores = margins(load_engine(model), src.items) if criterion != "random" else None
@@ -125,6 +125,10 @@ def import_(export_file: str | None, from_url: str | None, project_id: int | Non
     from rmspec.rundir import atomic_write_text
 
     tasks = _load_tasks(export_file, from_url, project_id, token_env, export_type)
+    if any(t.kind == "process" for t in tasks):
+        raise RmspecError("this export holds per-step (process) tasks; `annotate import` turns pairwise and "
+                          "pointwise labels into rows, not first_error labels yet",
+                          "read each task's first_error from the export: steps before it are correct, it is wrong")
     result = aggregate(tasks, policy, ties)
     out = Path(out_path)
     rejects = Path(rejects_path) if rejects_path else out.with_name(out.stem + ".rejects.jsonl")
