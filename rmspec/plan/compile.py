@@ -28,6 +28,7 @@ from rmspec.plan.estimate import count_rows, packed_lengths, sequence_length, ti
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
+from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
 from rmspec.plan.shapes import ModelShape, resolve_shape
 from rmspec.plan.slurm import slurm_script
@@ -90,6 +91,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         lora_rank=lora.r if lora else None,
         lora_targets=_lora_targets(lora.target_modules) if lora else None,
         lora_dropout=lora.dropout if lora else 0.0,
+        optimizer=planned_optimizer(training),
     )
     fixed_micro = None if training.micro_batch_size == "auto" else training.micro_batch_size
     choice = choose(shape, base, hw, global_batch=training.global_batch_size,
@@ -212,6 +214,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         submit_command=("sbatch", str(run.root / "launch.slurm")) if slurm else tuple(argv),
         files=tuple(files),
         step_separator=step_separator,
+        optimizer=None if base.optimizer == "adamw" else base.optimizer,
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from rmspec.plan.optimizer_state import bytes_per_element, state_bytes
 from rmspec.plan.shapes import ModelShape
 
 GIB = 1024**3
@@ -46,6 +47,7 @@ class TrainingShape:
     fp32_stream: bool = False  # autocast over fp32 weights (single/DDP): the residual stream stays fp32
     lora_dropout: float = 0.0
     packed: bool = False  # shared-prefix rows: seq_len is the row (P + C + R), one per example, plus its 4D mask
+    optimizer: str = "adamw"  # transformers' optim name (rmspec.plan.optimizer_state), sgd_momentum for SGD with momentum
 
 
 @dataclass
@@ -203,12 +205,12 @@ def estimate(shape: ModelShape, t: TrainingShape, strategy: str, *, num_processe
         frozen = total
         frozen_bytes = e  # the frozen base sits in the compute dtype
         w = g = 4  # adapters train in fp32
-        o = 8
+        opt_total = trainable * bytes_per_element(t.optimizer, w)
     else:
         trainable, frozen, frozen_bytes = total, 0, 0
         w = 4 if t.master_fp32 else e
         g = w
-        o = 2 * w  # AdamW: two moments in the parameter dtype
+        opt_total = state_bytes(shape, t.head, t.optimizer, w)  # AdamW: two moments in the parameter dtype
     unit = shape.largest_unit_parameters()
     layer = shape.layer_parameters()
     layer_trainable = (trainable - shape.hidden_size) // shape.num_layers if t.lora_rank else layer
@@ -223,14 +225,14 @@ def estimate(shape: ModelShape, t: TrainingShape, strategy: str, *, num_processe
     step_tmp = trainable * w / (n if sharded else 1)
 
     if strategy in ("single", "ddp"):
-        weights, grads, opt = trainable * w + frozen * frozen_bytes, trainable * g, trainable * o
+        weights, grads, opt = trainable * w + frozen * frozen_bytes, trainable * g, opt_total
         if mixed_autocast:
             tmp += total * e  # autocast keeps a compute-dtype copy of each weight for backward
         if strategy == "ddp":
             buffers = trainable * g  # reducer buckets hold a copy of the gradients
     elif strategy in ("fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_full_shard_offload"):
         weights = (trainable * w + frozen * frozen_bytes) / n
-        grads, opt = trainable * g / n, trainable * o / n
+        grads, opt = trainable * g / n, opt_total / n
         # FSDP2, one unit per block plus the root (embeddings, final norm, head). The root is
         # gathered from the start of backward (its output's gradient) to the end (embedding gradient).
         grad_unit = layer_trainable * (e + 4)  # a block's unsharded gradient and its fp32 copy for reduce

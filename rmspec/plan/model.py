@@ -19,6 +19,7 @@ from rmspec.errors import PlanError
 from rmspec.plan.hardware import HardwareProfile
 
 SCHEMA_VERSION = 1
+OPTIONAL_KEYS = ("step_separator", "optimizer")  # written only when set
 REPLAN = "plan again with this version of rmspec: `rmspec plan SPEC --out plan.json`"
 
 
@@ -87,6 +88,9 @@ class Plan:
     submit_command: tuple[str, ...]
     files: tuple[str, ...]
     step_separator: dict[str, Any] | None = None  # process reward models only (absent from plan.json otherwise)
+    # the optimizer's state layout (rmspec.plan.optimizer_state) when it is not AdamW; absent otherwise, so
+    # plans of specs that never named an optimizer stay byte-identical
+    optimizer: str | None = None
 
     # ------------------------------------------------------------ derived
     @property
@@ -104,7 +108,7 @@ class Plan:
         data: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name == "step_separator" and value is None:
+            if f.name in OPTIONAL_KEYS and value is None:
                 continue
             if isinstance(value, (PlanModel, HardwareProfile)):
                 value = dataclasses.asdict(value)
@@ -121,7 +125,7 @@ class Plan:
             raise PlanError(f"{where}: plan schema_version {data.get('schema_version')!r}, this rmspec reads "
                             f"{SCHEMA_VERSION}", hint=REPLAN)
         names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in data and n != "step_separator"]
+        missing = [n for n in names if n not in data and n not in OPTIONAL_KEYS]
         unknown = [k for k in data if k not in names]
         if missing or unknown:
             raise PlanError(f"{where} is not a plan this rmspec can run"

@@ -104,6 +104,10 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
     table.add_column("component")
     table.add_column("GB", justify="right")
     for key, label in COMPONENTS:
+        if key == "optimizer" and p.optimizer:
+            from rmspec.plan.optimizer_state import DESCRIPTIONS
+
+            label = f"optimizer states ({DESCRIPTIONS.get(p.optimizer, p.optimizer)})"
         if mem.get(key):
             table.add_row(label, f"{mem[key]:.2f}")
     total, usable = mem["total"], p.device_usable_gb

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rmspec.spec.root import Spec
+from rmspec.spec.training_rules import best_checkpoint_rules, optimizer_needs_cuda
 
 Problem = tuple[tuple, str, str | None]
 
@@ -177,6 +178,8 @@ RULES = (
     split_has_one_way,
     hub_push_needs_repo,
     lora_precision,
+    best_checkpoint_rules,
+    optimizer_needs_cuda,
 )
 
 

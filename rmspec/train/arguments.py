@@ -29,9 +29,58 @@ def liger_available() -> bool:
     return torch.cuda.is_available() and importlib.util.find_spec("liger_kernel") is not None
 
 
+def greater_is_better(spec: Any, metric: str | None) -> bool:
+    """Early stopping states its direction; a best_metric's follows from its name."""
+    from rmspec.spec.training import lower_is_better
+
+    early = spec.training.early_stopping
+    if early is not None and early.metric == metric:
+        return bool(early.mode == "max")
+    return not lower_is_better(metric or "")
+
+
 def best_metric_name(metric: str) -> str:
     """'eval/rm/accuracy' -> 'accuracy' (Trainer prefixes 'eval_' itself)."""
     return metric.rsplit("/", 1)[-1].removeprefix("eval_")
+
+
+def optimizer_arguments(tr: Any) -> dict[str, Any]:
+    """TrainingArguments for the spec's optimizer and schedule: optim, its betas/eps, optim_args, and the
+    scheduler's own settings (warmup_stable_decay's decay steps are set by the trainer, which knows the total)."""
+    from rmspec.errors import RmspecError
+
+    name = tr.optim_name
+    if name.endswith("8bit") or name.startswith("lion"):
+        import importlib.util
+
+        import torch
+
+        if not torch.cuda.is_available() or importlib.util.find_spec("bitsandbytes") is None:
+            raise RmspecError(
+                f"training.optimizer {tr.optimizer} runs on bitsandbytes' CUDA kernels, which this machine lacks "
+                f"({'no CUDA device' if not torch.cuda.is_available() else 'bitsandbytes is not installed'})",
+                hint="use adamw, adafactor, sgd or schedule_free_adamw here, or pip install bitsandbytes on a GPU machine",
+            )
+    if name == "schedule_free_adamw":
+        import importlib.util
+
+        if importlib.util.find_spec("schedulefree") is None:
+            raise RmspecError("training.optimizer schedule_free_adamw needs the schedulefree package",
+                              hint="pip install schedulefree")
+    out: dict[str, Any] = {"optim": name}
+    extra = dict(tr.optimizer_args)
+    betas = extra.pop("betas", None)
+    if betas is not None:
+        out["adam_beta1"], out["adam_beta2"] = float(betas[0]), float(betas[1])
+    if "eps" in extra:
+        out["adam_epsilon"] = float(extra.pop("eps"))
+    if extra:  # transformers parses optim_args as "k=v,k=v" and converts per optimizer
+        out["optim_args"] = ",".join(f"{k}={v}" for k, v in extra.items())
+    if tr.lr_scheduler == "cosine_with_min_lr":
+        out["lr_scheduler_kwargs"] = {"min_lr": tr.min_learning_rate}
+    elif tr.lr_scheduler == "warmup_stable_decay":
+        out["lr_scheduler_kwargs"] = {"min_lr_ratio": tr.min_learning_rate / tr.learning_rate}
+    return out
 
 
 def tracker_env(spec: Any, run_root: Path) -> list[str]:
@@ -76,10 +125,13 @@ def build_training_arguments(
         if plan.gradient_checkpointing_by == "accelerate_fsdp":
             checkpointing = False  # FSDP wraps the layers itself (fsdp_activation_checkpointing); twice would fail
 
+    from rmspec.spec.training_rules import selection_metric
+
     evaluate_periodically = has_validation and tr.eval_steps is not None
-    early = tr.early_stopping is not None and evaluate_periodically
+    metric = selection_metric(spec)
+    best = metric is not None and evaluate_periodically
     save_steps = tr.save_steps
-    if early and save_steps is None:
+    if best and save_steps is None:
         save_steps = tr.eval_steps  # best-checkpoint selection needs a checkpoint at every evaluation
     kwargs: dict[str, Any] = dict(
         output_dir=str(output_dir),
@@ -88,6 +140,7 @@ def build_training_arguments(
         gradient_accumulation_steps=accumulation,
         learning_rate=tr.learning_rate,
         lr_scheduler_type=tr.lr_scheduler,
+        **optimizer_arguments(tr),
         warmup_steps=tr.warmup_ratio,  # a float below 1 is a ratio of the total steps
         weight_decay=tr.weight_decay,
         max_grad_norm=tr.max_grad_norm,
@@ -106,9 +159,9 @@ def build_training_arguments(
         save_strategy="steps" if save_steps else "epoch",
         save_steps=save_steps or 500,
         save_total_limit=tr.save_total_limit,
-        load_best_model_at_end=early,
-        metric_for_best_model=best_metric_name(tr.early_stopping.metric) if early else None,
-        greater_is_better=(tr.early_stopping.mode == "max") if early else None,
+        load_best_model_at_end=best,
+        metric_for_best_model=best_metric_name(metric) if best else None,
+        greater_is_better=greater_is_better(spec, metric) if best else None,
         remove_unused_columns=False,  # the collators pick the columns they need
         report_to=report_to if report_to is not None else ["none"],
         disable_tqdm=True,  # the parent draws the progress from metrics.jsonl

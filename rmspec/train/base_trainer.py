@@ -39,6 +39,27 @@ class MetricsTrainer(Trainer):
 
     # compute_loss returns a per-batch mean: the Trainer divides it by the accumulation steps.
     loss_is_scaled_for_ga = False
+    # warmup_stable_decay: share of the steps spent decaying (training.decay_ratio; set by the run).
+    decay_ratio = 0.1
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        kind = str(getattr(self.args.lr_scheduler_type, "value", self.args.lr_scheduler_type))
+        if self.lr_scheduler is not None or kind not in ("cosine_with_min_lr", "warmup_stable_decay"):
+            return super().create_scheduler(num_training_steps, optimizer)
+        from transformers.optimization import get_scheduler
+
+        # transformers' schedules reach their end value one step after the last (step N of steps 0..N-1):
+        # min_learning_rate is the rate the last step trains with, so the schedule ends at N - 1.
+        horizon = max(1, num_training_steps - 1)
+        warmup = min(self.args.get_warmup_steps(num_training_steps), horizon - 1) if horizon > 1 else 0
+        kwargs = dict(self.args.lr_scheduler_kwargs or {})
+        if kind == "warmup_stable_decay":  # its decay is in steps; only here is the total known (epochs -> steps)
+            kwargs.setdefault("num_decay_steps", max(1, min(horizon - warmup, round(self.decay_ratio * horizon))))
+            kwargs.setdefault("decay_type", "linear")
+        self.lr_scheduler = get_scheduler(kind, optimizer=optimizer or self.optimizer, num_warmup_steps=warmup,
+                                          num_training_steps=horizon, scheduler_specific_kwargs=kwargs)
+        self._created_lr_scheduler = True
+        return self.lr_scheduler
 
     def __init__(self, *args, group_by_length: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
