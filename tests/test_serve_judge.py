@@ -57,7 +57,7 @@ def plain_generate(model_dir: Path, messages: list[dict], max_new_tokens: int) -
 
 def test_openai_chat_completions_from_a_judge(judge_run):
     openai = need("openai")
-    proc = ServeProcess(judge_run)
+    proc = ServeProcess(judge_run, "--served-model-name", "judge")
     try:
         client = openai.OpenAI(base_url=proc.url + "/v1", api_key="unused")
         messages = [{"role": "system", "content": "You judge."}, {"role": "user", "content": "Which is better, A or B?"}]
@@ -66,8 +66,10 @@ def test_openai_chat_completions_from_a_judge(judge_run):
         assert reply.choices[0].message.content == expected and reply.choices[0].message.role == "assistant"
         assert reply.usage.prompt_tokens == prompt_tokens and reply.object == "chat.completion"
         assert reply.choices[0].finish_reason in ("stop", "length")
-        with pytest.raises(openai.UnprocessableEntityError):
+        with pytest.raises(openai.BadRequestError):  # vLLM's status for a bad request
             client.chat.completions.create(model="judge", messages=messages, stream=True)
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model="another", messages=messages)
         status, body, _ = proc.post("/get_reward", {"query": ["x"]})
         assert status == 400 and "generative judge" in body["error"]["message"]
     finally:
@@ -90,3 +92,45 @@ def test_score_pairs_with_a_judge(cli, judge_run, tmp_path):
     single.write_text(json.dumps({"prompt": "p", "response": "r"}) + "\n")
     result = cli("score", judge_run, single, "--out", tmp_path / "s.jsonl")
     assert result.code == 2 and "compares two responses" in result.err
+
+
+def plain_generated_ids(model_dir: Path, messages: list[dict], max_new_tokens: int) -> list[int]:
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                             do_sample=False, pad_token_id=tok.pad_token_id)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def test_usage_and_finish_reason_come_from_the_generated_tokens(judge_run):
+    """completion_tokens and finish_reason count the tokens the judge generated (up to and with
+    its EOS), not a re-tokenization of the decoded text; max_tokens is honoured up to the context."""
+    openai = need("openai")
+    model = transformers.AutoModelForCausalLM.from_pretrained(judge_run / "model")
+    eos = model.generation_config.eos_token_id
+    stops = set(eos if isinstance(eos, list) else [eos])
+    proc = ServeProcess(judge_run, "--served-model-name", "judge")
+    try:
+        client = openai.OpenAI(base_url=proc.url + "/v1", api_key="unused")
+        for k, question in enumerate(["Which is better, A or B?", "Pick one: [[A]] or [[B]]", "hello", "x y z"]):
+            messages = [{"role": "user", "content": question}]
+            budget = 6 + k
+            generated = plain_generated_ids(judge_run / "model", messages, budget)
+            n = next((i + 1 for i, t in enumerate(generated) if t in stops), len(generated))
+            reply = client.chat.completions.create(model="judge", messages=messages, max_tokens=budget)
+            assert reply.usage.completion_tokens == n
+            assert reply.choices[0].finish_reason == ("stop" if n < len(generated) or generated[n - 1] in stops else "length")
+        # a budget past the model's context: 400 naming the limit
+        with pytest.raises(openai.BadRequestError, match=r"maximum context length is \d+ tokens"):
+            client.chat.completions.create(model="judge", messages=messages, max_tokens=4096)
+        # within the context, more than the run's max_new_tokens (4): honoured, not capped
+        reply = client.chat.completions.create(model="judge", messages=messages, max_tokens=40)
+        generated = plain_generated_ids(judge_run / "model", messages, 40)
+        assert reply.usage.completion_tokens == next((i + 1 for i, t in enumerate(generated) if t in stops), len(generated))
+        body = reply.model_dump()
+        assert {"refusal", "tool_calls"} <= set(body["choices"][0]["message"]) and "system_fingerprint" in body
+    finally:
+        proc.stop()

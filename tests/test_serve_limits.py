@@ -68,15 +68,26 @@ def test_bearer_token(server):
     ("/get_reward", {"query": ["ok", " "]}, 422, "query.1"),
     ("/get_reward", b"[" * 1500 + b"]" * 1500, 422, "body"),
     ("/get_reward", {"query": ["x" * 5000]}, 413, "body"),
-    ("/classify", {"input": 5}, 422, "input"),
-    ("/classify", {}, 422, "input"),
-    ("/classify", {"input": "a", "messages": [{"role": "user", "content": "a"}]}, 422, "input"),
-    ("/classify", {"input": [[1, 2], [99999999]]}, 422, "input.1"),
-    ("/classify", {"messages": [{"role": "user", "content": "hi"}]}, 422, "messages.0.role"),
-    ("/classify", {"messages": [{"role": "robot", "content": "hi"}]}, 422, "messages.0.role"),
-    ("/classify", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": 3}]}, 422, "messages.1.content"),
-    ("/classify", {"input": "a", "truncate_prompt_tokens": -2}, 422, "truncate_prompt_tokens"),
-    ("/pooling", {"input": "a", "task": "token_classify"}, 422, "task"),
+    # vLLM's routes answer bad requests with 400, as vLLM does (its clients raise BadRequestError)
+    ("/classify", {"input": 5}, 400, "input"),
+    ("/classify", {}, 400, "input"),
+    ("/classify", {"input": "a", "messages": [{"role": "user", "content": "a"}]}, 400, "input"),
+    ("/classify", {"input": [[1, 2], [99999999]]}, 400, "input.1"),
+    ("/classify", {"messages": [{"role": "user", "content": "hi"}]}, 400, "messages.0.role"),
+    ("/classify", {"messages": [{"role": "robot", "content": "hi"}]}, 400, "messages.0.role"),
+    ("/classify", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": 3}]}, 400, "messages.1.content"),
+    ("/classify", {"input": "a", "truncate_prompt_tokens": -2}, 400, "truncate_prompt_tokens"),
+    ("/classify", {"input": "a", "normalize": True}, 400, "normalize"),
+    ("/classify", {"input": "a", "truncate_prompt_tokens": 3, "truncation_side": "right"}, 400, "truncation_side"),
+    ("/classify", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+                   "add_generation_prompt": True}, 400, "add_generation_prompt"),
+    ("/classify", {"input": "a", "model": "another-model"}, 404, "model"),
+    ("/pooling", {"input": "a", "task": "token_classify"}, 400, "task"),
+    ("/pooling", {"input": "a", "encoding_format": "bytes"}, 400, "encoding_format"),
+    # text that is not Unicode: 400 naming the item, on every route
+    ("/get_reward", b'{"query": ["fine", "bad \\ud800 text"]}', 400, "query.1"),
+    ("/classify", b'{"input": ["\\udfff"]}', 400, "input.0"),
+    ("/get_reward", b'{"query": ["caf\xe9"]}', 400, "body"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, 400, "messages"),
     ("/nowhere", {"input": "a"}, 404, None),
 ])
@@ -103,10 +114,26 @@ def test_chunked_body_over_the_limit_is_413(server):
     conn.close()
 
 
-def test_full_queue_is_503_with_retry_after(server):
+def test_more_items_than_the_queue_holds_is_413(server):
+    """More texts than --max-queue can ever hold: 413 naming the flag, not a 503 retried forever."""
     status, body, headers = server.post("/get_reward", {"query": ["a", "b", "c", "d"]}, AUTH)
-    assert status == 503 and headers.get("retry-after") == "1" and "retry" in body["error"]["message"]
+    assert status == 413 and "retry-after" not in headers and "--max-queue" in body["error"]["message"]
     assert server.post("/get_reward", {"query": ["a", "b", "c"]}, AUTH)[0] == 200  # within the queue
+
+
+def test_full_queue_is_503_with_retry_after(model_dir):
+    # A long batching wait keeps the first request's 2 texts queued; 2 more would overflow 3.
+    proc = ServeProcess(model_dir, "--max-queue", "3", "--max-wait-ms", "3000")
+    try:
+        first = threading.Thread(target=proc.post, args=("/get_reward", {"query": ["a", "b"]}))
+        first.start()
+        time.sleep(1.0)
+        status, body, headers = proc.post("/get_reward", {"query": ["c", "d"]})
+        first.join(timeout=60)
+        assert status == 503 and headers.get("retry-after") == "1" and "retry" in body["error"]["message"]
+        assert proc.post("/get_reward", {"query": ["c", "d"]})[0] == 200  # the queue is empty again
+    finally:
+        proc.stop()
 
 
 def test_thousand_malformed_requests_then_still_correct(server):

@@ -36,7 +36,7 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(model_dir):
-    proc = ServeProcess(model_dir, "--max-wait-ms", "50")
+    proc = ServeProcess(model_dir, "--max-wait-ms", "50", "--served-model-name", "rm")
     yield proc
     proc.stop()
 
@@ -137,11 +137,11 @@ def test_openai_client_classify_as_verl_calls_it(server, engine):
     raw = engine.outputs(engine.encode([(prompt, response)]))[0][0]
     # Messages: laid out on the server as training laid them out.
     body = {"model": "rm", "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}],
-            "activation": False}
+            "use_activation": False}
     out = client.post("/classify", cast_to=httpx.Response, body=body).json()
     assert out["object"] == "list" and out["id"].startswith("classify-") and out["model"] == "rm"
     assert out["data"][-1]["probs"][-1] == pytest.approx((raw - MEAN) / STD, abs=1e-5)
-    assert out["data"][0]["num_classes"] == 1 and out["data"][0]["label"] == "reward"
+    assert out["data"][0]["num_classes"] == 1 and out["data"][0]["label"] == "LABEL_0"  # vLLM's id2label[argmax]
     assert out["usage"]["prompt_tokens"] == len(engine.encode([(prompt, response)])[0].ids)
     # verl's own form: an already formatted `input`; the activation (sigmoid) is on unless switched off.
     text = openrlhf_query(engine, prompt, response)
@@ -178,7 +178,7 @@ def test_truncation_is_reported_and_cut_as_training_cuts(server, engine):
     assert trained.truncated and len(trained.ids) == engine.max_length
     raw = engine.outputs([trained])[0][0]
     status, body, _ = server.post("/classify", {"messages": [{"role": "user", "content": prompt},
-                                                             {"role": "assistant", "content": response}], "activation": False})
+                                                             {"role": "assistant", "content": response}], "use_activation": False})
     assert status == 200 and body["data"][0]["truncated"] is True
     assert body["data"][0]["probs"][0] == pytest.approx((raw - MEAN) / STD, abs=1e-5)
     status, body, _ = server.post("/get_reward", {"query": [openrlhf_query(engine, prompt, response)]})

@@ -122,7 +122,8 @@ def test_fixed_http_bugs(client, case):
     request_ = json.loads(case.read_text())
     response = client.post(request_["route"], content=request_["body"].encode("latin-1"),
                            headers={"Content-Type": request_["content_type"]})
-    assert response.status_code == 422 and response.json()["error"]["message"], response.text
+    # 400 on vLLM's routes (/classify answers bad requests as vLLM does, issue 18), 422 on /get_reward
+    assert response.status_code in (400, 422) and response.json()["error"]["message"], response.text
 
 
 @settings(max_examples=scaled(80))
