@@ -20,4 +20,6 @@ def validate(spec_file: str, sets: tuple[str, ...], show_all: bool) -> None:
         exc.show_all = show_all  # read by rmspec.render.errors.print_error
         raise
     s = loaded.spec
-    click.echo(f"{spec_file}: valid ({s.approach.kind}, model {s.model.name_or_path}, data {s.data.source.kind})")
+    data = ", ".join(f"{e.name}: {e.source.kind}" + (f" x {e.weight:g}" if e.weight is not None else "")
+                     for e in s.data.sources) if s.data.sources else s.data.source.kind
+    click.echo(f"{spec_file}: valid ({s.approach.kind}, model {s.model.name_or_path}, data {data})")

@@ -11,15 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS
+from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, PROCESS
 
 PARALLEL_FROM_ROWS = 100_000  # below this, extra processes cost more than they save
 
 OUTPUT_COLUMNS = {
     PAIRS: ["id", "group", "augmented", "prompt", "chosen", "rejected", "margin", "chosen_input_ids",
-            "rejected_input_ids", "chosen_token_type_ids", "rejected_token_type_ids", "tie"],
-    LISTWISE: ["id", "group", "augmented", "prompt", "responses", "scores", "responses_input_ids",
-               "responses_token_type_ids", "length"],
+            "rejected_input_ids", "chosen_token_type_ids", "rejected_token_type_ids"],
     POINTWISE: ["id", "group", "augmented", "prompt", "response", "scores", "input_ids", "token_type_ids"],
     GENERATIVE: ["id", "group", "augmented", "messages", "input_ids", "labels"],
     PROCESS: ["id", "group", "augmented", "prompt", "steps", "step_labels", "input_ids", "labels", "token_type_ids"],
@@ -44,8 +42,10 @@ def rejected(ds: Any) -> Any:
                      new_fingerprint=stable_hash(ds._fingerprint, "rejected"))
 
 
-def output(ds: Any, approach: str) -> Any:
-    keep = [c for c in OUTPUT_COLUMNS[approach] if c in ds.column_names]
+def output(ds: Any, approach: str, keep_source: bool = False) -> Any:
+    """The columns training reads; a mixture's rows keep their dataset's name (`source`) for the
+    per-source figures of validation."""
+    keep = [c for c in [*OUTPUT_COLUMNS[approach], *(["source"] if keep_source else [])] if c in ds.column_names]
     return ds.select_columns(keep)
 
 
@@ -54,7 +54,7 @@ def write_rejects(path: str | Path, parts: list[tuple[str, Any]]) -> int:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0
-    skip = {"reject_stage", "reject_reason", "reject_detail", "raw", "source_index", "prompt_key", "id"}
+    skip = {"reject_stage", "reject_reason", "reject_detail", "raw", "source_index", "prompt_key", "id", "source"}
     with path.open("w", encoding="utf-8") as fh:
         for name, ds in parts:
             for batch in ds.iter(batch_size=1000):

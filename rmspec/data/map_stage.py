@@ -13,8 +13,9 @@ from rmspec.data.records import PAIRS, Reject
 class MapBatch:
     """Batched map: source rows -> canonical records (or one reject record per unfit row)."""
 
-    def __init__(self, mapper: RowMapper, kind: str, encoded: bool = False):
+    def __init__(self, mapper: RowMapper, kind: str, encoded: bool = False, source: str = ""):
         self.mapper = mapper
+        self.source = source  # the dataset's name, carried by every record
         self.kind = kind
         self.encoded = encoded  # rows read by hand: every value JSON-encoded (hand_read.json_lines_by_hand)
         self.names = list(R.features(kind))
@@ -33,7 +34,7 @@ class MapBatch:
                 recs, bad = [{**R.empty_record(self.kind), "id": _safe_id(row, self.mapper, index), "group": ""}], rej
             for rec in recs:
                 rec.update(source_index=index, augmented=False, reject_stage="", reject_reason="", reject_detail="",
-                           raw="")
+                           raw="", source=self.source)
                 if bad is not None:
                     rec.update(reject_stage="map", reject_reason=bad.reason, reject_detail=bad.detail,
                                raw=R.to_json_row(row))
@@ -81,12 +82,12 @@ def pair_by_prompt(ds: Any, attribute: str) -> Any:
             for i in members:
                 rows[i].update(reject_stage="map:pair_by", reject_reason=reason, reject_detail=detail)
             continue
-        shared = ("source_index", "id", "group", "augmented", "prompt_key", "prompt_messages")
+        shared = ("source_index", "source", "id", "group", "augmented", "prompt_key", "prompt_messages")
         out.append({**{k: best[k] for k in shared},
                     "reject_stage": "", "reject_reason": "", "reject_detail": "", "raw": "",
                     "chosen": best["response"], "rejected": worst["response"],
                     "margin": best["scores"][0] - worst["scores"][0],
-                    "score_chosen": best["scores"][0], "score_rejected": worst["scores"][0], "tie": False})
+                    "score_chosen": best["scores"][0], "score_rejected": worst["scores"][0]})
         done.update((ranked[0], ranked[-1]))
         for i in ranked[1:-1]:
             rows[i].update(reject_stage="map:pair_by", reject_reason="not_paired",
@@ -96,10 +97,9 @@ def pair_by_prompt(ds: Any, attribute: str) -> Any:
             continue
         if not r["reject_reason"]:  # cannot happen: every live row was paired or marked
             raise AssertionError("pair_by left a row unaccounted")
-        out.append({**{k: r[k] for k in ("source_index", "id", "group", "augmented", "prompt_key", "prompt_messages",
+        out.append({**{k: r[k] for k in ("source_index", "source", "id", "group", "augmented", "prompt_key", "prompt_messages",
                                             "reject_stage", "reject_reason", "reject_detail")},
                     "raw": r["raw"] or R.to_json_row({"prompt": r["prompt_messages"], "response": r["response"],
                                                       attribute: r["scores"][0] if r["scores"] else None}),
-                    "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None,
-                    "tie": False})
+                    "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None})
     return datasets.Dataset.from_list(out, features=R.features(PAIRS))

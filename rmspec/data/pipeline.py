@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.data import cache
+from rmspec.data import mixture as mix
 from rmspec.data import records as R
 from rmspec.data.augment import augment_rows
 from rmspec.data.columns import (
@@ -42,7 +43,7 @@ from rmspec.data.map_stage import MapBatch, pair_by_prompt
 from rmspec.data.presets import RowMapper
 from rmspec.data.report import DataReport, SourceCounts, count_rejects
 from rmspec.data.sources import open_source
-from rmspec.data.split import validation_mask
+from rmspec.data.split import split_rows
 from rmspec.data.summarize import summarize
 from rmspec.data.tokenize import TokenizeStage, token_columns
 from rmspec.errors import DataError
@@ -80,9 +81,9 @@ class Context:
     def default_max(self) -> int:
         return self.loaded.spec.training.max_length
 
-    @property
-    def margin_mapped(self) -> bool:
-        return self.data.mapping.columns.margin is not None or self.data.mapping.preset in ("shp", "ultrafeedback")
+    @staticmethod
+    def margin_mapped(mapping: Any) -> bool:
+        return mapping.columns.margin is not None or mapping.preset in ("shp", "ultrafeedback")
 
     @cached_property
     def layout(self) -> Any:
@@ -135,37 +136,34 @@ def prepare(loaded: Any, tokenizer: Any, *, rejects_path: str | Path | None = No
     ctx = make_context(loaded, tokenizer, limit, cache_dir)
     data, approach = ctx.data, ctx.approach
     cache_root = Path(cache_dir) if cache_dir else cache.default_cache_dir()
-    key = cache.cache_key(ctx.config_key, ctx.tokenizer_key, [data.source, data.split.validation_source],
-                          loaded.base_dir)
+    key = cache.cache_key(ctx.config_key, ctx.tokenizer_key,
+                          [*(e.source for e in data.mixture()), data.split.validation_source], loaded.base_dir)
     hit = cache_root / key if key else None
     if hit is not None and (hit / "report.json").is_file():
         return Prepared(*cache.load_cache(hit, rejects_path, t0))
 
-    main = read_source(ctx, "train", data.source, "data.source")
-    sources = {"train": main.counts}
-    notes = list(main.filtered.notes)
-    rejected_parts = [("train", rejected(main.ds))]
-    kept = alive(main.ds)
+    entries = data.mixture()
+    results, mixed_notes, streamed, not_drawn = read_sources(ctx, entries)
+    sources = {name: r.counts for name, r in results.items()}
+    notes = [n for r in results.values() for n in r.filtered.notes] + mixed_notes
+    rejected_parts = [(name, rejected(r.ds)) for name, r in results.items()]
+    main = next(iter(results.values()))  # its max_length limit and policy serve the augmentation
     split = data.split
+    kept = alive(main.ds) if len(results) == 1 else datasets.concatenate_datasets([alive(r.ds) for r in results.values()])
     if split.validation_source is not None:
-        other = read_source(ctx, "validation", split.validation_source, "data.split.validation_source")
+        other = read_source(ctx, _entry("validation", split.validation_source, data.mapping),
+                            "data.split.validation_source")
         sources["validation"] = other.counts
         notes += other.filtered.notes
         rejected_parts.append(("validation", rejected(other.ds)))
         train, validation = kept, alive(other.ds)
-    elif split.validation_fraction:
-        strata = None
-        if split.stratify_by:
-            if split.stratify_by not in kept.column_names:
-                raise DataError(f"data.split.stratify_by: no canonical column {split.stratify_by!r}",
-                                "stratify by group (map the column with data.mapping.columns.group)")
-            strata = [str(v) for v in column(kept, split.stratify_by)]
-        mask = validation_mask(column(kept, "prompt_key"), split.validation_fraction, split.seed, strata=strata,
-                               group_by_prompt=split.group_by_prompt)
-        train = kept.select([i for i, v in enumerate(mask) if not v])
-        validation = kept.select([i for i, v in enumerate(mask) if v])
     else:
-        train, validation = kept, None
+        parts = {name: split_rows(alive(r.ds), split) for name, r in results.items()}
+        if data.is_mixture:
+            parts, kept = mix.mix_parts(parts, entries, data, streamed, sources, not_drawn, rejected_parts)
+        train = mix.concat([t for t, _ in parts.values()])
+        held = [v for _, v in parts.values() if v is not None]
+        validation = mix.concat(held) if held else None
 
     augmented_counts, augmented_rejected = {}, {}
     if data.augment:
@@ -184,10 +182,16 @@ def prepare(loaded: Any, tokenizer: Any, *, rejects_path: str | Path | None = No
                        {"train": train, "validation": validation}, kept, validation, augmented_counts,
                        augmented_rejected, 0.0)
     report.fingerprint = key or ""
+    if data.is_mixture:
+        drawn = {n: sources[n].rows_train for n in results}
+        available = {n: drawn[n] - sources[n].rows_repeated
+                     + sources[n].rejected_by_stage.get(mix.SAMPLE_STAGE, {}).get("sampled_out", 0)
+                     for n in results} if split.validation_source is None else {}
+        report.mixture = mix.describe(entries, data.stopping_strategy, split.seed, streamed, available, drawn)
     if not report.reconciled:  # a bug, not the user's: say so loudly
         raise AssertionError(f"data counts do not reconcile: {report.to_json()['sources']}")
-    train = output(train, approach)
-    validation = output(validation, approach) if validation is not None else None
+    train = output(train, approach, data.is_mixture)
+    validation = output(validation, approach, data.is_mixture) if validation is not None else None
     report.seconds = round(time.time() - t0, 2)
     if rejects_path:
         write_rejects(rejects_path, rejected_parts)
@@ -208,41 +212,105 @@ def load_canonical(loaded: Any, tokenizer: Any = None, *, limit: int | None = No
     with one, rows carry the prompt as the model sees it (chat template applied) and token ids."""
     ctx = make_context(loaded, tokenizer, limit)
     t0 = time.time()
-    main = read_source(ctx, "train", loaded.spec.data.source, "data.source")
-    kept = alive(main.ds)
+    results, notes, _, _ = read_sources(ctx, ctx.data.mixture())
+    main = next(iter(results.values()))
+    kept = mix.concat([alive(r.ds) for r in results.values()])
     if rejects_path:
-        write_rejects(rejects_path, [("train", rejected(main.ds))])
-    report = summarize(ctx.approach, ctx.layout, main.filtered.max_tokens, main.filtered.notes, {"train": main.counts},
-                       {"train": kept}, kept, None, {}, {}, time.time() - t0)
+        write_rejects(rejects_path, [(name, rejected(r.ds)) for name, r in results.items()])
+    notes = [n for r in results.values() for n in r.filtered.notes] + notes
+    report = summarize(ctx.approach, ctx.layout, main.filtered.max_tokens, notes,
+                       {name: r.counts for name, r in results.items()}, {"train": kept}, kept, None, {}, {},
+                       time.time() - t0)
     return kept, report
 
 
 # ---------------------------------------------------------------- stages
 
 
-def read_source(ctx: Context, name: str, source_spec: Any, where: str) -> SourceResult:
-    """All records of one source (kept and rejected), mapped and filtered; and its counts."""
+def _entry(name: str, source: Any, mapping: Any) -> Any:
+    from rmspec.spec.data import MixtureSource
+
+    return MixtureSource.model_construct(name=name, source=source, mapping=mapping, filters=[], weight=None, rows="all")
+
+
+def _where(ctx: Context, i: int) -> str:
+    return f"data.sources[{i}]" if ctx.data.is_mixture else "data"
+
+
+def read_sources(ctx: Context, entries: list[Any]) -> tuple[dict[str, SourceResult], list[str], bool, dict[str, int]]:
+    """Every dataset of the spec, mapped and filtered: (results by name, notes, whether they were
+    interleaved as a stream, rows of sized datasets the stream never drew)."""
     import datasets
 
-    ds = open_source(source_spec, ctx.loaded.base_dir, limit=ctx.limit, where=where)
+    opened = [open_source(e.source, ctx.loaded.base_dir, limit=ctx.limit, where=f"{_where(ctx, i)}.source")
+              for i, e in enumerate(entries)]
+    streaming = any(isinstance(ds, datasets.IterableDataset) for ds in opened)
+    if not (streaming and ctx.data.weighted):
+        return ({e.name: read_source(ctx, e, _where(ctx, i), ds) for i, (e, ds) in enumerate(zip(entries, opened))},
+                [], False, {})
+    streams, feats = [], None
+    for i, (e, ds) in enumerate(zip(entries, opened)):
+        stream, kind, feats = map_rows(ctx, e, ds, _where(ctx, i), as_stream=True)
+        if kind != ctx.approach:
+            raise DataError(f"{_where(ctx, i)}.mapping.pair_by: pairs by prompt need the whole dataset, which a "
+                            "mixture with a streaming dataset does not read at once",
+                            "mix by rows instead of weights, or prepare this dataset as pairs beforehand")
+        streams.append(stream)
+    seed, strategy = ctx.data.split.seed, ctx.data.stopping_strategy
+    weights = [e.weight for e in entries]
+    mixed = mix.interleave(streams, weights, seed, strategy, feats, ctx.stream_dir)
+    out, not_drawn = {}, {}
+    for i, (e, ds) in enumerate(zip(entries, opened)):
+        part = mix.part_of(mixed, e.name)
+        read = mix.drawn_rows(part)
+        out[e.name] = filter_source(ctx, e, part, read)
+        if not isinstance(ds, datasets.IterableDataset):
+            not_drawn[e.name] = len(ds) - read
+    note = (f"datasets mixed by datasets.interleave_datasets(probabilities={weights}, seed={seed}, "
+            f"stopping_strategy={strategy!r}) before the split: rows per dataset follow the weights in expectation")
+    return out, [note], True, not_drawn
+
+
+def read_source(ctx: Context, entry: Any, where: str, ds: Any = None) -> SourceResult:
+    """All records of one dataset (kept and rejected), mapped and filtered; and its counts."""
+    if ds is None:
+        ds = open_source(entry.source, ctx.loaded.base_dir, limit=ctx.limit, where=f"{where}.source")
+    mapped, kind, _ = map_rows(ctx, entry, ds, where)
+    import datasets
+
+    rows_read = count_sources(mapped) if isinstance(ds, datasets.IterableDataset) else len(ds)
+    if kind != ctx.approach:  # helpsteer2 with pair_by: scored responses -> pairs per prompt
+        mapped = pair_by_prompt(mapped, entry.mapping.pair_by)
+    return filter_source(ctx, entry, mapped, rows_read)
+
+
+def map_rows(ctx: Context, entry: Any, ds: Any, where: str, as_stream: bool = False) -> tuple[Any, str, Any]:
+    """(canonical records of one dataset, the approach its mapping gives, their features): a
+    Dataset, or a stream (a streaming source, written to Arrow unless `as_stream`)."""
+    import datasets
+
     streaming = isinstance(ds, datasets.IterableDataset)
     columns = ds.column_names if not streaming else (ds.column_names or list(next(iter(ds)).keys()))
-    mapper = RowMapper(ctx.data.mapping, ctx.spec.approach, [c for c in columns if c != BAD_LINE])
+    mapper = RowMapper(entry.mapping, ctx.spec.approach, [c for c in columns if c != BAD_LINE],
+                       where=f"{where}.mapping")
     kind = mapper.output_approach()
     feats = R.features(kind)
-    fn = MapBatch(mapper, kind, is_encoded(ds))
+    fn = MapBatch(mapper, kind, is_encoded(ds), entry.name)
+    if as_stream:
+        stream = ds if streaming else ds.to_iterable_dataset()
+        return stream.map(fn, batched=True, with_indices=True, remove_columns=columns, features=feats), kind, feats
     if streaming:
         mapped_iter = ds.map(fn, batched=True, with_indices=True, remove_columns=columns, features=feats)
-        mapped = materialise(mapped_iter, feats, ctx.stream_dir)
-        rows_read = count_sources(mapped)
-    else:
-        rows_read = len(ds)
-        mapped = ds.map(fn, batched=True, with_indices=True, remove_columns=columns, features=feats,
-                        new_fingerprint=_hash(ds._fingerprint, ctx.config_key, "map"), num_proc=procs(rows_read),
-                        desc=f"mapping {name}")
-    if kind != ctx.approach:  # helpsteer2 with pair_by: scored responses -> pairs per prompt
-        mapped = pair_by_prompt(mapped, ctx.data.mapping.pair_by)
-    filtered = apply_filters(ctx, mapped)
+        return materialise(mapped_iter, feats, ctx.stream_dir), kind, feats
+    rows = len(ds)
+    mapped = ds.map(fn, batched=True, with_indices=True, remove_columns=columns, features=feats,
+                    new_fingerprint=_hash(ds._fingerprint, ctx.config_key, "map", entry.name), num_proc=procs(rows),
+                    desc=f"mapping {entry.name}")
+    return mapped, kind, feats
+
+
+def filter_source(ctx: Context, entry: Any, mapped: Any, rows_read: int) -> SourceResult:
+    filtered = apply_filters(ctx, mapped, entry)
     out = filtered.ds
     by_reason, by_stage = count_rejects(arrow(out, "reject_stage"), arrow(out, "reject_reason"))
     n_rej = sum(by_reason.values())
@@ -252,11 +320,11 @@ def read_source(ctx: Context, name: str, source_spec: Any, where: str) -> Source
     return SourceResult(out, counts, filtered)
 
 
-def apply_filters(ctx: Context, ds: Any) -> Filtered:
-    """The spec's filters in order (and a max_length filter at the end where the spec has none and
-    a tokenizer is given); rows that fail are marked, not dropped."""
+def apply_filters(ctx: Context, ds: Any, entry: Any) -> Filtered:
+    """The dataset's own filters, then the spec's shared ones, in order (and a max_length filter at
+    the end where the spec has none and a tokenizer is given); rows that fail are marked, not dropped."""
     result = Filtered(ds)
-    specs = list(ctx.data.filters)
+    specs = [*entry.filters, *ctx.data.filters]
     if ctx.tokenizer is not None and not any(f.kind == "max_length" for f in specs):
         from rmspec.spec.data import MaxLengthFilter
 
@@ -289,7 +357,7 @@ def apply_filters(ctx: Context, ds: Any) -> Filtered:
                                fn_kwargs={"drop": drop, "stage": stage, "reason": "sampled_out",
                                           "detail": f"not in the seeded sample (seed {f.seed})"})
         else:
-            check = row_filter(f, approach, ctx.margin_mapped)
+            check = row_filter(f, approach, ctx.margin_mapped(entry.mapping))
             result.ds = ds.map(map_row_check(check, stage), batched=True, new_fingerprint=fp, num_proc=procs(len(ds)),
                                desc=stage)
     return result

@@ -4,17 +4,14 @@ A record is a plain dict. Which fields it carries depends on the approach:
 
 - pairs (bradley_terry): `prompt_messages` (the conversation before the response, a list of
   {role, content}), `chosen`, `rejected` (the final assistant texts), `margin`, and the optional
-  `score_chosen` / `score_rejected` (None when the data has no scores), `tie` (True only for an
-  annotated tie that `approach.ties: davidson` trains; otherwise a tie row is a reject);
+  `score_chosen` / `score_rejected` (None when the data has no scores);
 - pointwise: `prompt_messages`, `response`, `scores` (floats in `approach.attributes` order);
-- listwise: `prompt_messages`, `responses` (N >= 2 texts) and `scores` (one per response, higher is
-  better; equal scores are tied);
 - generative: `messages` (the whole conversation, ending with the assistant turn to learn);
 - process: `prompt_messages`, `steps` (the reasoning steps, texts) and `step_labels` (1 correct,
   0 wrong, one per step).
 
-Every record also carries `source_index` (row number in the source), `id`, `group`, `augmented`
-and the reject fields. A rejected row keeps flowing through the dataset with `reject_reason` set
+Every record also carries `source_index` (row number in the source), `source` (the name of its
+dataset in a mixture), `id`, `group`, `augmented` and the reject fields. A rejected row keeps flowing through the dataset with `reject_reason` set
 (and `raw`, the source row as JSON, when it was rejected before it could be mapped), so that the
 rejects are data: cached, counted and written out at the end, never lost in a side effect.
 """
@@ -26,12 +23,10 @@ import json
 from typing import Any
 
 PAIRS, POINTWISE, GENERATIVE, PROCESS = "bradley_terry", "pointwise", "generative", "process"
-LISTWISE = "listwise"
 
 BOOKKEEPING = ("source_index", "id", "group", "augmented", "reject_stage", "reject_reason", "reject_detail", "raw")
 FIELDS = {
-    PAIRS: ("prompt_messages", "chosen", "rejected", "margin", "score_chosen", "score_rejected", "tie"),
-    LISTWISE: ("prompt_messages", "responses", "scores"),
+    PAIRS: ("prompt_messages", "chosen", "rejected", "margin", "score_chosen", "score_rejected"),
     POINTWISE: ("prompt_messages", "response", "scores"),
     GENERATIVE: ("messages",),
     PROCESS: ("prompt_messages", "steps", "step_labels"),
@@ -61,13 +56,11 @@ def features(approach: str):
         "reject_detail": Value("string"),
         "raw": Value("string"),
         "prompt_key": Value("string"),
+        "source": Value("string"),  # the name of the dataset the row came from (data.sources[].name; 'train')
     }
     if approach == PAIRS:
         body = {"prompt_messages": message, "chosen": Value("string"), "rejected": Value("string"),
-                "margin": Value("float64"), "score_chosen": Value("float64"), "score_rejected": Value("float64"),
-                "tie": Value("bool")}
-    elif approach == LISTWISE:
-        body = {"prompt_messages": message, "responses": List(Value("string")), "scores": List(Value("float64"))}
+                "margin": Value("float64"), "score_chosen": Value("float64"), "score_rejected": Value("float64")}
     elif approach == POINTWISE:
         body = {"prompt_messages": message, "response": Value("string"), "scores": List(Value("float64"))}
     elif approach == PROCESS:
@@ -79,10 +72,7 @@ def features(approach: str):
 
 def empty_record(approach: str) -> dict[str, Any]:
     if approach == PAIRS:
-        return {"prompt_messages": [], "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None,
-                "tie": False}
-    if approach == LISTWISE:
-        return {"prompt_messages": [], "responses": [], "scores": []}
+        return {"prompt_messages": [], "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None}
     if approach == POINTWISE:
         return {"prompt_messages": [], "response": "", "scores": []}
     if approach == PROCESS:

@@ -21,6 +21,15 @@ class SourceCounts:
     rows_rejected: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     rejected_by_stage: dict[str, dict[str, int]] = field(default_factory=dict)
+    # A mixture's sampling (reported only for data.sources): the dataset's weight, the training and
+    # validation rows it gave, the extra copies up-sampling added to training (counted apart from
+    # rows_kept: the same rows again), and the rows of a sized dataset the interleaved stream never
+    # drew (first_exhausted stopped first; never read, so outside rows_read).
+    weight: float | None = None
+    rows_train: int = 0
+    rows_validation: int = 0
+    rows_repeated: int = 0
+    rows_not_drawn: int = 0
 
     @property
     def reconciled(self) -> bool:
@@ -48,6 +57,8 @@ class DataReport:
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     steps: dict[str, Any] = field(default_factory=dict)  # process data: steps, wrong steps, steps dropped past max_length
     notes: list[str] = field(default_factory=list)
+    # data.sources: how the datasets were mixed (method, stopping strategy, seed, weights, sizes).
+    mixture: dict[str, Any] | None = None
     seconds: float = 0.0
     cached: bool = False
     fingerprint: str = ""
@@ -82,16 +93,30 @@ class DataReport:
             "length_heuristic_accuracy": self.length_heuristic_accuracy,
         }
         body = asdict(self)
-        body["sources"] = {k: {**asdict(v), "reconciled": v.reconciled} for k, v in self.sources.items()}
+        body["sources"] = {k: {**_counts_json(v, self.mixture is not None), "reconciled": v.reconciled}
+                           for k, v in self.sources.items()}
+        if self.mixture is None:  # one dataset: the report keeps the keys it always had
+            body.pop("mixture")
         return {**out, **body}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DataReport:
         names = set(cls.__dataclass_fields__)
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["sources"] = {k: SourceCounts(**{f: v[f] for f in SourceCounts.__dataclass_fields__})
+        kwargs["sources"] = {k: SourceCounts(**{f: v[f] for f in SourceCounts.__dataclass_fields__ if f in v})
                              for k, v in data["sources"].items()}
         return cls(**kwargs)
+
+
+MIX_FIELDS = ("weight", "rows_train", "rows_validation", "rows_repeated", "rows_not_drawn")
+
+
+def _counts_json(counts: SourceCounts, mixture: bool) -> dict[str, Any]:
+    body = asdict(counts)
+    if not mixture:
+        for name in MIX_FIELDS:
+            body.pop(name)
+    return body
 
 
 def count_rejects(stages: Any, reasons: Any) -> tuple[dict[str, int], dict[str, dict[str, int]]]:

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from typing import Any
+
+from rmspec.data.columns import column
+from rmspec.errors import DataError
 
 
 def validation_mask(prompt_keys: list[str], fraction: float, seed: int, *, strata: list[str] | None = None,
@@ -29,3 +33,18 @@ def validation_mask(prompt_keys: list[str], fraction: float, seed: int, *, strat
     if not held and len(units) > 1 and fraction > 0:  # tiny data: still validate on something
         held.add(rng.choice(list(units)))
     return [u in held for u in unit_of]
+
+
+def split_rows(kept: Any, split: Any) -> tuple[Any, Any]:
+    """(train, validation or None) of one dataset's kept rows: seeded, grouped by prompt."""
+    if not split.validation_fraction:
+        return kept, None
+    strata = None
+    if split.stratify_by:
+        if split.stratify_by not in kept.column_names:
+            raise DataError(f"data.split.stratify_by: no canonical column {split.stratify_by!r}",
+                            "stratify by group (map the column with data.mapping.columns.group)")
+        strata = [str(v) for v in column(kept, split.stratify_by)]
+    mask = validation_mask(column(kept, "prompt_key"), split.validation_fraction, split.seed, strata=strata,
+                           group_by_prompt=split.group_by_prompt)
+    return kept.select([i for i, v in enumerate(mask) if not v]), kept.select([i for i, v in enumerate(mask) if v])

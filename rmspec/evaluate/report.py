@@ -191,6 +191,10 @@ def _entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[
         parts.append(table(("section", "score"), [(k, pct(v)) for k, v in entry["sections"].items()], numeric=(1,)))
     if subsets:
         parts.append(table(("subset", "score", "examples"), [(k, pct(v), counts.get(k, "")) for k, v in sorted(subsets.items())], numeric=(1, 2)))
+    if entry.get("per_source"):  # a mixture: accuracy per dataset
+        parts.append(table(("dataset", "accuracy", "examples"),
+                           [(k, pct(v.get("accuracy")), v.get("count", "")) for k, v in entry["per_source"].items()],
+                           numeric=(1, 2)))
     kind = registry.get(entry.get("kind", "pairs"))
     parts += kind.report_html(entry)
     for note in entry.get("notes") or []:

@@ -32,7 +32,19 @@ def entry(name: str, kind: str, rows: list[dict[str, Any]], per_example_path: Pa
         name=name, source=source, split=split, per_example_path=str(Path(per_example_path).resolve()),
         diagnostics=pair_diagnostics(kind, rows, scorer=scorer), scorer=scorer,
     )
+    if rows and all(r.get("source") for r in rows):  # a mixture's validation: accuracy per dataset
+        data["per_source"] = per_source(rows)
     return data
+
+
+def per_source(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Pair accuracy and examples per dataset of a mixture (rows carry `source`)."""
+    from rmspec.evaluate.figures import accuracy_by_subset
+
+    accuracy, counts = accuracy_by_subset([r["source"] for r in rows], [r["score_chosen"] for r in rows],
+                                          [r["score_rejected"] for r in rows])
+    return {name: {"accuracy": accuracy[name], "count": counts[name]} for name in sorted(accuracy)}
+
 
 
 def unique_name(kind: str, path: str | None, taken: set[str]) -> str:

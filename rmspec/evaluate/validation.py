@@ -35,6 +35,8 @@ def validation_rows(validation: Iterable[dict[str, Any]], engine: Any) -> list[d
             "id": str(r.get("id", i)), "subset": str(r.get("group") or "all"),
             "score_chosen": scores[i], "score_rejected": scores[n + i],
             "len_chosen": len(r.get("chosen") or ""), "len_rejected": len(r.get("rejected") or ""),
+            # a mixture's rows name their dataset (data.sources[].name): accuracy per dataset
+            **({"source": r["source"]} if r.get("source") else {}),
         }
         for i, r in enumerate(rows)
     ]

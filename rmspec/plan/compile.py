@@ -24,7 +24,7 @@ from rmspec.errors import PlanError
 from rmspec.packaged import resolve_model_path
 from rmspec.plan import accelerate_config as accel
 from rmspec.plan.argv import launch_argv, launch_env
-from rmspec.plan.estimate import count_rows, packed_lengths, sequence_length, time_estimate
+from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
@@ -77,7 +77,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
     packed = packing == SHARED_PREFIX
     if packed:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
         row_tokens, row_bound, pair_tokens, packed_how = packed_lengths(
-            spec.data.source, spec.data.mapping, loaded.base_dir, training.max_length)
+            spec.data.mixture()[0].source, spec.data.mixture()[0].mapping, loaded.base_dir, training.max_length)
     base = TrainingShape(
         micro_batch=1,
         seqs_per_example=2 if approach == "bradley_terry" and not packed else 1,
@@ -120,11 +120,10 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
             "main_process_ip": "$HEAD_NODE", "main_process_port": accel.DEFAULT_PORT})
 
     tokens_per_step = training.global_batch_size * base.seqs_per_example * base.seq_len
-    rows, rows_how = count_rows(spec.data.source, loaded.base_dir)
+    rows, rows_how = data_rows(spec.data, loaded.base_dir)
     split = spec.data.split
     # Time only: a guessed mean length (memory above stays at max_length, an upper bound).
-    seq_len, seq_len_how = sequence_length(spec.data.source, spec.data.mapping, approach, loaded.base_dir,
-                                           training.max_length)
+    seq_len, seq_len_how = data_sequence_length(spec.data, approach, loaded.base_dir, training.max_length)
     if packed:
         seq_len, seq_len_how = row_tokens, packed_how
     cpu_cores = None if hw.is_gpu else (host.cpu_count if host is not None else os.cpu_count())

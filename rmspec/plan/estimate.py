@@ -310,3 +310,43 @@ def time_estimate(*, shape: ModelShape, rows: int | None, rows_how: str, validat
         if max_steps is None and epochs is not None:
             out["total_steps"] = math.ceil(steps * epochs)
     return out
+
+
+# ---------------------------------------------------------------- mixtures (data.sources)
+
+
+def data_rows(data, base_dir: Path) -> tuple[int | None, str]:
+    """Rows the data section gives before the split: one source's count, or a mixture's mixed size.
+
+    A mixture's weights size it as the data stage does (rmspec.data.mixture): first_exhausted takes
+    min(n_i / w_i) rows, all_exhausted max(n_i / w_i); `rows: N` entries give N training rows each
+    (counted here before the split, N / (1 - validation_fraction)), `rows: all` their count."""
+    if not data.is_mixture:
+        return count_rows(data.source, base_dir)
+    counted: dict[str, int] = {}
+    for entry in data.mixture():
+        rows, how = count_rows(entry.source, base_dir)
+        if rows is None:
+            return None, f"{entry.name}: {how}"
+        counted[entry.name] = rows
+    shown = ", ".join(f"{k} {v}" for k, v in counted.items())
+    if data.weighted:
+        ratios = [counted[e.name] / e.weight for e in data.mixture() if e.weight]
+        total = min(ratios) if data.stopping_strategy == "first_exhausted" else max(ratios)
+        mixed = sum(round(e.weight * total) for e in data.mixture())
+        return mixed, f"mixture of {shown} by weight ({data.stopping_strategy})"
+    keep = 1 - (data.split.validation_fraction or 0) if data.split.validation_source is None else 1
+    mixed = sum(counted[e.name] if e.rows == "all" else math.ceil(int(e.rows) / keep) for e in data.mixture())
+    return mixed, f"mixture of {shown} by rows"
+
+
+def data_sequence_length(data, approach: str, base_dir: Path, max_length: int) -> tuple[int, str]:
+    """Tokens per sequence for time: one source's guess, or the weighted mean of a mixture's."""
+    if not data.is_mixture:
+        return sequence_length(data.source, data.mapping, approach, base_dir, max_length)
+    entries = data.mixture()
+    weights = [e.weight if e.weight is not None else 1 / len(entries) for e in entries]
+    guesses = [sequence_length(e.source, e.mapping, approach, base_dir, max_length)[0] for e in entries]
+    mean = round(sum(w * g for w, g in zip(weights, guesses)) / sum(weights))
+    return min(mean, max_length), "mixture: " + ", ".join(f"{e.name} {g}" for e, g in zip(entries, guesses)) + \
+        " tokens per sequence, weighted"

@@ -49,6 +49,17 @@ def subset_table(name: str, entry: Mapping[str, Any]) -> Table:
     return table
 
 
+def source_table(name: str, entry: Mapping[str, Any]) -> Table:
+    """A mixture's validation accuracy per dataset (data.sources[].name)."""
+    table = Table(title=f"{name}: per dataset", title_justify="left")
+    table.add_column("dataset")
+    table.add_column("accuracy", justify="right")
+    table.add_column("examples", justify="right")
+    for source, figures in entry["per_source"].items():
+        table.add_row(source, pct(figures.get("accuracy")), str(figures.get("count", "")))
+    return table
+
+
 def diagnostics_lines(name: str, entry: Mapping[str, Any]) -> list[Text]:
     diag = entry.get("diagnostics") or {}
     if not diag:
@@ -96,6 +107,8 @@ def print_results(results: Mapping[str, Any], console: Console | None = None, de
         for name, entry in entries.items():
             if len(entry.get("subsets") or {}) > 1:
                 console.print(subset_table(name, entry))
+            if entry.get("per_source"):
+                console.print(source_table(name, entry))
     for name, entry in entries.items():
         for line in diagnostics_lines(name, entry):
             console.print(line)

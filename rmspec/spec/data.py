@@ -137,7 +137,6 @@ PRESETS = (
     "shp",  # history, human_ref_A/B, labels
     "helpsteer2",  # prompt, response, five 0-4 attributes
     "ultrafeedback",  # raw: instruction + completions to binarize
-    "ranked",  # listwise: prompt, responses (N >= 2), scores (one per response, higher is better)
     "messages",  # generative: a list of chat messages
     "stepwise",  # process: prompt, completions (steps), labels (bools): TRL's and trl-lib/math_shepherd's shape
     "math-shepherd",  # process: raw Math-Shepherd text with ки markers, labels as +/- in place of them
@@ -155,13 +154,6 @@ class ColumnMap(Section):
         None, description="Pointwise: attribute name -> column holding its score."
     )
     messages: str | None = Field(None, description="Generative: column with the chat messages.")
-    responses: str | None = Field(None, description="Listwise: column with the list of N >= 2 responses to one prompt.")
-    response_scores: str | None = Field(
-        None, description="Listwise: column with one score per response (higher is better; equal scores are tied)."
-    )
-    tie: str | None = Field(
-        None, description="Pairs: column with a boolean tie label (default: a `tie` column when the data has one).",
-    )
     steps: str | None = Field(None, description="Process: column with the list of steps (math-shepherd: the text with ки markers).")
     step_labels: str | None = Field(
         None, description="Process: column with the step labels (bools; math-shepherd: text with +/-; processbench: first wrong step or -1)."
@@ -175,9 +167,8 @@ class MappingSpec(Section):
         None, description="A known dataset layout. Omit and give columns for anything else."
     )
     columns: ColumnMap = Field(default_factory=ColumnMap, description="Explicit columns; override the preset's defaults.")
-    binarize: Literal["best_vs_worst", "best_vs_random", "all_pairs", "ranked"] = Field(
-        "best_vs_worst", description="ultrafeedback preset: how completions become pairs, or ranked: one row with "
-                                     "every rated completion (approach kind listwise)."
+    binarize: Literal["best_vs_worst", "best_vs_random", "all_pairs"] = Field(
+        "best_vs_worst", description="ultrafeedback preset: how completions become pairs."
     )
     pair_by: str | None = Field(
         None, description="helpsteer2 preset: build pairs by this attribute instead of pointwise rows."
@@ -303,11 +294,112 @@ class SplitSpec(Section):
     seed: int = Field(0, description="Split seed.")
 
 
+# ---------------------------------------------------------------- mixtures
+
+# Report keys the pipeline uses for its own parts: a mixture entry may not take them.
+RESERVED_NAMES = ("validation", "train-augmented")
+SINGLE_SOURCE_NAME = "train"  # the one entry of the single-source form (data.source + data.mapping)
+WEIGHT_TOLERANCE = 1e-6
+
+
+class MixtureSource(Section):
+    """One dataset of a mixture (`data.sources`): its own source, mapping and filters; its share of
+    the training set by `weight`, or an exact number of training rows by `rows`."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                      description="Unique name; every row keeps it (the source column, rejects, per-source figures).")
+    source: Source = Field(description="Where this dataset's rows come from (any source kind).")
+    mapping: MappingSpec = Field(default_factory=MappingSpec, description="How this dataset's columns map onto the canonical record.")
+    filters: list[Filter] = Field(
+        default_factory=list, description="Applied to this dataset only, before the shared data.filters.")
+    weight: float | None = Field(
+        None, gt=0, le=1, description="Share of the mixed training set (weights of all entries sum to 1), "
+        "sampled with the split seed. Give weight on every entry or on none.")
+    rows: PositiveInt | Literal["all"] = Field(
+        "all", description="Without weights: exactly this many training rows from this dataset (repeats rows "
+        "when it has fewer), or all of them.")
+
+    @field_validator("filters")
+    @classmethod
+    def _no_model_limit(cls, filters: list[Any]) -> list[Any]:
+        if any(f.kind == "max_length" for f in filters):
+            raise ValueError("max_length is the model's limit, one for all sources: put it under data.filters")
+        return filters
+
+    @model_validator(mode="after")
+    def _weight_or_rows(self) -> "MixtureSource":
+        if self.weight is not None and self.rows != "all":
+            raise ValueError(f"source {self.name!r}: give weight or rows, not both")
+        return self
+
+
 class DataSpec(Section):
-    source: Source = Field(description="Where the rows come from (kind: huggingface, disk, files, sql, or a registered custom kind).")
-    mapping: MappingSpec = Field(default_factory=MappingSpec, description="How source columns map onto prompt/chosen/rejected or scores.")
+    source: Source | None = Field(
+        None, description="Where the rows come from (kind: huggingface, disk, files, sql, or a registered custom kind). "
+        "For several datasets use sources instead.")
+    sources: list[MixtureSource] | None = Field(
+        None, min_length=1, description="A mixture: several datasets, each with its own source, mapping and "
+        "filters, mixed by weight or by row count. Instead of source.")
+    stopping_strategy: Literal["first_exhausted", "all_exhausted"] = Field(
+        "first_exhausted", description="Weighted mixtures: first_exhausted sizes the mix so no dataset repeats a "
+        "row (the rest of the larger ones is sampled out); all_exhausted sizes it so every row of every dataset "
+        "is used (smaller ones repeat). The same names and meaning as datasets.interleave_datasets.")
+    mapping: MappingSpec = Field(default_factory=MappingSpec, description="How source columns map onto prompt/chosen/rejected or scores. "
+                                 "With sources: only chat_template is read here (one for all datasets).")
     filters: list[Filter] = Field(default_factory=list, description="Applied in order; every dropped row is counted and written to rejects.")
     augment: list[Augment] = Field(default_factory=list, description="Extra training pairs; never crosses the train/validation boundary.")
     split: SplitSpec = Field(default_factory=SplitSpec, description="Train/validation split.")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "DataSpec":
+        if (self.source is None) == (self.sources is None):
+            raise ValueError("give data.source (one dataset) or data.sources (a mixture), exactly one of them")
+        if self.sources is None:
+            return self
+        names = [e.name for e in self.sources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"data.sources: duplicate name(s) {', '.join(map(repr, dupes))}: each dataset needs its own")
+        taken = [n for n in names if n in RESERVED_NAMES]
+        if taken:
+            raise ValueError(f"data.sources: the name {taken[0]!r} is reserved (used for {', '.join(RESERVED_NAMES)} "
+                             "in the report); pick another")
+        weighted = [e for e in self.sources if e.weight is not None]
+        if weighted and len(weighted) != len(self.sources):
+            missing = [e.name for e in self.sources if e.weight is None]
+            raise ValueError(f"data.sources: weights on some entries but not on {', '.join(missing)}: give weight on "
+                             "every entry (shares of the mix) or on none (rows: N or all)")
+        total = sum(e.weight or 0.0 for e in weighted)
+        if weighted and abs(total - 1.0) > WEIGHT_TOLERANCE:
+            shown = " + ".join(f"{e.weight:g}" for e in weighted)
+            raise ValueError(f"data.sources: weights sum to {total:g} ({shown}), not 1; weights are shares of the "
+                             "mixed training set and are not normalized for you")
+        if self.split.validation_source is not None:
+            raise ValueError("data.split.validation_source: with data.sources each dataset is split on its own "
+                             "(data.split.validation_fraction), so validation is reported per dataset")
+        mapping_set = self.mapping.model_fields_set - {"chat_template"}
+        if mapping_set:
+            raise ValueError(f"data.mapping.{sorted(mapping_set)[0]}: with data.sources each dataset has its own "
+                             "mapping (data.sources[i].mapping); data.mapping sets only chat_template")
+        for e in self.sources:
+            if "chat_template" in e.mapping.model_fields_set and e.mapping.chat_template != self.mapping.chat_template:
+                raise ValueError(f"data.sources: {e.name!r} sets mapping.chat_template {e.mapping.chat_template!r}; "
+                                 "how messages become text is the model's, one for all datasets: set it in data.mapping")
+        return self
+
+    @property
+    def is_mixture(self) -> bool:
+        return self.sources is not None
+
+    def mixture(self) -> list[MixtureSource]:
+        """The datasets to read, in order: the single-source form is a one-entry list named 'train'."""
+        if self.sources is not None:
+            return list(self.sources)
+        return [MixtureSource.model_construct(name=SINGLE_SOURCE_NAME, source=self.source, mapping=self.mapping,
+                                              filters=[], weight=None, rows="all")]
+
+    @property
+    def weighted(self) -> bool:
+        return bool(self.sources) and all(e.weight is not None for e in self.sources or [])
 
 

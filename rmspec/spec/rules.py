@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from rmspec.spec.root import Spec
 from rmspec.spec.training_rules import best_checkpoint_rules, optimizer_needs_cuda
@@ -23,10 +24,23 @@ def _looks_encoder(spec: Spec) -> bool:
     return any(h in name for h in ENCODER_HINTS)
 
 
+def _mappings(spec: Spec) -> Iterator[tuple[tuple, object]]:
+    """(path, mapping) of each dataset: data.mapping, or each data.sources[i].mapping of a mixture."""
+    if spec.data.sources is None:
+        yield ("data", "mapping"), spec.data.mapping
+    else:
+        for i, entry in enumerate(spec.data.sources):
+            yield ("data", "sources", i, "mapping"), entry.mapping
+
+
 def pointwise_needs_scores(spec: Spec) -> Iterator[Problem]:
+    for path, mapping in _mappings(spec):
+        yield from _pointwise_scores(spec, path, mapping)
+
+
+def _pointwise_scores(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem]:
     if spec.approach.kind != "pointwise":
         return
-    mapping = spec.data.mapping
     scores = mapping.columns.scores
     if mapping.preset in SCORE_PRESETS and mapping.pair_by is None:
         available = set(scores or {}) | {"helpfulness", "correctness", "coherence", "complexity", "verbosity"}
@@ -34,7 +48,7 @@ def pointwise_needs_scores(spec: Spec) -> Iterator[Problem]:
         available = set(scores)
     else:
         yield (
-            ("data", "mapping"),
+            path,
             f"the pointwise approach needs scores, but the mapping gives none (preset: {mapping.preset})",
             "use preset: helpsteer2, or map columns.response and columns.scores: {attribute: column}",
         )
@@ -52,35 +66,21 @@ def pointwise_needs_scores(spec: Spec) -> Iterator[Problem]:
 
 
 def pairwise_needs_pairs(spec: Spec) -> Iterator[Problem]:
-    if spec.approach.kind == "listwise" and spec.data.mapping.preset not in ("ranked", "ultrafeedback", None):
-        yield (
-            ("data", "mapping", "preset"),
-            f"approach kind listwise needs a prompt with several scored responses; preset {spec.data.mapping.preset!r} "
-            "gives another shape",
-            "use preset: ranked (prompt, responses, scores) or preset: ultrafeedback with binarize: ranked",
-        )
-    if spec.approach.kind == "listwise" and spec.data.mapping.preset == "ultrafeedback" \
-            and spec.data.mapping.binarize != "ranked":
-        yield (("data", "mapping", "binarize"), "approach kind listwise keeps every rated completion",
-               "set data.mapping.binarize: ranked")
-    if spec.approach.kind == "bradley_terry" and spec.data.mapping.preset == "ultrafeedback" \
-            and spec.data.mapping.binarize == "ranked":
-        yield (("data", "mapping", "binarize"), "binarize: ranked keeps every rated completion in one row, for listwise",
-               "set approach: {kind: listwise}, or binarize: best_vs_worst (or all_pairs) for pairs")
-    if spec.approach.kind == "bradley_terry" and spec.data.mapping.preset == "ranked":
-        yield (("data", "mapping", "preset"), "the ranked preset gives N scored responses per prompt, for listwise",
-               "set approach: {kind: listwise}, or use preset: ultrafeedback with a binarize rule for pairs")
     if spec.approach.kind != "bradley_terry":
         return
-    mapping = spec.data.mapping
+    for path, mapping in _mappings(spec):
+        yield from _pairs(path, mapping)
+
+
+def _pairs(path: tuple, mapping: Any) -> Iterator[Problem]:
     if mapping.preset in ("helpsteer2",) and mapping.pair_by is None:
         yield (
-            ("data", "mapping", "pair_by"),
+            (*path, "pair_by"),
             "the helpsteer2 preset gives pointwise rows; bradley_terry needs pairs",
             "set pair_by: helpfulness (pairs by an attribute) or use approach kind: pointwise",
         )
     if mapping.preset == "messages":
-        yield (("data", "mapping", "preset"), "the messages preset is for the generative approach", None)
+        yield ((*path, "preset"), "the messages preset is for the generative approach", None)
 
 
 def generative_needs_causal_lm(spec: Spec) -> Iterator[Problem]:
@@ -92,60 +92,58 @@ def generative_needs_causal_lm(spec: Spec) -> Iterator[Problem]:
         )
 
 
-def sft_needs_decoder(spec: Spec) -> Iterator[Problem]:
-    """The SFT regularizer is a next-token loss: an encoder has no causal LM head to keep."""
-    if spec.approach.kind == "bradley_terry" and spec.approach.sft_weight > 0 and _looks_encoder(spec):
-        yield (
-            ("approach", "sft_weight"),
-            f"sft_weight adds a next-token (language-model) loss, but {spec.model.name_or_path!r} is an encoder",
-            "remove approach.sft_weight, or pick a decoder model (e.g. Qwen/Qwen2.5-0.5B-Instruct)",
-        )
-
-
 def process_needs_steps(spec: Spec) -> Iterator[Problem]:
     """A PRM learns from step lists with one label per step; other approaches cannot read them."""
-    mapping = spec.data.mapping
+    for path, mapping in _mappings(spec):
+        yield from _steps(spec, path, mapping)
+    split = spec.data.split
+    if spec.approach.kind == "process" and spec.approach.tune_threshold and split.validation_fraction is None \
+            and split.validation_source is None:
+        yield (("approach", "tune_threshold"), "tune_threshold needs a validation split", "set data.split.validation_fraction")
+
+
+def _steps(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem]:
     if spec.approach.kind != "process":
         if mapping.preset in PROCESS_PRESETS:
             yield (
-                ("data", "mapping", "preset"),
+                (*path, "preset"),
                 f"the {mapping.preset} preset gives reasoning steps with step labels, for approach kind: process",
                 "set approach: {kind: process}, or choose a preset for this approach",
             )
         return
     if mapping.preset not in (*PROCESS_PRESETS, None):
         yield (
-            ("data", "mapping", "preset"),
+            (*path, "preset"),
             f"approach kind process needs steps with step labels, but preset {mapping.preset!r} gives {spec.approach.kind} data of another shape",
             f"use one of: {', '.join(PROCESS_PRESETS)}, or map columns.prompt, columns.steps and columns.step_labels",
         )
     elif mapping.preset is None and not (mapping.columns.steps and mapping.columns.step_labels):
         yield (
-            ("data", "mapping", "columns"),
+            (*path, "columns"),
             "approach kind process needs a steps column and a step_labels column (no preset is set)",
             "map columns.steps and columns.step_labels, or set preset: stepwise (prompt, completions, labels)",
         )
-    split = spec.data.split
-    if spec.approach.tune_threshold and split.validation_fraction is None and split.validation_source is None:
-        yield (("approach", "tune_threshold"), "tune_threshold needs a validation split", "set data.split.validation_fraction")
 
 
 def margin_must_be_used(spec: Spec) -> Iterator[Problem]:
-    margin_col = spec.data.mapping.columns.margin
-    uses = spec.approach.kind == "bradley_terry" and spec.approach.margin_mode != "none"
+    for path, mapping in _mappings(spec):
+        yield from _margin(spec, path, mapping)
+
+
+def _margin(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem]:
+    margin_col = mapping.columns.margin
+    uses = spec.approach.kind == "bradley_terry" and spec.approach.use_margin
     if margin_col and not uses:
         yield (
-            ("data", "mapping", "columns", "margin"),
+            (*path, "columns", "margin"),
             f"a margin column ({margin_col!r}) is mapped, but the loss ignores it",
-            "set approach.margin: subtract (or scale), or remove the margin mapping",
+            "set approach.use_margin: true, or remove the margin mapping",
         )
-    # shp and ultrafeedback derive the margin from their scores; other data needs a margin column.
-    if uses and not margin_col and spec.data.mapping.preset not in ("shp", "ultrafeedback"):
-        field = "margin" if spec.approach.margin else "use_margin"
+    if uses and not margin_col:
         yield (
-            ("approach", field),
-            f"the loss uses a margin ({spec.approach.margin_mode}), but no margin column is mapped",
-            f"map data.mapping.columns.margin, or remove approach.{field}",
+            ("approach", "use_margin"),
+            "use_margin is on, but no margin column is mapped",
+            "map data.mapping.columns.margin, or set use_margin: false",
         )
 
 
@@ -201,7 +199,6 @@ RULES = (
     pointwise_needs_scores,
     pairwise_needs_pairs,
     generative_needs_causal_lm,
-    sft_needs_decoder,
     process_needs_steps,
     margin_must_be_used,
     batch_divides,
