@@ -24,6 +24,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rmspec.errors import RmspecError
 from rmspec.rundir.layout import LOCK_FILES, RunDir
@@ -31,18 +32,22 @@ from rmspec.rundir.layout import LOCK_FILES, RunDir
 __all__ = ["LOCK_FILES", "Lock", "RunLocked", "acquire_trainer_lock", "claim_lock", "held_by", "trainer_owner"]
 
 
+# A lock file's JSON record of its holder: pid, host, role, since and maybe slurm_job_id.
+OwnerRecord = dict[str, Any]
+
+
 class RunLocked(RmspecError):
     """The run directory has a live owner."""
 
 
-def owner_record(role: str) -> dict:
+def owner_record(role: str) -> OwnerRecord:
     record = {"pid": os.getpid(), "host": socket.gethostname(), "role": role, "since": time.time()}
     if os.environ.get("SLURM_JOB_ID"):
         record["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
     return record
 
 
-def describe(record: dict | None) -> str:
+def describe(record: OwnerRecord | None) -> str:
     if not record:
         return "another process (no owner record yet)"
     job = f", SLURM job {record['slurm_job_id']}" if record.get("slurm_job_id") else ""
@@ -56,7 +61,7 @@ class Lock:
     path: Path
     fd: int | None = None
 
-    def try_acquire(self, record: dict | None = None) -> bool:
+    def try_acquire(self, record: OwnerRecord | None = None) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -75,14 +80,16 @@ class Lock:
             fd, self.fd = self.fd, None
             os.close(fd)  # closing the only descriptor of the open file drops the lock
 
-    def record(self) -> dict | None:
+    def record(self) -> OwnerRecord | None:
         try:
-            return json.loads(self.path.read_text(encoding="utf-8") or "null")
+            record = json.loads(self.path.read_text(encoding="utf-8") or "null")
         except (OSError, ValueError):
             return None
+        # Only try_acquire writes this file, always a JSON object; anything else is no record.
+        return record if isinstance(record, dict) else None
 
 
-def held_by(path: Path) -> dict | None:
+def held_by(path: Path) -> OwnerRecord | None:
     """The owner record when someone holds the lock at `path`, else None (tested without waiting)."""
     if not path.exists():
         return None
@@ -93,7 +100,7 @@ def held_by(path: Path) -> dict | None:
     return probe.record() or {}
 
 
-def trainer_owner(root: Path) -> dict | None:
+def trainer_owner(root: Path) -> OwnerRecord | None:
     return held_by(RunDir(Path(root)).trainer_lock)
 
 
@@ -122,7 +129,7 @@ def acquire_trainer_lock(root: Path, wait: float = 5.0) -> Lock:
     return lock
 
 
-def _locked(root: Path, record: dict | None) -> RunLocked:
+def _locked(root: Path, record: OwnerRecord | None) -> RunLocked:
     pid = (record or {}).get("pid")
     stop = f"stop it (kill {pid}) " if pid else "stop it "
     return RunLocked(
