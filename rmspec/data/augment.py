@@ -35,7 +35,7 @@ def augment_rows(rows: list[dict[str, Any]], specs: list[Any], approach: str) ->
 def _record(row: dict[str, Any], chosen: str, rejected: str, suffix: str, margin: float = 0.0,
             sc: float | None = None, sr: float | None = None) -> dict[str, Any]:
     return {**row, "id": f"{row['id']}-{suffix}", "chosen": chosen, "rejected": rejected, "margin": margin,
-            "score_chosen": sc, "score_rejected": sr, "augmented": True, "raw": ""}
+            "score_chosen": sc, "score_rejected": sr, "augmented": True, "raw": "", "tie": False}
 
 
 def _cross_prompt(rows: list[dict[str, Any]], spec: Any) -> list[dict[str, Any]]:

@@ -11,13 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, PROCESS
+from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS
 
 PARALLEL_FROM_ROWS = 100_000  # below this, extra processes cost more than they save
 
 OUTPUT_COLUMNS = {
     PAIRS: ["id", "group", "augmented", "prompt", "chosen", "rejected", "margin", "chosen_input_ids",
-            "rejected_input_ids", "chosen_token_type_ids", "rejected_token_type_ids"],
+            "rejected_input_ids", "chosen_token_type_ids", "rejected_token_type_ids", "tie"],
+    LISTWISE: ["id", "group", "augmented", "prompt", "responses", "scores", "responses_input_ids",
+               "responses_token_type_ids", "length"],
     POINTWISE: ["id", "group", "augmented", "prompt", "response", "scores", "input_ids", "token_type_ids"],
     GENERATIVE: ["id", "group", "augmented", "messages", "input_ids", "labels"],
     PROCESS: ["id", "group", "augmented", "prompt", "steps", "step_labels", "input_ids", "labels", "token_type_ids"],

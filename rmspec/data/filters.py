@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, PROCESS, prompt_text
+from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS, prompt_text
 from rmspec.errors import DataError
 
 RowCheck = Callable[[dict[str, list], int], "tuple[str, str] | None"]
@@ -71,6 +71,10 @@ def _empty(b: dict[str, list], i: int, approach: str):
     elif approach == POINTWISE:
         if not b["response"][i].strip():
             return "empty", "response is empty"
+    elif approach == LISTWISE:
+        empty = [k for k, r in enumerate(b["responses"][i]) if not r.strip()]
+        if empty:
+            return "empty", f"response {empty[0]} is empty"
     elif approach == PROCESS:
         if not b["steps"][i] or any(not s.strip() for s in b["steps"][i]):
             return "empty", "a step is empty"
@@ -94,7 +98,7 @@ def _identical(b: dict[str, list], i: int):
 
 def _regex_fields(field: str, approach: str) -> list[str]:
     available = {PAIRS: ["prompt", "chosen", "rejected"], POINTWISE: ["prompt", "response"], GENERATIVE: ["prompt", "response"],
-                 PROCESS: ["prompt", "response"]}[approach]
+                 PROCESS: ["prompt", "response"], LISTWISE: ["prompt", "response"]}[approach]
     if field == "any":
         return available
     if field not in available:
@@ -106,6 +110,8 @@ def _regex_fields(field: str, approach: str) -> list[str]:
 def _field_text(b: dict[str, list], i: int, field: str) -> str:
     if "steps" in b and field == "response":  # process: the steps, one per line
         return "\n".join(b["steps"][i])
+    if "responses" in b and field == "response":  # listwise: any of the responses, one per line
+        return "\n".join(b["responses"][i])
     if "messages" in b:  # generative: prompt = turns before the last reply
         msgs = b["messages"][i]
         return msgs[-1]["content"] if field == "response" else prompt_text(msgs[:-1])
@@ -138,6 +144,8 @@ def row_hash(b: dict[str, list], i: int, on: str, approach: str) -> str:
         parts = [b["prompt_key"][i], b["response"][i], b["scores"][i]]
     elif approach == PROCESS:
         parts = [b["prompt_key"][i], b["steps"][i], b["step_labels"][i]]
+    elif approach == LISTWISE:
+        parts = [b["prompt_key"][i], b["responses"][i], b["scores"][i]]
     else:
         parts = [[m["role"], m["content"]] for m in b["messages"][i]]
     return hashlib.sha1(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()[:20]

@@ -87,7 +87,7 @@ def pair_by_prompt(ds: Any, attribute: str) -> Any:
                     "reject_stage": "", "reject_reason": "", "reject_detail": "", "raw": "",
                     "chosen": best["response"], "rejected": worst["response"],
                     "margin": best["scores"][0] - worst["scores"][0],
-                    "score_chosen": best["scores"][0], "score_rejected": worst["scores"][0]})
+                    "score_chosen": best["scores"][0], "score_rejected": worst["scores"][0], "tie": False})
         done.update((ranked[0], ranked[-1]))
         for i in ranked[1:-1]:
             rows[i].update(reject_stage="map:pair_by", reject_reason="not_paired",
@@ -101,5 +101,6 @@ def pair_by_prompt(ds: Any, attribute: str) -> Any:
                                             "reject_stage", "reject_reason", "reject_detail")},
                     "raw": r["raw"] or R.to_json_row({"prompt": r["prompt_messages"], "response": r["response"],
                                                       attribute: r["scores"][0] if r["scores"] else None}),
-                    "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None})
+                    "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None,
+                    "tie": False})
     return datasets.Dataset.from_list(out, features=R.features(PAIRS))

@@ -14,7 +14,7 @@ import random
 import re
 from typing import Any
 
-from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, PROCESS, Reject
+from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS, Reject
 from rmspec.data.steps import PROCESS_DEFAULTS, steps_record
 from rmspec.errors import DataError
 from rmspec.messages import Invalid, Problem, Rules, conversation, ends_with_reply, field_value
@@ -33,13 +33,14 @@ DEFAULTS: dict[str | None, dict[str, str]] = {
     "shp": {"prompt": "history", "chosen": "human_ref_A", "rejected": "human_ref_B"},
     "helpsteer2": {"prompt": "prompt", "response": "response"},
     "ultrafeedback": {"prompt": "instruction"},
+    "ranked": {"prompt": "prompt", "responses": "responses", "response_scores": "scores"},
     "messages": {"messages": "messages"},
     **PROCESS_DEFAULTS,
 }
 APPROACH_OF_PRESET = {
     "pairs": PAIRS, "hh-rlhf": PAIRS, "conversational": PAIRS, "ultrafeedback-binarized": PAIRS, "shp": PAIRS,
     "ultrafeedback": PAIRS, "helpsteer2": POINTWISE, "messages": GENERATIVE,
-    "stepwise": PROCESS, "math-shepherd": PROCESS, "processbench": PROCESS,
+    "stepwise": PROCESS, "math-shepherd": PROCESS, "processbench": PROCESS, "ranked": LISTWISE,
 }
 
 
@@ -49,11 +50,13 @@ class RowMapper:
         self.approach = approach.kind
         self.binarize = mapping.binarize
         self.pair_by = mapping.pair_by
+        self.ties = getattr(approach, "ties", "reject")  # a tie row is a reject unless the loss trains ties
+        self.margin_map = getattr(approach, "margin_map", None)
         self.where = where
         explicit = {k: v for k, v in mapping.columns.model_dump().items() if v is not None}
         self.cols: dict[str, Any] = {**DEFAULTS[self.preset], **explicit}
         # Optional columns the presets read when the data has them.
-        optional = [("id", "id"), ("score_chosen", "score_chosen"), ("score_rejected", "score_rejected")]
+        optional = [("id", "id"), ("score_chosen", "score_chosen"), ("score_rejected", "score_rejected"), ("tie", "tie")]
         if self.preset in ("conversational", "ultrafeedback-binarized"):
             optional.append(("prompt", "prompt"))  # TRL's explicit-prompt layout; ignored for full conversations
         for field, col in optional:
@@ -73,6 +76,8 @@ class RowMapper:
     def _check(self, columns: list[str]) -> None:
         need = self._required()
         preset_kind = APPROACH_OF_PRESET.get(self.preset)
+        if self.preset == "ultrafeedback" and self.binarize == "ranked":
+            preset_kind = LISTWISE  # every rated completion in one row
         if self.preset == "helpsteer2" and self.approach == PAIRS and not self.pair_by:
             raise DataError(f"{self.where}: the helpsteer2 preset gives scored single responses, but approach is bradley_terry",
                             "set mapping.pair_by: helpfulness to build pairs per prompt, or use approach kind: pointwise")
@@ -107,6 +112,9 @@ class RowMapper:
             return {"prompt": c["prompt"], "response": c["response"], **{a: score_cols[a] for a in attrs}}
         if self.approach == GENERATIVE:
             return {"messages": c.get("messages", "messages")}
+        if self.approach == LISTWISE:
+            need = {"responses": c.get("responses", "responses"), "response_scores": c.get("response_scores", "scores")}
+            return {**need, **({"prompt": c["prompt"]} if "prompt" in c else {})}
         if self.approach == PROCESS:
             need = {"steps": c.get("steps", "completions"), "step_labels": c.get("step_labels", "labels")}
             if "prompt" in c:
@@ -145,8 +153,12 @@ class RowMapper:
             records = [{"messages": messages(_get(row, self.cols.get("messages", "messages")), "messages", need_last_assistant=True)}]
         elif self.approach == POINTWISE:
             records = [self._pointwise(row, None)]
+        elif self.approach == LISTWISE:
+            records = [self._ranked(row)]
         else:
             records = [self._pairs(row)]
+        if self.approach == PAIRS:
+            records = [self._tie_and_margin(row, rec) for rec in records]
         out = []
         for k, rec in enumerate(records):
             rec = {**base, **rec}
@@ -191,6 +203,42 @@ class RowMapper:
         sc, sr = self._scores_pair(row)
         return {"prompt_messages": prompt_msgs, "chosen": chosen, "rejected": rejected, "margin": margin,
                 "score_chosen": sc, "score_rejected": sr}
+
+    def _tie_and_margin(self, row: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
+        """A tie is never trained as a win: a reject (reason `tie`) unless ties: davidson trains it.
+        margin_map replaces the labelled strength (INF-ORM's 1/2/3 -> 1/3/10)."""
+        col = self.cols.get("tie")
+        tie = row.get(col) if col else None
+        if tie is not None and not isinstance(tie, bool):
+            raise Reject("wrong_type", f"{col} must be true or false, got {tie!r}")
+        if tie and self.ties != "davidson":
+            raise Reject("tie", "annotated as a tie; approach.ties: reject (ties: davidson trains them)")
+        rec["tie"] = bool(tie)
+        if self.margin_map is not None:
+            value = rec.get("margin") or 0.0
+            if float(value) not in self.margin_map:
+                raise Reject("margin_not_in_map", f"margin {value:g} is not a key of approach.margin_map "
+                                                  f"({', '.join(f'{k:g}' for k in sorted(self.margin_map))})")
+            rec["margin"] = float(self.margin_map[float(value)])
+        return rec
+
+    def _ranked(self, row: dict[str, Any]) -> dict[str, Any]:
+        """One prompt with N >= 2 responses and one score each (higher is better)."""
+        prompt_col = self.cols.get("prompt")
+        responses = _get(row, self.cols.get("responses", "responses"))
+        scores = _get(row, self.cols.get("response_scores", "scores"))
+        if not isinstance(responses, list) or not isinstance(scores, list):
+            raise Reject("wrong_type", "responses and scores must be lists")
+        if len(responses) != len(scores):
+            raise Reject("malformed", f"{len(responses)} responses but {len(scores)} scores")
+        if len(responses) < 2:
+            raise Reject("too_few_completions", f"{len(responses)} response(s); a ranking needs 2")
+        texts = [text(r, f"responses[{k}]") for k, r in enumerate(responses)]
+        values = [number(s, f"scores[{k}]") for k, s in enumerate(scores)]
+        if len(set(values)) < 2:
+            raise Reject("tie", f"all responses score {values[0]:g}")
+        return {"prompt_messages": messages(_get(row, prompt_col), "prompt") if prompt_col else [],
+                "responses": texts, "scores": values}
 
     def _hh(self, row: dict[str, Any]) -> dict[str, Any]:
         chosen_t = text(_get(row, self.cols["chosen"]), "chosen")
@@ -245,6 +293,8 @@ class RowMapper:
         best, worst = scored[0], scored[-1]
         if best[0] == worst[0]:
             raise Reject("tie", f"all completions score {best[0]}")
+        if self.binarize == "ranked":  # listwise: the whole ranking, best first
+            return [{"prompt_messages": prompt, "responses": [s[1] for s in scored], "scores": [s[0] for s in scored]}]
         if self.binarize == "best_vs_worst":
             pairs = [(best, worst)]
         elif self.binarize == "best_vs_random":

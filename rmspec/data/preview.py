@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.data.pipeline import load_canonical
-from rmspec.data.records import GENERATIVE, PAIRS, PROCESS
+from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, PROCESS
 
 
 def preview_records(loaded: Any, tokenizer: Any, n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -23,6 +23,9 @@ def preview_records(loaded: Any, tokenizer: Any, n: int) -> tuple[list[dict[str,
             rec.update(prompt=row["prompt"], chosen=row["chosen"], rejected=row["rejected"])
             if row["margin"]:
                 rec["margin"] = row["margin"]
+        elif approach.kind == LISTWISE:
+            rec.update(prompt=row["prompt"], responses=[{"score": s, "response": r} for s, r in
+                                                        zip(row["scores"], row["responses"])])
         elif approach.kind == GENERATIVE:
             rec.update(messages=row["messages"], text=tokenizer.decode(row["input_ids"]))
         elif approach.kind == PROCESS:  # each step with its label, as the model learns it

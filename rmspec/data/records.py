@@ -4,8 +4,11 @@ A record is a plain dict. Which fields it carries depends on the approach:
 
 - pairs (bradley_terry): `prompt_messages` (the conversation before the response, a list of
   {role, content}), `chosen`, `rejected` (the final assistant texts), `margin`, and the optional
-  `score_chosen` / `score_rejected` (None when the data has no scores);
+  `score_chosen` / `score_rejected` (None when the data has no scores), `tie` (True only for an
+  annotated tie that `approach.ties: davidson` trains; otherwise a tie row is a reject);
 - pointwise: `prompt_messages`, `response`, `scores` (floats in `approach.attributes` order);
+- listwise: `prompt_messages`, `responses` (N >= 2 texts) and `scores` (one per response, higher is
+  better; equal scores are tied);
 - generative: `messages` (the whole conversation, ending with the assistant turn to learn);
 - process: `prompt_messages`, `steps` (the reasoning steps, texts) and `step_labels` (1 correct,
   0 wrong, one per step).
@@ -23,10 +26,12 @@ import json
 from typing import Any
 
 PAIRS, POINTWISE, GENERATIVE, PROCESS = "bradley_terry", "pointwise", "generative", "process"
+LISTWISE = "listwise"
 
 BOOKKEEPING = ("source_index", "id", "group", "augmented", "reject_stage", "reject_reason", "reject_detail", "raw")
 FIELDS = {
-    PAIRS: ("prompt_messages", "chosen", "rejected", "margin", "score_chosen", "score_rejected"),
+    PAIRS: ("prompt_messages", "chosen", "rejected", "margin", "score_chosen", "score_rejected", "tie"),
+    LISTWISE: ("prompt_messages", "responses", "scores"),
     POINTWISE: ("prompt_messages", "response", "scores"),
     GENERATIVE: ("messages",),
     PROCESS: ("prompt_messages", "steps", "step_labels"),
@@ -60,7 +65,10 @@ def features(approach: str):
     }
     if approach == PAIRS:
         body = {"prompt_messages": message, "chosen": Value("string"), "rejected": Value("string"),
-                "margin": Value("float64"), "score_chosen": Value("float64"), "score_rejected": Value("float64")}
+                "margin": Value("float64"), "score_chosen": Value("float64"), "score_rejected": Value("float64"),
+                "tie": Value("bool")}
+    elif approach == LISTWISE:
+        body = {"prompt_messages": message, "responses": List(Value("string")), "scores": List(Value("float64"))}
     elif approach == POINTWISE:
         body = {"prompt_messages": message, "response": Value("string"), "scores": List(Value("float64"))}
     elif approach == PROCESS:
@@ -72,7 +80,10 @@ def features(approach: str):
 
 def empty_record(approach: str) -> dict[str, Any]:
     if approach == PAIRS:
-        return {"prompt_messages": [], "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None}
+        return {"prompt_messages": [], "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None,
+                "tie": False}
+    if approach == LISTWISE:
+        return {"prompt_messages": [], "responses": [], "scores": []}
     if approach == POINTWISE:
         return {"prompt_messages": [], "response": "", "scores": []}
     if approach == PROCESS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.data.columns import arrow, column, numbers
-from rmspec.data.records import GENERATIVE, PAIRS, POINTWISE, PROCESS
+from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS
 from rmspec.data.report import DataReport, SourceCounts, distribution, length_heuristic
 
 
@@ -71,7 +71,8 @@ def _row_hashes(ds: Any, approach: str) -> Any:
     from rmspec.data.filters import row_hash
 
     out = np.empty(len(ds), dtype=np.uint64)
-    body = {PAIRS: ["chosen", "rejected"], POINTWISE: ["response", "scores"], PROCESS: ["steps", "step_labels"]}
+    body = {PAIRS: ["chosen", "rejected"], POINTWISE: ["response", "scores"], PROCESS: ["steps", "step_labels"],
+            LISTWISE: ["responses", "scores"]}
     cols = ["prompt_key", "id", *body.get(approach, ["messages"])]
     k = 0
     for batch in ds.select_columns(cols).iter(batch_size=2000):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.data.layout import PAIR, Layout, Segments
-from rmspec.data.records import PAIRS, POINTWISE, PROCESS
+from rmspec.data.records import LISTWISE, PAIRS, POINTWISE, PROCESS
 
 DROP, CUT_PROMPT, CUT_RESPONSE = "drop", "truncate_prompt_left", "truncate_response"
 
@@ -32,6 +32,10 @@ def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
                 "response_tokens": Value("int32"), "length": Value("int32"), "truncated": Value("bool")}
         if layout.kind == PAIR and layout.pair_types is not None:
             cols["token_type_ids"] = List(Value("int8"))
+    elif approach == LISTWISE:
+        from rmspec.data.ranked import ranked_columns
+
+        cols = ranked_columns(layout.kind == PAIR and layout.pair_types is not None)
     elif approach == PROCESS:
         from rmspec.data.steps import process_columns
 
@@ -90,6 +94,10 @@ class TokenizeStage:
             return self._pairs(batch)
         if self.approach == POINTWISE:
             return self._pointwise(batch)
+        if self.approach == LISTWISE:
+            from rmspec.data.ranked import tokenize_ranked
+
+            return tokenize_ranked(self, batch)
         return self._generative(batch)
 
     def _steps(self, batch: dict[str, list]) -> dict[str, list]:

@@ -12,12 +12,18 @@ SHARED_PREFIX, OFF = "shared_prefix", "off"
 MASKED_ATTENTION = ("sdpa", "eager")
 
 
-def plan_packing(setting: str, approach: str, architecture: str | None, attn: str) -> tuple[str, str]:
+def plan_packing(setting: str, approach: str, architecture: str | None, attn: str,
+                 sft: bool = False) -> tuple[str, str]:
     """(path, reason); ``shared_prefix`` where it cannot apply is a PlanError with the fix."""
     if setting == OFF:
         return OFF, "training.packing: off"
     why = None
-    if approach != "bradley_terry":
+    if approach == "listwise":
+        why = ("approach listwise: N sequences per prompt (a shared-prefix row [prompt | r_1 | ... | r_N] is "
+               "not wired for listwise training yet)")
+    elif sft:
+        why = "approach.sft_weight: the LM term reads each chosen sequence on its own (two sequences per pair)"
+    elif approach != "bradley_terry":
         why = f"approach {approach}: one sequence per example, no prompt shared between sequences"
     elif architecture == "encoder":
         why = "an encoder attends in both directions, so a prompt's states depend on the response after it"

@@ -1,5 +1,5 @@
-"""`approach:` how the reward model learns: pairwise Bradley-Terry, pointwise scores, a generative judge,
-or a process reward model (one reward per reasoning step)."""
+"""`approach:` how the reward model learns: pairwise Bradley-Terry, listwise rankings, pointwise scores, a
+generative judge, or a process reward model (one reward per reasoning step)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,80 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from rmspec.spec.base import Section
+from rmspec.spec.heads import Ensemble, HeadOptionsCheck, LengthDebias
+
+
+MarginMode = Literal["none", "subtract", "scale"]
 
 
 class BradleyTerry(Section):
     kind: Literal["bradley_terry"]
     use_margin: bool = Field(
-        False, description="Subtract the mapped per-pair margin inside the loss (Llama 2 style)."
+        False, description="Subtract the mapped per-pair margin inside the loss (Llama 2 style); the same as margin: subtract."
+    )
+    margin: MarginMode | None = Field(
+        None, description="How the per-pair margin enters the loss: none, subtract (-log sigmoid(d - m), Llama 2) or "
+                          "scale (-m * log sigmoid(d), HelpSteer2-Preference / INF-ORM). Unset: subtract when use_margin, else none.",
+    )
+    margin_map: dict[float, float] | None = Field(
+        None, description="Remap labelled strengths before the loss, e.g. {1: 1, 2: 3, 3: 10} (INF-ORM); a strength not in the map is a reject.",
+    )
+    ties: Literal["reject", "davidson"] = Field(
+        "reject", description="Rows with tie: true: reject (reason `tie`, counted in the data report) or train them "
+                              "under the Davidson (1970) ties model.",
+    )
+    tie_nu: float | None = Field(
+        None, gt=0, description="ties: davidson: a fixed tie parameter nu; unset learns nu (starting at 1.0) with the model.",
+    )
+    sft_weight: float = Field(
+        0.0, ge=0, description="Decoders: add weight x the language-model loss on the chosen response (GRM's "
+                               "regularizer); the LM head is kept for training only, the saved model is a plain classifier.",
     )
     center_rewards_coefficient: float | None = Field(
         None, ge=0, description="Weight of mean((r_chosen + r_rejected)^2), keeping rewards centred (e.g. 0.01)."
+    )
+    length_debias: LengthDebias | None = Field(
+        None, description="ODIN: a quality head and a length head; only the quality head is saved as the reward.",
+    )
+    ensemble: Ensemble | None = Field(
+        None, description="N heads on the shared backbone, each on its own resample; reward = their mean, "
+                          "`score`/`serve` also give the members' std.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "BradleyTerry":
+        if self.length_debias is not None or self.ensemble is not None:
+            from rmspec.spec.heads import head_option_conflicts
+
+            for problem in head_option_conflicts(self):
+                raise ValueError(problem)
+        if self.use_margin and self.margin not in (None, "subtract"):
+            raise ValueError(f"use_margin: true means margin: subtract, but margin is {self.margin!r}; "
+                             "remove use_margin (margin: says it all)")
+        if self.margin_map is not None and self.margin_mode == "none":
+            raise ValueError("margin_map is set but the margin is not used; set margin: scale or margin: subtract")
+        if self.tie_nu is not None and self.ties != "davidson":
+            raise ValueError("tie_nu only applies with ties: davidson")
+        return self
+
+    @property
+    def margin_mode(self) -> str:
+        """The margin's use, with use_margin: true read as subtract."""
+        return self.margin or ("subtract" if self.use_margin else "none")
+
+
+class Listwise(HeadOptionsCheck, Section):
+    """Plackett-Luce over N >= 2 scored responses per prompt (UltraFeedback's four ratings kept whole)."""
+
+    kind: Literal["listwise"]
+    loss: Literal["plackett_luce"] = Field(
+        "plackett_luce", description="The listwise loss: Plackett-Luce (ties in the scores by Breslow's rule).",
+    )
+    top_k: PositiveInt | None = Field(
+        None, description="Only the first top_k positions of each labelled ranking contribute; unset: the whole ranking.",
+    )
+    center_rewards_coefficient: float | None = Field(
+        None, ge=0, description="Weight of the mean squared reward, keeping rewards centred (e.g. 0.01).",
     )
 
 
@@ -31,7 +96,7 @@ class ScoreScale(Section):
         return self
 
 
-class Pointwise(Section):
+class Pointwise(HeadOptionsCheck, Section):
     kind: Literal["pointwise"]
     attributes: list[str] = Field(
         min_length=1, description="Score attributes to learn, each a key of data.mapping.columns.scores (or the preset's)."
@@ -45,7 +110,7 @@ class Pointwise(Section):
     scale: ScoreScale = Field(default_factory=ScoreScale, description="The score scale (HelpSteer2: 0 to 4).")
 
 
-class Generative(Section):
+class Generative(HeadOptionsCheck, Section):
     kind: Literal["generative"]
     output: Literal["verdict", "score"] = Field(
         "verdict", description="What the judge writes: a verdict (A or B) or a numeric score."
@@ -69,7 +134,7 @@ class Generative(Section):
         return pattern
 
 
-class Process(Section):
+class Process(HeadOptionsCheck, Section):
     """A process reward model (PRM): P(step is correct) read at the last token of every step.
 
     The head is a token classifier with 2 labels (0 wrong, 1 correct), exactly what TRL's
@@ -95,4 +160,4 @@ class Process(Section):
     )
 
 
-Approach = Annotated[Union[BradleyTerry, Pointwise, Generative, Process], Field(discriminator="kind")]
+Approach = Annotated[Union[BradleyTerry, Listwise, Pointwise, Generative, Process], Field(discriminator="kind")]

@@ -137,6 +137,7 @@ PRESETS = (
     "shp",  # history, human_ref_A/B, labels
     "helpsteer2",  # prompt, response, five 0-4 attributes
     "ultrafeedback",  # raw: instruction + completions to binarize
+    "ranked",  # listwise: prompt, responses (N >= 2), scores (one per response, higher is better)
     "messages",  # generative: a list of chat messages
     "stepwise",  # process: prompt, completions (steps), labels (bools): TRL's and trl-lib/math_shepherd's shape
     "math-shepherd",  # process: raw Math-Shepherd text with ки markers, labels as +/- in place of them
@@ -154,6 +155,13 @@ class ColumnMap(Section):
         None, description="Pointwise: attribute name -> column holding its score."
     )
     messages: str | None = Field(None, description="Generative: column with the chat messages.")
+    responses: str | None = Field(None, description="Listwise: column with the list of N >= 2 responses to one prompt.")
+    response_scores: str | None = Field(
+        None, description="Listwise: column with one score per response (higher is better; equal scores are tied)."
+    )
+    tie: str | None = Field(
+        None, description="Pairs: column with a boolean tie label (default: a `tie` column when the data has one).",
+    )
     steps: str | None = Field(None, description="Process: column with the list of steps (math-shepherd: the text with ки markers).")
     step_labels: str | None = Field(
         None, description="Process: column with the step labels (bools; math-shepherd: text with +/-; processbench: first wrong step or -1)."
@@ -167,8 +175,9 @@ class MappingSpec(Section):
         None, description="A known dataset layout. Omit and give columns for anything else."
     )
     columns: ColumnMap = Field(default_factory=ColumnMap, description="Explicit columns; override the preset's defaults.")
-    binarize: Literal["best_vs_worst", "best_vs_random", "all_pairs"] = Field(
-        "best_vs_worst", description="ultrafeedback preset: how completions become pairs."
+    binarize: Literal["best_vs_worst", "best_vs_random", "all_pairs", "ranked"] = Field(
+        "best_vs_worst", description="ultrafeedback preset: how completions become pairs, or ranked: one row with "
+                                     "every rated completion (approach kind listwise)."
     )
     pair_by: str | None = Field(
         None, description="helpsteer2 preset: build pairs by this attribute instead of pointwise rows."

@@ -54,6 +54,11 @@ class ModelSpec(Section):
         "auto", description="Attention kernel; auto picks SDPA (or flash attention where installed)."
     )
     lora: LoraSpec | None = Field(None, description="Train LoRA adapters instead of all weights (the score head is always trained).")
+    init_from: str | None = Field(
+        None, description="Start from another run's trained model (RUN_DIR/model, a path relative to where the run "
+                          "starts): the backbone, and the score head where its shape agrees; name_or_path still gives "
+                          "the tokenizer and architecture.",
+    )
     shape: ModelShape | None = Field(
         None, description="Explicit shape for planning without config.json (offline, private or new models)."
     )

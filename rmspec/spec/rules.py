@@ -66,6 +66,24 @@ def _pointwise_scores(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem
 
 
 def pairwise_needs_pairs(spec: Spec) -> Iterator[Problem]:
+    if spec.approach.kind == "listwise" and spec.data.mapping.preset not in ("ranked", "ultrafeedback", None):
+        yield (
+            ("data", "mapping", "preset"),
+            f"approach kind listwise needs a prompt with several scored responses; preset {spec.data.mapping.preset!r} "
+            "gives another shape",
+            "use preset: ranked (prompt, responses, scores) or preset: ultrafeedback with binarize: ranked",
+        )
+    if spec.approach.kind == "listwise" and spec.data.mapping.preset == "ultrafeedback" \
+            and spec.data.mapping.binarize != "ranked":
+        yield (("data", "mapping", "binarize"), "approach kind listwise keeps every rated completion",
+               "set data.mapping.binarize: ranked")
+    if spec.approach.kind == "bradley_terry" and spec.data.mapping.preset == "ultrafeedback" \
+            and spec.data.mapping.binarize == "ranked":
+        yield (("data", "mapping", "binarize"), "binarize: ranked keeps every rated completion in one row, for listwise",
+               "set approach: {kind: listwise}, or binarize: best_vs_worst (or all_pairs) for pairs")
+    if spec.approach.kind == "bradley_terry" and spec.data.mapping.preset == "ranked":
+        yield (("data", "mapping", "preset"), "the ranked preset gives N scored responses per prompt, for listwise",
+               "set approach: {kind: listwise}, or use preset: ultrafeedback with a binarize rule for pairs")
     if spec.approach.kind != "bradley_terry":
         return
     for path, mapping in _mappings(spec):
@@ -89,6 +107,16 @@ def generative_needs_causal_lm(spec: Spec) -> Iterator[Problem]:
             ("model", "name_or_path"),
             f"the generative approach trains a causal LM, but {spec.model.name_or_path!r} is an encoder",
             "pick a decoder model (e.g. Qwen/Qwen2.5-0.5B-Instruct) or approach kind: bradley_terry",
+        )
+
+
+def sft_needs_decoder(spec: Spec) -> Iterator[Problem]:
+    """The SFT regularizer is a next-token loss: an encoder has no causal LM head to keep."""
+    if spec.approach.kind == "bradley_terry" and spec.approach.sft_weight > 0 and _looks_encoder(spec):
+        yield (
+            ("approach", "sft_weight"),
+            f"sft_weight adds a next-token (language-model) loss, but {spec.model.name_or_path!r} is an encoder",
+            "remove approach.sft_weight, or pick a decoder model (e.g. Qwen/Qwen2.5-0.5B-Instruct)",
         )
 
 
@@ -132,18 +160,20 @@ def margin_must_be_used(spec: Spec) -> Iterator[Problem]:
 
 def _margin(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem]:
     margin_col = mapping.columns.margin
-    uses = spec.approach.kind == "bradley_terry" and spec.approach.use_margin
+    uses = spec.approach.kind == "bradley_terry" and spec.approach.margin_mode != "none"
     if margin_col and not uses:
         yield (
             (*path, "columns", "margin"),
             f"a margin column ({margin_col!r}) is mapped, but the loss ignores it",
-            "set approach.use_margin: true, or remove the margin mapping",
+            "set approach.margin: subtract (or scale), or remove the margin mapping",
         )
-    if uses and not margin_col:
+    # shp and ultrafeedback derive the margin from their scores; other data needs a margin column.
+    if uses and not margin_col and mapping.preset not in ("shp", "ultrafeedback"):
+        field = "margin" if spec.approach.margin else "use_margin"
         yield (
-            ("approach", "use_margin"),
-            "use_margin is on, but no margin column is mapped",
-            "map data.mapping.columns.margin, or set use_margin: false",
+            ("approach", field),
+            f"the loss uses a margin ({spec.approach.margin_mode}), but no margin column is mapped",
+            f"map data.mapping.columns.margin, or remove approach.{field}",
         )
 
 
@@ -199,6 +229,7 @@ RULES = (
     pointwise_needs_scores,
     pairwise_needs_pairs,
     generative_needs_causal_lm,
+    sft_needs_decoder,
     process_needs_steps,
     margin_must_be_used,
     batch_divides,

@@ -6,9 +6,13 @@ import numpy as np
 import torch
 
 from rmspec.train.base_trainer import ScoreTrainer
-from rmspec.train.losses import bradley_terry_loss, pair_metrics
+from rmspec.train.losses import pair_metrics
+from rmspec.train.objectives.margins import margin_bradley_terry_loss
+from rmspec.train.objectives.sft import sft_regularized_loss
+from rmspec.train.objectives.ties import davidson_loss
 from rmspec.train.packing import is_packed, packed_pair_rewards
-from rmspec.train.rewards import forward_scores
+from rmspec.train.pair_extras import EXTRA_MODULES, LM_HEAD_MODULE, chosen_response_labels, sft_term
+from rmspec.train.rewards import forward_scores, position_ids_from_mask
 
 
 def pair_rewards(model, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -24,24 +28,69 @@ def pair_rewards(model, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, 
 class BradleyTerryTrainer(ScoreTrainer):
     sort_eval_by_length = True  # pair metrics do not depend on order
 
-    def __init__(self, *args, use_margin: bool = False, center_rewards_coefficient: float | None = None, **kwargs):
+    def __init__(self, *args, use_margin: bool = False, center_rewards_coefficient: float | None = None,
+                 margin_mode: str | None = None, tie: torch.nn.Module | None = None, sft_weight: float = 0.0,
+                 **kwargs):
         kwargs.setdefault("compute_metrics", compute_pair_metrics)
         super().__init__(*args, **kwargs)
-        self.use_margin = use_margin
+        self.margin_mode = margin_mode or ("subtract" if use_margin else "none")
         self.center_rewards_coefficient = center_rewards_coefficient
+        self.tie = tie  # the Davidson tie parameter (ties: davidson), attached to the model
+        self.sft_weight = sft_weight
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        chosen, rejected = pair_rewards(model, inputs)
-        margin = inputs["margin"].to(chosen.dtype) if self.use_margin else None
-        loss = bradley_terry_loss(chosen, rejected, margin, self.center_rewards_coefficient)
+        if self.sft_weight:
+            chosen, rejected, lm_loss = self._rewards_and_lm_loss(model, inputs)
+        else:
+            chosen, rejected = pair_rewards(model, inputs)
+        margin = inputs["margin"].to(chosen.dtype) if self.margin_mode != "none" else None
+        tie = inputs.get("tie")
+        if self.tie is not None:
+            loss = davidson_loss(chosen, rejected, tie, self.tie.log_nu, self.center_rewards_coefficient)
+        else:
+            loss = margin_bradley_terry_loss(chosen, rejected, margin, self.margin_mode,
+                                             center_coefficient=self.center_rewards_coefficient)
+        if self.sft_weight:
+            loss = sft_regularized_loss(loss, lm_loss, self.sft_weight)
         if model.training:
-            self.record(pair_metrics(chosen, rejected))
+            wins = ~tie.bool() if tie is not None else slice(None)
+            self.record(pair_metrics(chosen[wins], rejected[wins]))
+            if self.tie is not None:
+                self.record({"tie_nu": self.tie.nu})
+            if self.sft_weight:
+                self.record({"sft_loss": lm_loss.item()})
         if return_outputs:
-            return loss, {"chosen": chosen, "rejected": rejected}
+            return loss, {"chosen": chosen, "rejected": rejected, "tie": tie}
         return loss
 
+    def _rewards_and_lm_loss(self, model, inputs):
+        """One forward over the 2B sequences: rewards from the score head, and the LM loss of the
+        chosen response from the last hidden states through the kept LM head."""
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask),
+                    output_hidden_states=True)
+        scores = out.logits[:, 0]
+        half = scores.shape[0] // 2
+        labels = chosen_response_labels(ids[:half], ids[half:], mask[:half])
+        lm_head = getattr(self.accelerator.unwrap_model(model), LM_HEAD_MODULE)
+        return scores[:half], scores[half:], sft_term(lm_head, out.hidden_states[-1][:half], labels)
+
+    def save_model(self, output_dir=None, _internal_call=False):
+        """The final model (not a checkpoint) is saved without the recipe modules: a plain classifier."""
+        model = self.accelerator.unwrap_model(self.model)
+        extras = {} if _internal_call else {name: model._modules.pop(name) for name in EXTRA_MODULES
+                                             if name in model._modules}
+        try:
+            super().save_model(output_dir, _internal_call)
+        finally:
+            for name, module in extras.items():
+                model.add_module(name, module)
+
     def eval_outputs(self, out, inputs):
-        logits = torch.stack([out["chosen"], out["rejected"]], dim=1).float()
+        columns = [out["chosen"], out["rejected"]]
+        if self.tie is not None:
+            columns.append(out["tie"].to(out["chosen"].dtype))
+        logits = torch.stack(columns, dim=1).float()
         # The evaluation loop only calls compute_metrics when labels exist: dummy ones.
         return logits, torch.zeros(logits.shape[0], device=logits.device)
 

@@ -25,6 +25,8 @@ class PairCollator:
         ids, mask = pad_right(sequences, self.pad_token_id, self.pad_to_multiple_of)
         margin = torch.tensor([float(r.get("margin") or 0.0) for r in rows], dtype=torch.float32)
         batch = {"input_ids": ids, "attention_mask": mask, "margin": margin}
+        if rows and "tie" in rows[0]:  # annotated ties (approach.ties: davidson)
+            batch["tie"] = torch.tensor([bool(r["tie"]) for r in rows], dtype=torch.bool)
         if rows and rows[0].get("chosen_token_type_ids") is not None:
             # BERT text pairs: segment 1 marks the response, as the tokenizer gives it for (prompt, response).
             types = [r["chosen_token_type_ids"] for r in rows] + [r["rejected_token_type_ids"] for r in rows]

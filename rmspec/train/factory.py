@@ -7,6 +7,7 @@ from typing import Any
 from rmspec.train.bradley_terry import BradleyTerryTrainer
 from rmspec.train.collators import LMCollator, PairCollator, ScoresCollator
 from rmspec.train.generative import GenerativeTrainer
+from rmspec.train.listwise import ListCollator, ListwiseTrainer
 from rmspec.train.packing import SHARED_PREFIX, PackedPairCollator, packed_length, packing_path
 from rmspec.train.pointwise import PointwiseTrainer, pointwise_metrics
 from rmspec.train.process import ProcessTrainer, StepCollator, process_metrics
@@ -38,7 +39,8 @@ def build_trainer(
     callbacks: list | None = None,
 ):
     approach = spec.approach
-    packing, packing_reason = packing_path(getattr(spec.training, "packing", "auto"), approach.kind, model.config)
+    sft = bool(getattr(approach, "sft_weight", 0.0))
+    packing, packing_reason = packing_path(getattr(spec.training, "packing", "auto"), approach.kind, model.config, sft)
     packed = packing == SHARED_PREFIX
     common = dict(
         model=model,
@@ -51,13 +53,31 @@ def build_trainer(
     )
     pad = tokenizer.pad_token_id
     if approach.kind == "bradley_terry":
+        from rmspec.train.pair_extras import attach_tie, davidson_pair_metrics
+
+        tie = attach_tie(model, approach.tie_nu) if approach.ties == "davidson" else None
+        if sft:
+            from rmspec.train.pair_extras import attach_lm_head
+
+            how = attach_lm_head(model, model.config._name_or_path, len(tokenizer))
+            print(f"rmspec: sft_weight {approach.sft_weight}: {how}; the saved model keeps only the score head",
+                  flush=True)
+        if tie is not None:
+            common["compute_metrics"] = davidson_pair_metrics(tie)
         trainer = BradleyTerryTrainer(
             data_collator=PackedPairCollator(pad) if packed else PairCollator(pad),
-            use_margin=approach.use_margin,
+            margin_mode=approach.margin_mode,
             center_rewards_coefficient=approach.center_rewards_coefficient,
+            tie=tie,
+            sft_weight=approach.sft_weight,
             **common,
         )
         trainer.packing = (packing, packing_reason)  # what ran and why (the plan predicted it)
+        return trainer
+    if approach.kind == "listwise":
+        trainer = ListwiseTrainer(data_collator=ListCollator(pad), top_k=approach.top_k,
+                                  center_rewards_coefficient=approach.center_rewards_coefficient, **common)
+        trainer.packing = (packing, packing_reason)
         return trainer
     if approach.kind == "pointwise":
         prompts = list(validation["prompt"]) if validation is not None and "prompt" in validation.column_names else None

@@ -47,7 +47,7 @@ class LoadedModel:
 def num_outputs(approach: Any) -> int:
     """Outputs of the score head: 1 for a pairwise reward, one per attribute (or scale bin) pointwise."""
     kind = approach.kind
-    if kind == "bradley_terry":
+    if kind in ("bradley_terry", "listwise"):
         return 1
     if kind == "process":
         return 2  # token classification, TRL's PRM layout: 0 wrong, 1 correct

@@ -35,8 +35,11 @@ class PackedPairCollator:
         groups = [split_shared_prefix([list(r["chosen_input_ids"]), list(r["rejected_input_ids"])]) for r in rows]
         packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
         margin = torch.tensor([float(r.get("margin") or 0.0) for r in rows], dtype=torch.float32)
-        return {"input_ids": packed.input_ids, "position_ids": packed.position_ids, "packed_group": packed.group,
-                "packed_branch": packed.branch, "packed_ends": packed.ends, "margin": margin}
+        batch = {"input_ids": packed.input_ids, "position_ids": packed.position_ids, "packed_group": packed.group,
+                 "packed_branch": packed.branch, "packed_ends": packed.ends, "margin": margin}
+        if rows and "tie" in rows[0]:  # annotated ties (approach.ties: davidson)
+            batch["tie"] = torch.tensor([bool(r["tie"]) for r in rows], dtype=torch.bool)
+        return batch
 
 
 def is_packed(inputs: dict[str, Any]) -> bool:
@@ -57,7 +60,7 @@ def packed_pair_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[to
 # ---------------------------------------------------------------- which path
 
 
-def packing_path(setting: str, approach_kind: str, config: Any) -> tuple[str, str]:
+def packing_path(setting: str, approach_kind: str, config: Any, sft: bool = False) -> tuple[str, str]:
     """(path, reason) at run time, from the spec's training.packing and the loaded model's config:
     the plan's rules (rmspec.plan.packing) applied to what the model is. ``shared_prefix`` where
     it cannot apply is an error (exit 2) with the fix."""
@@ -65,7 +68,7 @@ def packing_path(setting: str, approach_kind: str, config: Any) -> tuple[str, st
     from rmspec.plan.packing import plan_packing
 
     architecture = "decoder" if is_causal(config) else "encoder"
-    return plan_packing(setting, approach_kind, architecture, attention_implementation(config))
+    return plan_packing(setting, approach_kind, architecture, attention_implementation(config), sft)
 
 
 def packed_length(chosen: list[int], rejected: list[int]) -> int:

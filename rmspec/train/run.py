@@ -137,6 +137,12 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         revision=spec.model.revision, tokenizer=tokenizer,
     )
     model = loaded_model.model
+    if spec.model.init_from:  # the two-stage recipe: weights from another run's model
+        from rmspec.train.init_from import init_model_from_run
+
+        note = init_model_from_run(model, spec.model.init_from)
+        if main:
+            print(f"rmspec: {note}", flush=True)
     if spec.model.lora is not None:
         model = apply_lora(model, spec.model.lora, spec.approach.kind)
 

@@ -1,0 +1,95 @@
+"""Listwise training: Plackett-Luce over the N scored responses of each prompt.
+
+Unpacked: the batch holds every response of every prompt as its own sequence (sum of N_i rows),
+one forward pass; `list_index` [B, N_max] says which flat row is response k of prompt b (-1 for a
+prompt with fewer than N_max responses). Decoders compute the prompt once per response here: the
+shared-prefix row [prompt | r_1 | ... | r_N] is not wired for training yet (the plan says so, and
+bench/recipes_ranked.py counts the tokens it would save).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from rmspec.inference.padding import pad_right
+from rmspec.train.base_trainer import ScoreTrainer
+from rmspec.train.objectives.listwise import plackett_luce_loss, ranking_metrics
+from rmspec.train.rewards import forward_scores
+
+
+@dataclass
+class ListCollator:
+    """input_ids [sum N_i, T]; list_index, scores [B, N_max]; mask True where a response exists."""
+
+    pad_token_id: int
+    pad_to_multiple_of: int | None = None
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        n_max = max(len(r["responses_input_ids"]) for r in rows)
+        sequences, types = [], []
+        index = torch.full((len(rows), n_max), -1, dtype=torch.long)
+        scores = torch.zeros((len(rows), n_max), dtype=torch.float32)
+        for b, r in enumerate(rows):
+            for k, ids in enumerate(r["responses_input_ids"]):
+                index[b, k] = len(sequences)
+                sequences.append(ids)
+                scores[b, k] = float(r["scores"][k])
+            if r.get("responses_token_type_ids"):
+                types.extend(r["responses_token_type_ids"])
+        ids, mask = pad_right(sequences, self.pad_token_id, self.pad_to_multiple_of)
+        batch = {"input_ids": ids, "attention_mask": mask, "list_index": index, "list_scores": scores}
+        if types:  # BERT text pairs: segment 1 marks the response
+            batch["token_type_ids"] = pad_right(types, 0, self.pad_to_multiple_of)[0]
+        return batch
+
+
+def list_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rewards [B, N_max], mask [B, N_max]) from one forward pass over every response."""
+    flat = forward_scores(model, inputs["input_ids"], inputs["attention_mask"], inputs.get("token_type_ids"))[:, 0]
+    index = inputs["list_index"]
+    mask = index >= 0
+    return flat[index.clamp(min=0)].masked_fill(~mask, 0.0), mask
+
+
+class ListwiseTrainer(ScoreTrainer):
+    sort_eval_by_length = True  # ranking metrics do not depend on the order of prompts
+
+    def __init__(self, *args, top_k: int | None = None, center_rewards_coefficient: float | None = None, **kwargs):
+        kwargs.setdefault("compute_metrics", compute_ranking_metrics)
+        super().__init__(*args, **kwargs)
+        self.top_k = top_k
+        self.center_rewards_coefficient = center_rewards_coefficient
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        rewards, mask = list_rewards(model, inputs)
+        scores = inputs["list_scores"]
+        loss = plackett_luce_loss(rewards, scores, mask, self.top_k)
+        if self.center_rewards_coefficient:
+            loss = loss + self.center_rewards_coefficient * (rewards[mask] ** 2).mean()
+        if model.training:
+            metrics = ranking_metrics(rewards, scores, mask)
+            self.record({"accuracy": metrics["pair_accuracy"], "kendall_tau": metrics["kendall_tau"]})
+        if return_outputs:
+            return loss, {"rewards": rewards, "scores": scores, "mask": mask}
+        return loss
+
+    def eval_outputs(self, out, inputs):
+        # [B, N, 3]: the evaluation loop pads dim 1 with -100 across batches of different N, so the
+        # mask channel is read as "== 1".
+        preds = torch.stack([out["rewards"].float(), out["scores"].float(), out["mask"].float()], dim=2)
+        return preds, torch.zeros(preds.shape[0], device=preds.device)
+
+
+def compute_ranking_metrics(eval_pred) -> dict[str, float]:
+    """Pair accuracy over all ordered pairs with different labelled scores (as `accuracy`, the
+    name early stopping and the results read) and the mean per-prompt Kendall tau-b."""
+    p = torch.from_numpy(np.asarray(eval_pred.predictions, dtype=np.float64))
+    rewards, scores, mask = p[..., 0], p[..., 1], p[..., 2] == 1
+    m = ranking_metrics(rewards, scores, mask)
+    valid = mask.sum(1) > 0
+    return {"accuracy": m["pair_accuracy"], "kendall_tau": m["kendall_tau"], "ranked_pairs": m["ranked_pairs"],
+            "mean_reward": float(rewards[mask].mean()) if valid.any() else float("nan")}

@@ -1,0 +1,101 @@
+"""What the recipes add to Bradley-Terry training (issue 21): the Davidson tie parameter, the LM
+head of the SFT regularizer, and the metrics that go with ties.
+
+Both extras are modules attached to the reward model (`rmspec_tie`, `rmspec_lm_head`) so the
+Trainer's optimizer, checkpoints and device placement see them; the final model is saved without
+them (BradleyTerryTrainer.save_model), a plain sequence classifier for every client.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rmspec.train.objectives.sft import IGNORE_INDEX, chosen_lm_loss
+from rmspec.train.objectives.ties import TieParameter, tie_calibration
+
+TIE_MODULE, LM_HEAD_MODULE = "rmspec_tie", "rmspec_lm_head"
+EXTRA_MODULES = (TIE_MODULE, LM_HEAD_MODULE)
+
+
+def attach_tie(model: nn.Module, nu: float | None) -> TieParameter:
+    """nu fixed when given, else learned from 1.0 (log nu = 0)."""
+    tie = TieParameter(nu=nu if nu is not None else 1.0, learn=nu is None)
+    model.add_module(TIE_MODULE, tie)
+    return tie
+
+
+def attach_lm_head(model: nn.Module, model_path: str, vocab_size: int, **load_kwargs: Any) -> str:
+    """The base model's LM head, kept beside the score head for the SFT term; returns what was taken.
+
+    Tied embeddings (most small decoders): the head is the input embedding matrix itself, as in the
+    causal LM. Otherwise the causal LM's own output layer is loaded and copied."""
+    embeddings = model.get_input_embeddings()
+    config = model.config
+    if getattr(config.get_text_config(), "tie_word_embeddings", False):
+        head = nn.Linear(embeddings.weight.shape[1], embeddings.weight.shape[0], bias=False)
+        head.weight = embeddings.weight
+        how = "LM head tied to the input embeddings (as the base model)"
+    else:
+        from transformers import AutoModelForCausalLM
+
+        causal = AutoModelForCausalLM.from_pretrained(model_path, **load_kwargs)
+        if causal.get_output_embeddings().weight.shape[0] != vocab_size:
+            causal.resize_token_embeddings(vocab_size, mean_resizing=True)
+        source = causal.get_output_embeddings()
+        head = nn.Linear(source.weight.shape[1], source.weight.shape[0], bias=source.bias is not None)
+        head.load_state_dict(source.state_dict())
+        head.to(embeddings.weight.dtype)
+        del causal
+        how = f"LM head loaded from {model_path}'s causal LM"
+    model.add_module(LM_HEAD_MODULE, head)
+    return how
+
+
+def chosen_response_labels(chosen: torch.Tensor, rejected: torch.Tensor, chosen_mask: torch.Tensor) -> torch.Tensor:
+    """Labels for the chosen sequences: the token ids after the longest prefix shared with the
+    rejected sequence (the prompt and its template, which both sides carry), -100 elsewhere.
+
+    A response that begins with the same words as the rejected one loses those leading tokens from
+    the LM term: the price of reading the boundary from the pair instead of storing it."""
+    t = min(chosen.shape[1], rejected.shape[1])
+    same = (chosen[:, :t] == rejected[:, :t]).long().cumprod(dim=1)
+    shared = same.sum(dim=1)  # length of the common prefix
+    positions = torch.arange(chosen.shape[1], device=chosen.device).unsqueeze(0)
+    keep = (positions >= shared.unsqueeze(1)) & chosen_mask.bool()
+    return chosen.masked_fill(~keep, IGNORE_INDEX)
+
+
+def sft_term(lm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token NLL of the labelled tokens; only those positions go through the LM head."""
+    h, lab = hidden[:, :-1], labels[:, 1:]
+    keep = lab != IGNORE_INDEX
+    if not keep.any():
+        return hidden.sum() * 0.0
+    logits = lm_head(h[keep])
+    return chosen_lm_loss(logits.unsqueeze(0), lab[keep].unsqueeze(0), shift=False)
+
+
+def davidson_pair_metrics(tie: TieParameter):
+    """compute_metrics for Davidson runs: accuracy on the rows that are not ties, and the tie
+    calibration (predicted P(tie) against the annotated ties) at the learned or fixed nu."""
+
+    def metrics(eval_pred) -> dict[str, float]:
+        p = np.asarray(eval_pred.predictions, dtype=np.float64)
+        chosen, rejected, is_tie = p[:, 0], p[:, 1], p[:, 2] > 0.5
+        out = {
+            "accuracy": float((chosen[~is_tie] > rejected[~is_tie]).mean()) if (~is_tie).any() else float("nan"),
+            "chosen_rewards": float(chosen.mean()),
+            "rejected_rewards": float(rejected.mean()),
+            "reward_margin": float((chosen[~is_tie] - rejected[~is_tie]).mean()) if (~is_tie).any() else float("nan"),
+        }
+        cal = tie_calibration(torch.from_numpy(chosen), torch.from_numpy(rejected), torch.from_numpy(is_tie),
+                              math.log(tie.nu))
+        out.update({("tie_nu" if k == "nu" else k): v for k, v in cal.items()})
+        return out
+
+    return metrics

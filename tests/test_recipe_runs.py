@@ -1,0 +1,146 @@
+"""Issue 21's options end to end: `rmspec run` on a tiny Llama for a few steps, then `rmspec score`
+on the saved model (a plain sequence classifier whatever trained it)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from helpers.models import build_model
+from helpers.runs import rmspec
+
+SPEC = """version: 1
+name: {name}
+model: {{name_or_path: {model}{init}}}
+data:
+  source: {{kind: files, paths: [{data}]}}
+  mapping: {mapping}
+  split: {{validation_fraction: 0.25, seed: 0}}
+approach: {approach}
+training: {{max_steps: 4, learning_rate: 3.0e-3, global_batch_size: 8, max_length: 64, logging_steps: 2, seed: 7}}
+hardware: {{device: cpu}}
+eval: {{validation: true, benchmarks: []}}
+output: {{dir: {out}}}
+"""
+
+
+def _words(rng: random.Random, k: int) -> str:
+    return " ".join(f"w{rng.randint(10, 70)}" for _ in range(k))
+
+
+def write_data(folder: Path) -> None:
+    rng = random.Random(0)
+    pairs, ranked, scored = [], [], []
+    for i in range(48):
+        prompt = _words(rng, rng.randint(1, 6))
+        tie = i % 5 == 0
+        pairs.append({"id": f"p{i}", "prompt": prompt, "chosen": "w1 " + _words(rng, 3),
+                      "rejected": ("w1 " if tie else "w2 ") + _words(rng, 3), "tie": tie,
+                      "strength": rng.choice([1, 2, 3])})
+        n = rng.choice([3, 4])
+        quality = rng.sample(range(5), n)
+        ranked.append({"id": f"r{i}", "prompt": prompt, "responses": [" ".join(["w1"] * q) + " " + _words(rng, 2)
+                                                                      for q in quality], "scores": quality})
+        q = rng.randint(0, 4)
+        scored.append({"prompt": prompt, "response": " ".join(["w1"] * q) + " " + _words(rng, 2), "helpfulness": q})
+    for name, rows in (("pairs.jsonl", pairs), ("ranked.jsonl", ranked), ("scored.jsonl", scored)):
+        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("recipes")
+    write_data(folder)
+    return folder, build_model("llama", folder / "llama", causal=True)
+
+
+def _run(work, name, approach, data="pairs.jsonl", mapping="{preset: pairs}", init=""):
+    folder, model = work
+    spec = folder / f"{name}.yaml"
+    spec.write_text(SPEC.format(name=name, model=model, init=init, data=data, mapping=mapping, approach=approach,
+                                out=folder / "runs" / name))
+    done = rmspec("run", str(spec), cwd=folder, timeout=600)
+    run = folder / "runs" / name
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "completed"
+    return run, status, done
+
+
+def _scores(work, run) -> list[dict]:
+    folder, _ = work
+    out = folder / f"{run.name}-scored.jsonl"
+    done = rmspec("score", str(run / "model"), str(folder / "pairs.jsonl"), "--out", str(out), cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 48 and all(isinstance(r["reward_chosen"], float) for r in rows)
+    return rows
+
+
+def _plain_classifier(run: Path) -> None:
+    """The saved model loads in plain transformers, holds nothing but the classifier's tensors."""
+    from safetensors import safe_open
+    from transformers import AutoModelForSequenceClassification
+
+    with safe_open(str(run / "model" / "model.safetensors"), "pt") as fh:
+        assert not [k for k in fh.keys() if k.startswith("rmspec_")]
+    model = AutoModelForSequenceClassification.from_pretrained(run / "model")
+    assert model.config.num_labels == 1
+
+
+def test_listwise_plackett_luce(work):
+    run, status, _ = _run(work, "listwise", "{kind: listwise, top_k: 3}", data="ranked.jsonl",
+                          mapping="{preset: ranked}")
+    assert {"eval/rm/accuracy", "eval/rm/kendall_tau"} <= set(status["metrics"])
+    report = json.loads((run / "data_report.json").read_text())
+    assert report["rows_kept"] == 48
+    _plain_classifier(run)
+    _scores(work, run)
+
+
+def test_ties_rejected_by_default_and_trained_by_davidson(work):
+    run, status, _ = _run(work, "ties_reject", "{kind: bradley_terry}")
+    report = json.loads((run / "data_report.json").read_text())
+    assert report["rejected"] == {"tie": 10}  # every fifth of 48 rows
+    run, status, _ = _run(work, "davidson", "{kind: bradley_terry, ties: davidson}")
+    assert json.loads((run / "data_report.json").read_text())["rows_kept"] == 48
+    assert {"eval/rm/tie_brier", "eval/rm/tie_nu", "eval/rm/p_tie_on_ties"} <= set(status["metrics"])
+    assert status["metrics"]["eval/rm/tie_nu"] != pytest.approx(1.0)  # nu was learned
+    _plain_classifier(run)
+    _scores(work, run)
+
+
+def test_scaled_margin_with_margin_map(work):
+    run, status, _ = _run(work, "scaled", "{kind: bradley_terry, margin: scale, margin_map: {1: 1, 2: 3, 3: 10}}",
+                          mapping="{preset: pairs, columns: {margin: strength}}")
+    assert "eval/rm/accuracy" in status["metrics"]
+    _scores(work, run)
+
+
+def test_two_stages_through_init_from(work):
+    folder, _ = work
+    first, _, _ = _run(work, "stage1", "{kind: pointwise, attributes: [helpfulness]}", data="scored.jsonl",
+                       mapping="{columns: {prompt: prompt, response: response, scores: {helpfulness: helpfulness}}}")
+    second, _, done = _run(work, "stage2", "{kind: bradley_terry, margin: scale}",
+                           mapping="{preset: pairs, columns: {margin: strength}}", init=f", init_from: {first}")
+    assert "tensors taken" in done.stdout + done.stderr and "the score head too" in done.stdout + done.stderr
+    _scores(work, second)
+
+
+def test_sft_weight_keeps_lm_head_in_training_only(work):
+    run, status, done = _run(work, "sft", "{kind: bradley_terry, sft_weight: 0.5}")
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert any("train/rm/sft_loss" in r for r in rows), rows[:3]
+    _plain_classifier(run)
+    scored = _scores(work, run)
+    # rmspec score and plain transformers agree on the saved classifier
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(run / "model").eval()
+    tok = AutoTokenizer.from_pretrained(run / "model")
+    assert model.config.pad_token_id is not None and tok is not None
+    assert torch.isfinite(torch.tensor([r["reward_chosen"] for r in scored])).all()
