@@ -30,6 +30,9 @@ CASES = {
     "ultrafeedback_bt": ("ultrafeedback_bt.yaml", []),
     "quickstart_prm": ("quickstart_prm.yaml", ["hardware.cpu_memory_gb=16"]),
     "prm_math_shepherd": ("prm_math_shepherd.yaml", []),
+    "ultrafeedback_listwise": ("ultrafeedback_listwise.yaml", []),
+    "two_stage_regression": ("two_stage_regression.yaml", []),
+    "two_stage_scaled_bt": ("two_stage_scaled_bt.yaml", []),
     "mixture": ("mixture.yaml", ["hardware.cpu_memory_gb=16"]),
     # hardware profiles
     "qwen1.5b_1x24gb": ("hh_bt.yaml", ["hardware.device=l4-24gb", "hardware.gpus_per_node=1",

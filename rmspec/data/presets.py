@@ -51,7 +51,7 @@ class RowMapper:
         self.binarize = mapping.binarize
         self.pair_by = mapping.pair_by
         self.ties = getattr(approach, "ties", "reject")  # a tie row is a reject unless the loss trains ties
-        self.margin_map = getattr(approach, "margin_map", None)
+        self.margin_map = getattr(approach, "margin_table", None)
         self.where = where
         explicit = {k: v for k, v in mapping.columns.model_dump().items() if v is not None}
         self.cols: dict[str, Any] = {**DEFAULTS[self.preset], **explicit}

@@ -30,6 +30,7 @@ from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
+from rmspec.plan.recipes import list_size, recipe_notes
 from rmspec.plan.shapes import ModelShape, resolve_shape
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, what_would_fit
@@ -73,17 +74,22 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
     attn = "sdpa" if spec.model.attn_implementation == "auto" else spec.model.attn_implementation
     attn_reason = ("auto: PyTorch SDPA (memory-efficient kernels, no seq x seq matrix kept)"
                    if spec.model.attn_implementation == "auto" else "model.attn_implementation in the spec")
-    packing, packing_reason = plan_packing(training.packing, approach, shape.architecture, attn)
+    sft = approach == "bradley_terry" and spec.approach.sft_weight > 0
+    if sft and shape.architecture == "encoder":
+        raise PlanError(f"model {spec.model.name_or_path!r} is an encoder; approach.sft_weight adds a next-token loss "
+                        "that needs a causal LM", hint="remove approach.sft_weight, or pick a decoder model")
+    n_list, list_how = list_size(spec, loaded.base_dir) if approach == "listwise" else (None, None)
+    packing, packing_reason = plan_packing(training.packing, approach, shape.architecture, attn, sft)
     packed = packing == SHARED_PREFIX
     if packed:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
         row_tokens, row_bound, pair_tokens, packed_how = packed_lengths(
             spec.data.mixture()[0].source, spec.data.mixture()[0].mapping, loaded.base_dir, training.max_length)
     base = TrainingShape(
         micro_batch=1,
-        seqs_per_example=2 if approach == "bradley_terry" and not packed else 1,
+        seqs_per_example=n_list or (2 if approach == "bradley_terry" and not packed else 1),
         seq_len=row_bound if packed else training.max_length,
         packed=packed,
-        head={"generative": "lm", "process": "token"}.get(approach, "score"),
+        head="score+lm" if sft else {"generative": "lm", "process": "token"}.get(approach, "score"),
         precision=precision.compute,
         master_fp32=precision.master_fp32,
         checkpointing=False,
@@ -101,6 +107,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
 
     rung = choice.rung
     host_usable, warnings = host_memory(choice.memory, hw)
+    warnings = [*warnings, *recipe_notes(spec, n_list, list_how)]
     run = RunDir(run_dir_of(spec))
     config = accel.build_config(
         strategy=rung.strategy, mixed_precision=precision.mixed_precision, num_processes=hw.num_processes,
@@ -132,7 +139,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         validation_fraction=None if split.validation_source is not None else split.validation_fraction,
         global_batch=training.global_batch_size, sequences_per_example=base.seqs_per_example, seq_len=seq_len,
         seq_len_how=seq_len_how, max_length=training.max_length,
-        lora=lora is not None, checkpointing=rung.checkpointing, lm_head=approach == "generative",
+        lora=lora is not None, checkpointing=rung.checkpointing, lm_head=approach == "generative" or sft,
         num_processes=hw.num_processes, nodes=hw.nodes, peak_tflops=hw.peak_tflops, is_gpu=hw.is_gpu,
         offload=rung.strategy.endswith("offload"), cpu_cores=cpu_cores,
         epochs=training.epochs, max_steps=training.max_steps,

@@ -37,6 +37,7 @@ class TrainingShape:
     seqs_per_example: int  # 2 for pairs: chosen and rejected go through in one batch
     seq_len: int
     head: str  # "score" (scalar reward head), "token" (PRM: 2 logits per token, negligible) or "lm" (causal-LM logits)
+    # ("score+lm": a score head trained beside the kept LM head, approach.sft_weight)
     precision: str  # bf16 | fp16 | fp32 (compute dtype)
     master_fp32: bool  # fp32 master weights (mixed precision) or weights in the compute dtype
     checkpointing: bool
@@ -172,6 +173,8 @@ def activation_bytes(shape: ModelShape, t: TrainingShape) -> float:
 
 def logits_bytes(shape: ModelShape, t: TrainingShape) -> float:
     """Causal-LM head only: logits in the compute dtype plus their fp32 upcast for the loss."""
+    if t.head == "score+lm":  # the SFT regularizer: LM logits over the chosen sequence only (1 of 2 per pair)
+        return t.micro_batch * t.seq_len * shape.vocab_size * (_bytes(t.precision) + 4)
     if t.head != "lm":
         return 0.0
     tokens = t.micro_batch * t.seqs_per_example * t.seq_len

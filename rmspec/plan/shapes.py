@@ -130,6 +130,8 @@ class ModelShape:
             base = self.backbone_parameters()
         if head == "lm":
             return base + self.lm_head_parameters()
+        if head == "score+lm":  # approach.sft_weight: the score head and the kept LM head
+            return base + self.lm_head_parameters() + self.hidden_size
         if head == "token":  # token classifiers drop BERT's pooler (add_pooling_layer=False)
             pooler = self.hidden_size * self.hidden_size + self.hidden_size if self.pooler else 0
             return base - pooler + 2 * self.hidden_size + 2

@@ -23,7 +23,7 @@ class BradleyTerry(Section):
         None, description="How the per-pair margin enters the loss: none, subtract (-log sigmoid(d - m), Llama 2) or "
                           "scale (-m * log sigmoid(d), HelpSteer2-Preference / INF-ORM). Unset: subtract when use_margin, else none.",
     )
-    margin_map: dict[float, float] | None = Field(
+    margin_map: dict[str, float] | None = Field(
         None, description="Remap labelled strengths before the loss, e.g. {1: 1, 2: 3, 3: 10} (INF-ORM); a strength not in the map is a reject.",
     )
     ties: Literal["reject", "davidson"] = Field(
@@ -63,6 +63,21 @@ class BradleyTerry(Section):
         if self.tie_nu is not None and self.ties != "davidson":
             raise ValueError("tie_nu only applies with ties: davidson")
         return self
+
+    @field_validator("margin_map")
+    @classmethod
+    def _numeric_keys(cls, table: dict[str, float] | None) -> dict[str, float] | None:
+        for key in table or {}:
+            try:
+                float(key)
+            except ValueError:
+                raise ValueError(f"margin_map keys are labelled strengths (numbers), got {key!r}") from None
+        return table
+
+    @property
+    def margin_table(self) -> dict[float, float] | None:
+        """margin_map with its keys as numbers (YAML keys arrive as text)."""
+        return None if self.margin_map is None else {float(k): v for k, v in self.margin_map.items()}
 
     @property
     def margin_mode(self) -> str:

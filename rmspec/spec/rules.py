@@ -167,8 +167,9 @@ def _margin(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem]:
             f"a margin column ({margin_col!r}) is mapped, but the loss ignores it",
             "set approach.margin: subtract (or scale), or remove the margin mapping",
         )
-    # shp and ultrafeedback derive the margin from their scores; other data needs a margin column.
-    if uses and not margin_col and mapping.preset not in ("shp", "ultrafeedback"):
+    # shp, ultrafeedback and helpsteer2's pair_by derive the margin from their scores; other data
+    # needs a margin column.
+    if uses and not margin_col and mapping.preset not in ("shp", "ultrafeedback", "helpsteer2"):
         field = "margin" if spec.approach.margin else "use_margin"
         yield (
             ("approach", field),
