@@ -3,7 +3,7 @@ marked `augmented: true` and given an id that says how it was made.
 
 - cross_prompt_negatives: a row's chosen response against another prompt's chosen response;
 - truncated_negatives: a row's chosen response against the first `keep` share of its words;
-- pairs_from_scores: for pairs that carry score_chosen/score_rejected (attribute `score`), new
+- pairs_from_scores: for pairs that carry score_chosen/score_rejected (columns.score_chosen/score_rejected), new
   pairs between responses of the same prompt whose scores differ by at least `min_gap`.
 """
 
@@ -66,9 +66,7 @@ def _truncated(rows: list[dict[str, Any]], spec: Any) -> list[dict[str, Any]]:
 
 
 def _from_scores(rows: list[dict[str, Any]], spec: Any) -> list[dict[str, Any]]:
-    if spec.attribute != "score":
-        raise DataError(f"data.augment: pairs_from_scores reads each pair's score_chosen/score_rejected (attribute: score), "
-                        f"not {spec.attribute!r}", "set attribute: score and map score_chosen/score_rejected columns")
+    # Which score it reads (spec.attribute) is checked when the spec loads (rmspec.spec.option_rules).
     by_prompt: dict[str, dict[str, float]] = {}
     first: dict[str, dict[str, Any]] = {}
     existing = set()

@@ -150,6 +150,11 @@ class ColumnMap(Section):
     chosen: str | None = Field(None, description="Column with the preferred response.")
     rejected: str | None = Field(None, description="Column with the dispreferred response.")
     margin: str | None = Field(None, description="Column with a per-pair margin (needs approach.use_margin).")
+    score_chosen: str | None = Field(
+        None, description="Pairs: column with the chosen response's score (read by augment pairs_from_scores; "
+        "a column named score_chosen is read without it).")
+    score_rejected: str | None = Field(
+        None, description="Pairs: column with the rejected response's score (see score_chosen).")
     response: str | None = Field(None, description="Pointwise: column with the scored response.")
     scores: dict[str, str] | None = Field(
         None, description="Pointwise: attribute name -> column holding its score."
@@ -280,7 +285,9 @@ class TruncatedNegatives(Section):
 
 class PairsFromScores(Section):
     kind: Literal["pairs_from_scores"]
-    attribute: str = Field(description="Score attribute that orders the responses of a prompt.")
+    attribute: str | None = Field(
+        None, description="Omit (or score): each pair's score_chosen/score_rejected (data.mapping.columns."
+        "score_chosen/score_rejected, ultrafeedback's and shp's scores); helpsteer2 with pair_by: that attribute.")
     min_gap: float = Field(1.0, gt=0, description="Smallest score difference that makes a pair.")
 
 
@@ -293,14 +300,25 @@ Augment = Annotated[
 
 class SplitSpec(Section):
     validation_fraction: float | None = Field(
-        0.05, gt=0, lt=1, description="Seeded share of prompts held out for validation."
+        0.05, gt=0, lt=1,
+        description="Seeded share of prompts held out for validation (off when validation_source is given).",
     )
     validation_source: Source | None = Field(
         None, description="A separate source for validation (e.g. the hub's test split) instead of a fraction."
     )
     group_by_prompt: bool = Field(True, description="Keep all rows of one prompt on one side (no leakage).")
-    stratify_by: str | None = Field(None, description="Canonical column to stratify by (e.g. group).")
+    stratify_by: str | None = Field(
+        None, description="Canonical column to stratify by (e.g. group, which needs data.mapping.columns.group).")
     seed: int = Field(0, description="Split seed.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_replaces_fraction(cls, value: Any) -> Any:
+        # The fraction's default (0.05) is for specs that name no split at all: a spec that gives only a
+        # validation_source means "validate on that", not "refuse because both are set".
+        if isinstance(value, dict) and value.get("validation_source") is not None                 and "validation_fraction" not in value:
+            return {**value, "validation_fraction": None}
+        return value
 
 
 # ---------------------------------------------------------------- mixtures

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -16,6 +16,8 @@ from rmspec.spec.output import OutputSpec, TrackingSpec
 from rmspec.spec.training import TrainingSpec
 
 SPEC_VERSION = 1
+# The approach kinds, read from the union itself so the description never omits one.
+APPROACH_KINDS = [get_args(m.model_fields["kind"].annotation)[0] for m in get_args(get_args(Approach)[0])]
 
 
 class Spec(Section):
@@ -31,9 +33,10 @@ class Spec(Section):
     )
     model: ModelSpec = Field(description="The checkpoint to train.")
     data: DataSpec = Field(description="Training data: source, mapping, filters, augmentation, split.")
-    approach: Approach = Field(description="How the reward is learned (kind: bradley_terry, pointwise, generative).")
+    approach: Approach = Field(description=f"How the reward is learned (kind: {', '.join(APPROACH_KINDS)}).")
     training: TrainingSpec = Field(default_factory=TrainingSpec, description="Optimisation settings.")
     hardware: HardwareSpec = Field(default_factory=HardwareSpec, description="What the job runs on; the plan sizes it.")
     eval: EvalSpec = Field(default_factory=EvalSpec, description="Validation metrics and benchmarks.")
     output: OutputSpec = Field(default_factory=OutputSpec, description="Run directory, hub upload and report formats.")
-    tracking: TrackingSpec = Field(default_factory=TrackingSpec, description="Experiment trackers besides metrics.jsonl.")
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec,
+                                   description="Experiment trackers besides metrics.jsonl.")

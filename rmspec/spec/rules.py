@@ -212,7 +212,8 @@ def split_has_one_way(spec: Spec) -> Iterator[Problem]:
         yield (
             ("data", "split"),
             "both validation_fraction and validation_source are set",
-            "keep one: a held-out fraction, or a separate validation source",
+            "keep one: delete validation_fraction to validate on validation_source (a validation_source alone "
+            "turns the fraction off), or delete validation_source to hold out a fraction",
         )
 
 
@@ -244,4 +245,6 @@ RULES = (
 
 
 def check(spec: Spec) -> list[Problem]:
-    return [problem for rule in RULES for problem in rule(spec)]
+    from rmspec.spec.option_rules import OPTION_RULES
+
+    return [problem for rule in (*RULES, *OPTION_RULES) for problem in rule(spec)]

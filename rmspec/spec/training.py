@@ -96,7 +96,8 @@ class TrainingSpec(Section):
             "shared_prefix: require it (an error where it cannot apply); off: two sequences per pair."
         ),
     )
-    seed: int = Field(42, description="Seed for model init, data order and dropout.")
+    seed: int = Field(42, description="Seed for the new head's initialisation and the data order (the model's "
+                      "dropout is always off).")
     logging_steps: PositiveInt = Field(10, description="Log metrics every N optimizer steps.")
     eval_steps: PositiveInt | None = Field(None, description="Evaluate on the validation split every N steps (default: at the end).")
     save_steps: PositiveInt | None = Field(None, description="Checkpoint every N steps (default: at the end of each epoch).")

@@ -1,0 +1,52 @@
+"""Cross-field rules for options whose value must match what another section produces: the
+early-stopping metric (only names the approach's validation logs) and the score that
+augment pairs_from_scores reads. Each yields (path, message, hint) like rmspec.spec.rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rmspec.spec.root import Spec
+
+Problem = tuple[tuple, str, str | None]
+
+# approach kind -> the metrics its periodic validation logs (rmspec/train: bradley_terry.py, pointwise.py,
+# process.py step_metrics, the causal-LM loss of generative), in the metrics.jsonl names early stopping reads.
+# Kinds not listed here (new approaches) are not checked.
+VALIDATION_METRICS: dict[str, tuple[str, ...]] = {
+    "process": ("eval/rm/first_error_accuracy", "eval/rm/step_accuracy", "eval/rm/auroc", "eval/rm/loss"),
+    "generative": ("eval/sft/loss",),
+}
+
+
+def early_stopping_metric_exists(spec: Spec) -> Iterator[Problem]:
+    stopping = spec.training.early_stopping
+    produced = VALIDATION_METRICS.get(spec.approach.kind)
+    if stopping is None or produced is None or stopping.metric in produced:
+        return
+    first = produced[0]
+    mode = "min" if first.endswith("loss") else "max"
+    yield (
+        ("training", "early_stopping", "metric"),
+        f"early stopping watches {stopping.metric!r}, which approach {spec.approach.kind}'s validation never logs "
+        f"(it logs: {', '.join(produced)})",
+        f"write training.early_stopping: {{metric: {first}, mode: {mode}}}"
+        + (" (losses: mode min)" if len(produced) > 1 else ""),
+    )
+
+
+def pairs_from_scores_reads_a_score(spec: Spec) -> Iterator[Problem]:
+    pair_by = spec.data.mapping.pair_by
+    for i, aug in enumerate(spec.data.augment):
+        if aug.kind != "pairs_from_scores" or aug.attribute in (None, "score", pair_by):
+            continue
+        yield (
+            ("data", "augment", i, "attribute"),
+            f"pairs_from_scores orders responses by each pair's score_chosen/score_rejected"
+            f"{f' (helpsteer2: by pair_by {pair_by})' if pair_by else ''}; there is no score {aug.attribute!r}",
+            "leave out attribute and map data.mapping.columns.score_chosen and score_rejected to the score columns"
+            + (f", or write attribute: {pair_by}" if pair_by else ""),
+        )
+
+
+OPTION_RULES = (early_stopping_metric_exists, pairs_from_scores_reads_a_score)
