@@ -13,7 +13,8 @@ The queue is bounded (items waiting): a request that would overflow it is refuse
 with more items than the whole queue can never fit (`NeverFits`, answered 413).
 
 A request whose client has gone (the route cancels its `submit`) leaves the queue at once: its
-waiting items are dropped, so no later batch computes them; a batch already running finishes.
+waiting items are dropped, so no later batch computes them; a running batch is computed a forward
+pass (`chunk` items) at a time and skips the gone request's items that have not run yet.
 """
 
 from __future__ import annotations
@@ -52,10 +53,11 @@ class Batcher:
 
     def __init__(self, run: Callable[[list[Any]], list[Any]], cost: Callable[[Any], int], *,
                  max_batch_tokens: int = 16384, max_batch_items: int = 256, max_wait: float = 0.005,
-                 max_queue: int = 4096, on_batch: Callable[[int, int, float], None] | None = None):
+                 max_queue: int = 4096, on_batch: Callable[[int, int, float], None] | None = None, chunk: int = 32):
         self.run, self.cost = run, cost
         self.max_batch_tokens, self.max_batch_items = max_batch_tokens, max_batch_items
         self.max_wait, self.max_queue = max_wait, max_queue
+        self.chunk = max(1, chunk)  # items per run() call inside a batch (the engine's forward batch)
         self.on_batch = on_batch  # (items, tokens, seconds) after each batch: metrics
         self._jobs: deque[_Job] = deque()
         self._waiting = 0  # items queued, not yet in a batch
@@ -144,6 +146,23 @@ class Batcher:
     def _queued_tokens(self) -> int:
         return sum(self.cost(item) for job in self._jobs for item in job.items[job.done:])
 
+    async def _run(self, loop: Any, batch: list[tuple[_Job, int]], items: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The batch's results, computed `chunk` items at a time, shortest first (as the engine
+        sorts them): before each chunk, items whose request was cancelled meanwhile are skipped,
+        so a client that went away costs at most one forward pass of the running batch."""
+        results: list[Any] = [None] * len(items)
+        computed: list[Any] = []
+        order = sorted(range(len(items)), key=lambda k: self.cost(items[k]))
+        for start in range(0, len(order), self.chunk):
+            idx = [k for k in order[start:start + self.chunk] if not batch[k][0].future.done()]
+            if not idx:
+                continue
+            chunk = [items[k] for k in idx]
+            for k, value in zip(idx, await loop.run_in_executor(self._executor, self.run, chunk)):
+                results[k] = value
+            computed += chunk
+        return results, computed
+
     async def _worker(self) -> None:
         loop = asyncio.get_running_loop()
         assert self._wakeup is not None
@@ -168,14 +187,14 @@ class Batcher:
             self.in_flight = len(items)
             started = time.perf_counter()
             try:
-                results = await loop.run_in_executor(self._executor, self.run, items)
+                results, computed = await self._run(loop, batch, items)
                 error = None
             except Exception as exc:  # the batch fails: its requests get the error, the server lives on
-                results, error = None, exc
+                results, computed, error = None, items, exc
             finally:
                 self.in_flight = 0
-            if self.on_batch is not None:
-                self.on_batch(len(items), sum(self.cost(x) for x in items), time.perf_counter() - started)
+            if self.on_batch is not None and computed:
+                self.on_batch(len(computed), sum(self.cost(x) for x in computed), time.perf_counter() - started)
             for k, (job, i) in enumerate(batch):
                 if job.future.done():
                     continue

@@ -67,7 +67,8 @@ class Service:
         run = self._generate_batch if self.is_judge else self._score_batch
         cost = (lambda item: len(item[0]) + item[1]) if self.is_judge else (lambda e: len(e.ids))
         self.batcher = Batcher(run, cost, max_batch_tokens=lim.max_batch_tokens, max_batch_items=lim.max_batch_items,
-                               max_wait=lim.max_wait_ms / 1000.0, max_queue=lim.max_queue, on_batch=on_batch)
+                               max_wait=lim.max_wait_ms / 1000.0, max_queue=lim.max_queue, on_batch=on_batch,
+                               chunk=self.batch_size)
         return self.batcher
 
     def check_model(self, name: str | None) -> str:
