@@ -1,6 +1,7 @@
 """Pick the pairs worth labelling, scored by a model through rmspec.inference (the one engine).
 
-- `uncertain`: the smallest |reward(first) - reward(second)|: where the model cannot tell;
+- `uncertain`: the smallest |reward(first) - reward(second)|: where the model cannot tell; for an
+  ensemble (approach.ensemble), the largest disagreement of its members on that margin;
 - `disagree`: labelled pairs the model contradicts most confidently (reward(rejected) far above
   reward(chosen)): likely label noise, worth a second look;
 - `random`: a seeded sample, the baseline.
@@ -51,6 +52,27 @@ def margins(engine: RewardEngine, items: list[dict[str, Any]]) -> list[tuple[flo
     return list(zip(first, second))
 
 
+def scored_pairs(engine: RewardEngine,
+                 items: list[dict[str, Any]]) -> tuple[list[tuple[float, float]], list[float] | None]:
+    """(rewards of first and second, the ensemble's disagreement or None) per pairwise item, in one pass.
+
+    Disagreement is the members' std of the margin reward(first) - reward(second): how much the
+    ensemble's members differ on which response is better (None for a model without members)."""
+    from rmspec.inference.ensemble import ensemble_head, pair_members
+
+    if ensemble_head(engine.model) is None:
+        return margins(engine, items), None
+    first, second = pair_members(engine, [it["prompt"] for it in items], [it["first"] for it in items],
+                                 [it["second"] for it in items])
+    scores, spread = [], []
+    for a, b in zip(first, second):
+        diffs = [x - y for x, y in zip(a, b)]
+        mean = sum(diffs) / len(diffs)
+        scores.append((sum(a) / len(a), sum(b) / len(b)))
+        spread.append(math.sqrt(sum((d - mean) ** 2 for d in diffs) / len(diffs)))
+    return scores, spread
+
+
 def stratum(item: dict[str, Any], field: str) -> str:
     fields = item.get("fields") or {}
     if field in fields:
@@ -76,8 +98,12 @@ def quotas(sizes: dict[str, int], n: int) -> dict[str, int]:
 
 
 def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[tuple[float, float]] | None = None,
-           stratify: str | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """The chosen items' audit records: id, group, scores, margin, rank, criterion (best first)."""
+           stratify: str | None = None, seed: int = 0,
+           uncertainty: list[float] | None = None) -> list[dict[str, Any]]:
+    """The chosen items' audit records: id, group, scores, margin, rank, criterion (best first).
+
+    `uncertainty` (an ensemble's disagreement, scored_pairs): `uncertain` picks the largest first, in
+    place of the smallest |margin|."""
     if criterion not in CRITERIA:
         raise RmspecError(f"unknown selection {criterion!r}", f"choose one of {', '.join(CRITERIA)}")
     if criterion != "random" and scores is None:
@@ -90,6 +116,8 @@ def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[
         if scores is not None:
             a, b = scores[i]
             rec.update(score_first=round(a, 6), score_second=round(b, 6), margin=round(a - b, 6))
+        if uncertainty is not None:
+            rec["ensemble_std"] = round(uncertainty[i], 6)
         records.append(rec)
     if criterion == "disagree":
         unlabelled = [r for r in records if items[r["index"]].get("label") != "first"]
@@ -97,7 +125,10 @@ def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[
             raise RmspecError(f"--select disagree needs labelled pairs; {len(unlabelled)} row(s) have no chosen/rejected",
                               "use --select uncertain for unlabelled pairs")
         records = [r for r in records if r["margin"] < 0]  # the model prefers the rejected response
-    key = {"uncertain": lambda r: (abs(r["margin"]), r["index"]), "disagree": lambda r: (r["margin"], r["index"])}.get(criterion)
+    key = {"uncertain": lambda r: (abs(r["margin"]), r["index"]),
+           "disagree": lambda r: (r["margin"], r["index"])}.get(criterion)
+    if criterion == "uncertain" and uncertainty is not None:
+        key = lambda r: (-r["ensemble_std"], r["index"])  # noqa: E731  (where the members disagree most)
     rng = random.Random(seed)
     if criterion == "random":
         rng.shuffle(records)

@@ -58,10 +58,10 @@ def export(source: str, out_dir: str, sets: tuple[str, ...], seed: int, criterio
     if criterion:
         if src.kind != PAIRWISE:
             raise RmspecError(f"--select works on pairs; this source holds {src.kind} rows", "export without --select")
-        from rmspec.annotate.select import load_engine, margins, select
+        from rmspec.annotate.select import load_engine, scored_pairs, select
 
-        scores = margins(load_engine(model), src.items) if criterion != "random" else None
-        audit = select(src.items, criterion, n, scores=scores, stratify=stratify, seed=seed)
+        scores, spread = scored_pairs(load_engine(model), src.items) if criterion != "random" else (None, None)
+        audit = select(src.items, criterion, n, scores=scores, stratify=stratify, seed=seed, uncertainty=spread)
         total = len(src.items)
         keep = [r["index"] for r in audit]
         src.items = [src.items[i] for i in keep]

@@ -39,6 +39,10 @@ def load_reward_model(model_dir: str | Path, *, dtype: str = "float32", device: 
         raise RmspecError(f"cannot load a sequence-classification model from {model_dir}: {exc}", "the folder needs weights, config.json and tokenizer files") from None
     # A backbone without a trained head (e.g. a sentence encoder) gets a random one: say so in the results.
     model.rmspec_fresh_head = [k for k in info.get("missing_keys", ()) if k.split(".")[0] in ("score", "classifier")]
+    from rmspec.inference.ensemble import attach_ensemble
+
+    # An ensemble's members (rmspec.inference.ensemble): outputs become [reward, member_1..member_N].
+    model.rmspec_ensemble_members = attach_ensemble(model, path)
     prepare_tokenizer(tokenizer, model)
     model.eval()
     if device:

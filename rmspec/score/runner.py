@@ -21,6 +21,7 @@ from typing import Any
 
 from rmspec.errors import DataError
 from rmspec.inference.engine import RewardEngine, preference_probability
+from rmspec.inference.ensemble import member_std
 from rmspec.inference.process import StepEngine
 from rmspec.inference.scorer import ScorerKind
 from rmspec.messages import Invalid
@@ -157,10 +158,14 @@ def _columns(engine: RewardEngine, shape: shapes.Shape, outs: list[list[float]],
         if engine.can_normalize:
             cols.update(reward_chosen_normalized=engine.normalize(chosen),
                         reward_rejected_normalized=engine.normalize(rejected))
+        if len(outs[0]) > 1:  # an ensemble (rmspec.inference.ensemble): outputs 1.. are its members
+            cols.update(reward_std_chosen=member_std(outs[0]), reward_std_rejected=member_std(outs[1]))
         return {**cols, "truncated": truncated}
     cols = {"reward": outs[0][0]}
     if engine.can_normalize:
         cols["reward_normalized"] = engine.normalize(outs[0][0])
+    if len(outs[0]) > 1:
+        cols["reward_std"] = member_std(outs[0])
     return {**cols, "truncated": truncated}
 
 

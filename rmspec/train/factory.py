@@ -52,6 +52,12 @@ def build_trainer(
         group_by_length=spec.training.group_by_length,
     )
     pad = tokenizer.pad_token_id
+    if approach.kind == "bradley_terry" and (approach.length_debias is not None or approach.ensemble is not None):
+        from rmspec.train.heads import build_head_trainer  # ODIN or an ensemble of heads
+
+        trainer = build_head_trainer(spec, PackedPairCollator(pad) if packed else PairCollator(pad), tokenizer, common)
+        trainer.packing = (packing, packing_reason)
+        return trainer
     if approach.kind == "bradley_terry":
         from rmspec.train.pair_extras import attach_tie, davidson_pair_metrics
 

@@ -43,11 +43,14 @@ def save_final_model(
     config_extra: dict[str, Any],
     card: str,
     reward_stats: dict[str, float] | None = None,
+    finalize: Any = None,
 ) -> None:
     """Save weights (safetensors), tokenizer and config (with ``rmspec`` extras) and the card.
 
     ``reward_stats`` (reward_mean, reward_std) go at the top of config.json, where rmspec.evaluate
     also writes them (it rescored the validation split after training, and replaces them).
+    ``finalize(model) -> {name: tensor}`` turns a training-only head into the saved one in place
+    (rmspec.train.heads.finalize_heads); what it returns is saved as ENSEMBLE_FILE beside the weights.
     Goes through Trainer.save_model, which gathers sharded (FSDP/DeepSpeed) weights and writes on
     the main process only; a LoRA model is merged first so the folder loads with the Auto classes.
     """
@@ -57,18 +60,29 @@ def save_final_model(
     model = trainer.accelerator.unwrap_model(trainer.model)
     tmp = Path(tempfile.mkdtemp(prefix=".model.", dir=target.parent)) if is_main else None
     # Every rank takes part in gathering; only the main one writes.
+    side_tensors: dict[str, Any] = {}
     if hasattr(model, "merge_and_unload"):
         merged = merge_lora(model)
+        if finalize is not None:
+            side_tensors = finalize(merged)
         if is_main:
             merged.config.update({"rmspec": config_extra, **_stats(reward_stats)})
             merged.save_pretrained(tmp, safe_serialization=True)
     else:
+        if finalize is not None:
+            side_tensors = finalize(model)
         model.config.update({"rmspec": config_extra, **_stats(reward_stats)})
         out = tmp if is_main else Path(args.output_dir) / ".unused"
         trainer.save_model(str(out))
     if not is_main:
         return
     tokenizer.save_pretrained(tmp)
+    if side_tensors:
+        from safetensors.torch import save_file
+
+        from rmspec.train.heads import ENSEMBLE_FILE
+
+        save_file(side_tensors, str(tmp / ENSEMBLE_FILE), metadata={"format": "pt", "reduce": "mean"})
     for stray in ("training_args.bin",):
         (tmp / stray).unlink(missing_ok=True)
     (tmp / "README.md").write_text(card, encoding="utf-8")

@@ -41,6 +41,9 @@ def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main
     if kind == "process":  # per-step probabilities, not a reward to normalise
         return rename(metrics, family), {}
     rewards = np.asarray(prediction.predictions, dtype=np.float64)
+    served = getattr(trainer, "served_rewards", None)  # extra heads (rmspec.train.heads): the saved reward's columns
+    if served is not None:
+        rewards = served(rewards)
     if kind == "pointwise":
         weights = spec.approach.weights or {}
         w = np.array([weights.get(a, 1.0 if not weights else 0.0) for a in spec.approach.attributes])
@@ -74,7 +77,14 @@ def finish(run: RunDir, plan: Plan, loaded: Any, trainer: Any, tokenizer: Any, p
         spec_yaml=run.spec.read_text(encoding="utf-8") if run.spec.exists() else "",
         data_summary=summary, results={k: v for k, v in metrics.items() if isinstance(v, (int, float))},
     )
-    save_final_model(trainer, tokenizer, run.model, config_extra=extra, card=card, reward_stats=stats)
+    finalize = None
+    if spec.approach.kind == "bradley_terry" and (spec.approach.length_debias or spec.approach.ensemble):
+        from rmspec.train.heads import finalize_heads
+
+        option = "length_debias" if spec.approach.length_debias else "ensemble"
+        extra[option] = getattr(spec.approach, option).model_dump()
+        finalize = lambda model: finalize_heads(model, spec.approach)  # noqa: E731  (one output, saved as a plain classifier)
+    save_final_model(trainer, tokenizer, run.model, config_extra=extra, card=card, reward_stats=stats, finalize=finalize)
     if not main:
         return 0
 

@@ -47,6 +47,10 @@ class LoadedModel:
 def num_outputs(approach: Any) -> int:
     """Outputs of the score head: 1 for a pairwise reward, one per attribute (or scale bin) pointwise."""
     kind = approach.kind
+    if kind == "bradley_terry":  # ODIN: 2 heads, an ensemble: N, while training (rmspec.train.heads)
+        from rmspec.spec.heads import head_outputs
+
+        return head_outputs(approach)
     if kind in ("bradley_terry", "listwise"):
         return 1
     if kind == "process":
@@ -68,6 +72,10 @@ def output_labels(approach: Any) -> list[str]:
             low, bins = approach.scale.min, num_outputs(approach) // len(approach.attributes)
             return [f"{a}={low + b:g}" for a in approach.attributes for b in range(bins)]
         return list(approach.attributes)
+    if approach.kind == "bradley_terry":
+        from rmspec.spec.heads import head_labels
+
+        return head_labels(approach)
     return ["reward"]
 
 

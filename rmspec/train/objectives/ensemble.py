@@ -12,25 +12,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-REDUCTIONS = ("mean", "min", "mean_minus_std")
-
-
-def ensemble_std(rewards: torch.Tensor) -> torch.Tensor:
-    """[members, batch] -> [batch], the members' population standard deviation."""
-    return rewards.float().std(dim=0, correction=0)
-
-
-def reduce_ensemble(rewards: torch.Tensor, how: str = "mean", coef: float = 1.0) -> torch.Tensor:
-    """[members, batch] -> [batch]: mean, min, or mean - coef * std over the members."""
-    if rewards.dim() != 2:
-        raise ValueError(f"ensemble rewards must be [members, batch], got shape {tuple(rewards.shape)}")
-    if how == "mean":
-        return rewards.mean(dim=0)
-    if how == "min":
-        return rewards.min(dim=0).values
-    if how == "mean_minus_std":
-        return rewards.mean(dim=0) - coef * ensemble_std(rewards).to(rewards.dtype)
-    raise ValueError(f"ensemble reduction must be one of {REDUCTIONS}, got {how!r}")
+# The reductions live with the scorer that serves them (inference may not import train); the same
+# functions train and score.
+from rmspec.inference.ensemble import REDUCTIONS, ensemble_std, reduce_ensemble  # noqa: E402,F401
 
 
 def bootstrap_indices(n_rows: int, members: int, seed: int, bootstrap: bool = True) -> torch.Tensor:
