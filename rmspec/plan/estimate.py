@@ -125,7 +125,8 @@ def count_rows(source, base_dir: Path) -> tuple[int | None, str]:
     except (OSError, ValueError, sqlite3.Error) as exc:
         return None, f"could not count rows: {exc}"
     if source.limit is not None and (rows is None or source.limit < rows):
-        return source.limit, (how + f", capped by limit {source.limit}") if rows is not None else f"limit {source.limit}"
+        capped = (how + f", capped by limit {source.limit}") if rows is not None else f"limit {source.limit}"
+        return source.limit, capped
     return rows, how
 
 
@@ -139,6 +140,7 @@ def _sample_file(path: Path, fmt: str, limit: int) -> list[dict] | None:
             break
         if row.error is not None:
             raise row.error
+        assert row.value is not None  # a Row holds a value or an error
         out.append(row.value)
     return out
 
@@ -225,7 +227,8 @@ def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[in
     (P + C <= max_length, so P + C + R <= max_length + R), or 2 x max_length without a sample.
     """
     bound = 2 * max_length
-    unknown = (bound, bound, bound, f"max_length {max_length} x 2 per prompt-once row (no pair lengths could be sampled)")
+    unknown = (bound, bound, bound,
+               f"max_length {max_length} x 2 per prompt-once row (no pair lengths could be sampled)")
     columns = text_columns(mapping, "bradley_terry")
     if columns is None or source.kind not in ("files", "sql") or (source.kind == "sql" and not source.sqlite):
         return unknown
@@ -235,11 +238,11 @@ def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[in
     for row in rows or []:
         if not isinstance(row, dict):
             return unknown
-        texts = [row.get(prompt_col, "") if prompt_col else "", row.get(chosen_col), row.get(rejected_col)]
-        texts[0] = texts[0] or ""
-        if not all(isinstance(t, str) for t in texts):
+        prompt = (row.get(prompt_col, "") if prompt_col else "") or ""
+        chosen, rejected = row.get(chosen_col), row.get(rejected_col)
+        if not (isinstance(prompt, str) and isinstance(chosen, str) and isinstance(rejected, str)):
             continue
-        p, c, r = (len(t) / CHARS_PER_TOKEN for t in texts)
+        p, c, r = (len(t) / CHARS_PER_TOKEN for t in (prompt, chosen, rejected))
         c, r = min(c, max_length), min(r, max_length)
         p = max(0.0, p - max(0.0, p + max(c, r) - max_length))
         packed.append(p + c + r)
@@ -248,11 +251,12 @@ def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[in
     if not packed:
         return unknown
     grow = 1 + PADDING_ALLOWANCE
-    row = min(math.ceil(sum(packed) / len(packed) * grow), bound)
+    mean_row = min(math.ceil(sum(packed) / len(packed) * grow), bound)
     pair = min(math.ceil(sum(unpacked) / len(unpacked) * grow), bound)
     row_bound = min(bound, max_length + math.ceil(longest))
-    return row, row_bound, pair, (f"mean prompt-once row {row} vs {pair} tokens per pair unpacked, from {len(packed)} "
-                                  f"sampled pairs at {CHARS_PER_TOKEN:g} chars/token, +{PADDING_ALLOWANCE:.0%} padding")
+    how = (f"mean prompt-once row {mean_row} vs {pair} tokens per pair unpacked, from {len(packed)} "
+           f"sampled pairs at {CHARS_PER_TOKEN:g} chars/token, +{PADDING_ALLOWANCE:.0%} padding")
+    return mean_row, row_bound, pair, how
 
 
 def flops_per_token(shape: ModelShape, *, seq_len: int, lora: bool, checkpointing: bool, lm_head: bool) -> float:

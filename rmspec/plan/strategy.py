@@ -10,8 +10,8 @@ Each refused rung keeps the reason, and when nothing fits the error names what w
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from rmspec.errors import PlanError
 from rmspec.plan.hardware import HardwareProfile
