@@ -159,10 +159,20 @@ def _print_summary(run_dir, status: Status) -> None:
     console.print(f"model: {status.model_dir}")
     if status.evaluation and status.evaluation != "done":
         console.print(f"evaluation: {status.evaluation}")
-    if run_dir.results.exists():  # the evaluation's console report (validation diagnostics, benchmarks)
+    if run_dir.results.exists() and _console_report(run_dir):  # the evaluation's console report
         from rmspec.render.report_view import print_run_summary
 
         print_run_summary(run_dir.root)
+
+
+def _console_report(run_dir) -> bool:
+    """output.report lists console (the default): the evaluation summary is printed after the run."""
+    from rmspec.rundir import load_run_spec
+
+    try:
+        return "console" in load_run_spec(run_dir).spec.output.report
+    except RmspecError:  # no readable spec as run: print, as before output.report was read
+        return True
 
 
 __all__ = ["run", "conclude", "PlanError"]

@@ -49,4 +49,26 @@ def pairs_from_scores_reads_a_score(spec: Spec) -> Iterator[Problem]:
         )
 
 
-OPTION_RULES = (early_stopping_metric_exists, pairs_from_scores_reads_a_score)
+def report_formats_have_effects(spec: Spec) -> Iterator[Problem]:
+    if "json" in spec.output.report:
+        yield (
+            ("output", "report"),
+            "results.json is always written (rmspec report, rmspec eval and report.html read it): json in "
+            "output.report changes nothing",
+            f"write output.report: [{', '.join(f for f in spec.output.report if f != 'json')}]",
+        )
+
+
+def judge_writes_verdicts(spec: Spec) -> Iterator[Problem]:
+    if spec.approach.kind == "generative" and spec.approach.output != "verdict":
+        yield (
+            ("approach", "output"),
+            "approach.output: score is not implemented: a generative judge is trained and evaluated on verdicts "
+            "(A or B, read with verdict_pattern)",
+            "delete approach.output (verdict is the only value), or train a score model: approach kind "
+            "bradley_terry or pointwise",
+        )
+
+
+OPTION_RULES = (early_stopping_metric_exists, pairs_from_scores_reads_a_score, report_formats_have_effects,
+                judge_writes_verdicts)

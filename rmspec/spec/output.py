@@ -16,7 +16,9 @@ class OutputSpec(Section):
     hub_token_env: str = Field("HF_TOKEN", description="Environment variable holding the hub token.")
     private: bool = Field(True, description="Create the hub repository as private.")
     report: list[Literal["console", "html", "json"]] = Field(
-        default_factory=lambda: ["console", "html", "json"], description="Report formats written at the end of a run."
+        default_factory=lambda: ["console", "html"],
+        description="At the end of a run: console prints the summary, html writes report.html. results.json is "
+        "always written (rmspec report and eval read it), so json is refused.",
     )
 
 
@@ -25,8 +27,34 @@ class WandbSpec(Section):
     mode: Literal["online", "offline"] = Field("offline", description="offline writes locally; sync later with `wandb sync`.")
 
 
+class MlflowSpec(Section):
+    experiment: str = Field("rmspec", description="MLflow experiment name.")
+    tracking_uri: str | None = Field(
+        None, description="MLflow tracking URI; default a SQLite store in the run directory (RUN/mlflow.db)."
+    )
+
+
+class SwanlabSpec(Section):
+    project: str = Field("rmspec", description="SwanLab project.")
+    mode: Literal["offline", "local", "cloud"] = Field(
+        "offline", description="offline writes RUN/swanlog (sync later with `swanlab sync`); cloud uploads."
+    )
+
+
+class TrackioSpec(Section):
+    project: str = Field("rmspec", description="Trackio project (its local store, ~/.cache/huggingface/trackio).")
+    space_id: str | None = Field(None, description="A Hugging Face Space to sync to; none keeps everything local.")
+
+
 class TrackingSpec(Section):
-    backends: list[Literal["tensorboard", "wandb"]] = Field(
-        default_factory=list, description="Extra trackers; metrics.jsonl is always written."
+    backends: list[Literal["tensorboard", "wandb", "mlflow", "trackio", "swanlab"]] = Field(
+        default_factory=list,
+        description=(
+            "Extra trackers, each logging metrics.jsonl's names and values with the spec and plan as config; "
+            "local or offline unless their settings say otherwise. metrics.jsonl is always written."
+        ),
     )
     wandb: WandbSpec = Field(default_factory=WandbSpec, description="Weights & Biases settings.")
+    mlflow: MlflowSpec = Field(default_factory=MlflowSpec, description="MLflow settings (mlflow-skinny is enough).")
+    swanlab: SwanlabSpec = Field(default_factory=SwanlabSpec, description="SwanLab settings.")
+    trackio: TrackioSpec = Field(default_factory=TrackioSpec, description="Trackio settings.")
