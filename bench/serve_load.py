@@ -9,6 +9,12 @@ the packaged all-MiniLM-L6-v2 with a seeded fresh head (same shape, same cost pe
 Texts are the demo preference data, formatted as OpenRLHF sends them. Loopback only.
 
     HF_HUB_OFFLINE=1 python bench/serve_load.py [--duration 60] [--clients 64] [--threads 0,1] [--write]
+    HF_HUB_OFFLINE=1 python bench/serve_load.py --issue18 [--duration 20] [--write]
+
+`--issue18` measures instead (rmspec serve only): the latency of a 1-text request right after a
+client abandoned a 400-text request (its aiohttp timeout fired, as OpenRLHF's does after 180 s),
+against the same request on the idle server; and 64 concurrent OpenRLHF 0.11.2 clients, its own
+`SingleTurnAgentExecutor._fetch_rewards_via_http`, each posting one query at a time.
 
 Both servers run under each torch thread setting asked for: on cores shared with other work,
 two OpenMP threads per process spin against each other and slow single forward passes far more
@@ -179,6 +185,101 @@ def run_pair(model_dir: str, queries: list[str], args, threads: int) -> dict:
     return results
 
 
+async def abandoned(url: str, queries: list[str], big: int = 400, give_up: float = 0.5) -> dict:
+    """Next-request latency after a client gives up on a `big`-text request."""
+    import aiohttp
+
+    async def one(payload: dict, timeout: float) -> float:
+        started = time.perf_counter()
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+            async with session.post(url + "/get_reward", json=payload) as response:
+                response.raise_for_status()
+                await response.json()
+        return time.perf_counter() - started
+
+    small = {"query": [queries[0]], "prompts": [""], "labels": [None]}
+    idle = sorted([await one(small, 60) for _ in range(5)])[2]
+    afters = []
+    for k in range(3):
+        try:
+            await one({"query": queries[k * big:(k + 1) * big] or queries[:big], "prompts": [""] * big, "labels": [None] * big}, give_up)
+        except asyncio.TimeoutError:
+            pass
+        afters.append(await one(small, 180))
+    return {"idle_median": idle, "after_abandoned": afters, "big": big, "give_up": give_up}
+
+
+async def openrlhf_clients(url: str, queries: list[str], clients: int, duration: float) -> dict:
+    """`clients` concurrent OpenRLHF 0.11.2 executors, each awaiting its own _fetch_rewards_via_http."""
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    executor = SingleTurnAgentExecutor(url + "/get_reward")
+    latencies: list[float] = []
+    missing = 0
+    stop_at = time.perf_counter() + duration
+
+    async def client(k: int) -> None:
+        nonlocal missing
+        i = k
+        while time.perf_counter() < stop_at:
+            started = time.perf_counter()
+            try:
+                [answer] = await executor._fetch_rewards_via_http([queries[i % len(queries)]], [""], [None])
+                assert len(answer["rewards"]) == 1
+                latencies.append(time.perf_counter() - started)
+            except Exception:
+                missing += 1
+            i += clients
+
+    began = time.perf_counter()
+    await asyncio.gather(*(client(k) for k in range(clients)))
+    wall = time.perf_counter() - began
+    latencies.sort()
+    q = lambda p: latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else float("nan")  # noqa: E731
+    return {"requests": len(latencies), "errors": missing, "rps": len(latencies) / wall, "p50": q(0.5), "p99": q(0.99)}
+
+
+def issue18(args) -> None:
+    from helpers.serve_process import ServeProcess
+
+    tmp = Path(tempfile.mkdtemp(prefix="serve_load_"))
+    model_dir, model_note = model_folder(tmp)
+    queries = queries_for(model_dir)
+    load_before = os.getloadavg()
+    server = ServeProcess(model_dir, env={"OMP_NUM_THREADS": "1"})
+    try:
+        asyncio.run(load(server.url, queries, 4, 3.0, 64))  # warm-up
+        gone = asyncio.run(abandoned(server.url, queries))
+        print("abandoned", json.dumps(gone), flush=True)
+        many = asyncio.run(openrlhf_clients(server.url, queries, args.clients, args.duration))
+        print("openrlhf", json.dumps(many), flush=True)
+        _, metrics = server.get("/metrics")
+    finally:
+        server.stop()
+    cancelled = [line for line in metrics.decode().splitlines() if line.startswith("rmspec_cancelled_items_total")]
+    text = "\n".join([
+        "",
+        "## Issue 18: abandoned requests and 64 OpenRLHF 0.11.2 clients",
+        "",
+        f"Command: `HF_HUB_OFFLINE=1 python bench/serve_load.py --issue18 --duration {args.duration:g} --clients {args.clients}`; "
+        f"rmspec serve with OMP_NUM_THREADS=1; {model_note}. Machine: {os.cpu_count()} CPU cores shared with other agents' "
+        f"jobs, 1-minute load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; no GPU.",
+        "",
+        f"- A client that gives up on a {gone['big']}-text request after {gone['give_up']:g} s: the next 1-text request took "
+        + ", ".join(f"{x * 1000:.0f} ms" for x in gone["after_abandoned"])
+        + f" (three tries) against {gone['idle_median'] * 1000:.0f} ms on the idle server (median of 5). "
+        f"Cancelled texts dropped from the queue: {cancelled[0].split()[-1] if cancelled else 'n/a'}.",
+        f"- {args.clients} concurrent OpenRLHF 0.11.2 clients (`SingleTurnAgentExecutor._fetch_rewards_via_http`, one query "
+        f"each, {args.duration:g} s): {many['requests']} rewards, {many['rps']:.1f} req/s, p50 {many['p50'] * 1000:.0f} ms, "
+        f"p99 {many['p99'] * 1000:.0f} ms, {many['errors']} without a reward.",
+        "",
+    ])
+    print(text)
+    if args.write:
+        path = REPO / "bench" / "results" / "serve_load.md"
+        path.write_text(path.read_text() + text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--duration", type=float, default=60.0)
@@ -187,11 +288,14 @@ def main() -> None:
     parser.add_argument("--threads", default="0,1",
                         help="torch threads per server process, comma-separated runs (0: torch's default, one per core)")
     parser.add_argument("--write", action="store_true", help="write bench/results/serve_load.md")
+    parser.add_argument("--issue18", action="store_true", help="the abandoned-request and OpenRLHF 0.11.2 client runs")
     parser.add_argument("--naive-server", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.naive_server:
         return naive_server(args.naive_server, args.port)
+    if args.issue18:
+        return issue18(args)
 
     tmp = Path(tempfile.mkdtemp(prefix="serve_load_"))
     model_dir, model_note = model_folder(tmp)
