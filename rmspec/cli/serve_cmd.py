@@ -9,7 +9,6 @@ from __future__ import annotations
 import click
 
 from rmspec.errors import RmspecError
-
 from rmspec.serve import MAX_BODY_MB, MAX_ITEMS  # light: constants only, the arithmetic beside them
 
 

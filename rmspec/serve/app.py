@@ -27,8 +27,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rmspec.serve import openai, openrlhf, vllm
 from rmspec.serve.batcher import NeverFits, QueueFull
-from rmspec.serve.request_io import ApiError, ClientGone
 from rmspec.serve.metrics import Metrics
+from rmspec.serve.request_io import ApiError, ClientGone
 from rmspec.serve.service import Service
 
 log = logging.getLogger("rmspec.serve")

@@ -17,7 +17,6 @@ from rmspec.inference.scorer import ScorerKind
 from rmspec.serve import MAX_BODY_MB, MAX_ITEMS
 from rmspec.serve.batcher import Batcher
 
-
 SEGMENTS = ("training", "plain")
 
 
