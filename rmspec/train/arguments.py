@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -84,27 +83,12 @@ def optimizer_arguments(tr: Any) -> dict[str, Any]:
 
 
 def tracker_env(spec: Any, run_root: Path) -> list[str]:
-    """report_to for Trainer, and the environment its integrations read."""
-    import importlib.util
+    """report_to for Trainer: always none. rmspec's own trackers (rmspec.train.trackers) log
+    metrics.jsonl's rows under its names; here only the check that they are installed."""
+    from rmspec.train.trackers import check_installed
 
-    from rmspec.errors import RmspecError
-
-    backends = list(spec.tracking.backends)
-    packages = {"tensorboard": "tensorboard", "wandb": "wandb"}
-    missing = [b for b in backends if importlib.util.find_spec(packages[b]) is None]
-    if missing:
-        raise RmspecError(
-            f"tracking.backends asks for {', '.join(missing)}, which is not installed",
-            hint=f"pip install {' '.join(packages[b] for b in missing)}, or remove it from tracking.backends "
-                 "(metrics.jsonl is always written)",
-        )
-    if "tensorboard" in backends:
-        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run_root / "tensorboard"))
-    if "wandb" in backends:
-        os.environ.setdefault("WANDB_MODE", spec.tracking.wandb.mode)
-        os.environ.setdefault("WANDB_DIR", str(run_root))
-        os.environ.setdefault("WANDB_PROJECT", spec.tracking.wandb.project)
-    return backends or ["none"]
+    check_installed(list(spec.tracking.backends))
+    return ["none"]
 
 
 def build_training_arguments(

@@ -11,6 +11,16 @@ from transformers import Trainer, TrainerCallback
 from rmspec.train.sampling import SeededLengthGroupedSampler, SeededRandomSampler
 
 
+def batch_tokens(inputs: dict) -> int:
+    """Tokens a training batch holds (padding excluded where a 2D attention mask says so; a packed
+    row's 4D mask does not, so its tokens are the row's)."""
+    mask = inputs.get("attention_mask")
+    if isinstance(mask, torch.Tensor) and mask.dim() == 2:
+        return int(mask.sum().item())
+    ids = inputs.get("input_ids")
+    return int(ids.numel()) if isinstance(ids, torch.Tensor) else 0
+
+
 class SamplerEpoch(TrainerCallback):
     """Tell the seeded sampler its epoch before each epoch's batches are drawn.
 
@@ -66,6 +76,8 @@ class MetricsTrainer(Trainer):
         self.group_by_length = group_by_length
         self._interval: dict[str, list[float]] = defaultdict(list)
         self._train_sampler = None
+        self._tokens_local = 0  # tokens this process trained on since the last log
+        self.num_tokens = 0  # tokens trained on so far, all processes (metrics.jsonl's num_tokens)
         self.add_callback(SamplerEpoch(self))
 
     def _get_train_sampler(self, train_dataset=None):
@@ -88,6 +100,10 @@ class MetricsTrainer(Trainer):
         # Longest first: similar lengths share a batch, so little padding is computed.
         return sorted(range(len(lengths)), key=lambda i: -lengths[i])
 
+    def training_step(self, model, inputs, *args, **kwargs):
+        self._tokens_local += batch_tokens(inputs)
+        return super().training_step(model, inputs, *args, **kwargs)
+
     def record(self, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():
             self._interval[key].append(value)
@@ -106,6 +122,13 @@ class MetricsTrainer(Trainer):
             for i, key in enumerate(keys):
                 logs[key] = total[i].item() / count
             self._interval.clear()
+        if "loss" in logs:
+            tokens = torch.tensor([float(self._tokens_local)], device=self.args.device, dtype=torch.float64)
+            if self.accelerator.num_processes > 1:
+                tokens = self.accelerator.reduce(tokens, reduction="sum")
+            self.num_tokens += int(tokens.item())
+            self._tokens_local = 0
+            logs["num_tokens"] = self.num_tokens
         super().log(logs, start_time)
 
 

@@ -21,7 +21,7 @@ def rename(logs: dict[str, float], family: str) -> dict[str, float]:
     for key, value in logs.items():
         if key == "learning_rate":
             out[f"train/{family}/lr"] = value
-        elif key in ("grad_norm", "epoch"):
+        elif key in ("grad_norm", "epoch", "num_tokens"):
             out[key] = value
         elif key.startswith("eval_"):
             name = key[len("eval_"):]
@@ -79,9 +79,10 @@ class MetricsJsonl(TrainerCallback):
     """Appends one JSON object per log to metrics.jsonl (main process only), flushed at once so
     the parent's live view follows the run."""
 
-    def __init__(self, path: Path, family: str = "rm"):
+    def __init__(self, path: Path, family: str = "rm", trackers: list | None = None):
         self.path = Path(path)
         self.family = family
+        self.trackers = trackers or []  # rmspec.train.trackers: each gets every row, as written
         self.memory: PeakMemory | None = None
         self.last_time: float | None = None
         self.last_step = 0
@@ -98,6 +99,10 @@ class MetricsJsonl(TrainerCallback):
         if not state.is_world_process_zero or not logs:
             return
         row = {"step": state.global_step, "max_steps": state.max_steps, **rename(logs, self.family)}
+        if f"train/{self.family}/loss" in row:
+            # open-instruct's episode: training examples (pairs) seen so far, all processes
+            row["episode"] = state.global_step * args.per_device_train_batch_size \
+                * args.gradient_accumulation_steps * max(args.world_size, 1)
         now = time.time()
         if self.memory is not None and not any(k.startswith("eval/") for k in row):
             row["peak_memory_gb"] = round(self.memory.take_gb(), 4)
@@ -109,10 +114,20 @@ class MetricsJsonl(TrainerCallback):
             self.last_time, self.last_step = now, state.global_step
         row["time"] = now
         self._write(row)
+        if self.trackers:
+            from rmspec.train.trackers import numeric
+
+            for tracker in self.trackers:
+                tracker.log(numeric(row), row["step"])
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.memory is not None:
             self.memory.close()
+
+    def close_trackers(self) -> None:
+        for tracker in self.trackers:
+            tracker.close()
+        self.trackers = []
 
     def _write(self, row: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

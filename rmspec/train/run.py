@@ -152,7 +152,13 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         use_cpu=uses_cpu(plan) or None,
     )
     family = metric_family(spec.approach.kind)
-    callbacks: list = [MetricsJsonl(run.metrics, family), interrupt]
+    trackers = []
+    if main and spec.tracking.backends:
+        from rmspec.train.trackers import open_trackers
+
+        trackers = open_trackers(spec, plan.to_json(), run.root)
+    metrics_log = MetricsJsonl(run.metrics, family, trackers)
+    callbacks: list = [metrics_log, interrupt]
     early = spec.training.early_stopping
     if early is not None and args.load_best_model_at_end:
         from transformers import EarlyStoppingCallback
@@ -173,6 +179,7 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         trainer.train(resume_from_checkpoint=checkpoint)
 
     if interrupt.requested:
+        metrics_log.close_trackers()
         if main:
             last = last_complete_checkpoint(run.checkpoints, remove_partial=True)
             write_status(run, "interrupted", step=trainer.state.global_step, checkpoint=last)
@@ -180,7 +187,10 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
 
     from rmspec.train.finish import finish
 
-    return finish(run, plan, loaded, trainer, tokenizer, prepared, validation, main)
+    try:
+        return finish(run, plan, loaded, trainer, tokenizer, prepared, validation, main)
+    finally:
+        metrics_log.close_trackers()
 
 
 def prepare_data(loaded: Any, tokenizer: Any, run: RunDir, state: Any):
