@@ -48,7 +48,8 @@ class TrainingShape:
     fp32_stream: bool = False  # autocast over fp32 weights (single/DDP): the residual stream stays fp32
     lora_dropout: float = 0.0
     packed: bool = False  # shared-prefix rows: seq_len is the row (P + C + R), one per example, plus its 4D mask
-    optimizer: str = "adamw"  # transformers' optim name (rmspec.plan.optimizer_state), sgd_momentum for SGD with momentum
+    # transformers' optim name (rmspec.plan.optimizer_state), sgd_momentum for SGD with momentum
+    optimizer: str = "adamw"
 
 
 @dataclass
@@ -126,7 +127,7 @@ def layer_activation_bytes_per_token(shape: ModelShape, t: TrainingShape) -> flo
         norms = shape.norms_per_layer * (r * h + 4)  # LayerNorm input in the stream's dtype (+ fp32 mean/rstd)
         attn = e * (qd + 2 * kvd) + e * qd + e * h  # q, k, v, attention output, projection
         mlp = e * 2 * i + e * h  # intermediate before/after GELU, projection output
-    per_token = norms + attn + mlp
+    per_token: float = norms + attn + mlp
     if t.lora_rank:
         per_token = _lora_layer_bytes_per_token(shape, t, e, r)
     if t.attn == "eager":
@@ -160,11 +161,8 @@ def activation_bytes(shape: ModelShape, t: TrainingShape) -> float:
     tokens = t.micro_batch * t.seqs_per_example * t.seq_len
     e = _bytes(t.precision)
     per_layer = layer_activation_bytes_per_token(shape, t)
-    if t.checkpointing:
-        # Each block keeps only its input; one block at a time is recomputed in full.
-        blocks = shape.num_layers * e * shape.hidden_size + per_layer
-    else:
-        blocks = shape.num_layers * per_layer
+    # With checkpointing each block keeps only its input; one block at a time is recomputed in full.
+    blocks = shape.num_layers * e * shape.hidden_size + per_layer if t.checkpointing else shape.num_layers * per_layer
     # Outside the blocks: the embedding output and the final norm's saved tensors.
     r = 4 if t.fp32_stream else e
     outside = r * shape.hidden_size + (4 + r) * shape.hidden_size
@@ -226,6 +224,9 @@ def estimate(shape: ModelShape, t: TrainingShape, strategy: str, *, num_processe
     sharded = strategy not in ("single", "ddp")
     # Optimizer step scratch: the foreach AdamW on GPUs makes one temporary the size of the parameters.
     step_tmp = trainable * w / (n if sharded else 1)
+    weights: float
+    grads: float
+    opt: float
 
     if strategy in ("single", "ddp"):
         weights, grads, opt = trainable * w + frozen * frozen_bytes, trainable * g, opt_total

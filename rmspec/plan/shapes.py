@@ -177,21 +177,22 @@ def _first(config: dict, *keys: str, default: Any = None) -> Any:
 def shape_from_config(config: dict, source: str) -> ModelShape:
     """A shape from the keys of a Hugging Face config.json (text config for multimodal ones)."""
     if isinstance(config.get("text_config"), dict):
-        config = {**config["text_config"], "model_type": config["text_config"].get("model_type", config.get("model_type"))}
+        text = config["text_config"]
+        config = {**text, "model_type": text.get("model_type", config.get("model_type"))}
     model_type = str(config.get("model_type", "")).lower()
     family = FAMILIES.get(model_type)
     architectures = " ".join(config.get("architectures") or [])
     if family is None:
         # An unknown family with the usual keys: a Llama-like decoder or a BERT-like encoder.
-        is_decoder = "CausalLM" in architectures or bool(config.get("is_decoder")) or "num_key_value_heads" in config
+        is_decoder = ("CausalLM" in architectures or bool(config.get("is_decoder"))
+                      or "num_key_value_heads" in config)
         family = FAMILIES["llama" if is_decoder else "bert"] | {"layer_class": None}
     h = _first(config, "hidden_size", "n_embd", "d_model")
     layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
     heads = _first(config, "num_attention_heads", "n_head")
     vocab = _first(config, "vocab_size")
-    missing = [name for name, value in
-               (("hidden_size", h), ("num_hidden_layers", layers), ("num_attention_heads", heads), ("vocab_size", vocab))
-               if value is None]
+    named = (("hidden_size", h), ("num_hidden_layers", layers), ("num_attention_heads", heads), ("vocab_size", vocab))
+    missing = [name for name, value in named if value is None]
     if missing:
         raise PlanError(
             f"{source}: config has no {', '.join(missing)}; cannot size the model",
@@ -283,7 +284,12 @@ def hf_cache_config(name: str, hub_cache: Path | None = None) -> Path | None:
     if hub_cache is None:
         env = os.environ.get("HF_HUB_CACHE")
         home = os.environ.get("HF_HOME")
-        hub_cache = Path(env) if env else (Path(home) / "hub" if home else Path.home() / ".cache" / "huggingface" / "hub")
+        if env:
+            hub_cache = Path(env)
+        elif home:
+            hub_cache = Path(home) / "hub"
+        else:
+            hub_cache = Path.home() / ".cache" / "huggingface" / "hub"
     folder = hub_cache / ("models--" + name.replace("/", "--")) / "snapshots"
     if not folder.is_dir():
         return None
@@ -307,10 +313,10 @@ def resolve_shape(name_or_path: str, model_path: str, spec_shape: Any = None,
         return shape_from_spec(spec_shape)
     local = Path(model_path)
     if local.is_dir():
-        config = local / "config.json"
-        if not config.exists():
+        config_file = local / "config.json"
+        if not config_file.exists():
             raise PlanError(f"model folder {local} has no config.json", hint=_SHAPE_HINT)
-        return shape_from_config(read_config(config), f"config.json in {local}")
+        return shape_from_config(read_config(config_file), f"config.json in {local}")
     cached = hf_cache_config(name_or_path, hub_cache)
     if cached is not None:
         return shape_from_config(read_config(cached), f"Hugging Face cache ({cached})")
