@@ -95,7 +95,7 @@ def finish(run: RunDir, plan: Plan, loaded: Any, trainer: Any, tokenizer: Any, p
             break
     result = {"step": trainer.state.global_step, "metrics": metrics, "reward_stats": stats,
               "train_seconds": train_seconds, "best_checkpoint": trainer.state.best_model_checkpoint,
-              "model_dir": str(run.model), **batch_facts(trainer)}
+              "model_dir": str(run.model), "final_model": final_model_facts(spec, trainer), **batch_facts(trainer)}
     write_status(run, "evaluating", **result)
     evaluation = run_evaluation_hook(run, loaded, tokenizer, validation)
     push_error = None
@@ -106,6 +106,24 @@ def finish(run: RunDir, plan: Plan, loaded: Any, trainer: Any, tokenizer: Any, p
             push_error = exc.message + (f" ({exc.hint})" if exc.hint else "")
     write_status(run, "completed", finished=time.time(), evaluation=evaluation, push_error=push_error, **result)
     return 1 if push_error else 0
+
+
+def final_model_facts(spec: Any, trainer: Any) -> dict[str, Any]:
+    """What RUN/model holds and why: the last step, or the checkpoint the selection metric scored best
+    (the Trainer loaded it at the end; the final evaluation above ran on it)."""
+    from rmspec.rundir import checkpoint_step
+    from rmspec.spec.training import lower_is_better
+    from rmspec.spec.training_rules import selection_metric
+
+    metric = selection_metric(spec)
+    best = trainer.state.best_model_checkpoint
+    if metric is None or best is None or not trainer.args.load_best_model_at_end:
+        return {"kind": "last", "step": trainer.state.global_step}
+    step = checkpoint_step(best)
+    lower = lower_is_better(metric) if spec.training.early_stopping is None else spec.training.early_stopping.mode == "min"
+    return {"kind": "best", "step": step, "checkpoint": best, "metric": metric, "value": trainer.state.best_metric,
+            "why": f"{metric} was {'lowest' if lower else 'highest'} ({trainer.state.best_metric:.6g}) at step {step} "
+                   f"of the evaluations every {trainer.args.eval_steps} steps"}
 
 
 def batch_facts(trainer: Any) -> dict[str, int]:
