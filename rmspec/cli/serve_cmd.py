@@ -43,10 +43,15 @@ from rmspec.serve import MAX_BODY_MB, MAX_ITEMS  # light: constants only, the ar
                    "first [SEP]; equals rmspec score), `plain` all 0 (model(**tokenizer(text)), as OpenRLHF's server and vLLM).")
 @click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="On SIGTERM/Ctrl-C: seconds to finish in-flight requests before exiting (as vLLM's flag).")
+@click.option("--step-separator", default=None,
+              help="Process reward models: the text after every step, as the model was trained with "
+                   "(default: the one saved in config.json, else TRL's \"\\n\"); e.g. \" ;\" for a "
+                   "tokenizer that drops newlines.")
 @click.option("--access-log", is_flag=True, help="Log one line per request (method, path, status; never bodies or headers).")
 def serve(target: str, host: str, port: int, token_env: str | None, normalize: bool | None, served_model_name: str | None,
           max_body_mb: float, max_items: int, max_queue: int, max_batch_tokens: int, max_wait_ms: float,
-          batch_size: int | None, segments: str, shutdown_timeout: float, access_log: bool) -> None:
+          batch_size: int | None, segments: str, shutdown_timeout: float, step_separator: str | None,
+          access_log: bool) -> None:
     """Serve TARGET (a run directory or a reward-model folder) over HTTP."""
     from pathlib import Path
 
@@ -63,4 +68,5 @@ def serve(target: str, host: str, port: int, token_env: str | None, normalize: b
                     max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms)
     run_server(target, host=host, port=port, token=token, limits=limits, normalize=normalize,
                model_name=served_model_name, batch_size=batch_size, access_log=access_log,
-               log=lambda message: click.echo(message, err=True), segments=segments, shutdown_timeout=shutdown_timeout)
+               log=lambda message: click.echo(message, err=True), segments=segments, shutdown_timeout=shutdown_timeout,
+               step_separator=step_separator)

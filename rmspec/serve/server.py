@@ -64,14 +64,15 @@ def _server_class():
 
 def serve(target: str, *, host: str, port: int, token: str | None, limits, normalize: bool | None,
           model_name: str | None, batch_size: int | None, access_log: bool, log=print, segments: str = "training",
-          shutdown_timeout: float = 30.0) -> None:
+          shutdown_timeout: float = 30.0, step_separator: str | None = None) -> None:
     import uvicorn
 
     from rmspec.inference.engine import load_scorer
+    from rmspec.inference.process import StepEngine
     from rmspec.serve.app import create_app
     from rmspec.serve.service import Service
 
-    engine = load_scorer(target)
+    engine = load_scorer(target, step_separator=step_separator)
     if normalize and not engine.can_normalize:
         raise RmspecError(f"--normalize: {target} has no reward_mean/reward_std in config.json (a positive std)",
                           "serve raw rewards (leave out --normalize), or give the run directory rmspec trained, whose model has them")
@@ -79,7 +80,9 @@ def serve(target: str, *, host: str, port: int, token: str | None, limits, norma
                       segments=segments, aliases=_aliases(target) if model_name is None else ())
     app = create_app(service, token=token, shutdown_timeout=shutdown_timeout)
     norm = ("on" if service.normalize else "off") if engine.can_normalize else "off (no reward_mean/reward_std in config.json)"
-    log(f"rmspec serve: {engine.kind} model {Path(target)} (max_length {engine.max_length}, normalization {norm})")
+    # A process reward model's clients put its separator after every step: say which one it reads.
+    detail = f"step separator {engine.separator!r}" if isinstance(engine, StepEngine) else f"normalization {norm}"
+    log(f"rmspec serve: {engine.kind} model {Path(target)} (max_length {engine.max_length}, {detail})")
     log(f"listening on http://{host}:{port}" + (" (bearer token required)" if token else ""))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=access_log,
                             timeout_graceful_shutdown=shutdown_timeout, server_header=False)
