@@ -39,12 +39,18 @@ def accuracy_by_subset(pairs: Sequence[Pair]) -> dict[str, dict[str, float]]:
     return {s: {"accuracy": float(np.mean([p.correct for p in g])), "count": len(g)} for s, g in sorted(groups.items())}
 
 
+def _sized(pairs: Sequence[Pair]) -> list[tuple[Pair, int, int]]:
+    """(pair, len_chosen, len_rejected) for the pairs whose two lengths are known."""
+    return [(p, p.len_chosen, p.len_rejected) for p in pairs if p.len_chosen is not None and p.len_rejected is not None]
+
+
 def accuracy_by_length(pairs: Sequence[Pair], buckets: int = 4) -> list[dict[str, float]]:
     """Accuracy per quantile bucket of the pair's mean response length (characters)."""
-    usable = [p for p in pairs if p.len_chosen is not None and p.len_rejected is not None]
+    sized = _sized(pairs)
+    usable = [p for p, _, _ in sized]
     if not usable:
         return []
-    lengths = np.array([(p.len_chosen + p.len_rejected) / 2 for p in usable])
+    lengths = np.array([(c + r) / 2 for _, c, r in sized])
     edges = np.unique(np.quantile(lengths, np.linspace(0, 1, buckets + 1)))
     if len(edges) < 2:
         edges = np.array([lengths.min(), lengths.max()])
@@ -110,13 +116,14 @@ def _ranks(x: np.ndarray) -> np.ndarray:
 
 def length_bias(pairs: Sequence[Pair]) -> dict[str, Any]:
     """Correlation of reward with response length (chosen and rejected pooled) and accuracy by which side is longer."""
-    usable = [p for p in pairs if p.len_chosen is not None and p.len_rejected is not None]
+    sized = _sized(pairs)
+    usable = [p for p, _, _ in sized]
     if not usable:
         return {}
     rewards = np.array([v for p in usable for v in (p.chosen, p.rejected)])
-    lengths = np.array([v for p in usable for v in (p.len_chosen, p.len_rejected)], dtype=float)
-    longer = [p for p in usable if p.len_chosen > p.len_rejected]
-    shorter = [p for p in usable if p.len_chosen < p.len_rejected]
+    lengths = np.array([v for _, c, r in sized for v in (c, r)], dtype=float)
+    longer = [p for p, c, r in sized if c > r]
+    shorter = [p for p, c, r in sized if c < r]
 
     def acc(group: list[Pair]) -> float | None:
         return float(np.mean([p.correct for p in group])) if group else None
@@ -211,7 +218,8 @@ def pair_diagnostics(kind: str, rows: Sequence[Mapping[str, Any]], calibration_b
 # ----------------------------------------------------------------- generative judge
 
 
-def verdict_consistency(verdicts: Sequence[str | None], verdicts_swapped: Sequence[str | None], labels: Sequence[str] | None = None) -> dict[str, Any]:
+def verdict_consistency(verdicts: Sequence[str | None], verdicts_swapped: Sequence[str | None],
+                        labels: Sequence[str | None] | None = None) -> dict[str, Any]:
     """Does the judge pick the same response when the two swap places?
 
     verdicts: "A"/"B" (or None when unparsed) on (first, second); verdicts_swapped: on (second, first).
@@ -221,7 +229,7 @@ def verdict_consistency(verdicts: Sequence[str | None], verdicts_swapped: Sequen
     """
     if len(verdicts) != len(verdicts_swapped):
         raise ValueError("verdicts and verdicts_swapped differ in length")
-    flip = {"A": "B", "B": "A"}
+    flip: dict[str | None, str] = {"A": "B", "B": "A"}  # .get(None): an unparsed verdict or label
     n = len(verdicts)
     both = [(v, s) for v, s in zip(verdicts, verdicts_swapped) if v in flip and s in flip]
     parsed = [v for v in (*verdicts, *verdicts_swapped) if v in flip]

@@ -200,7 +200,7 @@ def _entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[
     for note in entry.get("notes") or []:
         parts.append(f"<p class=note>note: {esc(note)}</p>")
     diag = entry.get("diagnostics") or {}
-    plots = []
+    plots: list[str | None] = []  # a plot that had nothing to draw is None, dropped below
     path = per_example_file(run_dir, entry)
     rows = read_jsonl(path) if path else []
     verdicts = diag.get("verdicts") or {}

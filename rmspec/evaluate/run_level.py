@@ -135,6 +135,7 @@ def evaluate_judge(rd: RunDir, loaded_spec: Any, results: dict[str, Any], reques
     for request in usable:
         data = load_benchmark(request.kind, request.path, split=request.split, preset=request.preset, limit=request.limit, base_dir=loaded_spec.base_dir)
         say(progress, f"judging {request.kind}: {len(data.examples)} pairs, both orders")
+        assert engine.verdict_pattern is not None  # load_judge sets it from approach.verdict_pattern
         rows = judge_rows(engine.model, engine.tokenizer, data, pattern=engine.verdict_pattern,
                           max_new_tokens=engine.max_new_tokens, layout=engine.layout, batch_size=engine.batch_size)
         name = res.unique_name(request.kind, request.path, taken)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rmspec.spec.scorer_kind import ScorerKind
+from rmspec.spec.scorer_kind import ScorerKind as ScorerKind  # re-exported: callers take it from here
 
 if TYPE_CHECKING:
     from rmspec.inference.encoding import Encoded

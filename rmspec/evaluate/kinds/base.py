@@ -21,7 +21,8 @@ from rmspec.spec.benchmarks import CATALOGUE, BenchmarkInfo
 def example_scores(engine: Any, examples: Sequence[Example]) -> list[list[float]]:
     """Rewards for each benchmark Example's responses, in the example's order: each prompt computed
     once for its responses where the model allows (RewardEngine.score_groups), same scores."""
-    return engine.score_groups([(ex.prompt, list(ex.responses)) for ex in examples])
+    scores: list[list[float]] = engine.score_groups([(ex.prompt, list(ex.responses)) for ex in examples])
+    return scores
 
 
 class BenchmarkKind:

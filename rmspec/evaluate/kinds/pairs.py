@@ -44,7 +44,8 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
     group = next((c for c in PAIR_SUBSET_COLUMNS if c in columns), None)
     mapping = MappingSpec.model_validate({"preset": preset, "columns": {"group": group} if group else {}})
     mapper = RowMapper(mapping, BradleyTerry(kind="bradley_terry"), columns, where=f"benchmark 'pairs' ({source}), preset {preset}")
-    examples, rejected = [], defaultdict(int)
+    examples: list[Example] = []
+    rejected: defaultdict[str, int] = defaultdict(int)
     for index, row in enumerate(rows):
         try:
             records = mapper(row, index)

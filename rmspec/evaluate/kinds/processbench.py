@@ -136,7 +136,7 @@ def load_processbench(path: str | None = None, *, split: str | None = None, limi
         raise DataError(f"benchmark 'processbench': cannot load {source}: {' '.join(str(exc).split())[:300]}",
                         "offline, point path at a local JSONL file in ProcessBench's schema (id, problem, steps, label)") from None
     examples, notes = [], []
-    for name, rows in parts:
+    for part, rows in parts:
         if rows:
             missing = [c for c in REQUIRED if c not in rows[0]]
             if missing:
@@ -144,7 +144,7 @@ def load_processbench(path: str | None = None, *, split: str | None = None, limi
                                 "ProcessBench rows need problem, steps (a list) and label (first wrong step, or -1)")
         if limit is not None:
             rows = rows[:limit]
-        got, why = examples_from_rows(rows, source, name)
+        got, why = examples_from_rows(rows, source, part)
         examples += got
         notes += why
     if not examples:
@@ -174,13 +174,14 @@ def tune_threshold(rows: Sequence[dict[str, Any]], grid: Sequence[float] | None 
     grid = list(grid) if grid is not None else [round(0.05 * k, 2) for k in range(1, 20)]
     splits = [str(r.get("subset") or "all") for r in rows]
     labels = [int(r["label"]) for r in rows]
-    best = None
+    best: tuple[tuple[float, float], float, float] | None = None  # (key, threshold, F1)
     for t in grid:
         f1 = score_processbench(splits, labels, repredict(rows, t)).overall
         f1 = -1.0 if f1 != f1 else f1  # NaN: no split had both kinds of rows
         key = (f1, -abs(t - 0.5))
         if best is None or key > best[0]:
             best = (key, t, f1)
+    assert best is not None, "an empty threshold grid"
     return best[1], best[2]
 
 
@@ -193,7 +194,7 @@ def with_tuned(entry: dict[str, Any], rows: Sequence[dict[str, Any]], threshold:
                                  "note": "tuned threshold: reported beside the headline figure, never in its place"}
 
 
-def first_error_confusion(rows: Sequence[dict[str, Any]], cap: int = 5) -> dict[str, Any]:
+def first_error_confusion(rows: Sequence[Mapping[str, Any]], cap: int = 5) -> dict[str, Any]:
     """Gold first error (rows) x predicted first error (columns), indices past `cap` pooled as `cap+`."""
     def bucket(v: int) -> str:
         return "none" if v == -1 else (f"{cap}+" if v >= cap else str(v))
@@ -206,10 +207,11 @@ def first_error_confusion(rows: Sequence[dict[str, Any]], cap: int = 5) -> dict[
     return {"labels": used, "matrix": [[table[g][p] for p in used] for g in used]}
 
 
-def step_score_split(rows: Sequence[dict[str, Any]]) -> tuple[list[float], list[float]]:
+def step_score_split(rows: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[float]]:
     """(scores of steps known correct, scores of steps known wrong): steps before the first error are
     correct, the first error is wrong, steps after it are unknown and left out."""
-    good, bad = [], []
+    good: list[float] = []
+    bad: list[float] = []
     for r in rows:
         if r.get("step_labels") is not None:  # validation rows know every step's label
             for s, y in zip(r["step_scores"], r["step_labels"]):
@@ -224,7 +226,7 @@ def step_score_split(rows: Sequence[dict[str, Any]]) -> tuple[list[float], list[
     return good, bad
 
 
-def process_diagnostics(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def process_diagnostics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """What the report draws for a PRM: step-level metrics, the first-error confusion table and the
     step-score distributions of correct and wrong steps (steps after a first error are unknown)."""
     import numpy as np
