@@ -41,6 +41,7 @@ EFFECTS: dict[str, tuple[str, str]] = {
     "TrainingSpec.save_total_limit": ("training.save_total_limit=5", "args"),
     "TrainingSpec.save_steps": ("training.save_steps=7", "args"),
     "TrainingSpec.eval_steps": ("training.eval_steps=7", "args"),
+    "TrainingSpec.liger_kernel": ("training.liger_kernel=off", "plan"),  # auto on CPU writes no key; off does
     "HardwareSpec.gpus_per_node": ("hardware.gpus_per_node=2", "plan"),
     "HardwareSpec.headroom": ("hardware.headroom=0.3", "plan"),
     "HardwareSpec.cpu_memory_gb": ("hardware.cpu_memory_gb=64", "plan"),

@@ -26,6 +26,7 @@ from rmspec.plan import accelerate_config as accel
 from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
+from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.optimizer_state import planned_optimizer
@@ -152,6 +153,8 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         "off": "training.gradient_checkpointing: off",
     }.get(training.gradient_checkpointing,
           "auto: needed to fit" if rung.checkpointing else "auto: not needed, activations fit")
+    liger = liger_decision(training.liger_kernel, is_gpu=hw.is_gpu, model_type=shape.model_type,
+                           model_types=host.liger_model_types if host is not None else installed_model_types())
     step_separator = None
     if approach == "process":  # a PRM: how the separator that carries each step's label tokenizes
         from rmspec.plan.separator import separator_check
@@ -221,6 +224,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         files=tuple(files),
         step_separator=step_separator,
         optimizer=None if base.optimizer == "adamw" else base.optimizer,
+        liger_kernel=liger,
     )
 
 

@@ -26,6 +26,8 @@ class HostFacts:
     ram_gb: float | None
     gpus: tuple[tuple[str, float], ...]  # (name, memory GiB) per GPU from nvidia-smi
     cpu_count: int
+    # model types the installed liger_kernel patches (rmspec.plan.liger); None: not installed
+    liger_model_types: tuple[str, ...] | None = None
 
 
 def detect_host() -> HostFacts:
@@ -56,7 +58,9 @@ def detect_host() -> HostFacts:
                 gpus.append((name, float(mib) / 1024))
         except (OSError, subprocess.SubprocessError, ValueError):
             gpus = []
-    return HostFacts(flags, ram, tuple(gpus), os.cpu_count() or 1)
+    from rmspec.plan.liger import installed_model_types
+
+    return HostFacts(flags, ram, tuple(gpus), os.cpu_count() or 1, installed_model_types())
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from rmspec.errors import PlanError
 from rmspec.plan.hardware import HardwareProfile
 
 SCHEMA_VERSION = 1
-OPTIONAL_KEYS = ("step_separator", "optimizer")  # written only when set
+OPTIONAL_KEYS = ("step_separator", "optimizer", "liger_kernel")  # written only when set
 REPLAN = "plan again with this version of rmspec: `rmspec plan SPEC --out plan.json`"
 
 
@@ -91,6 +91,8 @@ class Plan:
     # the optimizer's state layout (rmspec.plan.optimizer_state) when it is not AdamW; absent otherwise, so
     # plans of specs that never named an optimizer stay byte-identical
     optimizer: str | None = None
+    # {enabled, reason} (rmspec.plan.liger); absent when auto changes nothing (CPU, or liger_kernel not installed)
+    liger_kernel: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ derived
     @property

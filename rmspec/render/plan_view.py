@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rmspec.plan import Plan
+from rmspec.plan.liger import default_reason
 
 COMPONENTS = [
     ("weights", "weights"),
@@ -138,6 +139,9 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
     ckpt = "on" if p.gradient_checkpointing else "off"
     by = f" (by {p.gradient_checkpointing_by})" if p.gradient_checkpointing_by else ""
     console.print(_head("checkpointing") + Text(ckpt + by) + Text(f"  {p.gradient_checkpointing_reason}", style="dim"))
+    liger = p.liger_kernel or {"enabled": False, "reason": default_reason(p.uses_cpu)}
+    console.print(_head("liger kernels") + Text("on" if liger["enabled"] else "off") +
+                  Text(f"  {liger['reason']}", style="dim"))
 
     # ---- batch
     console.print(_head("batch") + Text(

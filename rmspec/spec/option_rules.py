@@ -70,5 +70,14 @@ def judge_writes_verdicts(spec: Spec) -> Iterator[Problem]:
         )
 
 
+def liger_needs_a_gpu(spec: Spec) -> Iterator[Problem]:
+    if spec.training.liger_kernel == "on" and spec.hardware.device == "cpu":
+        yield (
+            ("training", "liger_kernel"),
+            "Liger's kernels are Triton GPU kernels; this spec trains on CPU",
+            "write training.liger_kernel: auto (off on CPU) or off, or train on a GPU (hardware.device)",
+        )
+
+
 OPTION_RULES = (early_stopping_metric_exists, pairs_from_scores_reads_a_score, report_formats_have_effects,
-                judge_writes_verdicts)
+                judge_writes_verdicts, liger_needs_a_gpu)

@@ -85,6 +85,12 @@ class TrainingSpec(Section):
     gradient_checkpointing: Literal["auto", "on", "off"] = Field(
         "auto", description="Recompute activations to save memory; auto switches it on only when the plan needs it."
     )
+    liger_kernel: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Liger's fused GPU kernels (RMSNorm, SwiGLU, RoPE) for the model. auto: on when liger_kernel is "
+        "installed, the plan trains on CUDA GPUs and Liger patches the model's type (the plan says why); on: "
+        "require it (an error where it cannot apply); off: never.",
+    )
     group_by_length: bool = Field(True, description="Batch rows of similar length to cut padding.")
     packing: Literal["auto", "shared_prefix", "off"] = Field(
         "auto",

@@ -28,6 +28,24 @@ def liger_available() -> bool:
     return torch.cuda.is_available() and importlib.util.find_spec("liger_kernel") is not None
 
 
+def use_liger_kernel(spec: Any, plan: Plan | None) -> bool:
+    """training.liger_kernel as the plan decided it (rmspec.plan.liger), checked again on the machine that
+    trains (the plan may have been made elsewhere): `on` without CUDA or liger_kernel here is an error,
+    auto quietly stays off. Without a plan (tests, benchmarks) auto means installed on CUDA."""
+    setting = spec.training.liger_kernel
+    if setting == "off":
+        return False
+    available = liger_available()
+    if setting == "on" and not available:
+        from rmspec.errors import RmspecError
+
+        raise RmspecError("training.liger_kernel: on, but this machine has no CUDA device or no liger_kernel",
+                          hint="pip install liger-kernel on the GPU machine, or write training.liger_kernel: auto")
+    if plan is not None and setting == "auto":
+        return available and bool(plan.liger_kernel and plan.liger_kernel["enabled"])
+    return available
+
+
 def greater_is_better(spec: Any, metric: str | None) -> bool:
     """Early stopping states its direction; a best_metric's follows from its name."""
     from rmspec.spec.training import lower_is_better
@@ -154,6 +172,6 @@ def build_training_arguments(
     )
     if use_cpu is not None:
         kwargs["use_cpu"] = use_cpu
-    if liger_available():
-        kwargs["use_liger_kernel"] = True  # fused RMSNorm/SwiGLU/RoPE kernels on GPUs, where installed
+    if use_liger_kernel(spec, plan):
+        kwargs["use_liger_kernel"] = True  # fused RMSNorm/SwiGLU/RoPE kernels (training.liger_kernel)
     return TrainingArguments(**kwargs)
