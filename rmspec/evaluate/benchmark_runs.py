@@ -7,9 +7,10 @@ each is loaded and laid out come from the benchmark registry.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rmspec.evaluate import registry
 from rmspec.evaluate import results as res

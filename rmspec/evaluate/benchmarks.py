@@ -8,8 +8,9 @@ its module under rmspec/evaluate/kinds/, found through rmspec.evaluate.registry.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rmspec.evaluate import registry
 from rmspec.evaluate.loading import BenchmarkData, Example, unknown_kind

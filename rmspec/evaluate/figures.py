@@ -6,8 +6,9 @@ Light (standard library only): the report and `rmspec report` read these without
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass

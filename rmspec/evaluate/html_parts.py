@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def esc(value: Any) -> str:

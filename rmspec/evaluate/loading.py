@@ -7,9 +7,10 @@ and the responses to score, in the order its scoring rule needs). `datasets` is 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rmspec.errors import DataError
 from rmspec.spec.benchmarks import CATALOGUE, kind_names

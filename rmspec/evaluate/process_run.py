@@ -10,7 +10,8 @@ beside (never instead of) the figures at the spec's threshold.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from rmspec.evaluate import results as res
 from rmspec.evaluate.benchmark_runs import evaluate_benchmarks, say

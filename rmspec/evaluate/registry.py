@@ -8,7 +8,8 @@ official figures, the diagnostics' pairs and the report all go through `get`.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rmspec.evaluate.kinds.base import BenchmarkKind
 from rmspec.spec.benchmarks import CATALOGUE, JUDGE, PROCESS, REWARD, BenchmarkInfo

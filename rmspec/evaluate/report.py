@@ -10,8 +10,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rmspec.evaluate import registry
 from rmspec.evaluate.html_parts import esc, img, kv_table, pct, table

@@ -7,8 +7,9 @@ RUN/results.json, the reward mean/std into RUN/model/config.json, and RUN/report
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from rmspec.evaluate import results as res
 from rmspec.evaluate.benchmark_runs import BenchmarkRequest, evaluate_benchmarks, requests_from_spec, say

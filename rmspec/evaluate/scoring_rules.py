@@ -10,21 +10,37 @@ No torch, no numpy: these run on the light side.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from rmspec.evaluate import registry
 from rmspec.evaluate.figures import BenchmarkScore, accuracy_by_subset, pair_correct
 from rmspec.evaluate.kinds.judgebench import (
-    JUDGEBENCH_CATEGORIES, judgebench_category, reward_model_decision, score_judgebench,
+    JUDGEBENCH_CATEGORIES,
+    judgebench_category,
+    reward_model_decision,
+    score_judgebench,
 )
 from rmspec.evaluate.kinds.pairs import score_pairs
 from rmspec.evaluate.kinds.processbench import PROCESSBENCH_SPLITS, first_error, processbench_split, score_processbench
 from rmspec.evaluate.kinds.rewardbench import (
-    RB1_EXAMPLE_COUNTS, RB1_PRIOR_SECTION, RB1_PRIOR_SUBSETS, RB1_SECTION_WEIGHTS, RB1_SECTIONS,
-    rewardbench_overall, rewardbench_sections, score_rewardbench,
+    RB1_EXAMPLE_COUNTS,
+    RB1_PRIOR_SECTION,
+    RB1_PRIOR_SUBSETS,
+    RB1_SECTION_WEIGHTS,
+    RB1_SECTIONS,
+    rewardbench_overall,
+    rewardbench_sections,
+    score_rewardbench,
 )
 from rmspec.evaluate.kinds.rewardbench2 import RB2_SUBSETS, best_of_n_credit, score_rewardbench2, ties_score
-from rmspec.evaluate.kinds.rm_bench import RM_BENCH_DOMAIN_ALIASES, RM_BENCH_STYLES, rm_bench_levels, rm_bench_matrix, score_rm_bench
+from rmspec.evaluate.kinds.rm_bench import (
+    RM_BENCH_DOMAIN_ALIASES,
+    RM_BENCH_STYLES,
+    rm_bench_levels,
+    rm_bench_matrix,
+    score_rm_bench,
+)
 from rmspec.evaluate.verdicts import double_game_outcome, flip_decision, verdict_decision
 from rmspec.spec.benchmarks import JUDGE
 

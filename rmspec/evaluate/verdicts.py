@@ -7,7 +7,7 @@ Each pair is judged as (A, B) and as (B, A) (rmspec.inference.judge); the per-ex
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rmspec.evaluate.figures import BenchmarkScore, check_lengths, mean
 

@@ -9,7 +9,8 @@ those of a plain pair benchmark: responses [chosen, rejected], one Pair per row.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from rmspec.errors import DataError
 from rmspec.evaluate.figures import BenchmarkScore, Pair

@@ -11,7 +11,8 @@ score_chosen/score_rejected and len_chosen/len_rejected by the label.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rmspec.errors import DataError
 from rmspec.evaluate.figures import BenchmarkScore, check_lengths, mean

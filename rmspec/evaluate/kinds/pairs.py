@@ -9,7 +9,8 @@ subset, score_chosen, score_rejected, len_chosen, len_rejected. The validation s
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rmspec.errors import DataError
 from rmspec.evaluate.figures import BenchmarkScore, accuracy_by_subset, mean, pair_correct

@@ -17,8 +17,9 @@ Per-example rows: `id`, `subset` (the split), `label`, `prediction`, `step_score
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rmspec.errors import DataError
 from rmspec.evaluate.figures import BenchmarkScore, check_lengths, mean

@@ -9,7 +9,8 @@ Per-example rows: id, subset, score_chosen, score_rejected, len_chosen, len_reje
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rmspec.evaluate.figures import BenchmarkScore, accuracy_by_subset, mean
 from rmspec.evaluate.kinds.base import BenchmarkKind

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rmspec.evaluate.figures import BenchmarkScore, Pair, check_lengths, mean
 from rmspec.evaluate.kinds.base import BenchmarkKind

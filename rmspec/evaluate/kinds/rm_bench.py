@@ -9,7 +9,8 @@ Per-example rows: id, subset (the domain), score_chosen[3], score_rejected[3], l
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rmspec.errors import DataError
 from rmspec.evaluate.figures import BenchmarkScore, Pair, check_lengths, mean
