@@ -214,3 +214,19 @@ def test_run_on_a_mixture_reports_accuracy_per_source(tmp_path):
     assert sum(f["count"] for f in per_source.values()) == results["validation"]["num_examples"]
     html = (run / "report.html").read_text()
     assert "pairs_jsonl" in html and "hh_parquet" in html
+
+
+def test_rich_report_shows_each_dataset(tmp_path):
+    from rich.console import Console
+
+    from rmspec.render.data_view import print_report
+
+    report = _prepare(tmp_path, mixture(tmp_path)).report.to_json()
+    console = Console(record=True, width=160, no_color=True)
+    print_report(report, console)
+    text = console.export_text()
+    pa = report["sources"]["pairs_jsonl"]
+    line = next(x for x in text.splitlines() if "pairs_jsonl" in x and "0.6" in x)
+    numbers = [int(v) for v in line.replace("│", " ").split() if v.isdigit()]
+    assert numbers[:7] == [pa["rows_read"], pa["rows_kept"], pa["rows_rejected"], pa["rejected"]["sampled_out"],
+                           pa["rows_train"], pa["rows_repeated"], pa["rows_validation"]]

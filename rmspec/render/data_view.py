@@ -67,6 +67,23 @@ def report_view(report: dict[str, Any]) -> Group:
         head.add_row("prepared in", f"{report['seconds']:.2f} s")
     parts.append(Panel(head, title="data report", expand=False))
 
+    mixture = report.get("mixture")
+    if mixture:  # data.sources: where each dataset's rows went, and how they were mixed
+        t = Table(title=f"per dataset ({mixture.get('method')}"
+                        + (f", {mixture['stopping_strategy']}" if mixture.get("stopping_strategy") else "") + ")")
+        for col in ("dataset", "weight", "read", "kept", "rejected", "sampled out", "train", "repeats", "validation",
+                    "reconciled"):
+            t.add_column(col, justify="left" if col == "dataset" else "right")
+        for name, src in report.get("sources", {}).items():
+            sampled = sum(r.get("sampled_out", 0) for st, r in src.get("rejected_by_stage", {}).items()
+                          if st.startswith("mix:"))
+            weight = src.get("weight")
+            t.add_row(name, "-" if weight is None else f"{weight:g}", str(src["rows_read"]), str(src["rows_kept"]),
+                      str(src["rows_rejected"]), str(sampled), str(src.get("rows_train", "")),
+                      str(src.get("rows_repeated", 0)), str(src.get("rows_validation", "")),
+                      "yes" if src.get("reconciled") else Text("NO", style="red"))
+        parts.append(t)
+
     stages = {}
     for name, src in report.get("sources", {}).items():
         for stage, reasons in src.get("rejected_by_stage", {}).items():
