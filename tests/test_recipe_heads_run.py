@@ -196,3 +196,21 @@ def test_validate_refuses_what_cannot_apply(work, approach, message):
         assert done.returncode == 2, done.stdout + done.stderr
         assert message in done.stdout + done.stderr
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("approach, says", [
+    ("{kind: bradley_terry, ensemble: {members: 3}}", "ensemble: 3 heads on the shared backbone"),
+    ("{kind: bradley_terry, length_debias: {kind: odin}}", "length_debias (ODIN): a quality head and a length head"),
+])
+def test_plan_sizes_the_extra_heads(work, approach, says):
+    folder, model = work
+    spec = folder / "sized.yaml"
+    spec.write_text(SPEC.format(name="sized", model=model, approach=approach, out=folder / "runs" / "sized"))
+    done = rmspec("plan", str(spec), cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert says in done.stdout
+    plain = SPEC.format(name="sized", model=model, approach="{kind: bradley_terry}", out=folder / "runs" / "sized")
+    spec.write_text(plain)
+    hidden = json.loads((Path(model) / "config.json").read_text())["hidden_size"]
+    extra = {"ensemble": 2, "length": 1}["ensemble" if "ensemble" in approach else "length"] * (hidden + 1)
+    assert f"+{extra:,} parameters" in done.stdout

@@ -6,8 +6,9 @@ Not a pure function of (spec, hardware profile, model shape): besides the spec i
 - the data: row counts and a sample of rows for the time estimate's mean length and the packed
   row bound (data files, or the SQLite database of a `sql` source);
 - the host: /proc/cpuinfo, /proc/meminfo and nvidia-smi for `hardware.device: auto` unless `host`
-  or `hardware` is given, and the CPU core count (`host.cpu_count`, else os.cpu_count()) for a
-  CPU plan's time estimate.
+  or `hardware` is given, the CPU core count (`host.cpu_count`, else os.cpu_count()) for a
+  CPU plan's time estimate, and whether liger_kernel is installed (`host.liger_model_types`, else
+  rmspec.plan.liger reads the installed package) for training.liger_kernel: auto.
 Memory, strategy, precision and batch split depend only on (spec, hardware profile, model shape);
 the data and the core count feed the time estimate (and the packed row bound) only. Tests pin
 `host` and `shape` to make the whole plan reproducible (tests/golden/plans). Never imports torch,
@@ -24,6 +25,7 @@ from rmspec.errors import PlanError
 from rmspec.packaged import resolve_model_path
 from rmspec.plan import accelerate_config as accel
 from rmspec.plan.argv import launch_argv, launch_env
+from rmspec.plan.communication import communication, with_communication
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.liger import installed_model_types, liger_decision
@@ -31,6 +33,7 @@ from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
+from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.recipes import list_size, recipe_notes
 from rmspec.plan.shapes import ModelShape, resolve_shape
 from rmspec.plan.slurm import slurm_script
@@ -108,7 +111,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
 
     rung = choice.rung
     host_usable, warnings = host_memory(choice.memory, hw)
-    warnings = [*warnings, *recipe_notes(spec, n_list, list_how)]
+    warnings = [*warnings, *recipe_notes(spec, n_list, list_how), *head_notes(spec, shape.hidden_size)]
     run = RunDir(run_dir_of(spec))
     config = accel.build_config(
         strategy=rung.strategy, mixed_precision=precision.mixed_precision, num_processes=hw.num_processes,
@@ -145,8 +148,12 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         offload=rung.strategy.endswith("offload"), cpu_cores=cpu_cores,
         epochs=training.epochs, max_steps=training.max_steps,
     )
-    trained = shape.trained_parameters(base.head)
+    trained = shape.trained_parameters(base.head) + extra_head_parameters(spec, shape.hidden_size)
     trainable = (lora_parameters(shape, lora.r, base.lora_targets) + shape.hidden_size) if lora else trained
+    estimate = with_communication(estimate, communication(  # hardware.interconnect: gradient/parameter traffic
+        strategy=rung.strategy, num_processes=hw.num_processes, is_gpu=hw.is_gpu, interconnect=hw.interconnect,
+        num_parameters=shape.num_parameters, trainable_parameters=trainable, precision=precision.compute,
+        master_fp32=precision.master_fp32, gradient_accumulation_steps=choice.grad_accum))
     fsdp = rung.strategy.startswith("fsdp")
     ckpt_reason = {
         "on": "training.gradient_checkpointing: on",
