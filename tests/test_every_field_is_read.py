@@ -49,6 +49,9 @@ EFFECTS: dict[str, tuple[str, str]] = {
     "HardwareSpec.memory_gb": ("hardware.device=a100-80gb;hardware.memory_gb=40", "plan"),
     "HardwareSpec.nodes": ("hardware.nodes=2", "plan"),
     "HardwareSpec.device": ("hardware.device=a100-80gb", "plan"),
+    # communication time is modelled for multi-GPU plans only (rmspec.plan.communication)
+    "HardwareSpec.interconnect": ("hardware.device=a100-80gb;hardware.gpus_per_node=2;hardware.interconnect=ethernet",
+                                  "plan"),
     "EvalSpec.batch_size": ("eval.batch_size=64", "args"),
 }
 

@@ -174,6 +174,13 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
         console.print(Text(" " * 15) + Text(
             f"{est['tokens_per_step']:,} tokens per step for time ({p.global_batch_size} x "
             f"{p.sequences_per_example} {'rows' if packed else 'sequences'} x {est['tokens_per_sequence']} tokens)"))
+    comm = est.get("communication")
+    if comm:  # hardware.interconnect (rmspec.plan.communication)
+        took = comm["seconds_per_step"]
+        shown = f"{took * 1000:.0f} ms" if took < 1 else _duration(took)
+        console.print(Text(" " * 15) + Text(
+            f"communication ~{shown} per step: {comm['bytes_per_step'] / 1e9:.2f} GB per device over "
+            f"{comm['interconnect']} at {comm['bandwidth_gb_per_s']:g} GB/s ({comm['pattern']})"))
     console.print(Text(" " * 15) + Text(assumption, style="dim"))
     console.print()
 

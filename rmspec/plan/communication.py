@@ -1,0 +1,88 @@
+"""Time spent moving gradients and parameters between GPUs: what `hardware.interconnect` changes.
+
+Ring collectives over n devices (NCCL's bus-bandwidth model): an all-reduce moves 2(n-1)/n x the
+buffer through every device's link, an all-gather or a reduce-scatter (n-1)/n x the buffer. Per
+strategy (bytes per element: the compute dtype, 2 for bf16/fp16; fp32 gradients when the plan keeps
+fp32 master weights):
+- ddp, deepspeed_zero2: one all-reduce of the trained gradients per optimizer step (gradient
+  accumulation syncs only on the last micro step; ZeRO-2's reduce-scatter + all-gather of the updated
+  parameters moves the same bytes);
+- fsdp_shard_grad_op: per micro step, an all-gather of the parameters (forward, kept for backward)
+  and a reduce-scatter of the gradients;
+- fsdp_full_shard(_offload), deepspeed_zero3(_offload): per micro step, the parameters gathered
+  twice (forward and again in backward) and the gradients reduce-scattered (ZeRO-3's 1.5x of DDP).
+Nothing is assumed to overlap with compute, so the added time is an upper bound. Only GPU plans with
+more than one process are modelled (CPU processes share one machine's memory).
+
+BANDWIDTH is the one-direction bandwidth per device that a ring sees on each link type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BANDWIDTH_GB_S: dict[str, float] = {
+    # NVLink 4 on H100 SXM: 900 GB/s total per GPU, 450 GB/s each way (NVIDIA H100 datasheet)
+    "nvlink": 450.0,
+    # PCIe 4.0 x16: 32 GB/s raw each way (PCI-SIG), ~25 GB/s after protocol overhead
+    "pcie": 25.0,
+    # InfiniBand NDR: 400 Gb/s per port = 50 GB/s each way, one HCA per GPU (as in DGX H100)
+    "infiniband": 50.0,
+    # 100 Gigabit Ethernet: 12.5 GB/s each way
+    "ethernet": 12.5,
+}
+
+PER_STEP = ("ddp", "deepspeed_zero2")
+GATHER_ONCE = ("fsdp_shard_grad_op",)
+GATHER_TWICE = ("fsdp_full_shard", "fsdp_full_shard_offload", "deepspeed_zero3", "deepspeed_zero3_offload")
+
+
+def communication(*, strategy: str, num_processes: int, is_gpu: bool, interconnect: str, num_parameters: int,
+                  trainable_parameters: int, precision: str, master_fp32: bool,
+                  gradient_accumulation_steps: int) -> dict[str, Any] | None:
+    """Bytes each device sends per optimizer step and their time on `interconnect`; None when nothing
+    is modelled (one process, or CPU processes)."""
+    n = num_processes
+    if n <= 1 or not is_gpu or strategy == "single":
+        return None
+    ring = (n - 1) / n
+    low = precision in ("bf16", "fp16")
+    comm_bytes = 2 if low else 4  # what FSDP/ZeRO gather and reduce: the compute dtype
+    grad_bytes = 4 if (master_fp32 or not low) else 2  # DDP reduces the parameters' own gradients
+    if strategy in PER_STEP:
+        moved = 2 * ring * trainable_parameters * grad_bytes
+        pattern = "ring all-reduce of the gradients once per optimizer step: 2(n-1)/n x gradient bytes"
+    elif strategy in GATHER_ONCE or strategy in GATHER_TWICE:
+        gathers = 1 if strategy in GATHER_ONCE else 2
+        per_micro = ring * (gathers * num_parameters + trainable_parameters) * comm_bytes
+        moved = per_micro * gradient_accumulation_steps
+        pattern = (f"per micro step: {'one all-gather' if gathers == 1 else 'two all-gathers (forward, backward)'} "
+                   "of the parameters + a reduce-scatter of the gradients, each (n-1)/n x their bytes")
+    else:
+        return None
+    bandwidth = BANDWIDTH_GB_S[interconnect]
+    return {
+        "interconnect": interconnect,
+        "bandwidth_gb_per_s": bandwidth,
+        "pattern": pattern,
+        "bytes_per_step": round(moved),
+        "seconds_per_step": round(moved / (bandwidth * 1e9), 4),
+    }
+
+
+def with_communication(estimate: dict[str, Any], comm: dict[str, Any] | None) -> dict[str, Any]:
+    """The time estimate with the communication time added to each step (unchanged when None)."""
+    if comm is None:
+        return estimate
+    out = dict(estimate)
+    compute = out["seconds_per_step"]
+    out["compute_seconds_per_step"] = compute
+    out["seconds_per_step"] = round(compute + comm["seconds_per_step"], 4)
+    out["communication"] = comm
+    if out.get("steps_per_epoch"):
+        out["seconds_per_epoch"] = round(out["steps_per_epoch"] * out["seconds_per_step"], 1)
+    out["note"] = out["note"].replace(
+        "compute only (communication not modelled)",
+        f"compute + communication over {comm['interconnect']} ({comm['bandwidth_gb_per_s']:g} GB/s, "
+        "no overlap assumed)")
+    return out
