@@ -44,7 +44,8 @@ def _requests(benchmarks: tuple[str, ...], paths: tuple[str, ...], limit: int | 
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Score at most this many examples per benchmark.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Sequences per scoring batch (sorted by length).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where per-example JSONL and results.json go (a run: RUN/eval and RUN/results.json).")
+              help="Model folders: where per-example JSONL and results.json go (default rmspec-eval/NAME). "
+                   "A run always writes RUN/eval and RUN/results.json.")
 @click.option("--step-separator", default=None, metavar="TEXT",
               help="Process reward model folders: the text after every step, as the model was trained "
                    "(default: the one saved in config.json, else TRL's \"\\n\"); e.g. \" ;\" for a "
@@ -65,6 +66,11 @@ def eval_(target: str, benchmarks: tuple[str, ...], paths: tuple[str, ...], limi
     from rmspec.inference.target import is_run_dir, load_run_spec
 
     if is_run_dir(path):
+        if out_dir is not None:  # a run's evaluation is the run's: report, status and serve read it there
+            raise RmspecError(f"--out is for model folders: a run's evaluation is written to {path / 'eval'} and "
+                              f"{path / 'results.json'}",
+                              f"leave out --out, or evaluate the model folder elsewhere: rmspec eval {path / 'model'} "
+                              f"--benchmark KIND --out {out_dir}")
         if step_separator is not None:
             raise RmspecError("--step-separator is for model folders: a run's model is scored with its spec's "
                               "approach.step_separator",
