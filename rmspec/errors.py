@@ -54,6 +54,8 @@ class SpecIssue:
 class SpecError(RmspecError):
     """All problems of a spec at once."""
 
+    show_all: bool = False  # `rmspec validate --all`: print every problem (read by rmspec.render.errors)
+
     def __init__(self, issues: list[SpecIssue]):
         self.issues = issues
         lines = [issue.render_plain() for issue in issues]

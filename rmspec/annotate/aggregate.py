@@ -39,7 +39,7 @@ def aggregate(tasks: list[Task], policy: str = "majority", ties: str = "drop") -
         raise DataError(f"unknown ties policy {ties!r}", f"choose one of {', '.join(TIE_POLICIES)}")
     out = Imported()
     task_rejects: Counter[str] = Counter()
-    ann = Counter()
+    ann: Counter[str] = Counter()
     tasks_with_rows = 0
     for task in tasks:
         for a in task.annotations:

@@ -255,7 +255,7 @@ def _pointwise(task: Task, record: Annotation, result: list[Any]) -> None:
             record.error = "a result item is not an object"
             return
         name, value = item.get("from_name"), item.get("value")
-        if name not in attrs:
+        if not isinstance(name, str) or name not in attrs:
             record.error = f"unknown from_name {name!r} (the label config rates {', '.join(attrs)})"
             return
         rating = value.get("rating") if isinstance(value, dict) else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +126,7 @@ def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[
             raise RmspecError(f"--select disagree needs labelled pairs; {len(unlabelled)} row(s) have no chosen/rejected",
                               "use --select uncertain for unlabelled pairs")
         records = [r for r in records if r["margin"] < 0]  # the model prefers the rejected response
+    key: Callable[[dict[str, Any]], tuple[Any, Any]] | None
     key = {"uncertain": lambda r: (abs(r["margin"]), r["index"]),
            "disagree": lambda r: (r["margin"], r["index"])}.get(criterion)
     if criterion == "uncertain" and uncertainty is not None:
@@ -134,6 +136,7 @@ def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[
         rng.shuffle(records)
         ordered = records
     else:
+        assert key is not None  # uncertain or disagree: both have a key
         ordered = sorted(records, key=key)
     if stratify:
         by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)

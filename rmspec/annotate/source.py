@@ -123,7 +123,8 @@ def _data_error(exc: rows.RowError) -> DataError:
 
 
 def _from_rows(path: Path) -> Source:
-    items, problems = [], []
+    items: list[dict[str, Any]] = []
+    problems: list[str] = []
     for number, row in read_rows(path):
         where = f"{path}:{number}"
         if not isinstance(row, dict):

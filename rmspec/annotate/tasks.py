@@ -48,6 +48,7 @@ def make_tasks(source: Source, seed: int = 0, selection: dict[str, dict[str, Any
             if item.get("step_labels") is not None:
                 data[STEP_LABELS_FIELD] = [int(v) for v in item["step_labels"]]  # the source's, for audits
         else:
+            assert source.scale is not None  # a pointwise source has its rating scale (load_source)
             data.update(response=item["response"], **{SCALE_FIELD: list(source.scale), ATTRIBUTES_FIELD: source.attributes})
         meta = {ID_FIELD: item["id"], KIND_FIELD: source.kind, "group": item.get("group", "")}
         if source.kind == PAIRWISE:
@@ -63,6 +64,7 @@ def label_config(source: Source) -> str:
         return pairwise_config()
     if source.kind == PROCESS:
         return process_config()
+    assert source.scale is not None  # a pointwise source has its rating scale (load_source)
     return pointwise_config(source.attributes, source.scale)
 
 

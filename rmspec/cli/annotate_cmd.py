@@ -60,7 +60,12 @@ def export(source: str, out_dir: str, sets: tuple[str, ...], seed: int, criterio
             raise RmspecError(f"--select works on pairs; this source holds {src.kind} rows", "export without --select")
         from rmspec.annotate.select import load_engine, scored_pairs, select
 
-        scores, spread = scored_pairs(load_engine(model), src.items) if criterion != "random" else (None, None)
+        if criterion == "random":
+            scores, spread = None, None
+        else:
+            assert model is not None  # uncertain and disagree without --model are refused above
+            scores, spread = scored_pairs(load_engine(model), src.items)
+        assert n is not None  # --select without --n is refused above
         audit = select(src.items, criterion, n, scores=scores, stratify=stratify, seed=seed, uncertainty=spread)
         total = len(src.items)
         keep = [r["index"] for r in audit]
@@ -78,6 +83,7 @@ def export(source: str, out_dir: str, sets: tuple[str, ...], seed: int, criterio
         from rmspec.annotate.push import push
         from rmspec.annotate.tasks import label_config
 
+        assert project is not None  # --push without --project is refused above
         result = push(push_url, token_env, project, label_config(src), tasks)
         verb = "created" if result["created"] else "updated"
         lines.append(f"project {project!r} (id {result['project_id']}) {verb} on {push_url}: "
@@ -97,6 +103,7 @@ def _load_tasks(export_file: str | None, from_url: str | None, project_id: int |
         from rmspec.annotate.push import pull_export
 
         return parse_export(pull_export(from_url, token_env, project_id, export_type), f"{from_url} project {project_id}")
+    assert export_file is not None  # one of the two is given (checked above)
     return load_export(export_file)
 
 

@@ -12,7 +12,8 @@ from rmspec.spec.data import PRESETS
 def _ask(approach: str | None, data: str | None, model: str | None, out: Path | None):
     from rich.prompt import Prompt
 
-    approach = approach or Prompt.ask("Approach", choices=list(APPROACHES), default="bradley_terry")
+    if not approach:
+        approach = Prompt.ask("Approach", choices=list(APPROACHES), default="bradley_terry")
     default_data = {"generative": "judge-demo", "pointwise": "helpsteer2", "process": "prm-demo"}.get(approach, "demo")
     data = data or Prompt.ask(f"Data (a name: {', '.join(data_names())}; a hub dataset id; or a file path)",
                               default=default_data)

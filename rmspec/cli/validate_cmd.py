@@ -20,6 +20,10 @@ def validate(spec_file: str, sets: tuple[str, ...], show_all: bool) -> None:
         exc.show_all = show_all  # read by rmspec.render.errors.print_error
         raise
     s = loaded.spec
-    data = ", ".join(f"{e.name}: {e.source.kind}" + (f" x {e.weight:g}" if e.weight is not None else "")
-                     for e in s.data.sources) if s.data.sources else s.data.source.kind
+    if s.data.sources:
+        data = ", ".join(f"{e.name}: {e.source.kind}" + (f" x {e.weight:g}" if e.weight is not None else "")
+                         for e in s.data.sources)
+    else:
+        assert s.data.source is not None  # DataSpec._one_form: no sources means one source
+        data = s.data.source.kind
     click.echo(f"{spec_file}: valid ({s.approach.kind}, model {s.model.name_or_path}, data {data})")

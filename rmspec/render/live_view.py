@@ -143,8 +143,8 @@ def render(progress: RunProgress, title: str) -> Group:
     cells.append(("ETA", "-" if eta is None else format_seconds(eta)))
     for i in range(0, len(cells), 2):
         row = []
-        for label, value in cells[i : i + 2]:
-            row += [Text(label, style="dim"), Text(value)]
+        for label, shown in cells[i : i + 2]:
+            row += [Text(label, style="dim"), Text(shown)]
         while len(row) < 4:
             row.append(Text(""))
         table.add_row(*row)

@@ -31,7 +31,8 @@ class BenchmarkInfo:
     description: str
 
 
-def _kind(name: str, hub: str | None, split: str | None, scorers: tuple[str, ...], description: str) -> BenchmarkInfo:
+def _kind(name: str, hub: str | None, split: str | None, scorers: tuple[ScorerKind, ...],
+          description: str) -> BenchmarkInfo:
     return BenchmarkInfo(name, hub, split, scorers, f"rmspec.evaluate.kinds.{name}", description)
 
 

@@ -422,6 +422,7 @@ class DataSpec(Section):
         """The datasets to read, in order: the single-source form is a one-entry list named 'train'."""
         if self.sources is not None:
             return list(self.sources)
+        assert self.source is not None  # _one_form: no sources means one source
         return [MixtureSource.model_construct(name=SINGLE_SOURCE_NAME, source=self.source, mapping=self.mapping,
                                               filters=[], weight=None, rows="all")]
 

@@ -96,6 +96,7 @@ class HardwareSpec(Section):
         if self.device == "auto":
             return None
         if self.device == "custom":
+            assert self.memory_gb is not None  # _custom_needs_numbers refuses custom without it
             return DeviceInfo(self.memory_gb, bool(self.bf16), 100.0, f"custom {self.memory_gb} GB")
         info = DEVICE_CATALOG[self.device]
         if self.memory_gb is not None or self.bf16 is not None:

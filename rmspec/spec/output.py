@@ -8,6 +8,12 @@ from pydantic import Field
 
 from rmspec.spec.base import Section
 
+ReportKind = Literal["console", "html", "json"]
+
+
+def _default_report() -> list[ReportKind]:
+    return ["console", "html"]
+
 
 class OutputSpec(Section):
     dir: str = Field("runs/{name}", description="Run directory; {name} is the spec's name. Relative to the working directory.")
@@ -15,8 +21,8 @@ class OutputSpec(Section):
     hub_repo_id: str | None = Field(None, description="Target repository (org/name) for push_to_hub.")
     hub_token_env: str = Field("HF_TOKEN", description="Environment variable holding the hub token.")
     private: bool = Field(True, description="Create the hub repository as private.")
-    report: list[Literal["console", "html", "json"]] = Field(
-        default_factory=lambda: ["console", "html"],
+    report: list[ReportKind] = Field(
+        default_factory=_default_report,
         description="At the end of a run: console prints the summary, html writes report.html. results.json is "
         "always written (rmspec report and eval read it), so json is refused.",
     )

@@ -168,8 +168,9 @@ def _margin(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem]:
             "set approach.margin: subtract (or scale), or remove the margin mapping",
         )
     # shp, ultrafeedback and helpsteer2's pair_by derive the margin from their scores; other data
-    # needs a margin column.
-    if uses and not margin_col and mapping.preset not in ("shp", "ultrafeedback", "helpsteer2"):
+    # needs a margin column. (`uses` implies bradley_terry: the kind is restated for the type checker.)
+    derives_margin = mapping.preset in ("shp", "ultrafeedback", "helpsteer2")
+    if uses and spec.approach.kind == "bradley_terry" and not margin_col and not derives_margin:
         field = "margin" if spec.approach.margin else "use_margin"
         yield (
             ("approach", field),
