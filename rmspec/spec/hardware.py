@@ -51,7 +51,8 @@ class HardwareSpec(Section):
         description="auto (detect this machine), cpu, a GPU from the catalog (e.g. h100-80gb, a100-40gb, l4-24gb), or custom with memory_gb.",
     )
     memory_gb: PositiveFloat | None = Field(
-        None, description="Memory per device in GB; required for device: custom, overrides the catalog otherwise."
+        None, description="Memory per device in GB; required for device: custom, overrides the catalog otherwise. "
+        "On device cpu: the host RAM per node, as cpu_memory_gb (give one of the two)."
     )
     bf16: bool | None = Field(None, description="Whether the device computes bf16 natively; required for device: custom.")
     gpus_per_node: PositiveInt = Field(

@@ -1,6 +1,7 @@
 """Cross-field rules for options whose value must match what another section produces: the
-early-stopping metric (only names the approach's validation logs) and the score that
-augment pairs_from_scores reads. Each yields (path, message, hint) like rmspec.spec.rules."""
+early-stopping metric (only names the approach's validation logs), the score that augment
+pairs_from_scores reads, Liger's GPU kernels and the one host-memory figure of a CPU spec. Each
+yields (path, message, hint) like rmspec.spec.rules."""
 
 from __future__ import annotations
 
@@ -79,5 +80,16 @@ def liger_needs_a_gpu(spec: Spec) -> Iterator[Problem]:
         )
 
 
+def one_host_memory_on_cpu(spec: Spec) -> Iterator[Problem]:
+    hw = spec.hardware
+    if hw.device == "cpu" and hw.memory_gb is not None and hw.cpu_memory_gb is not None:
+        yield (
+            ("hardware", "memory_gb"),
+            f"on device cpu the device memory is the host RAM, which hardware.cpu_memory_gb ({hw.cpu_memory_gb:g}) "
+            f"already gives: memory_gb ({hw.memory_gb:g}) would be ignored",
+            "delete hardware.memory_gb (cpu_memory_gb is the host RAM per node)",
+        )
+
+
 OPTION_RULES = (early_stopping_metric_exists, pairs_from_scores_reads_a_score, report_formats_have_effects,
-                judge_writes_verdicts, liger_needs_a_gpu)
+                judge_writes_verdicts, liger_needs_a_gpu, one_host_memory_on_cpu)
