@@ -78,7 +78,7 @@ def _from_scores(rows: list[dict[str, Any]], spec: Any) -> list[dict[str, Any]]:
         responses.setdefault(r["rejected"], r["score_rejected"])
         first.setdefault(r["prompt_key"], r)
         existing.add((r["prompt_key"], r["chosen"], r["rejected"]))
-    out = []
+    out: list[dict[str, Any]] = []
     for key, responses in by_prompt.items():
         items = sorted(responses.items(), key=lambda kv: -kv[1])
         for i, (a, sa) in enumerate(items):

@@ -38,7 +38,9 @@ def _format(paths: list[str], declared: str, where: str) -> str:
         suffixes = sorted({Path(p).suffix or "(none)" for p in paths})
         raise DataError(f"{where}: cannot tell the file format from the extension(s) {', '.join(suffixes)}",
                         "set format: json, jsonl, parquet or csv, and keep one format per source")
-    return fmts.pop()
+    fmt = fmts.pop()
+    assert fmt is not None  # refused above
+    return fmt
 
 
 def files_source(source: Any, base_dir: Path, where: str) -> Any:

@@ -173,7 +173,11 @@ class Dedup:
 
 def sample_keep(alive: list[int], n: int | None, fraction: float | None, seed: int) -> set[int]:
     """Seeded choice among the live row positions."""
-    k = n if n is not None else round(len(alive) * fraction)
+    if n is not None:
+        k = n
+    else:
+        assert fraction is not None  # SampleFilter: exactly one of n or fraction
+        k = round(len(alive) * fraction)
     if k >= len(alive):
         return set(alive)
     return set(random.Random(seed).sample(alive, k))

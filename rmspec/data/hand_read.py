@@ -35,6 +35,7 @@ def _read(path: str, encoding: str) -> Iterator[tuple[int, dict[str, Any] | None
             yield number, None, ("encoding", f"{problem.detail}; set data.source.encoding if the file is in "
                                              "another encoding")
             continue
+        assert text is not None  # decoded_lines gives a text or a problem
         try:
             row = rows.parse_line(text)
         except rows.RowError as exc:
@@ -58,6 +59,7 @@ def json_lines_by_hand(paths: list[str], encoding: str = "utf-8", where: str = "
                 first_bad = first_bad or f"{path}:{number}: {_short(problem[1], 160)}"
                 continue
             good += 1
+            assert row is not None  # _read gives a row or a problem
             columns.update(dict.fromkeys(row))
     if good == 0:
         if bad == 0:
@@ -87,6 +89,7 @@ def _encoded_rows(paths: tuple[str, ...], names: tuple[str, ...], encoding: str 
                 bad = json.dumps([reason, f"{path}:{number}: {_short(detail, 300)}"])
                 yield {**dict.fromkeys(names), BAD_LINE: bad}
                 continue
+            assert row is not None  # _read gives a row or a problem
             yield {**{n: json.dumps(row[n]) if n in row else None for n in names}, BAD_LINE: None}
 
 

@@ -165,11 +165,14 @@ def prepare(loaded: Any, tokenizer: Any, *, rejects_path: str | Path | None = No
         held = [v for _, v in parts.values() if v is not None]
         validation = mix.concat(held) if held else None
 
-    augmented_counts, augmented_rejected = {}, {}
+    augmented_counts: dict[str, int] = {}
+    augmented_rejected: dict[str, int] = {}
     if data.augment:
         rows = train.select_columns(list(R.features(approach))).to_list()
         made, augmented_counts = augment_rows(rows, data.augment, approach)
         if made:
+            # the max_length filter ran (augmented rows need the tokenizer too): reuse its limit and policy
+            assert main.filtered.max_tokens is not None and main.filtered.policy is not None
             stage = TokenizeStage(ctx.layout, approach, main.filtered.max_tokens, main.filtered.policy,
                                   "augment:max_length")
             extra = datasets.Dataset.from_list(made, features=R.features(approach))
@@ -358,6 +361,7 @@ def apply_filters(ctx: Context, ds: Any, entry: Any) -> Filtered:
                                           "detail": f"not in the seeded sample (seed {f.seed})"})
         else:
             check = row_filter(f, approach, ctx.margin_mapped(entry.mapping))
+            assert check is not None  # row_filter is None only for max_length, dedup and sample (above)
             result.ds = ds.map(map_row_check(check, stage), batched=True, new_fingerprint=fp, num_proc=procs(len(ds)),
                                desc=stage)
     return result

@@ -30,7 +30,8 @@ from rmspec.errors import DataError
 
 IGNORE = -100
 MATH_SHEPHERD_MARK = "ки"
-PROCESS_DEFAULTS = {
+# Keyed like presets.DEFAULTS (whose None entry is "no preset"), which it extends.
+PROCESS_DEFAULTS: dict[str | None, dict[str, str]] = {
     "stepwise": {"prompt": "prompt", "steps": "completions", "step_labels": "labels"},
     "math-shepherd": {"steps": "input", "step_labels": "label"},
     "processbench": {"prompt": "problem", "steps": "steps", "step_labels": "label"},

@@ -103,7 +103,7 @@ def _groups(pool: Any, validation: Any, approach: str) -> dict[str, dict[str, An
     for code, g in sorted(enumerate(names), key=lambda cg: cg[1]):
         mask = codes == code
         entry: dict[str, Any] = {"rows": int(mask.sum()), "validation": val_counts.get(g, 0)}
-        if have_len:
+        if chosen is not None and rejected is not None:  # have_len
             entry["length_heuristic_accuracy"] = length_heuristic(chosen[mask], rejected[mask])
         out[g] = entry
     return out

@@ -123,7 +123,7 @@ class TokenizeStage:
             prompts, [[batch["chosen"][i] for i in live], [batch["rejected"][i] for i in live]])
         seg_c, seg_r = dict(zip(live, chosen_segs)), dict(zip(live, rejected_segs))
         shown = dict(zip(live, self.layout.prompt_texts(prompts)))
-        out = {k: [None] * n for k in ("prompt", "chosen_input_ids", "rejected_input_ids", "prompt_tokens",
+        out: dict[str, list[Any]] = {k: [None] * n for k in ("prompt", "chosen_input_ids", "rejected_input_ids", "prompt_tokens",
                                          "chosen_tokens", "rejected_tokens", "chosen_length", "rejected_length", "truncated",
                                          "shared_prefix_cut")}
         if self.types:
