@@ -157,7 +157,8 @@ def import_(export_file: str | None, from_url: str | None, project_id: int | Non
 def agreement(export_file: str | None, from_url: str | None, project_id: int | None, token_env: str, export_type: str,
               model: str | None, as_json: bool) -> None:
     """Cohen's kappa per annotator pair, Fleiss' kappa, Krippendorff's alpha; each annotator vs the majority."""
-    from rmspec.annotate.agreement import agreement as compute, labels_by_task
+    from rmspec.annotate.agreement import agreement as compute
+    from rmspec.annotate.agreement import labels_by_task
 
     tasks = _load_tasks(export_file, from_url, project_id, token_env, export_type)
     scores = None

@@ -63,7 +63,15 @@ def score(target: str, input_path: str, out_path: str | None, columns: str | Non
 
 def _with_progress_bar(run):
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     from rich.text import Text
 
     class RowsPerSecond(ProgressColumn):

@@ -3,13 +3,12 @@ generative judge, or a process reward model (one reward per reasoning step)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from rmspec.spec.base import Section
 from rmspec.spec.heads import Ensemble, HeadOptionsCheck, LengthDebias
-
 
 MarginMode = Literal["none", "subtract", "scale"]
 
@@ -49,7 +48,7 @@ class BradleyTerry(Section):
     )
 
     @model_validator(mode="after")
-    def _consistent(self) -> "BradleyTerry":
+    def _consistent(self) -> BradleyTerry:
         if self.length_debias is not None or self.ensemble is not None:
             from rmspec.spec.heads import head_option_conflicts
 
@@ -105,7 +104,7 @@ class ScoreScale(Section):
     max: float = Field(4.0, description="Highest score on the scale.")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "ScoreScale":
+    def _ordered(self) -> ScoreScale:
         if self.max <= self.min:
             raise ValueError(f"max must be greater than min (got min={self.min}, max={self.max})")
         return self
@@ -175,4 +174,4 @@ class Process(HeadOptionsCheck, Section):
     )
 
 
-Approach = Annotated[Union[BradleyTerry, Listwise, Pointwise, Generative, Process], Field(discriminator="kind")]
+Approach = Annotated[BradleyTerry | Listwise | Pointwise | Generative | Process, Field(discriminator="kind")]

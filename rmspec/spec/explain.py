@@ -69,10 +69,9 @@ def data_path(doc: Any, loc: tuple) -> tuple:
     path: list = []
     node = doc
     for comp in loc:
-        if isinstance(node, dict) and comp in node:
-            path.append(comp)
-            node = node[comp]
-        elif isinstance(node, list) and isinstance(comp, int) and comp < len(node):
+        in_dict = isinstance(node, dict) and comp in node
+        in_list = isinstance(node, list) and isinstance(comp, int) and comp < len(node)
+        if in_dict or in_list:
             path.append(comp)
             node = node[comp]
     return tuple(path)

@@ -87,7 +87,7 @@ class HardwareSpec(Section):
         return device
 
     @model_validator(mode="after")
-    def _custom_needs_numbers(self) -> "HardwareSpec":
+    def _custom_needs_numbers(self) -> HardwareSpec:
         if self.device == "custom" and (self.memory_gb is None or self.bf16 is None):
             raise ValueError("device: custom needs memory_gb and bf16 (whether the GPU computes bf16 natively)")
         return self

@@ -61,9 +61,7 @@ def apply_set(doc: dict, path: tuple, value: Any, expr: str) -> None:
             where = ".".join(map(str, path[: i + 1]))
             raise SpecError([_set_issue(expr, f"cannot set inside {where!r}: it is a {type(node).__name__}, not a map")])
     last = path[-1]
-    if isinstance(node, dict):
-        node[last] = value
-    elif isinstance(node, list) and isinstance(last, int) and last < len(node):
+    if isinstance(node, dict) or (isinstance(node, list) and isinstance(last, int) and last < len(node)):
         node[last] = value
     else:
         parent = ".".join(map(str, path[:-1])) or "the spec"

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
+from rmspec.spec.base import Section
+
 # transformers' `optim` names rmspec accepts, with two short aliases: adamw is TrainingArguments' own
 # default (fused AdamW, what rmspec always ran), lion is bitsandbytes' 32-bit Lion (transformers has no other).
 Optimizer = Literal[
@@ -28,8 +30,6 @@ BEST_METRICS = {
 
 def lower_is_better(metric: str) -> bool:
     return metric.rsplit("/", 1)[-1] in ("loss", "mse", "mae")
-
-from rmspec.spec.base import Section
 
 
 class EarlyStopping(Section):
@@ -127,7 +127,7 @@ class TrainingSpec(Section):
     )
 
     @model_validator(mode="after")
-    def _length(self) -> "TrainingSpec":
+    def _length(self) -> TrainingSpec:
         if self.max_steps is not None:
             # max_steps wins; epochs is kept for the plan's time estimate only.
             return self
@@ -136,7 +136,7 @@ class TrainingSpec(Section):
         return self
 
     @model_validator(mode="after")
-    def _schedule(self) -> "TrainingSpec":
+    def _schedule(self) -> TrainingSpec:
         if self.min_learning_rate and self.lr_scheduler not in MIN_LR_SCHEDULES:
             raise ValueError(f"min_learning_rate applies to lr_scheduler {' or '.join(MIN_LR_SCHEDULES)}, "
                              f"not {self.lr_scheduler}")

@@ -59,7 +59,7 @@ class Locations:
                 return Loc(self.default_file, 1, 1) if not self.default_file.startswith("--set") else Loc(self.default_file)
             probe = probe[:-1]
 
-    def merge(self, other: "Locations") -> None:
+    def merge(self, other: Locations) -> None:
         """Positions of ``other`` win (it overrides this document)."""
         self.keys.update(other.keys)
         self.values.update(other.values)
