@@ -5,13 +5,11 @@ without an entry in EFFECTS or PENDING fails the test: a new option must say wha
 
 from __future__ import annotations
 
-import typing
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
 
-from rmspec.spec.root import Spec
+from helpers.spec_fields import every_field
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = (REPO / "specs" / "quickstart.yaml", ["hardware.cpu_memory_gb=16"])
@@ -54,29 +52,6 @@ EFFECTS: dict[str, tuple[str, str]] = {
                                   "plan"),
     "EvalSpec.batch_size": ("eval.batch_size=64", "args"),
 }
-
-
-def models_in(annotation) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for a in typing.get_args(annotation) for m in models_in(a)]
-
-
-def every_field() -> list[str]:
-    seen: set[type] = set()
-    out: list[str] = []
-
-    def walk(model: type[BaseModel]) -> None:
-        if model in seen:
-            return
-        seen.add(model)
-        for name, field in model.model_fields.items():
-            out.append(f"{model.__name__}.{name}")
-            for sub in models_in(field.annotation):
-                walk(sub)
-
-    walk(Spec)
-    return out
 
 
 PENDING_FILE = Path(__file__).parent / "helpers" / "fields_pending.txt"
