@@ -151,10 +151,7 @@ def _json_min_tasks(rows: list[dict[str, Any]]) -> list[Task]:
 
 
 def _controls(kind: Any, row: dict[str, Any]) -> list[str]:
-    if kind == "pointwise":
-        names = list(row.get(ATTRIBUTES_FIELD) or [])
-    else:
-        names = [PAIRWISE_NAME, TIE_NAME]
+    names = list(row.get(ATTRIBUTES_FIELD) or []) if kind == "pointwise" else [PAIRWISE_NAME, TIE_NAME]
     known = set(names) | MIN_RESERVED | {"prompt", "response", "response_a", "response_b"}
     # Any other key that is not a data field rmspec wrote is an unknown control: keep it so it is rejected.
     extra = [k for k in row if k not in known and not k.startswith("rmspec_")]

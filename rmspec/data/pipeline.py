@@ -263,7 +263,7 @@ def read_sources(ctx: Context, entries: list[Any]) -> tuple[dict[str, SourceResu
     weights = [e.weight for e in entries]
     mixed = mix.interleave(streams, weights, seed, strategy, feats, ctx.stream_dir)
     out, not_drawn = {}, {}
-    for i, (e, ds) in enumerate(zip(entries, opened)):
+    for e, ds in zip(entries, opened):
         part = mix.part_of(mixed, e.name)
         read = mix.drawn_rows(part)
         out[e.name] = filter_source(ctx, e, part, read)
