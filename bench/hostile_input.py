@@ -20,7 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from test_hostile_input import ROWS, SPEC  # noqa: E402  (the same spec and rows as the tests)
+from helpers.hostile import ROWS, SPEC  # noqa: E402  (the same spec and rows as the tests)
 
 
 def measure(args: list[str], cwd: Path) -> dict:
@@ -67,7 +67,8 @@ def main() -> None:
             bomb += f"{c}: &{c} [" + ",".join([f"*{prev}"] * 9) + "]\n"
             prev = c
         (d / "bomb.yaml").write_text(bomb)
-        (d / "keys.yaml").write_text(SPEC.replace("DATA", "x.jsonl") + "".join(f"key{i}: {i}\n" for i in range(200_000)))
+        many_keys = "".join(f"key{i}: {i}\n" for i in range(200_000))
+        (d / "keys.yaml").write_text(SPEC.replace("DATA", "x.jsonl") + many_keys)
         (d / "brackets.yaml").write_text(SPEC.replace("DATA", "x.jsonl") + "x: " + "[" * 5000 + "]" * 5000 + "\n")
         small = SPEC.replace("DATA", "x.jsonl")
         keys = "".join(f"k{i}: {i}\n" for i in range(20_000))
@@ -78,7 +79,8 @@ def main() -> None:
             ("4 KiB of random bytes named .jsonl: `data report`", ["data", "report", "spec_binary.yaml"]),
             ("spec not in UTF-8: `validate`", ["validate", "nonutf8.yaml"]),
             (f"billion laughs ({len(bomb)} bytes): `validate`", ["validate", "bomb.yaml"]),
-            (f"200,000 unknown keys ({(d / 'keys.yaml').stat().st_size / 1e6:.1f} MB): `validate`", ["validate", "keys.yaml"]),
+            (f"200,000 unknown keys ({(d / 'keys.yaml').stat().st_size / 1e6:.1f} MB): `validate`",
+             ["validate", "keys.yaml"]),
             ("5,000 nested brackets: `validate`", ["validate", "brackets.yaml"]),
             ("250 KiB of short keys (worst case within the size bound): `validate`", ["validate", "max_nodes.yaml"]),
         ]

@@ -17,29 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers.data import read_jsonl
-
-SPEC = """\
-version: 1
-name: t
-model:
-  name_or_path: sentence-transformers/all-MiniLM-L6-v2
-data:
-  source:
-    kind: files
-    paths: [DATA]
-  mapping:
-    preset: pairs
-approach:
-  kind: bradley_terry
-training:
-  epochs: 1
-  global_batch_size: 4
-  max_length: 64
-hardware:
-  device: cpu
-"""
-
-ROWS = [{"prompt": f"question {i}?", "chosen": f"a good answer {i}", "rejected": f"bad {i}"} for i in range(6)]
+from helpers.hostile import ROWS, SPEC
 
 
 def spec_for(folder: Path, data_name: str, extra: str = "") -> Path:
@@ -104,7 +82,8 @@ def test_source_encoding_reads_a_legacy_file_on_purpose(tmp_path):
 def test_unknown_encoding_name_is_a_spec_error(cli, tmp_path):
     (tmp_path / "rows.jsonl").write_text("")
     spec = spec_for(tmp_path, "rows.jsonl")
-    spec.write_text(spec.read_text().replace("    paths: [rows.jsonl]\n", "    paths: [rows.jsonl]\n    encoding: klingon\n"))
+    spec.write_text(spec.read_text().replace("    paths: [rows.jsonl]\n",
+                                             "    paths: [rows.jsonl]\n    encoding: klingon\n"))
     result = cli("validate", spec)
     no_traceback(result)
     assert result.code == 2
@@ -339,7 +318,8 @@ def test_latin1_benchmark_file_is_located_not_a_traceback(tmp_path):
     from rmspec.evaluate.loading import load_rows as _load_rows
 
     bench = tmp_path / "bench.jsonl"
-    bench.write_bytes(b'{"prompt": "x", "chosen": "a", "rejected": "b"}\n{"prompt": "caf\xe9", "chosen": "a", "rejected": "b"}\n')
+    bench.write_bytes(b'{"prompt": "x", "chosen": "a", "rejected": "b"}\n'
+                      b'{"prompt": "caf\xe9", "chosen": "a", "rejected": "b"}\n')
     with pytest.raises(DataError) as info:
         _load_rows("pairs", str(bench), True, None)
     assert f"{bench}:2:16" in info.value.message  # the 16th character of line 2 and "0xe9" in info.value.message
