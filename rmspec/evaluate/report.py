@@ -17,6 +17,7 @@ from typing import Any
 from rmspec.evaluate import registry
 from rmspec.evaluate.html_parts import esc, img, kv_table, pct, table
 from rmspec.evaluate.results import read_jsonl, read_results
+from rmspec.render.report_view import final_model_line
 from rmspec.rundir import RunDir, atomic_write_text, read_status
 from rmspec.spec.benchmarks import PROCESS, REWARD
 
@@ -25,6 +26,8 @@ CURVE_KEYS = {
     "loss": ("train/rm/loss", "eval/rm/loss"),
     "accuracy": ("train/rm/accuracy", "eval/rm/accuracy"),
 }
+# Drawn on a second axis of a plot: the gradient norm (before clipping, as Trainer logs it) beside the loss.
+SECOND_AXIS = {"loss": ("grad_norm",)}
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
@@ -86,23 +89,37 @@ def _figure(width: float = 5.2, height: float = 3.4):
     return fig, fig.subplots()
 
 
-def curve_plot(metrics: Sequence[Mapping[str, Any]], what: str) -> str | None:
+def curve_series(metrics: Sequence[Mapping[str, Any]], what: str) -> dict[str, list[tuple[int, float]]]:
+    """{metrics.jsonl key: [(step, value)]} for one training plot. The final evaluation is drawn at the
+    step whose weights it scored (model_step: with final_model best, the selected checkpoint's)."""
     series = {}
-    for key in CURVE_KEYS[what]:
-        points = [(r["step"], r[key]) for r in metrics if r.get(key) is not None and r.get("step") is not None]
+    for key in (*CURVE_KEYS[what], *SECOND_AXIS.get(what, ())):
+        points = [(r.get("model_step", r["step"]), r[key]) for r in metrics
+                  if r.get(key) is not None and r.get("step") is not None]
         if points:
             series[key] = points
+    return series
+
+
+def curve_plot(metrics: Sequence[Mapping[str, Any]], what: str) -> str | None:
+    series = curve_series(metrics, what)
     if not series:
         return None
     fig, ax = _figure()
+    second = ax.twinx() if any(k in series for k in SECOND_AXIS.get(what, ())) else None
     for key, points in series.items():
         steps, values = zip(*points)
-        ax.plot(steps, values, marker="o" if len(points) < 30 else None, markersize=3, label=key)
+        on = second if second is not None and key in SECOND_AXIS[what] else ax
+        on.plot(steps, values, marker="o" if len(points) < 30 else None, markersize=3, label=key,
+                **({"color": "#868e96", "linestyle": "--"} if on is second else {}))
     ax.set_xlabel("step")
     ax.set_ylabel(what)
-    ax.set_title(f"{what} during training")
+    ax.set_title(f"{what} during training" + (" (gradient norm on the right)" if second is not None else ""))
     ax.grid(alpha=0.3)
-    ax.legend()
+    handles = [h for a in (ax, second) if a is not None for h in a.get_legend_handles_labels()[0]]
+    ax.legend(handles=handles)
+    if second is not None:
+        second.set_ylabel("gradient norm (before clipping)")
     return _png(fig)
 
 
@@ -339,7 +356,7 @@ def build_html(run_dir: Path) -> str:
         body.append("<p class=note>No results.json: the run has not been evaluated (rmspec eval RUN_DIR).</p>")
 
     body.append("<h2>Training</h2>")
-    curves = [curve_plot(metrics, "loss"), curve_plot(metrics, "accuracy")] if metrics else []
+    curves = [curve_plot(metrics, what) for what in CURVE_KEYS] if metrics else []
     curves = [c for c in curves if c]
     if curves:
         body.append('<div class="plots">' + "".join(img(c, "training curve") for c in curves) + "</div>")
@@ -347,6 +364,9 @@ def build_html(run_dir: Path) -> str:
         body.append(f"<p class=muted>{len(metrics)} logged steps; last step {last.get('step')}, epoch {last.get('epoch')}.</p>")
     else:
         body.append("<p class=muted>metrics.jsonl not found or empty.</p>")
+    chosen = final_model_line(read_status(rd).get("final_model"))
+    if chosen:
+        body.append(f"<p>{esc(chosen)}</p>")
 
     if results:
         body.append("<h2>Evaluation</h2>")

@@ -1,4 +1,4 @@
-"""The live view of a run: progress, step, loss, accuracy, learning rate, throughput, ETA.
+"""The live view of a run: progress, step, loss, accuracy, learning rate, pairs and tokens seen, throughput, ETA.
 
 Fed by the metrics.jsonl rows the child appends; light (rich only, no torch).
 """
@@ -70,6 +70,9 @@ class RunProgress:
             value = self.first(*names)
             if value is not None:
                 parts.append(f"{label} {value:.4g}")
+        for label, name in (("episode", "episode"), ("tokens", "num_tokens")):
+            if self.metrics.get(name) is not None:
+                parts.append(f"{label} {int(self.metrics[name]):,}")
         sps = self.metrics.get("samples_per_second")
         if sps:
             parts.append(f"{sps:.1f} samples/s")
@@ -134,6 +137,8 @@ def render(progress: RunProgress, title: str) -> Group:
         ("grad norm", ("grad_norm",), "{:.3f}"),
         ("eval accuracy", ("eval/rm/accuracy",), "{:.3f}"),
         ("eval loss", ("eval/rm/loss", "eval/sft/loss"), "{:.4f}"),
+        ("episode (pairs seen)", ("episode",), "{:,.0f}"),
+        ("tokens seen", ("num_tokens",), "{:,.0f}"),
         ("samples/s", ("samples_per_second",), "{:.1f}"),
         ("peak memory", ("peak_memory_gb",), "{:.2f} GiB"),
     ):

@@ -122,6 +122,16 @@ def print_results(results: Mapping[str, Any], console: Console | None = None, de
         console.print(Text(f"note: {note}", style="yellow"))
 
 
+def final_model_line(facts: Mapping[str, Any] | None) -> str | None:
+    """What RUN/model holds (status.json's final_model): the step, and why for a selected checkpoint."""
+    if not facts:
+        return None
+    if facts.get("kind") != "best":
+        return f"Model: the last step's weights (step {facts.get('step')})."
+    return (f"Model: the best checkpoint, step {facts.get('step')} (training.final_model: best): {facts.get('why')}; "
+            "the final evaluation ran on it.")
+
+
 def print_run_summary(run_dir: Path, console: Console | None = None) -> None:
     """The end-of-run summary: status, last training metrics, benchmarks, diagnostics, report path."""
     from rmspec.rundir import RunDir, last_metrics, read_status
@@ -137,6 +147,9 @@ def print_run_summary(run_dir: Path, console: Console | None = None) -> None:
         keys = ("train/rm/loss", "train/rm/accuracy", "eval/rm/loss", "eval/rm/accuracy")
         shown = ", ".join(f"{k} {_num(last[k])}" for k in keys if k in last)
         console.print(Text(f"last step {last.get('step', '-')}: {shown}"))
+    chosen = final_model_line(read_status(run).get("final_model"))
+    if chosen:
+        console.print(Text(chosen))
     if run.results.exists():
         print_results(read_results(run.results), console, details=True)
     else:

@@ -21,7 +21,7 @@ def rename(logs: dict[str, float], family: str) -> dict[str, float]:
     for key, value in logs.items():
         if key == "learning_rate":
             out[f"train/{family}/lr"] = value
-        elif key in ("grad_norm", "epoch", "num_tokens"):
+        elif key in ("grad_norm", "epoch", "num_tokens", "model_step"):
             out[key] = value
         elif key.startswith("eval_"):
             name = key[len("eval_"):]

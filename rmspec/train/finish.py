@@ -37,7 +37,9 @@ def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main
         return out, {}
     prediction = trainer.predict(validation, metric_key_prefix="eval")
     metrics = dict(prediction.metrics)
-    trainer.log(metrics)  # into metrics.jsonl and the trackers like any evaluation
+    # Into metrics.jsonl and the trackers like any evaluation; model_step marks it as the final one and says
+    # whose weights it scored (with final_model: best, not the step it is logged at).
+    trainer.log({**metrics, "model_step": final_model_facts(spec, trainer)["step"]})
     if kind == "process":  # per-step probabilities, not a reward to normalise
         return rename(metrics, family), {}
     rewards = np.asarray(prediction.predictions, dtype=np.float64)
