@@ -39,6 +39,15 @@ def is_token_classifier(model_dir: str | Path) -> bool:
     return any(str(a).endswith("ForTokenClassification") for a in config.get("architectures") or [])
 
 
+def first_error(probs: Sequence[float], threshold: float = 0.5) -> int:
+    """The predicted first wrong step: the first with P(correct) < threshold (strict, as the
+    official code: a score equal to the threshold counts as correct), or -1 for none."""
+    for i, p in enumerate(probs):
+        if p < threshold:
+            return i
+    return -1
+
+
 @dataclass
 class StepScores:
     id: str
@@ -153,8 +162,6 @@ class StepEngine:
         return out
 
     def score_steps(self, items: Sequence[tuple[Prompt, Sequence[str]]], ids: Sequence[str] | None = None) -> list[StepScores]:
-        from rmspec.evaluate.scoring_rules import first_error
-
         probs = self.step_probabilities(items)
         ids = list(ids) if ids is not None else [str(i) for i in range(len(items))]
         return [StepScores(ids[k], p, first_error(p, self.threshold), len(p), len(items[k][1])) for k, p in enumerate(probs)]

@@ -25,22 +25,15 @@ from rmspec.errors import DataError
 from rmspec.evaluate.figures import BenchmarkScore, check_lengths, mean
 from rmspec.evaluate.kinds.base import BenchmarkKind
 from rmspec.evaluate.loading import BenchmarkData, Example, guard_file, resolve_source
+from rmspec.inference.process import first_error  # noqa: F401  (re-exported: the rule ProcessBench scores with)
 
 REQUIRED = ("problem", "steps", "label")
 
 
 # ----------------------------------------------------------------- the official rule
 
+# The prediction rule (first step under the threshold) is the PRM's own: rmspec.inference.process.
 PROCESSBENCH_SPLITS = ("gsm8k", "math", "olympiadbench", "omnimath")
-
-
-def first_error(probs: Sequence[float], threshold: float = 0.5) -> int:
-    """The predicted first wrong step: the first with P(correct) < threshold (strict, as the
-    official code: a score equal to the threshold counts as correct), or -1 for none."""
-    for i, p in enumerate(probs):
-        if p < threshold:
-            return i
-    return -1
 
 
 def processbench_split(labels: Sequence[int], predictions: Sequence[int]) -> dict[str, Any]:
