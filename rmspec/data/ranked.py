@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmspec.data.tokenize import CUT_PROMPT, fit
+from rmspec.data.fit import CUT_PROMPT, fit
 
 COLUMNS = ("prompt", "responses_input_ids", "prompt_tokens", "response_tokens", "length", "truncated")
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmspec.data.layout import PAIR, Layout, Segments
+from rmspec.data.fit import CUT_PROMPT, DROP, fit
+from rmspec.data.layout import PAIR, Layout
+from rmspec.data.ranked import ranked_columns, tokenize_ranked
 from rmspec.data.records import LISTWISE, PAIRS, POINTWISE, PROCESS
-
-DROP, CUT_PROMPT, CUT_RESPONSE = "drop", "truncate_prompt_left", "truncate_response"
 
 
 def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
@@ -33,8 +33,6 @@ def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
         if layout.kind == PAIR and layout.pair_types is not None:
             cols["token_type_ids"] = List(Value("int8"))
     elif approach == LISTWISE:
-        from rmspec.data.ranked import ranked_columns
-
         cols = ranked_columns(layout.kind == PAIR and layout.pair_types is not None)
     elif approach == PROCESS:
         from rmspec.data.steps import process_columns
@@ -43,25 +41,6 @@ def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
     else:
         cols = {"input_ids": ids, "labels": List(Value("int32")), "total_tokens": Value("int32"), "truncated": Value("bool")}
     return cols
-
-
-def fit(seq: Segments, limit: int, policy: str, prompt_cut: int | None = None) -> tuple[Segments | None, str, str]:
-    """Apply the policy to one sequence: (fitted or None, reject reason, detail)."""
-    n = len(seq)
-    if n <= limit and not prompt_cut:
-        return seq, "", ""
-    if policy == DROP:
-        return None, "too_long", f"{n} tokens > max {limit}"
-    if policy == CUT_PROMPT:
-        cut = prompt_cut if prompt_cut is not None else n - limit
-        if cut > len(seq.prompt):
-            need = n - len(seq.prompt)
-            return None, "response_too_long", f"the response alone needs {need} tokens > max {limit} (prompt already empty)"
-        return Segments(seq.head, seq.prompt[cut:], seq.mid, seq.body, seq.tail, seq.types), "", ""
-    over = n - limit
-    if over >= len(seq.body):
-        return None, "prompt_too_long", f"the prompt leaves no room for the response ({n - len(seq.body)} tokens without it, max {limit})"
-    return Segments(seq.head, seq.prompt, seq.mid, seq.body[: len(seq.body) - over], seq.tail, seq.types), "", ""
 
 
 def shared_prefix_cut(chosen_len: int, rejected_len: int, limit: int, cut: int | None) -> bool:
@@ -95,8 +74,6 @@ class TokenizeStage:
         if self.approach == POINTWISE:
             return self._pointwise(batch)
         if self.approach == LISTWISE:
-            from rmspec.data.ranked import tokenize_ranked
-
             return tokenize_ranked(self, batch)
         return self._generative(batch)
 

@@ -43,7 +43,7 @@ def encode_many(tokenizer: Any, items: Sequence[tuple[Prompt, str]], max_length:
     Segment ids come along for encoders because training passes them: scoring without them
     would give a different reward for the same text.
     """
-    from rmspec.data.tokenize import CUT_PROMPT, CUT_RESPONSE, fit
+    from rmspec.data.fit import CUT_PROMPT, CUT_RESPONSE, fit
 
     if not items:
         return []
