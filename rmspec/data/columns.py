@@ -119,7 +119,11 @@ def materialise(iterable: Any, features: Any, folder: Path) -> Any:
     return datasets.Dataset.from_file(str(path))
 
 
-def procs(rows: int) -> int | None:
+def procs(rows: int, setting: int | None = None) -> int | None:
+    """datasets' num_proc for a stage over `rows`: data.num_proc when set (1 is None: in this process), else
+    one process below PARALLEL_FROM_ROWS and up to 8 above."""
+    if setting is not None:
+        return setting if setting > 1 else None
     if rows < PARALLEL_FROM_ROWS:
         return None
     return max(1, min(8, os.cpu_count() or 1)) or None

@@ -307,7 +307,8 @@ def map_rows(ctx: Context, entry: Any, ds: Any, where: str, as_stream: bool = Fa
         return materialise(mapped_iter, feats, ctx.stream_dir), kind, feats
     rows = len(ds)
     mapped = ds.map(fn, batched=True, with_indices=True, remove_columns=columns, features=feats,
-                    new_fingerprint=_hash(ds._fingerprint, ctx.config_key, "map", entry.name), num_proc=procs(rows),
+                    new_fingerprint=_hash(ds._fingerprint, ctx.config_key, "map", entry.name),
+                    num_proc=procs(rows, ctx.data.num_proc),
                     desc=f"mapping {entry.name}")
     return mapped, kind, feats
 
@@ -348,7 +349,8 @@ def apply_filters(ctx: Context, ds: Any, entry: Any) -> Filtered:
                                      step_separator=getattr(ctx.spec.approach, "step_separator", None))
             feats = ds.features.copy()
             feats.update(token_columns(approach, ctx.layout))
-            result.ds = ds.map(stage_fn, batched=True, features=feats, new_fingerprint=fp, num_proc=procs(len(ds)),
+            result.ds = ds.map(stage_fn, batched=True, features=feats, new_fingerprint=fp,
+                               num_proc=procs(len(ds), ctx.data.num_proc),
                                desc="tokenizing")
             result.max_tokens, result.policy = limit, f.policy
         elif f.kind == "dedup":
@@ -362,6 +364,7 @@ def apply_filters(ctx: Context, ds: Any, entry: Any) -> Filtered:
         else:
             check = row_filter(f, approach, ctx.margin_mapped(entry.mapping))
             assert check is not None  # row_filter is None only for max_length, dedup and sample (above)
-            result.ds = ds.map(map_row_check(check, stage), batched=True, new_fingerprint=fp, num_proc=procs(len(ds)),
+            result.ds = ds.map(map_row_check(check, stage), batched=True, new_fingerprint=fp,
+                               num_proc=procs(len(ds), ctx.data.num_proc),
                                desc=stage)
     return result

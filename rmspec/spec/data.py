@@ -376,6 +376,9 @@ class DataSpec(Section):
     filters: list[Filter] = Field(default_factory=list, description="Applied in order; every dropped row is counted and written to rejects.")
     augment: list[Augment] = Field(default_factory=list, description="Extra training pairs; never crosses the train/validation boundary.")
     split: SplitSpec = Field(default_factory=SplitSpec, description="Train/validation split.")
+    num_proc: PositiveInt | None = Field(
+        None, description="Processes for mapping, filtering and tokenizing (datasets' num_proc). Default: one below "
+                          "100,000 rows, else up to 8 (the CPU count). The prepared rows are the same for any value.")
 
     @model_validator(mode="after")
     def _one_form(self) -> "DataSpec":

@@ -59,6 +59,13 @@ class ModelSpec(Section):
                           "starts): the backbone, and the score head where its shape agrees; name_or_path still gives "
                           "the tokenizer and architecture.",
     )
+    chat_template: str | None = Field(
+        None, description="A chat template replacing the tokenizer's own: the path of a Jinja file (relative to the "
+                          "spec) or the template inline (text with {% or {{). Training, validation, eval, score and "
+                          "serve all use it: it is saved with RUN/model's tokenizer, so plain transformers uses it too. "
+                          "data.mapping.chat_template still chooses template or plain layout (plain refuses this).",
+        min_length=1,
+    )
     shape: ModelShape | None = Field(
         None, description="Explicit shape for planning without config.json (offline, private or new models)."
     )

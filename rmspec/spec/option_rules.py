@@ -91,5 +91,14 @@ def one_host_memory_on_cpu(spec: Spec) -> Iterator[Problem]:
         )
 
 
+def chat_template_is_used(spec: Spec) -> Iterator[Problem]:
+    if spec.model.chat_template is not None and spec.data.mapping.chat_template == "plain":
+        yield (
+            ("model", "chat_template"),
+            "model.chat_template is never used: data.mapping.chat_template is plain (the User:/Assistant: layout)",
+            "delete data.mapping.chat_template (auto uses the template) or delete model.chat_template",
+        )
+
+
 OPTION_RULES = (early_stopping_metric_exists, pairs_from_scores_reads_a_score, report_formats_have_effects,
-                judge_writes_verdicts, liger_needs_a_gpu, one_host_memory_on_cpu)
+                judge_writes_verdicts, liger_needs_a_gpu, one_host_memory_on_cpu, chat_template_is_used)

@@ -105,6 +105,7 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
     from rmspec.train.arguments import build_training_arguments, tracker_env
     from rmspec.train.callbacks import MetricsJsonl, metric_family
     from rmspec.train.factory import build_trainer
+    from rmspec.data.chat_template import use_chat_template
     from rmspec.train.modeling import apply_lora, ensure_pad_token, load_model, load_tokenizer
 
     loaded = load_run_spec(run)
@@ -113,6 +114,7 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
     model_path = plan.model_path
 
     tokenizer = load_tokenizer(model_path, trust_remote_code=spec.model.trust_remote_code, revision=spec.model.revision)
+    use_chat_template(tokenizer, spec.model, loaded.base_dir)  # saved with RUN/model's tokenizer
     ensure_pad_token(tokenizer)
     prepared = prepare_data(loaded, tokenizer, run, state)
     if main:
