@@ -3,8 +3,9 @@ schema_version, reading and writing) is rmspec.rundir.results, re-exported here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rmspec.evaluate.diagnostics import pair_diagnostics
 from rmspec.evaluate.registry import infer_scorer
@@ -44,7 +45,6 @@ def per_source(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     accuracy, counts = accuracy_by_subset([r["source"] for r in rows], [r["score_chosen"] for r in rows],
                                           [r["score_rejected"] for r in rows])
     return {name: {"accuracy": accuracy[name], "count": counts[name]} for name in sorted(accuracy)}
-
 
 
 def unique_name(kind: str, path: str | None, taken: set[str]) -> str:

@@ -33,6 +33,7 @@ from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
+from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.recipes import list_size, recipe_notes
 from rmspec.plan.shapes import ModelShape, resolve_shape
 from rmspec.plan.slurm import slurm_script
@@ -110,7 +111,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
 
     rung = choice.rung
     host_usable, warnings = host_memory(choice.memory, hw)
-    warnings = [*warnings, *recipe_notes(spec, n_list, list_how)]
+    warnings = [*warnings, *recipe_notes(spec, n_list, list_how), *head_notes(spec, shape.hidden_size)]
     run = RunDir(run_dir_of(spec))
     config = accel.build_config(
         strategy=rung.strategy, mixed_precision=precision.mixed_precision, num_processes=hw.num_processes,
@@ -147,7 +148,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         offload=rung.strategy.endswith("offload"), cpu_cores=cpu_cores,
         epochs=training.epochs, max_steps=training.max_steps,
     )
-    trained = shape.trained_parameters(base.head)
+    trained = shape.trained_parameters(base.head) + extra_head_parameters(spec, shape.hidden_size)
     trainable = (lora_parameters(shape, lora.r, base.lora_targets) + shape.hidden_size) if lora else trained
     estimate = with_communication(estimate, communication(  # hardware.interconnect: gradient/parameter traffic
         strategy=rung.strategy, num_processes=hw.num_processes, is_gpu=hw.is_gpu, interconnect=hw.interconnect,

@@ -316,7 +316,8 @@ class SplitSpec(Section):
     def _source_replaces_fraction(cls, value: Any) -> Any:
         # The fraction's default (0.05) is for specs that name no split at all: a spec that gives only a
         # validation_source means "validate on that", not "refuse because both are set".
-        if isinstance(value, dict) and value.get("validation_source") is not None                 and "validation_fraction" not in value:
+        if isinstance(value, dict) and value.get("validation_source") is not None \
+                and "validation_fraction" not in value:
             return {**value, "validation_fraction": None}
         return value
 
