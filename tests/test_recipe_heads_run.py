@@ -165,8 +165,16 @@ def test_ensemble_run_members_score_serve_and_select(work):
                   "--model", str(run), cwd=folder)
     assert done.returncode == 0, done.stdout + done.stderr
     audit = [json.loads(line) for line in (out / "selection.jsonl").read_text().splitlines()]
-    stds = [a["ensemble_std"] for a in audit]
-    assert len(stds) == 5 and stds == sorted(stds, reverse=True)
+    ratio = [a["ensemble_std"] / abs(a["margin"]) for a in audit]
+    assert len(ratio) == 5 and ratio == sorted(ratio, reverse=True)
+    everyone = [json.loads(line) for line in (folder / "pool.jsonl").read_text().splitlines()]
+    assert len(everyone) == 20  # picked from 20: the 5 have the largest std / |margin| (checked against scored_pairs)
+    from rmspec.annotate.select import load_engine, scored_pairs
+
+    scores, spread = scored_pairs(load_engine(run), [{"prompt": r["prompt"], "first": r["response_a"],
+                                                      "second": r["response_b"]} for r in everyone])
+    by_hand = sorted(range(20), key=lambda i: -spread[i] / abs(scores[i][0] - scores[i][1]))[:5]
+    assert [everyone[i]["id"] for i in by_hand] == [a["id"] for a in audit]
 
 
 def test_reduce_refused_without_members(work):

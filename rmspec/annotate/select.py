@@ -1,7 +1,7 @@
 """Pick the pairs worth labelling, scored by a model through rmspec.inference (the one engine).
 
 - `uncertain`: the smallest |reward(first) - reward(second)|: where the model cannot tell; for an
-  ensemble (approach.ensemble), the largest disagreement of its members on that margin;
+  ensemble (approach.ensemble), the largest std of its members' margins relative to |mean margin|;
 - `disagree`: labelled pairs the model contradicts most confidently (reward(rejected) far above
   reward(chosen)): likely label noise, worth a second look;
 - `random`: a seeded sample, the baseline.
@@ -103,8 +103,10 @@ def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[
            uncertainty: list[float] | None = None) -> list[dict[str, Any]]:
     """The chosen items' audit records: id, group, scores, margin, rank, criterion (best first).
 
-    `uncertainty` (an ensemble's disagreement, scored_pairs): `uncertain` picks the largest first, in
-    place of the smallest |margin|."""
+    `uncertainty` (an ensemble's members' std of the margin, scored_pairs): `uncertain` picks the
+    largest std / |mean margin| first (how close the members' spread brings the pair to a tie), in
+    place of the smallest |margin|. The raw std ranks the other way round (measured in
+    bench/results/recipes_ensemble.md: members spread more where margins are large)."""
     if criterion not in CRITERIA:
         raise RmspecError(f"unknown selection {criterion!r}", f"choose one of {', '.join(CRITERIA)}")
     if criterion != "random" and scores is None:
@@ -130,7 +132,7 @@ def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[
     key = {"uncertain": lambda r: (abs(r["margin"]), r["index"]),
            "disagree": lambda r: (r["margin"], r["index"])}.get(criterion)
     if criterion == "uncertain" and uncertainty is not None:
-        key = lambda r: (-r["ensemble_std"], r["index"])  # noqa: E731  (where the members disagree most)
+        key = lambda r: (-r["ensemble_std"] / (abs(r["margin"]) + 1e-9), r["index"])  # noqa: E731
     rng = random.Random(seed)
     if criterion == "random":
         rng.shuffle(records)
