@@ -47,11 +47,16 @@ from rmspec.serve import MAX_BODY_MB, MAX_ITEMS  # light: constants only, the ar
               help="Process reward models: the text after every step, as the model was trained with "
                    "(default: the one saved in config.json, else TRL's \"\\n\"); e.g. \" ;\" for a "
                    "tokenizer that drops newlines.")
+@click.option("--ensemble-reduce", type=click.Choice(["mean", "min", "mean_minus_std"]), default="mean", show_default=True,
+              help="A model trained with approach.ensemble: the served reward is the members' mean, their minimum, or "
+                   "mean - coef x std (Coste et al.); every answer also carries reward_std.")
+@click.option("--ensemble-coef", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="The coef of --ensemble-reduce mean_minus_std.")
 @click.option("--access-log", is_flag=True, help="Log one line per request (method, path, status; never bodies or headers).")
 def serve(target: str, host: str, port: int, token_env: str | None, normalize: bool | None, served_model_name: str | None,
           max_body_mb: float, max_items: int, max_queue: int, max_batch_tokens: int, max_wait_ms: float,
           batch_size: int | None, segments: str, shutdown_timeout: float, step_separator: str | None,
-          access_log: bool) -> None:
+          ensemble_reduce: str, ensemble_coef: float, access_log: bool) -> None:
     """Serve TARGET (a run directory or a reward-model folder) over HTTP."""
     from pathlib import Path
 
@@ -69,4 +74,4 @@ def serve(target: str, host: str, port: int, token_env: str | None, normalize: b
     run_server(target, host=host, port=port, token=token, limits=limits, normalize=normalize,
                model_name=served_model_name, batch_size=batch_size, access_log=access_log,
                log=lambda message: click.echo(message, err=True), segments=segments, shutdown_timeout=shutdown_timeout,
-               step_separator=step_separator)
+               step_separator=step_separator, ensemble_reduce=(ensemble_reduce, ensemble_coef))

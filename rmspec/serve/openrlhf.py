@@ -49,6 +49,9 @@ def router(service: Service) -> APIRouter:
         extra: dict[str, list[float]] = {"truncated": [float(e.truncated) for e in encoded]}
         if service.normalize:
             extra["raw_reward"] = [v[0] for v in raw]
+        spread = service.reward_std(raw)
+        if spread is not None:  # an ensemble: its members' disagreement, logged by the trainer
+            extra["reward_std"] = spread
         if len(service.engine.labels) > 1:  # pointwise: every attribute, logged by the trainer
             for k, name in enumerate(service.engine.labels):
                 extra[name] = [v[k] for v in outputs]

@@ -64,7 +64,8 @@ def _server_class():
 
 def serve(target: str, *, host: str, port: int, token: str | None, limits, normalize: bool | None,
           model_name: str | None, batch_size: int | None, access_log: bool, log=print, segments: str = "training",
-          shutdown_timeout: float = 30.0, step_separator: str | None = None) -> None:
+          shutdown_timeout: float = 30.0, step_separator: str | None = None,
+          ensemble_reduce: tuple[str, float] = ("mean", 1.0)) -> None:
     import uvicorn
 
     from rmspec.inference.engine import load_scorer
@@ -73,6 +74,9 @@ def serve(target: str, *, host: str, port: int, token: str | None, limits, norma
     from rmspec.serve.service import Service
 
     engine = load_scorer(target, step_separator=step_separator)
+    from rmspec.inference.ensemble import set_reduce
+
+    set_reduce(engine.model, *ensemble_reduce)  # an ensemble's served reward; refused for other models unless mean
     if normalize and not engine.can_normalize:
         raise RmspecError(f"--normalize: {target} has no reward_mean/reward_std in config.json (a positive std)",
                           "serve raw rewards (leave out --normalize), or give the run directory rmspec trained, whose model has them")

@@ -56,6 +56,10 @@ class Service:
         self.segments = segments
         self.batcher: Batcher | None = None
         self.metrics: Any = None  # rmspec.serve.metrics.Metrics, set by the app
+        from rmspec.inference.ensemble import ensemble_head
+
+        # An ensemble (rmspec.inference.ensemble): raw outputs are [reward, member_1..member_N].
+        self.ensemble = ensemble_head(getattr(engine, "model", None)) is not None
 
     @property
     def is_judge(self) -> bool:
@@ -126,10 +130,21 @@ class Service:
             raise
 
     def present(self, values: list[float]) -> list[float]:
-        """What the server answers: a reward model's reward normalized when normalization is on."""
+        """What the server answers: a reward model's reward normalized when normalization is on (an
+        ensemble's members stay out: `reward_std` carries them)."""
+        if self.ensemble:
+            values = values[:1]
         if self.normalize and self.engine.kind == ScorerKind.REWARD:
             return [self.engine.normalize(values[0]), *values[1:]]
         return list(values)
+
+    def reward_std(self, raw: list[list[float]]) -> list[float] | None:
+        """An ensemble's members' std per item (None for other models), from the raw outputs."""
+        if not self.ensemble:
+            return None
+        from rmspec.inference.ensemble import member_std
+
+        return [member_std(v) or 0.0 for v in raw]
 
     # ------------------------------------------------------------------ judges
 

@@ -100,7 +100,8 @@ def _usage(encoded: list[Encoded]) -> dict[str, Any]:
     return {"prompt_tokens": n, "total_tokens": n, "completion_tokens": 0, "prompt_tokens_details": None}
 
 
-async def _values(service: Service, request: Request, pooling: bool = False) -> tuple[PoolingRequest, str, list[Encoded], list[Any]]:
+async def _values(service: Service, request: Request,
+                  pooling: bool = False) -> tuple[PoolingRequest, str, list[Encoded], list[Any], list[float] | None]:
     raw = await read_json(request, service.limits.max_body_bytes)
     req = parse(PoolingRequest, raw, {"input": "a string, a list of strings, a list of token ids or a list of such lists"})
     model = service.check_model(req.model)
@@ -122,11 +123,13 @@ async def _values(service: Service, request: Request, pooling: bool = False) -> 
         rows = [[list(t) for t in item] for item in outputs]
         if use:
             rows = [[activation(t) for t in item] for item in rows]
-        return req, model, encoded, rows
+        return req, model, encoded, rows, None
     values = [service.present(v) for v in outputs]
     if use:
         values = [activation(v) for v in values]
-    return req, model, encoded, values
+    # An ensemble: each item's members' std, answered as `reward_std` beside its data (a key vLLM
+    # clients ignore).
+    return req, model, encoded, values, service.reward_std(outputs)
 
 
 def _base64(values: list[Any]) -> str:
@@ -143,22 +146,30 @@ def _id2label(service: Service) -> list[str]:
     return [str(id2label.get(i, id2label.get(str(i), f"LABEL_{i}"))) for i in range(n)]
 
 
+def _with_std(data: list[dict[str, Any]], spread: list[float] | None) -> None:
+    if spread is not None:
+        for item, s in zip(data, spread):
+            item["reward_std"] = s
+
+
 def router(service: Service) -> APIRouter:
     api = APIRouter()
     labels = _id2label(service)
 
     async def classify(request: Request) -> dict[str, Any]:
-        req, model, encoded, values = await _values(service, request)
+        req, model, encoded, values, spread = await _values(service, request)
         data = [{"index": i, "label": labels[max(range(len(v)), key=v.__getitem__)] if len(labels) >= len(v) else None,
                  "probs": v, "num_classes": len(v), "truncated": e.truncated} for i, (v, e) in enumerate(zip(values, encoded))]
+        _with_std(data, spread)
         return {"id": f"classify-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
                 "model": model, "data": data, "usage": _usage(encoded)}
 
     async def pooling(request: Request) -> dict[str, Any]:
-        req, model, encoded, values = await _values(service, request, pooling=True)
+        req, model, encoded, values, spread = await _values(service, request, pooling=True)
         encode = _base64 if req.encoding_format == "base64" else (lambda v: v)
         data = [{"index": i, "object": "pooling", "data": encode(v), "truncated": e.truncated}
                 for i, (v, e) in enumerate(zip(values, encoded))]
+        _with_std(data, spread)
         return {"id": f"pool-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
                 "model": model, "data": data, "usage": _usage(encoded)}
 
