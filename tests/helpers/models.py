@@ -4,7 +4,6 @@ and the session fixture that builds one of each."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -91,7 +90,10 @@ def build_model(kind: str, folder: Path, *, causal: bool = False) -> Path:
 
 
 def bt_approach(use_margin: bool = False, center: float | None = None):
-    return SimpleNamespace(kind="bradley_terry", use_margin=use_margin, center_rewards_coefficient=center)
+    """The spec's own Bradley-Terry section, so every option the trainer reads has its default."""
+    from rmspec.spec.approach import BradleyTerry
+
+    return BradleyTerry(kind="bradley_terry", use_margin=use_margin, center_rewards_coefficient=center)
 
 
 DECODERS = ["llama", "qwen2", "gpt2"]
