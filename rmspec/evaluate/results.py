@@ -34,17 +34,18 @@ def entry(name: str, kind: str, rows: list[dict[str, Any]], per_example_path: Pa
         diagnostics=pair_diagnostics(kind, rows, scorer=scorer), scorer=scorer,
     )
     if rows and all(r.get("source") for r in rows):  # a mixture's validation: accuracy per dataset
-        data["per_source"] = per_source(rows)
+        data["per_source"] = per_source(kind, rows, scorer)
     return data
 
 
-def per_source(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Pair accuracy and examples per dataset of a mixture (rows carry `source`)."""
-    from rmspec.evaluate.figures import accuracy_by_subset
-
-    accuracy, counts = accuracy_by_subset([r["source"] for r in rows], [r["score_chosen"] for r in rows],
-                                          [r["score_rejected"] for r in rows])
-    return {name: {"accuracy": accuracy[name], "count": counts[name]} for name in sorted(accuracy)}
+def per_source(kind: str, rows: list[dict[str, Any]], scorer: str) -> dict[str, dict[str, Any]]:
+    """The entry's headline figure and examples per dataset of a mixture (rows carry `source`),
+    by the same rule as the whole entry: pair accuracy for a reward model, both orders for a judge."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row["source"], []).append(row)
+    return {name: {"accuracy": score_rows(kind, group, scorer).overall, "count": len(group)}
+            for name, group in sorted(groups.items())}
 
 
 def unique_name(kind: str, path: str | None, taken: set[str]) -> str:
