@@ -62,8 +62,10 @@ def test_schema_print_writes_the_schema_to_stdout_and_no_file(cli, tmp_path, mon
 
 
 def _approach_for(preset: str) -> str:
-    from rmspec.spec.rules import PAIR_PRESETS, PROCESS_PRESETS, SCORE_PRESETS
+    from rmspec.spec.rules import LIST_PRESETS, PAIR_PRESETS, PROCESS_PRESETS, SCORE_PRESETS
 
+    if preset in LIST_PRESETS:
+        return "listwise"
     if preset in PAIR_PRESETS:
         return "bradley_terry"
     if preset in SCORE_PRESETS:
@@ -158,9 +160,10 @@ def test_init_example_writes_the_shipped_spec_runnable_from_anywhere(cli, tmp_pa
 
     def resolved(loaded):  # the same document once every local path is made absolute
         doc = loaded.spec.model_dump(mode="json")
-        source = doc["data"]["source"]
-        if source["kind"] == "files":
-            source["paths"] = [str((loaded.base_dir / p).resolve()) for p in source["paths"]]
+        sources = [doc["data"]["source"]] if doc["data"]["source"] else [e["source"] for e in doc["data"]["sources"]]
+        for source in sources:  # one source, or each dataset of a mixture
+            if source["kind"] == "files":
+                source["paths"] = [str((loaded.base_dir / p).resolve()) for p in source["paths"]]
         for bench in doc["eval"]["benchmarks"]:
             if bench["path"] and (loaded.base_dir / bench["path"]).exists():
                 bench["path"] = str((loaded.base_dir / bench["path"]).resolve())

@@ -23,7 +23,7 @@ from rmspec.scaffold.shipped import (
 )
 from rmspec.spec.choices import unknown_choice
 
-APPROACHES = ("bradley_terry", "pointwise", "generative", "process")
+APPROACHES = ("bradley_terry", "listwise", "pointwise", "generative", "process")
 
 __all__ = ["APPROACHES", "DEMO_DIR", "SCHEMA", "SPECS", "TEMPLATES", "build_document", "data_names",
            "example_document", "example_names", "render_spec"]

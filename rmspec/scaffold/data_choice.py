@@ -44,6 +44,7 @@ DATASETS: dict[str, dict] = {
 # A source in the layout of each preset that is not a dataset name above.
 LAYOUT_EXAMPLES: dict[str, dict] = {
     "pairs": _demo("preferences.jsonl"),
+    "ranked": _demo("ranked.jsonl"),
     "conversational": _hub("trl-lib/ultrafeedback_binarized"),
     "messages": _demo("judge_messages.jsonl"),
     "stepwise": _demo("prm_steps.jsonl"),
@@ -54,7 +55,7 @@ PLACEHOLDER = "train.jsonl"
 
 FILE_SUFFIXES = (".json", ".jsonl", ".parquet", ".csv")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-DEFAULT_PRESET = {"generative": "messages", "pointwise": None, "process": "stepwise"}  # others: pairs
+DEFAULT_PRESET = {"generative": "messages", "listwise": "ranked", "pointwise": None, "process": "stepwise"}  # others: pairs
 
 
 def names() -> list[str]:

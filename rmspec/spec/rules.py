@@ -14,6 +14,7 @@ ENCODER_HINTS = ("bert", "minilm", "deberta", "roberta", "electra", "mpnet", "e5
 # Presets whose mapping yields scores for pointwise training (pairs_by turns helpsteer2 into pairs).
 SCORE_PRESETS = ("helpsteer2",)
 PROCESS_PRESETS = ("stepwise", "math-shepherd", "processbench")
+LIST_PRESETS = ("ranked",)
 PAIR_PRESETS = ("pairs", "hh-rlhf", "conversational", "ultrafeedback-binarized", "shp", "ultrafeedback")
 
 
@@ -66,7 +67,7 @@ def _pointwise_scores(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem
 
 
 def pairwise_needs_pairs(spec: Spec) -> Iterator[Problem]:
-    if spec.approach.kind == "listwise" and spec.data.mapping.preset not in ("ranked", "ultrafeedback", None):
+    if spec.approach.kind == "listwise" and spec.data.mapping.preset not in (*LIST_PRESETS, "ultrafeedback", None):
         yield (
             ("data", "mapping", "preset"),
             f"approach kind listwise needs a prompt with several scored responses; preset {spec.data.mapping.preset!r} "
