@@ -44,7 +44,8 @@ def grouped_head_outputs(model: Any, groups: Sequence[Sequence[Sequence[int]]], 
     with torch.inference_mode():
         start = 0
         while start < len(order):
-            batch, sequences = [], 0
+            batch: list[int] = []
+            sequences = 0
             while start < len(order) and (not batch or sequences + len(built[order[start]].responses) <= batch_size):
                 batch.append(order[start])
                 sequences += len(built[order[start]].responses)

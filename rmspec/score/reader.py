@@ -8,9 +8,10 @@ file is a DataError (exit 2).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rmspec import rows
 from rmspec.errors import DataError
@@ -84,6 +85,7 @@ def _as_rows(read: Iterator[rows.Row], fmt: str) -> Iterator[dict[str, Any] | Ba
     """Rows as the runner takes them: a dict, or a BadRow whose reason says what and which line."""
     for row in read:
         if row.error is None:
+            assert row.value is not None, "rows.Row without an error carries its value"
             # Conversations in a CSV cell are JSON text: read them back as lists.
             yield {k: _maybe_json(v) for k, v in row.value.items()} if fmt == "csv" else row.value
         else:

@@ -25,7 +25,7 @@ from rmspec.errors import DataError
 from rmspec.evaluate.figures import BenchmarkScore, check_lengths, mean
 from rmspec.evaluate.kinds.base import BenchmarkKind
 from rmspec.evaluate.loading import BenchmarkData, Example, guard_file, resolve_source
-from rmspec.inference.process import first_error  # noqa: F401  (re-exported: the rule ProcessBench scores with)
+from rmspec.inference.process import first_error as first_error  # re-exported: the rule ProcessBench scores with
 
 REQUIRED = ("problem", "steps", "label")
 
