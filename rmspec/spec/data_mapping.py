@@ -1,0 +1,72 @@
+"""`data.mapping`: how a source's columns map onto the canonical record (a preset, explicit columns)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rmspec.spec.base import Section
+
+PRESETS = (
+    "pairs",  # prompt, chosen, rejected (optional margin)
+    "hh-rlhf",  # whole transcripts; prompt = shared prefix up to the last Assistant turn
+    "conversational",  # chosen/rejected as message lists (ultrafeedback_binarized, Skywork)
+    "ultrafeedback-binarized",
+    "shp",  # history, human_ref_A/B, labels
+    "helpsteer2",  # prompt, response, five 0-4 attributes
+    "ultrafeedback",  # raw: instruction + completions to binarize
+    "ranked",  # listwise: prompt, responses (N >= 2), scores (one per response, higher is better)
+    "messages",  # generative: a list of chat messages
+    "stepwise",  # process: prompt, completions (steps), labels (bools): TRL's and trl-lib/math_shepherd's shape
+    "math-shepherd",  # process: raw Math-Shepherd text with ки markers, labels as +/- in place of them
+    "processbench",  # process: problem, steps, label (index of the first wrong step, -1 for none)
+)
+
+
+class ColumnMap(Section):
+    prompt: str | None = Field(None, description="Column with the prompt (text or messages).")
+    chosen: str | None = Field(None, description="Column with the preferred response.")
+    rejected: str | None = Field(None, description="Column with the dispreferred response.")
+    margin: str | None = Field(None, description="Column with a per-pair margin (needs approach.use_margin).")
+    score_chosen: str | None = Field(
+        None, description="Pairs: column with the chosen response's score (read by augment pairs_from_scores; "
+        "a column named score_chosen is read without it).")
+    score_rejected: str | None = Field(
+        None, description="Pairs: column with the rejected response's score (see score_chosen).")
+    response: str | None = Field(None, description="Pointwise: column with the scored response.")
+    scores: dict[str, str] | None = Field(
+        None, description="Pointwise: attribute name -> column holding its score."
+    )
+    messages: str | None = Field(None, description="Generative: column with the chat messages.")
+    responses: str | None = Field(None, description="Listwise: column with the list of N >= 2 responses to one prompt.")
+    response_scores: str | None = Field(
+        None, description="Listwise: column with one score per response (higher is better; equal scores are tied)."
+    )
+    tie: str | None = Field(
+        None, description="Pairs: column with a boolean tie label (default: a `tie` column when the data has one).",
+    )
+    steps: str | None = Field(None, description="Process: column with the list of steps (math-shepherd: the text with ки markers).")
+    step_labels: str | None = Field(
+        None, description="Process: column with the step labels (bools; math-shepherd: text with +/-; processbench: first wrong step or -1)."
+    )
+    id: str | None = Field(None, description="Column with a stable row id (kept in rejects and reports).")
+    group: str | None = Field(None, description="Column for stratified splits and per-source reports (e.g. source, subset).")
+
+
+class MappingSpec(Section):
+    preset: Literal[PRESETS] | None = Field(  # type: ignore[valid-type]
+        None, description="A known dataset layout. Omit and give columns for anything else."
+    )
+    columns: ColumnMap = Field(default_factory=ColumnMap, description="Explicit columns; override the preset's defaults.")
+    binarize: Literal["best_vs_worst", "best_vs_random", "all_pairs", "ranked"] = Field(
+        "best_vs_worst", description="ultrafeedback preset: how completions become pairs, or ranked: one row with "
+                                     "every rated completion (approach kind listwise)."
+    )
+    pair_by: str | None = Field(
+        None, description="helpsteer2 preset: build pairs by this attribute instead of pointwise rows."
+    )
+    chat_template: Literal["auto", "tokenizer", "plain"] = Field(
+        "auto",
+        description="How messages become text: the tokenizer's chat template, a plain 'User:/Assistant:' layout, or auto (template when the tokenizer has one).",
+    )
