@@ -162,7 +162,7 @@ def build_training_arguments(
         save_steps=save_steps or 500,
         save_total_limit=tr.save_total_limit,
         load_best_model_at_end=best,
-        metric_for_best_model=best_metric_name(metric) if best else None,
+        metric_for_best_model=best_metric_name(metric) if best and metric is not None else None,
         greater_is_better=greater_is_better(spec, metric) if best else None,
         remove_unused_columns=False,  # the collators pick the columns they need
         report_to=report_to if report_to is not None else ["none"],

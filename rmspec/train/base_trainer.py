@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Any
 
 import torch
 from transformers import Trainer, TrainerCallback
@@ -29,7 +30,7 @@ class SamplerEpoch(TrainerCallback):
     the resumed epoch then replayed epoch 0's order (found by a requeued 2-node SLURM job, whose
     losses left the uninterrupted run's at the first step after the resume)."""
 
-    def __init__(self, trainer: "MetricsTrainer"):
+    def __init__(self, trainer: MetricsTrainer):
         self.trainer = trainer
 
     def on_epoch_begin(self, args, state, control, **kwargs):
@@ -48,9 +49,12 @@ class MetricsTrainer(Trainer):
     """
 
     # compute_loss returns a per-batch mean: the Trainer divides it by the accumulation steps.
-    loss_is_scaled_for_ga = False
+    loss_is_scaled_for_ga: bool | None = False
     # warmup_stable_decay: share of the steps spent decaying (training.decay_ratio; set by the run).
     decay_ratio = 0.1
+    # Trainer.__init__ sets it (transformers is untyped here): the annotation lets mypy type the
+    # reads in create_scheduler before its assignment there.
+    lr_scheduler: Any
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         kind = str(getattr(self.args.lr_scheduler_type, "value", self.args.lr_scheduler_type))
@@ -75,7 +79,7 @@ class MetricsTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self.group_by_length = group_by_length
         self._interval: dict[str, list[float]] = defaultdict(list)
-        self._train_sampler = None
+        self._train_sampler: SeededRandomSampler | SeededLengthGroupedSampler | None = None
         self._tokens_local = 0  # tokens this process trained on since the last log
         self.num_tokens = 0  # tokens trained on so far, all processes (metrics.jsonl's num_tokens)
         self.add_callback(SamplerEpoch(self))

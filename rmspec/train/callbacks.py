@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -147,12 +148,10 @@ class GracefulInterrupt(TrainerCallback):
         self.requested = False
         self._previous = {}
 
-    def install(self) -> "GracefulInterrupt":
+    def install(self) -> GracefulInterrupt:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
+            with contextlib.suppress(ValueError):  # not the main thread (tests)
                 self._previous[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread (tests)
-                pass
         return self
 
     def uninstall(self) -> None:

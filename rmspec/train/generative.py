@@ -15,7 +15,7 @@ class GenerativeTrainer(MetricsTrainer):
     """The Trainer's own causal-LM loss (labels are -100 outside assistant turns, shifted inside
     the model, normalised over the tokens of the whole accumulated batch)."""
 
-    loss_is_scaled_for_ga = None  # back to the Trainer's own rule for model-computed losses
+    loss_is_scaled_for_ga: bool | None = None  # back to the Trainer's own rule for model-computed losses
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
@@ -62,7 +62,7 @@ def judge_metrics(
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"  # generation continues from the right edge
     parsed = agreed = labelled = 0
-    examples = []
+    examples: list[dict[str, str | None]] = []
     try:
         for i in range(0, len(rows), batch_size):
             chunk = rows[i : i + batch_size]

@@ -30,7 +30,8 @@ class ListCollator:
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         n_max = max(len(r["responses_input_ids"]) for r in rows)
-        sequences, types = [], []
+        sequences: list[list[int]] = []
+        types: list[list[int]] = []
         index = torch.full((len(rows), n_max), -1, dtype=torch.long)
         scores = torch.zeros((len(rows), n_max), dtype=torch.float32)
         for b, r in enumerate(rows):

@@ -102,10 +102,10 @@ def own_run_dir(run: RunDir, state: Any):
 
 
 def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) -> int:
+    from rmspec.data.chat_template import use_chat_template
     from rmspec.train.arguments import build_training_arguments, tracker_env
     from rmspec.train.callbacks import MetricsJsonl, metric_family
     from rmspec.train.factory import build_trainer
-    from rmspec.data.chat_template import use_chat_template
     from rmspec.train.modeling import apply_lora, ensure_pad_token, load_model, load_tokenizer
 
     loaded = load_run_spec(run)
