@@ -39,7 +39,10 @@ def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main
     metrics = dict(prediction.metrics)
     # Into metrics.jsonl and the trackers like any evaluation; model_step marks it as the final one and says
     # whose weights it scored (with final_model: best, not the step it is logged at).
-    trainer.log({**metrics, "model_step": final_model_facts(spec, trainer)["step"]})
+    logged = {**metrics, "model_step": final_model_facts(spec, trainer)["step"]}
+    trainer.log(logged)
+    if "epoch" in logged:  # Trainer.log adds the epoch; status.json's final metrics have always carried it
+        metrics["epoch"] = logged["epoch"]
     if kind == "process":  # per-step probabilities, not a reward to normalise
         return rename(metrics, family), {}
     rewards = np.asarray(prediction.predictions, dtype=np.float64)
