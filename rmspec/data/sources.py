@@ -19,10 +19,7 @@ from rmspec.data.files import short as _short
 from rmspec.data.sql import sql_source, sql_url
 from rmspec.errors import DataError
 
-# Kept importable from here for rmspec.evaluate until it reads through rmspec.rows itself.
-from rmspec.rows import bare_null_line, first_undecodable
-
-__all__ = ["bare_null_line", "first_undecodable", "open_source", "resolve_paths", "sql_url"]
+__all__ = ["open_source", "resolve_paths", "sql_url"]
 
 
 def open_source(source: Any, base_dir: Path, *, limit: int | None = None, where: str = "data.source"):
