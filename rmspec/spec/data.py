@@ -80,7 +80,7 @@ class MixtureSource(Section):
         return filters
 
     @model_validator(mode="after")
-    def _weight_or_rows(self) -> "MixtureSource":
+    def _weight_or_rows(self) -> MixtureSource:
         if self.weight is not None and self.rows != "all":
             raise ValueError(f"source {self.name!r}: give weight or rows, not both")
         return self
@@ -107,7 +107,7 @@ class DataSpec(Section):
                           "100,000 rows, else up to 8 (the CPU count). The prepared rows are the same for any value.")
 
     @model_validator(mode="after")
-    def _one_form(self) -> "DataSpec":
+    def _one_form(self) -> DataSpec:
         if (self.source is None) == (self.sources is None):
             raise ValueError("give data.source (one dataset) or data.sources (a mixture), exactly one of them")
         if self.sources is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
@@ -61,22 +61,14 @@ class SampleFilter(Section):
     seed: int = Field(0, description="Sampling seed.")
 
     @model_validator(mode="after")
-    def _one(self) -> "SampleFilter":
+    def _one(self) -> SampleFilter:
         if (self.n is None) == (self.fraction is None):
             raise ValueError("give exactly one of n or fraction")
         return self
 
 
 Filter = Annotated[
-    Union[
-        MaxLengthFilter,
-        DropIdenticalFilter,
-        DropEmptyFilter,
-        DedupFilter,
-        RegexFilter,
-        MinScoreGapFilter,
-        SampleFilter,
-    ],
+    MaxLengthFilter | DropIdenticalFilter | DropEmptyFilter | DedupFilter | RegexFilter | MinScoreGapFilter | SampleFilter,
     Field(discriminator="kind"),
 ]
 
@@ -105,5 +97,5 @@ class PairsFromScores(Section):
 
 
 Augment = Annotated[
-    Union[CrossPromptNegatives, TruncatedNegatives, PairsFromScores], Field(discriminator="kind")
+    CrossPromptNegatives | TruncatedNegatives | PairsFromScores, Field(discriminator="kind")
 ]

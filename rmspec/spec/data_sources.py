@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, PositiveInt, Tag, field_validator, model_validator
 
@@ -66,7 +66,7 @@ class SqlSource(_SourceCommon):
     )
 
     @model_validator(mode="after")
-    def _one_target(self) -> "SqlSource":
+    def _one_target(self) -> SqlSource:
         if (self.url is None) == (self.sqlite is None):
             raise ValueError("give exactly one of url or sqlite")
         return self
@@ -115,12 +115,6 @@ def _source_tag(value: Any) -> str:
 
 
 Source = Annotated[
-    Union[
-        Annotated[HuggingFaceSource, Tag("huggingface")],
-        Annotated[DiskSource, Tag("disk")],
-        Annotated[FilesSource, Tag("files")],
-        Annotated[SqlSource, Tag("sql")],
-        Annotated[CustomSource, Tag("custom")],
-    ],
+    Annotated[HuggingFaceSource, Tag("huggingface")] | Annotated[DiskSource, Tag("disk")] | Annotated[FilesSource, Tag("files")] | Annotated[SqlSource, Tag("sql")] | Annotated[CustomSource, Tag("custom")],
     Discriminator(_source_tag),
 ]
