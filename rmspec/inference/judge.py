@@ -12,8 +12,9 @@ torch/transformers are imported inside the functions.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rmspec.errors import RmspecError
 from rmspec.spec.benchmarks import JUDGE, kinds_scored_by

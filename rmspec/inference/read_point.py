@@ -27,8 +27,9 @@ gets no rewriting at all.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 PROBES = (([{"role": "user", "content": "Is the sky blue?"}], "Yes, on a clear day."),
           ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}], "4"))
@@ -42,7 +43,7 @@ class ReadPoint:
     special: frozenset[int] = field(default_factory=frozenset)
 
     @classmethod
-    def of(cls, layout: Any, tokenizer: Any) -> "ReadPoint":
+    def of(cls, layout: Any, tokenizer: Any) -> ReadPoint:
         """The rule for this layout (rmspec.data.layout.Layout) and tokenizer."""
         from rmspec.data.layout import PAIR, PLAIN, TEMPLATE
 

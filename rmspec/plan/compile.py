@@ -28,12 +28,12 @@ from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.plan.communication import communication, with_communication
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
+from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
-from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.recipes import list_size, recipe_notes
 from rmspec.plan.shapes import ModelShape, resolve_shape
 from rmspec.plan.slurm import slurm_script

@@ -166,7 +166,7 @@ class LiveView:
         self.title = title
         self.live: Live | None = None
 
-    def __enter__(self) -> "LiveView":
+    def __enter__(self) -> LiveView:
         if self.console.is_terminal:
             self.live = Live(render(self.progress, self.title), console=self.console, refresh_per_second=4)
             self.live.__enter__()
