@@ -237,10 +237,7 @@ def packed_head_outputs(model: Any, rows: PackedRows) -> torch.Tensor:
     if not dtype.is_floating_point:
         dtype = torch.float32
     masks = model_masks(config, rows, dtype)
-    if isinstance(masks, dict):
-        masks = {k: v.to(device) for k, v in masks.items()}
-    else:
-        masks = masks.to(device)
+    masks = {k: v.to(device) for k, v in masks.items()} if isinstance(masks, dict) else masks.to(device)
     captured: list[torch.Tensor] = []
     handle = head_module(model).register_forward_hook(lambda _m, _i, out: captured.append(out))
     try:
