@@ -10,10 +10,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from helpers.data import bert_tokenizer, make_spec, read_jsonl, write_jsonl
 from helpers.models import build_model
 from helpers.runs import rmspec
-
 from rmspec.errors import SpecError
 
 
@@ -102,7 +102,7 @@ def test_weights_counts_split_and_rejects(tmp_path):
     assert hh["rows_train"] == train["hh_parquet"] and pa["rows_train"] == train["pairs_jsonl"]
     assert pa["rejected"]["sampled_out"] > 0 and "sampled_out" not in hh["rejected"]
     # per source: read = kept + rejected; kept = train + validation; totals are the sums
-    for name, counts in report["sources"].items():
+    for counts in report["sources"].values():
         assert counts["rows_read"] + counts["rows_added_by_mapping"] == counts["rows_kept"] + counts["rows_rejected"]
         assert counts["rows_kept"] == counts["rows_train"] - counts["rows_repeated"] + counts["rows_validation"]
         assert counts["reconciled"]

@@ -92,7 +92,7 @@ def validation_split(model_dir: Path) -> list[dict]:
 
     tok = transformers.AutoTokenizer.from_pretrained(model_dir)
     rows = []
-    for i, line in enumerate((FIXTURES / "pairs.jsonl").read_text().splitlines()):
+    for line in (FIXTURES / "pairs.jsonl").read_text().splitlines():
         src = json.loads(line)
         rows.append({"id": src["id"], "group": src["family"], "prompt": src["prompt"], "chosen": src["chosen"], "rejected": src["rejected"],
                      "margin": 0.0, **_encoded("chosen", encode(tok, src["prompt"], src["chosen"], 256)),

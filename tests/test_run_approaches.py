@@ -42,7 +42,7 @@ output: {{dir: {out}}}
 def test_pointwise_run(tmp_path):
     rng = random.Random(0)
     with (tmp_path / "scores.jsonl").open("w") as handle:
-        for i in range(200):
+        for _ in range(200):
             h, v = rng.randint(0, 4), rng.randint(0, 4)
             words = ["w1"] * h + ["w2"] * v + [f"w{rng.randint(10, 70)}" for _ in range(2)]
             rng.shuffle(words)

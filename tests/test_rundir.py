@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 
@@ -22,10 +23,8 @@ def test_atomic_write_keeps_old_content_when_interrupted(tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(os, "replace", boom)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         atomic_write_text(target, "new")
-    except KeyboardInterrupt:
-        pass
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["status.json"]
 

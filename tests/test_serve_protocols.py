@@ -64,10 +64,9 @@ async def openrlhf_post(url: str, queries, prompts, labels):
     payload = {"query": queries, "prompts": prompts, "labels": labels}
     for _ in range(5):
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as session:
-                async with session.post(url, json=payload) as response:
-                    response.raise_for_status()
-                    return await response.json()
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.post(url, json=payload) as response:
+                response.raise_for_status()
+                return await response.json()
         except aiohttp.ClientError:
             pass
         await asyncio.sleep(1)

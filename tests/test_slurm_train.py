@@ -16,9 +16,10 @@ import pytest
 
 from helpers.models import build_model
 from helpers.runs import make_run_spec, metrics_rows
-from helpers.slurm_cluster import slurm_cluster  # noqa: F401 (the session fixture)
 
 pytestmark = pytest.mark.slow
+# The session fixture slurm_cluster, as a plugin: importing its name would be shadowed by each test's parameter.
+pytest_plugins = ["helpers.slurm_cluster"]
 
 # Tiny steps (a 2-layer hidden-32 Llama): 160 of them take seconds, long enough to requeue mid-run.
 TRAINING = "  max_steps: 160\n  save_steps: 20\n  save_total_limit: 3"

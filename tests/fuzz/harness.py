@@ -151,9 +151,10 @@ def _check_issues(exc, spec: Path, data: bytes) -> None:
             raise Finding(f"an issue without a message: {issue}")
         if issue.file is None:
             raise Finding(f"an issue not located in any file: {issue.render_plain()}")
-        if issue.file == str(spec) and issue.line is not None:
-            if not (1 <= issue.line <= n_lines + 1) or (issue.col is not None and issue.col < 1):
-                raise Finding(f"an issue located outside the file ({n_lines} lines): {issue.render_plain()}")
+        if issue.file == str(spec) and issue.line is not None and (
+            not (1 <= issue.line <= n_lines + 1) or (issue.col is not None and issue.col < 1)
+        ):
+            raise Finding(f"an issue located outside the file ({n_lines} lines): {issue.render_plain()}")
 
 
 def _render(print_error, exc, console_cls) -> None:
