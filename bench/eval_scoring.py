@@ -103,8 +103,8 @@ def best_of_n(args) -> None:
     import transformers
 
     from rmspec.inference.engine import RewardEngine
-    from rmspec.inference.shared_prefix import can_share_prompt
     from rmspec.inference.prefix_mask import split_shared_prefix
+    from rmspec.inference.shared_prefix import can_share_prompt
 
     torch.set_num_threads(2)
     model, tok = tiny_decoder()

@@ -153,11 +153,13 @@ def track(name: str) -> dict:
         dist.init_process_group("fake", rank=0, world_size=c["ranks"], store=FakeStore())
         mesh = init_device_mesh("cpu", (c["ranks"],))  # outside fake mode: the mesh needs real tensors
     if c["family"] == "llama":
-        from transformers import LlamaConfig as Config, LlamaForSequenceClassification as Model
+        from transformers import LlamaConfig as Config
+        from transformers import LlamaForSequenceClassification as Model
         blocks = lambda m: m.model.layers  # noqa: E731
         extra = dict(tie_word_embeddings=False)
     else:
-        from transformers import BertConfig as Config, BertForSequenceClassification as Model
+        from transformers import BertConfig as Config
+        from transformers import BertForSequenceClassification as Model
         blocks = lambda m: m.bert.encoder.layer  # noqa: E731
         extra = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     config = Config(**c["config"], **extra, num_labels=1, pad_token_id=0, attn_implementation="sdpa")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -112,11 +113,12 @@ async def load(url: str, queries: list[str], clients: int, duration: float, max_
             i += clients
             started = time.perf_counter()
             try:
-                async with aiohttp.ClientSession(timeout=timeout) as session:
-                    async with session.post(url + "/get_reward", json=payload) as response:
-                        response.raise_for_status()
-                        body = await response.json()
-                        assert len(body["rewards"]) == 1
+                async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
+                    url + "/get_reward", json=payload
+                ) as response:
+                    response.raise_for_status()
+                    body = await response.json()
+                    assert len(body["rewards"]) == 1
                 latencies.append(time.perf_counter() - started)
             except Exception:
                 errors += 1
@@ -191,20 +193,19 @@ async def abandoned(url: str, queries: list[str], big: int = 400, give_up: float
 
     async def one(payload: dict, timeout: float) -> float:
         started = time.perf_counter()
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            async with session.post(url + "/get_reward", json=payload) as response:
-                response.raise_for_status()
-                await response.json()
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session, session.post(
+            url + "/get_reward", json=payload
+        ) as response:
+            response.raise_for_status()
+            await response.json()
         return time.perf_counter() - started
 
     small = {"query": [queries[0]], "prompts": [""], "labels": [None]}
     idle = sorted([await one(small, 60) for _ in range(5)])[2]
     afters = []
     for k in range(3):
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await one({"query": queries[k * big:(k + 1) * big] or queries[:big], "prompts": [""] * big, "labels": [None] * big}, give_up)
-        except asyncio.TimeoutError:
-            pass
         afters.append(await one(small, 180))
     return {"idle_median": idle, "after_abandoned": afters, "big": big, "give_up": give_up}
 

@@ -234,11 +234,11 @@ def main() -> None:
 
 def write(path: Path, results: list[dict], steps: int, prompt_share: float, params: int, pairs: int,
           load_before, load_after, reverse: bool = False, grouping: bool = False) -> None:
+    import platform
+
     import torch
     import transformers
     import trl
-
-    import platform
 
     trl_speed, trl_steady = results[-1]["pairs_per_second"], results[-1]["steady_pairs_per_second"]
     starts = ", ".join(f"{r['load_at_start']:.1f}" for r in results)

@@ -185,7 +185,7 @@ def main() -> None:
                 cmd += ["--max-steps", str(args.max_steps)]
             load_before = os.getloadavg()[0]
             done = subprocess.run(cmd, capture_output=True, text=True)
-            line = [l for l in done.stdout.splitlines() if l.startswith("RESULT ")]
+            line = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
             if done.returncode != 0 or not line:
                 sys.exit(f"{which} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
             results[which] = json.loads(line[0][len("RESULT "):])
