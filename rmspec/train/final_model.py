@@ -76,6 +76,7 @@ def save_final_model(
         trainer.save_model(str(out))
     if not is_main:
         return
+    assert tmp is not None, "the main process made the temporary folder above"
     tokenizer.save_pretrained(tmp)
     if side_tensors:
         from safetensors.torch import save_file
