@@ -32,6 +32,11 @@ class BradleyTerry(Section):
     tie_nu: float | None = Field(
         None, gt=0, description="ties: davidson: a fixed tie parameter nu; unset learns nu (starting at 1.0) with the model.",
     )
+    tie_learning_rate: float | None = Field(
+        None, gt=0, description="ties: davidson with a learned nu: the learning rate of log nu (its own optimizer group, "
+                                "no weight decay, same schedule). Unset: 100 x training.learning_rate (at the model's "
+                                "rate one scalar barely moves in a short run).",
+    )
     sft_weight: float = Field(
         0.0, ge=0, description="Decoders: add weight x the language-model loss on the chosen response (GRM's "
                                "regularizer); the LM head is kept for training only, the saved model is a plain classifier.",
@@ -61,6 +66,8 @@ class BradleyTerry(Section):
             raise ValueError("margin_map is set but the margin is not used; set margin: scale or margin: subtract")
         if self.tie_nu is not None and self.ties != "davidson":
             raise ValueError("tie_nu only applies with ties: davidson")
+        if self.tie_learning_rate is not None and (self.ties != "davidson" or self.tie_nu is not None):
+            raise ValueError("tie_learning_rate only applies with ties: davidson and a learned nu (tie_nu unset)")
         return self
 
     @field_validator("margin_map")

@@ -30,13 +30,31 @@ class BradleyTerryTrainer(ScoreTrainer):
 
     def __init__(self, *args, use_margin: bool = False, center_rewards_coefficient: float | None = None,
                  margin_mode: str | None = None, tie: torch.nn.Module | None = None, sft_weight: float = 0.0,
-                 **kwargs):
+                 tie_learning_rate: float | None = None, **kwargs):
         kwargs.setdefault("compute_metrics", compute_pair_metrics)
         super().__init__(*args, **kwargs)
         self.margin_mode = margin_mode or ("subtract" if use_margin else "none")
         self.center_rewards_coefficient = center_rewards_coefficient
         self.tie = tie  # the Davidson tie parameter (ties: davidson), attached to the model
         self.sft_weight = sft_weight
+        # A learned nu is one scalar: at the model's rate it stays near its start in a short run
+        # (0.999 after 30 steps at 5e-5), so it trains in its own group at 100x that rate by default.
+        self.tie_learning_rate = tie_learning_rate or 100 * self.args.learning_rate
+
+    def create_optimizer(self, model=None):
+        """The Trainer's optimizer, plus log nu (a learned Davidson tie parameter) in a group of its own:
+        its own learning rate and no weight decay (decay would pull nu towards 1, not towards the
+        tie rate). The schedule scales this group as it scales the others."""
+        log_nu = getattr(self.tie, "log_nu", None)
+        if self.optimizer is not None or not isinstance(log_nu, torch.nn.Parameter) or not log_nu.requires_grad:
+            return super().create_optimizer(model)
+        log_nu.requires_grad_(False)  # keeps it out of the Trainer's decay / no-decay groups
+        try:
+            optimizer = super().create_optimizer(model)
+        finally:
+            log_nu.requires_grad_(True)
+        optimizer.add_param_group({"params": [log_nu], "lr": self.tie_learning_rate, "weight_decay": 0.0})
+        return optimizer
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.sft_weight:

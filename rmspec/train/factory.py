@@ -75,6 +75,7 @@ def build_trainer(
             margin_mode=approach.margin_mode,
             center_rewards_coefficient=approach.center_rewards_coefficient,
             tie=tie,
+            tie_learning_rate=approach.tie_learning_rate,
             sft_weight=approach.sft_weight,
             **common,
         )
