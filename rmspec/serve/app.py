@@ -17,6 +17,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
+from collections.abc import MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -49,7 +50,7 @@ class Guard:
             return await self.app(scope, receive, send)
         path, started, status = scope["path"], time.perf_counter(), [500]
 
-        async def tracked(message: dict) -> None:
+        async def tracked(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
             await send(message)

@@ -20,11 +20,13 @@ pass (`chunk` items) at a time and skips the gone request's items that have not 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 
 class QueueFull(Exception):
@@ -88,10 +90,8 @@ class Batcher:
         self._waiting = 0
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
         self._executor.shutdown(wait=True)
 
     async def submit(self, items: Sequence[Any]) -> list[Any]:
@@ -201,6 +201,7 @@ class Batcher:
                 if error is not None:
                     job.future.set_exception(error)
                     continue
+                assert results is not None, "a batch without an error has its results"
                 job.results[i] = results[k]
                 job.finished += 1
                 if job.finished == len(job.items):

@@ -62,7 +62,7 @@ def router(service: Service) -> APIRouter:
         conv = conversation(req.messages)
         [reply] = await service.generate([conv], req.max_completion_tokens or req.max_tokens, request=request)
         # Every field vLLM's ChatCompletionResponse sends, so clients that read them find them.
-        message = {"role": "assistant", "content": reply.text, "refusal": None, "annotations": None, "audio": None,
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None, "annotations": None, "audio": None,
                    "function_call": None, "tool_calls": [], "reasoning_content": None}
         return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
                 "model": model,

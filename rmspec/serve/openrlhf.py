@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
+from rmspec.inference.engine import RewardEngine
 from rmspec.serve.request_io import ApiError, check_items, check_tokens, parse, read_json
 from rmspec.serve.service import Service
 
@@ -41,7 +42,9 @@ def router(service: Service) -> APIRouter:
                     {"query": "a list of strings (prompt + response, already templated)"})
         queries = [req.query] if isinstance(req.query, str) else req.query
         check_items(len(queries), service.limits.max_items, "query")
-        encoded = [service.served(service.engine.encode_text(q, add_special_tokens=False)) for q in queries]
+        engine = service.engine
+        assert isinstance(engine, RewardEngine), "judges and process models are refused above"
+        encoded = [service.served(engine.encode_text(q, add_special_tokens=False)) for q in queries]
         check_tokens(encoded, "query")
         raw = await service.score(encoded, request=request)
         outputs = [service.present(v) for v in raw]

@@ -6,6 +6,7 @@ what was expected, not the value that was sent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Any, TypeVar
@@ -159,10 +160,8 @@ async def unless_disconnected(request: Any, work: Any) -> Any:
         watch.cancel()
         return task.result()
     task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
-    except (asyncio.CancelledError, Exception):
-        pass
     raise ClientGone()
 
 

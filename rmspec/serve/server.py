@@ -89,7 +89,9 @@ def serve(target: str, *, host: str, port: int, token: str | None, limits, norma
     log(f"rmspec serve: {engine.kind} model {Path(target)} (max_length {engine.max_length}, {detail})")
     log(f"listening on http://{host}:{port}" + (" (bearer token required)" if token else ""))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=access_log,
-                            timeout_graceful_shutdown=shutdown_timeout, server_header=False)
+                            # uvicorn annotates it int, but passes it to asyncio.wait_for, which takes seconds as a float.
+                            timeout_graceful_shutdown=shutdown_timeout,  # type: ignore[arg-type]
+                            server_header=False)
     server = _server_class()(config)
     server.run()
     if not server.started:

@@ -7,8 +7,9 @@ prompts), awaits `score`/`generate`, and shapes the answer. Nothing here knows H
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rmspec.inference.encoding import Encoded
 from rmspec.inference.engine import RewardEngine
@@ -102,9 +103,9 @@ class Service:
             return encoded._replace(type_ids=None)
         return encoded
 
-    async def score(self, encoded: Sequence[Encoded], per_token: bool = False, request: Any = None) -> list[list[float]]:
-        """Every raw head output per item, computed in shared batches (a process reward model:
-        per token, [tokens][labels], and only for vLLM's /pooling with task token_classify).
+    async def score(self, encoded: Sequence[Encoded], per_token: bool = False, request: Any = None) -> list[list[Any]]:
+        """Every raw head output per item (floats), computed in shared batches (a process reward model:
+        per token, [tokens][labels] lists, and only for vLLM's /pooling with task token_classify).
         With `request`, the work is dropped if its client disconnects (ClientGone)."""
         assert self.batcher is not None
         if self.is_process and not per_token:
@@ -135,7 +136,9 @@ class Service:
         if self.ensemble:
             values = values[:1]
         if self.normalize and self.engine.kind == ScorerKind.REWARD:
-            return [self.engine.normalize(values[0]), *values[1:]]
+            reward = self.engine.normalize(values[0])
+            assert reward is not None, "normalize is on only where engine.can_normalize"
+            return [reward, *values[1:]]
         return list(values)
 
     def reward_std(self, raw: list[list[float]]) -> list[float] | None:

@@ -27,6 +27,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from rmspec.inference.encoding import Encoded
+from rmspec.inference.engine import RewardEngine
 from rmspec.serve.chat import conversation, split_reply
 from rmspec.serve.request_io import ApiError, check_items, check_tokens, parse, read_json
 from rmspec.serve.service import Service, activation
@@ -70,9 +71,12 @@ def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
         prompt, reply = split_reply(conversation(req.messages))
         encoded = engine.encode([(prompt, reply)])  # the training layout, segment ids included
         return [engine.encode_ids(e.ids, limit) if limit and len(e.ids) > limit else e for e in encoded]
-    items = req.input
-    if isinstance(items, str) or (isinstance(items, list) and items and isinstance(items[0], int)):
-        items = [items]
+    given = req.input
+    items: list[Any]  # each a text or a list of token ids
+    if isinstance(given, str) or (isinstance(given, list) and given and isinstance(given[0], int)):
+        items = [given]
+    else:
+        items = given or []
     if not items:
         raise ApiError(400, "input: empty list, nothing to score", "input")
     check_items(len(items), service.limits.max_items, "input")
@@ -86,11 +90,16 @@ def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
             if service.is_process:
                 out.append(engine.encode_ids(engine.tokenizer(item, add_special_tokens=special)["input_ids"], limit))
             else:
+                assert isinstance(engine, RewardEngine), "a server that is not a process model holds a RewardEngine"
                 out.append(service.served(engine.encode_text(item, add_special_tokens=special, limit=limit)))
             continue
         if not item or any(t < 0 or t >= vocab for t in item):
             raise ApiError(400, f"input.{i}: token ids must be a non-empty list within the vocabulary (0..{vocab - 1})", f"input.{i}")
-        out.append(engine.encode_ids(item, limit) if service.is_process else service.served(engine.encode_served(item, limit)))
+        if service.is_process:
+            out.append(engine.encode_ids(item, limit))
+        else:
+            assert isinstance(engine, RewardEngine), "a server that is not a process model holds a RewardEngine"
+            out.append(service.served(engine.encode_served(item, limit)))
     check_tokens(out, "input")
     return out
 
