@@ -34,7 +34,7 @@ from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
-from rmspec.plan.recipes import list_size, recipe_notes
+from rmspec.plan.recipes import list_size, packed_list_lengths, recipe_notes
 from rmspec.plan.shapes import ModelShape, resolve_shape
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, what_would_fit
@@ -85,12 +85,15 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
     n_list, list_how = list_size(spec, loaded.base_dir) if approach == "listwise" else (None, None)
     packing, packing_reason = plan_packing(training.packing, approach, shape.architecture, attn, sft)
     packed = packing == SHARED_PREFIX
-    if packed:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
+    if packed and approach == "listwise":  # one row [prompt | r_1 | ... | r_N] per prompt
+        row_tokens, row_bound, pair_tokens, packed_how = packed_list_lengths(
+            spec.data, approach, loaded.base_dir, training.max_length, n_list)
+    elif packed:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
         row_tokens, row_bound, pair_tokens, packed_how = packed_lengths(
             spec.data.mixture()[0].source, spec.data.mixture()[0].mapping, loaded.base_dir, training.max_length)
     base = TrainingShape(
         micro_batch=1,
-        seqs_per_example=n_list or (2 if approach == "bradley_terry" and not packed else 1),
+        seqs_per_example=1 if packed else n_list or (2 if approach == "bradley_terry" else 1),
         seq_len=row_bound if packed else training.max_length,
         packed=packed,
         head="score+lm" if sft else {"generative": "lm", "process": "token"}.get(approach, "score"),
@@ -107,7 +110,8 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
     choice = choose(shape, base, hw, global_batch=training.global_batch_size,
                     checkpointing=training.gradient_checkpointing, fixed_micro=fixed_micro)
     if choice is None:
-        _raise_nothing_fits(shape, base, hw, training, lora is not None, fixed_micro)
+        _raise_nothing_fits(shape, base, hw, training, lora is not None, fixed_micro,
+                            n_list if packed and approach == "listwise" else None)
 
     rung = choice.rung
     host_usable, warnings = host_memory(choice.memory, hw)
@@ -235,7 +239,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
     )
 
 
-def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro) -> NoReturn:
+def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro, packed_list: int | None = None) -> NoReturn:
     from rmspec.plan.strategy import _fits as fits
     from rmspec.plan.strategy import evaluate
 
@@ -248,7 +252,9 @@ def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro) -> NoR
         lines.append(f"  {rung.label}: {why}" if why.startswith("needs") else
                      f"  {rung.label}: {mem.total / GIB:.1f} GB per device{extra}" + (f": {why}" if why else ""))
     seq_len_for = None
-    if base.packed:  # a row is max_length + the longest response (at most max_length): shorter max_length, shorter row
+    if packed_list:  # a listwise row is bounded by N x max_length
+        seq_len_for = lambda length: packed_list * length  # noqa: E731
+    elif base.packed:  # a row is max_length + the longest response (<= max_length): shorter max_length, shorter row
         longest_response = base.seq_len - training.max_length
         seq_len_for = lambda length: length + min(longest_response, length)  # noqa: E731
     alternatives = what_would_fit(shape, base, hw, checkpointing=training.gradient_checkpointing, has_lora=has_lora,

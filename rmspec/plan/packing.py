@@ -1,4 +1,5 @@
-"""Which path Bradley-Terry training takes: shared-prefix rows (each prompt once) or two sequences.
+"""Which path Bradley-Terry and listwise training take: shared-prefix rows (each prompt once) or
+two (N) sequences per prompt.
 
 The plan decides from the spec and the model's shape, without torch; the trainer decides again
 from the loaded model's config (rmspec.train.packing.packing_path) with the same rules.
@@ -18,12 +19,9 @@ def plan_packing(setting: str, approach: str, architecture: str | None, attn: st
     if setting == OFF:
         return OFF, "training.packing: off"
     why = None
-    if approach == "listwise":
-        why = ("approach listwise: N sequences per prompt (a shared-prefix row [prompt | r_1 | ... | r_N] is "
-               "not wired for listwise training yet)")
-    elif sft:
+    if sft:
         why = "approach.sft_weight: the LM term reads each chosen sequence on its own (two sequences per pair)"
-    elif approach != "bradley_terry":
+    elif approach not in ("bradley_terry", "listwise"):
         why = f"approach {approach}: one sequence per example, no prompt shared between sequences"
     elif architecture == "encoder":
         why = "an encoder attends in both directions, so a prompt's states depend on the response after it"
@@ -32,8 +30,10 @@ def plan_packing(setting: str, approach: str, architecture: str | None, attn: st
     if why is None:
         return SHARED_PREFIX, ("training.packing: shared_prefix" if setting == SHARED_PREFIX else
                                "auto: a causal decoder in Bradley-Terry: each prompt computed once per pair, "
-                               "one row [prompt | chosen | rejected]")
+                               "one row [prompt | chosen | rejected]" if approach == "bradley_terry" else
+                               "auto: a causal decoder in listwise training: each prompt computed once, one row "
+                               "[prompt | r_1 | ... | r_N]")
     if setting == SHARED_PREFIX:
         raise PlanError(f"training.packing: shared_prefix cannot apply: {why}",
-                        hint="set training.packing: auto (or off) to train with two sequences per pair")
+                        hint="set training.packing: auto (or off) to train with one sequence per response")
     return OFF, f"auto: {why}"

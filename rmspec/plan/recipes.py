@@ -2,7 +2,8 @@
 the SFT term's LM head, and what init_from will take. Light: no torch.
 
 A listwise row is N sequences unpacked ([prompt | r_k] each), so the memory model sees N sequences
-per example; N is read from the first rows of a local source (the largest list there), else 4
+per example, or one row of at most N x max_length packed (decoders); N is read from the first rows
+of a local source (the largest list there), else 4
 (UltraFeedback's four rated completions).
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rmspec.plan.estimate import sample_rows
+from rmspec.plan.estimate import data_sequence_length, sample_rows
 
 DEFAULT_LIST_SIZE = 4
 
@@ -27,14 +28,27 @@ def list_size(spec: Any, base_dir: Path) -> tuple[int, str]:
     return DEFAULT_LIST_SIZE, f"not read from the data: {DEFAULT_LIST_SIZE} (UltraFeedback's rated completions)"
 
 
+def packed_list_lengths(data: Any, approach: str, base_dir: Path, max_length: int,
+                        n: int) -> tuple[int, int, int, str]:
+    """Shared-prefix listwise rows [prompt | r_1 | ... | r_N]: (tokens per row for time, the row bound
+    for memory, tokens per prompt unpacked, how). Each [prompt | r_k] fits max_length, so a row is
+    at most N x max_length; for time the row is counted as its N sequences' tokens (the prompt's
+    saving is not estimated here: an upper bound)."""
+    per_sequence, how = data_sequence_length(data, approach, base_dir, max_length)
+    tokens = n * per_sequence
+    return tokens, n * max_length, tokens, (f"{n} x {how} (prompt-once saving not estimated; the row bound is "
+                                            f"{n} x max_length)")
+
+
 def recipe_notes(spec: Any, n_list: int | None, list_how: str | None) -> list[str]:
     """Plan warnings for options whose cost or effect the reader should see (none for other specs,
     so their plans are unchanged)."""
     approach = spec.approach
     notes = []
     if approach.kind == "listwise":
-        notes.append(f"listwise: {n_list} sequences per prompt ({list_how}), each [prompt | response] on its own: "
-                     "the prompt is computed N times (shared-prefix packing of rankings is not wired for training)")
+        notes.append(f"listwise: {n_list} responses per prompt ({list_how}); on a decoder with training.packing "
+                     "auto they share one row [prompt | r_1 | ... | r_N] (the prompt computed once), otherwise each "
+                     "[prompt | response] is its own sequence")
     if getattr(approach, "sft_weight", 0.0):
         notes.append(f"sft_weight {approach.sft_weight}: the LM head is kept during training (sized here: its "
                      "weights, and its logits over the chosen sequence); the saved model is the score head only")

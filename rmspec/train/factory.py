@@ -7,7 +7,7 @@ from typing import Any
 from rmspec.train.bradley_terry import BradleyTerryTrainer
 from rmspec.train.collators import LMCollator, PairCollator, ScoresCollator
 from rmspec.train.generative import GenerativeTrainer
-from rmspec.train.listwise import ListCollator, ListwiseTrainer
+from rmspec.train.listwise import ListCollator, ListwiseTrainer, PackedListCollator
 from rmspec.train.packing import SHARED_PREFIX, PackedPairCollator, packed_length, packing_path
 from rmspec.train.pointwise import PointwiseTrainer, pointwise_metrics
 from rmspec.train.process import ProcessTrainer, StepCollator, process_metrics
@@ -82,7 +82,8 @@ def build_trainer(
         trainer.packing = (packing, packing_reason)  # what ran and why (the plan predicted it)
         return trainer
     if approach.kind == "listwise":
-        trainer = ListwiseTrainer(data_collator=ListCollator(pad), top_k=approach.top_k,
+        trainer = ListwiseTrainer(data_collator=PackedListCollator(pad) if packed else ListCollator(pad),
+                                  top_k=approach.top_k,
                                   center_rewards_coefficient=approach.center_rewards_coefficient, **common)
         trainer.packing = (packing, packing_reason)
         return trainer

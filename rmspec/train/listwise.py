@@ -2,9 +2,14 @@
 
 Unpacked: the batch holds every response of every prompt as its own sequence (sum of N_i rows),
 one forward pass; `list_index` [B, N_max] says which flat row is response k of prompt b (-1 for a
-prompt with fewer than N_max responses). Decoders compute the prompt once per response here: the
-shared-prefix row [prompt | r_1 | ... | r_N] is not wired for training yet (the plan says so, and
-bench/recipes_ranked.py counts the tokens it would save).
+prompt with fewer than N_max responses).
+
+Packed (decoders, training.packing auto or shared_prefix): PackedListCollator lays each prompt and
+its N responses out as one shared-prefix row [prompt | r_1 | ... | r_N] (rmspec.inference.prefix_mask,
+the layout pairs use): each response attends to the prompt and to itself, its positions continue
+from the prompt's end, and its reward is read at its last token, so the rewards equal the N
+separate sequences' (tests/test_packing_listwise.py). `list_index` then points into the responses'
+ends in the same order.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ import numpy as np
 import torch
 
 from rmspec.inference.padding import pad_right
+from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split_shared_prefix
 from rmspec.train.base_trainer import ScoreTrainer
 from rmspec.train.objectives.listwise import plackett_luce_loss, ranking_metrics
+from rmspec.train.packing import is_packed, packed_rows
 from rmspec.train.rewards import forward_scores
 
 
@@ -48,9 +55,46 @@ class ListCollator:
         return batch
 
 
+def _list_targets(rows: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """list_index and list_scores [B, N_max]: response k of prompt b is flat entry index[b, k]
+    (prompts in order, responses in order; -1 where a prompt has fewer than N_max)."""
+    n_max = max(len(r["responses_input_ids"]) for r in rows)
+    index = torch.full((len(rows), n_max), -1, dtype=torch.long)
+    scores = torch.zeros((len(rows), n_max), dtype=torch.float32)
+    flat = 0
+    for b, r in enumerate(rows):
+        for k in range(len(r["responses_input_ids"])):
+            index[b, k] = flat
+            scores[b, k] = float(r["scores"][k])
+            flat += 1
+    return index, scores
+
+
+@dataclass
+class PackedListCollator:
+    """Listwise batches as shared-prefix rows [prompt | r_1 | ... | r_N] (several short prompts may
+    share a row); the packed keys as PackedPairCollator's, plus list_index and list_scores."""
+
+    pad_token_id: int
+    several_per_row: bool = True
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        groups = [split_shared_prefix([list(ids) for ids in r["responses_input_ids"]]) for r in rows]
+        packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
+        index, scores = _list_targets(rows)
+        return {"input_ids": packed.input_ids, "position_ids": packed.position_ids, "packed_group": packed.group,
+                "packed_branch": packed.branch, "packed_ends": packed.ends, "list_index": index,
+                "list_scores": scores}
+
+
 def list_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rewards [B, N_max], mask [B, N_max]) from one forward pass over every response."""
-    flat = forward_scores(model, inputs["input_ids"], inputs["attention_mask"], inputs.get("token_type_ids"))[:, 0]
+    """(rewards [B, N_max], mask [B, N_max]) from one forward pass over every response (N sequences
+    per prompt, or the packed rows of PackedListCollator)."""
+    if is_packed(inputs):
+        flat = packed_head_outputs(model, packed_rows(inputs))[:, 0]
+    else:
+        flat = forward_scores(model, inputs["input_ids"], inputs["attention_mask"],
+                              inputs.get("token_type_ids"))[:, 0]
     index = inputs["list_index"]
     mask = index >= 0
     return flat[index.clamp(min=0)].masked_fill(~mask, 0.0), mask
