@@ -134,8 +134,8 @@ def main() -> None:
               "step reads 8 prompts x 4 sequences, a pairwise step 8 pairs x 2.", "",
               "Tokens computed per prompt on a decoder (ChatML layout, the suite's word-level tokenizer over the "
               f"demo corpus): N sequences {tokens['unpacked']:.1f}, one shared-prefix row {tokens['packed']:.1f} "
-              f"({tokens['ratio']:.2f}x fewer). Training runs the N sequences today (the packed row is counted, not "
-              "wired)."]
+              f"({tokens['ratio']:.2f}x fewer). Decoders train on the packed row (training.packing: auto); the "
+              "MiniLM runs above are an encoder, N sequences."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
