@@ -86,6 +86,7 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
     packing, packing_reason = plan_packing(training.packing, approach, shape.architecture, attn, sft)
     packed = packing == SHARED_PREFIX
     if packed and approach == "listwise":  # one row [prompt | r_1 | ... | r_N] per prompt
+        assert n_list is not None, "list_size ran above for a listwise approach"
         row_tokens, row_bound, pair_tokens, packed_how = packed_list_lengths(
             spec.data, approach, loaded.base_dir, training.max_length, n_list)
     elif packed:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
