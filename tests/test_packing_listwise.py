@@ -98,3 +98,23 @@ def test_packed_row_holds_each_prompt_once():
         shared = min(len(s) for s in seqs) - 1
         common = next((i for i in range(shared) if any(s[i] != seqs[0][i] for s in seqs)), shared)
         assert packed == unpacked - (len(seqs) - 1) * common
+
+
+def test_listwise_packs_on_decoders_only():
+    from rmspec.errors import PlanError
+    from rmspec.plan.packing import OFF, SHARED_PREFIX, plan_packing
+
+    assert plan_packing("auto", "listwise", "decoder", "sdpa")[0] == SHARED_PREFIX
+    assert plan_packing("off", "listwise", "decoder", "sdpa")[0] == OFF
+    path, why = plan_packing("auto", "listwise", "encoder", "sdpa")
+    assert path == OFF and "both directions" in why
+    assert plan_packing("auto", "listwise", "decoder", "flash_attention_2")[0] == OFF
+    with pytest.raises(PlanError):
+        plan_packing("shared_prefix", "listwise", "encoder", "sdpa")
+
+
+def test_the_run_time_path_of_a_tiny_decoder_is_packed():
+    from rmspec.train.packing import packing_path
+
+    config = tiny("llama", "sdpa").config
+    assert packing_path("auto", "listwise", config)[0] == "shared_prefix"
