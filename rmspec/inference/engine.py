@@ -16,9 +16,10 @@ torch/transformers are imported inside the functions.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from rmspec.inference.encoding import Encoded, Prompt, encode_many, make_layout
 from rmspec.inference.loading import load_reward_model, max_length_for
@@ -77,7 +78,7 @@ class RewardEngine:
 
     @classmethod
     def from_parts(cls, model: Any, tokenizer: Any, spec: Any = None, *, target: Target | None = None,
-                   batch_size: int | None = None) -> "RewardEngine":
+                   batch_size: int | None = None) -> RewardEngine:
         """A loaded score-head model; `spec` (rmspec.spec.Spec of its run, or None) sets the layout,
         chat template and max_length the model was trained with."""
         chat_template = spec.data.mapping.chat_template if spec is not None else "auto"
@@ -95,7 +96,7 @@ class RewardEngine:
 
     @classmethod
     def load_judge(cls, model_dir: str | Path, spec: Any, *, target: Target | None = None,
-                   batch_size: int | None = None) -> "RewardEngine":
+                   batch_size: int | None = None) -> RewardEngine:
         """A generative judge (causal LM) with its run's layout and verdict pattern."""
         from rmspec.inference.judge import load_judge
 
