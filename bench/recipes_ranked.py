@@ -80,7 +80,6 @@ def packed_tokens() -> dict[str, float]:
     corpus: no hub): N separate sequences vs one shared-prefix row."""
     sys.path.insert(0, str(REPO / "tests"))
     from helpers.data import chat_tokenizer
-
     from rmspec.data.layout import Layout
 
     rows = [json.loads(line) for line in (DEMO / "ranked.jsonl").read_text().splitlines()]
@@ -125,7 +124,7 @@ def main() -> None:
              "ranked_heldout.jsonl, 200 prompts x 4)", "",
              "| arm | held-out pair accuracy | Kendall tau | seeds |", "|---|---|---|---|"]
     for arm, rows in results.items():
-        def fmt(key):
+        def fmt(key, rows=rows):  # this iteration's rows, bound (B023)
             vals = [r[key] for r in rows]
             se = statistics.stdev(vals) / len(vals) ** 0.5 if len(vals) > 1 else float("nan")
             return f"{statistics.mean(vals):.3f}" + (f" ± {se:.3f}" if len(vals) > 1 else "")

@@ -91,7 +91,7 @@ def main() -> None:
              "held-out ties_heldout.jsonl)", "", "| ties | held-out accuracy (non-tie pairs) | nu | P(tie) on ties | "
              "P(tie) on non-ties | tie Brier | seeds |", "|---|---|---|---|---|---|---|"]
     for ties, rows in results.items():
-        def fmt(key):
+        def fmt(key, rows=rows):  # this iteration's rows, bound (B023)
             vals = [r[key] for r in rows if key in r]
             if not vals:
                 return "-"
