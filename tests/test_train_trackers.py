@@ -10,8 +10,9 @@ import helpers.trackers as readers
 from helpers.runs import make_run_spec, metrics_rows, rmspec
 from rmspec.train.trackers import numeric
 
-BACKENDS = ["tensorboard", "wandb", "mlflow", "swanlab"]
-MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "swanlab": "swanlab"}
+BACKENDS = ["tensorboard", "wandb", "mlflow", "swanlab", "trackio"]
+MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "swanlab": "swanlab",
+           "trackio": "trackio"}
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +45,3 @@ def test_the_tracker_holds_the_metrics_jsonl_values(tracked_run, backend):
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-9), (backend, key)
     assert set(got) == set(expected)  # nothing under another name (transformers' integrations rename)
-
-
-def test_trackio_is_read_back_or_the_reason_is_given():
-    if importlib.util.find_spec("trackio") is None:
-        pytest.skip("trackio is not installed: it requires gradio, which requires pillow<13, and constraints.txt "
-                    "pins pillow 13.0.0 (pip falls back through every gradio release)")
-    pytest.skip("trackio installed: no read-back test written yet")

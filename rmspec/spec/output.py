@@ -48,7 +48,7 @@ class SwanlabSpec(Section):
 
 
 class TrackioSpec(Section):
-    project: str = Field("rmspec", description="Trackio project (its local store, ~/.cache/huggingface/trackio).")
+    project: str = Field("rmspec", description="Trackio project (its local store: RUN/trackio unless TRACKIO_DIR is set).")
     space_id: str | None = Field(None, description="A Hugging Face Space to sync to; none keeps everything local.")
 
 

@@ -5,7 +5,7 @@ them over after writing), and the spec and plan as its config. transformers' own
 not used because each renames metrics its own way (TensorBoard's `train/loss` where metrics.jsonl
 says `train/rm/loss`). Each runs locally unless the spec asks otherwise: TensorBoard event files
 in RUN/tensorboard, wandb offline in RUN/wandb, MLflow's SQLite store RUN/mlflow.db, SwanLab offline
-in RUN/swanlog, Trackio's local store.
+in RUN/swanlog, Trackio's SQLite store in RUN/trackio (TRACKIO_DIR, unless the user set it).
 """
 
 from __future__ import annotations
@@ -122,6 +122,8 @@ class Swanlab(Tracker):
 
 class Trackio(Tracker):
     def __init__(self, root: Path, config: dict, settings: Any, name: str):
+        # trackio reads TRACKIO_DIR once, at import: set it first so the store lands in the run.
+        os.environ.setdefault("TRACKIO_DIR", str(root / "trackio"))
         import trackio
 
         self.trackio = trackio

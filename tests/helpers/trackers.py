@@ -84,3 +84,18 @@ def wandb(run: Path) -> dict:
         step = items.get("_step", record.history.step.num)
         pairs += [(k, step, v) for k, v in items.items() if not k.startswith("_") and isinstance(v, (int, float))]
     return last_values(pairs)
+
+
+def trackio(run: Path) -> dict:
+    """Trackio's own reader (SQLiteStorage.get_logs) on the run's store, RUN/trackio."""
+    import trackio.sqlite_storage as storage
+
+    saved = storage.TRACKIO_DIR  # read once at import; point it at this run's store for the read
+    storage.TRACKIO_DIR = run / "trackio"
+    try:
+        logs = storage.SQLiteStorage.get_logs("rmspec", run.name)
+    finally:
+        storage.TRACKIO_DIR = saved
+    skip = {"step", "timestamp"}
+    return last_values((k, row["step"], v) for row in logs for k, v in row.items()
+                       if k not in skip and isinstance(v, (int, float)))
