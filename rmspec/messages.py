@@ -15,11 +15,13 @@ Light: no torch, no pydantic.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 ROLES = ("system", "user", "assistant")
+TOOL_ROLES = (*ROLES, "tool")  # where `Rules.tools`: tool results, and tool calls on assistant turns
 TEXT_PARTS_ONLY = 'only text parts ({"type": "text", "text": ...}) can be scored'
 Message = dict[str, str]
 
@@ -40,6 +42,8 @@ class Problem(str, Enum):
     NO_REPLY = "no_reply"  # the conversation does not end with the assistant reply
     NO_PROMPT = "no_prompt"  # only the reply, no turn before it
     EMPTY_REPLY = "empty_reply"  # the reply to score is blank
+    BAD_TOOL_CALLS = "bad_tool_calls"  # tool_calls not [{"type": "function", "function": {name, arguments}}]
+    TEMPLATE_DROPS_TOOLS = "template_drops_tools"  # the chat template rendered without a tool call or result
 
     __str__ = str.__str__
 
@@ -70,12 +74,16 @@ class Rules:
 
     - `allow_text`: a bare string is one user turn (data prompts);
     - `allow_empty`: an empty list is no messages (a data prompt may have none);
-    - `text_parts`: content may be a list of OpenAI text parts, joined (serve only).
+    - `text_parts`: content may be a list of OpenAI text parts, joined (serve only);
+    - `tools`: `tool` messages (text content, optional `name`) and assistant `tool_calls` in the
+      OpenAI/transformers shape pass through, for a chat template that renders them (the layout
+      checks that it did: `missing_tool_texts`). Off, they are refused as before.
     """
 
     allow_text: bool = False
     allow_empty: bool = False
     text_parts: bool = False
+    tools: bool = False
 
 
 STRICT = Rules()
@@ -124,11 +132,58 @@ def conversation(value: Any, field: str, rules: Rules = STRICT) -> list[Message]
         where = f"{field}.{i}"
         if not isinstance(m, dict):
             raise Invalid(Problem.NOT_A_MESSAGE, where, "expected an object with role and content", field, i, m)
-        if m.get("role") not in ROLES:
-            got = f"expected one of {', '.join(ROLES)}, got {m.get('role')!r}"
+        roles = TOOL_ROLES if rules.tools else ROLES
+        if m.get("role") not in roles:
+            got = f"expected one of {', '.join(roles)}, got {m.get('role')!r}"
             raise Invalid(Problem.BAD_ROLE, f"{where}.role", got, field, i, m)
-        out.append({"role": m["role"], "content": _content(m, f"{where}.content", rules, field, i)})
+        calls = m.get("tool_calls") if rules.tools and m["role"] == "assistant" else None
+        if calls is not None and m.get("content") is None:
+            m = {**m, "content": ""}  # a turn that only calls tools has no text
+        msg: dict[str, Any] = {"role": m["role"], "content": _content(m, f"{where}.content", rules, field, i)}
+        if calls is not None:
+            msg["tool_calls"] = _tool_calls(calls, f"{where}.tool_calls", field, i, m)
+        if rules.tools and m["role"] == "tool" and m.get("name") is not None:
+            msg["name"] = text(m["name"], f"{where}.name")
+        out.append(msg)
     return out
+
+
+def _tool_calls(calls: Any, where: str, column: str, index: int, m: Any) -> list[dict[str, Any]]:
+    """OpenAI/transformers tool calls: `[{"type": "function", "function": {"name", "arguments"}}]`,
+    arguments an object (or its JSON text, which transformers' templates also take)."""
+    if not isinstance(calls, list) or not calls:
+        raise Invalid(Problem.BAD_TOOL_CALLS, where, "expected a non-empty list of tool calls", column, index, m)
+    out = []
+    for j, call in enumerate(calls):
+        fn: Any = call.get("function") if isinstance(call, dict) else None
+        ok = (isinstance(fn, dict) and call.get("type", "function") == "function"
+              and isinstance(fn.get("name"), str) and fn["name"].strip()
+              and isinstance(fn.get("arguments", {}), dict | str))
+        if not ok:
+            raise Invalid(Problem.BAD_TOOL_CALLS, f"{where}.{j}",
+                          'expected {"type": "function", "function": {"name": text, "arguments": object}}',
+                          column, index, m)
+        out.append({"type": "function", "function": {"name": fn["name"], "arguments": fn.get("arguments", {})}})
+    return out
+
+
+def missing_tool_texts(conv: list[dict[str, Any]], rendered: str) -> list[tuple[str, str]]:
+    """(field path, what) for each tool call name/argument value and tool result the rendering lacks:
+    a template without tool support drops them silently, which must be a located reject."""
+    missing = []
+    for i, m in enumerate(conv):
+        for j, call in enumerate(m.get("tool_calls") or []):
+            fn = call["function"]
+            args = fn["arguments"]
+            # templates write arguments with tojson: a text value appears as itself, others as JSON
+            values = ([v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in args.values()]
+                      if isinstance(args, dict) else [args])
+            for what in [fn["name"], *values]:
+                if what not in rendered:
+                    missing.append((f"{i}.tool_calls.{j}", what))
+        if m["role"] == "tool" and m["content"] not in rendered:
+            missing.append((f"{i}.content", m["content"]))
+    return missing
 
 
 def _content(m: dict[str, Any], where: str, rules: Rules, column: str, index: int) -> str:
