@@ -26,7 +26,7 @@ data:
   source: {{kind: files, paths: [{data}]}}
   mapping: {{preset: pairs}}
   split: {{validation_fraction: null}}
-approach: {{kind: bradley_terry, ties: {ties}}}
+approach: {{kind: bradley_terry, ties: {ties}{tie_lr}}}
 training: {{max_steps: {steps}, learning_rate: 5.0e-5, global_batch_size: 16, max_length: 192, logging_steps: 10,
            seed: {seed}, group_by_length: false}}
 hardware: {{device: cpu}}
@@ -71,9 +71,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--arms", nargs="+", default=["reject", "davidson"], choices=["reject", "davidson"])
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--tie-lr", type=float, help="approach.tie_learning_rate for davidson (default: 100 x lr)")
     args = ap.parse_args()
-    results: dict[str, list[dict]] = {"reject": [], "davidson": []}
+    results: dict[str, list[dict]] = {arm: [] for arm in args.arms}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for seed in args.seeds:
@@ -81,12 +83,15 @@ def main() -> None:
                 name = f"{ties}-{seed}"
                 spec = work / f"{name}.yaml"
                 spec.write_text(SPEC.format(name=name, data=DEMO / "ties.jsonl", ties=ties, steps=args.steps,
+                                            tie_lr=f", tie_learning_rate: {args.tie_lr}" if args.tie_lr and
+                                            ties == "davidson" else "",
                                             seed=seed, out=work / "runs" / name))
                 rmspec("run", spec, cwd=work)
                 results[ties].append(heldout(work / "runs" / name, work))
                 print(ties, seed, results[ties][-1], flush=True)
     lines = ["# Recipes: ties (Davidson vs dropping ties)", "",
-             f"`.venv/bin/python bench/recipes_ties.py --steps {args.steps} --seeds {' '.join(map(str, args.seeds))}`"
+             f"`.venv/bin/python bench/recipes_ties.py --steps {args.steps} --seeds {' '.join(map(str, args.seeds))}"
+             + (f" --tie-lr {args.tie_lr}`" if args.tie_lr else "`") +
              f" (MiniLM-L6, CPU, global batch 16, lr 5e-5, {args.steps} optimizer steps; train ties.jsonl, "
              "held-out ties_heldout.jsonl)", "", "| ties | held-out accuracy (non-tie pairs) | nu | P(tie) on ties | "
              "P(tie) on non-ties | tie Brier | seeds |", "|---|---|---|---|---|---|---|"]
