@@ -26,13 +26,14 @@ test: install
 	$(BIN)/rmspec schema --check
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
-# ruff (style, bugs, import order), mypy (types; strict on the typed layers), import-linter (the
+# ruff (style, bugs, import order; `ruff format` owns the layout), mypy (types; strict on the typed layers), import-linter (the
 # one-way import contracts in pyproject.toml) and a circle check over every module. Each runs even
 # when an earlier one fails, so one pass shows every finding; the target fails if any failed.
 LINT_PATHS := rmspec tests scripts bench
 lint: install
 	@status=0; \
 	echo "== ruff"; $(BIN)/ruff check $(LINT_PATHS) || status=1; \
+	echo "== ruff format"; $(BIN)/ruff format --check $(LINT_PATHS) || status=1; \
 	echo "== mypy"; $(BIN)/mypy || status=1; \
 	echo "== import contracts"; $(BIN)/lint-imports --no-cache || status=1; \
 	echo "== import circles"; $(BIN)/python scripts/check_import_cycles.py rmspec || status=1; \

@@ -68,7 +68,7 @@ def one_seed(seed: int, prepared, canonical: dict, args, work: Path) -> dict:
     rng = random.Random(seed)
     order = list(range(len(ids)))
     rng.shuffle(order)
-    seed_idx, pool_idx = order[: args.seed_set], order[args.seed_set: args.seed_set + args.pool]
+    seed_idx, pool_idx = order[: args.seed_set], order[args.seed_set : args.seed_set + args.pool]
     t0 = time.time()
     trainer, tokenizer = train(spec, train_rows.select(seed_idx), work / f"m0-{seed}", args.epochs)
     m0_acc = held_out_accuracy(trainer.model, prepared.validation, True)
@@ -82,27 +82,49 @@ def one_seed(seed: int, prepared, canonical: dict, args, work: Path) -> dict:
     with pool_file.open("w") as handle:
         for i in pool_idx:
             row = canonical[ids[i]]
-            handle.write(json.dumps({"id": ids[i], "prompt": row["prompt"], "response_a": row["chosen"],
-                                     "response_b": row["rejected"], "group": row.get("family", "")}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "id": ids[i],
+                        "prompt": row["prompt"],
+                        "response_a": row["chosen"],
+                        "response_b": row["rejected"],
+                        "group": row.get("family", ""),
+                    }
+                )
+                + "\n"
+            )
     t0 = time.time()
     source = load_source(pool_file)
     scores = margins(load_engine(m0_dir), source.items)
     t_score = time.time() - t0
-    picks = {"uncertain": select(source.items, "uncertain", args.budget, scores=scores),
-             "random": select(source.items, "random", args.budget, seed=seed)}
+    picks = {
+        "uncertain": select(source.items, "uncertain", args.budget, scores=scores),
+        "random": select(source.items, "random", args.budget, seed=seed),
+    }
     pool_pos = {ids[i]: i for i in pool_idx}
     # M0 on the pool: how often it already ranks the known chosen first, overall and on each arm's picks.
-    result = {"seed": seed, "m0_accuracy": m0_acc, "m0_seconds": round(t_m0, 1), "score_seconds": round(t_score, 1),
-              "pool_m0_accuracy": sum(a > b for a, b in scores) / len(scores)}
+    result = {
+        "seed": seed,
+        "m0_accuracy": m0_acc,
+        "m0_seconds": round(t_m0, 1),
+        "score_seconds": round(t_score, 1),
+        "pool_m0_accuracy": sum(a > b for a, b in scores) / len(scores),
+    }
     for arm, chosen in picks.items():
-        result[f"{arm}_m0_right_on_picks"] = sum(r["margin"] > 0 for r in chosen) / len(chosen) if arm == "uncertain" else \
-            sum(scores[r["index"]][0] > scores[r["index"]][1] for r in chosen) / len(chosen)
+        result[f"{arm}_m0_right_on_picks"] = (
+            sum(r["margin"] > 0 for r in chosen) / len(chosen)
+            if arm == "uncertain"
+            else sum(scores[r["index"]][0] > scores[r["index"]][1] for r in chosen) / len(chosen)
+        )
         rows = train_rows.select(seed_idx + [pool_pos[r["id"]] for r in chosen])
         t0 = time.time()
         trainer, _ = train(spec, rows, work / f"{arm}-{seed}", args.epochs)
         result[f"{arm}_accuracy"] = held_out_accuracy(trainer.model, prepared.validation, True)
         result[f"{arm}_seconds"] = round(time.time() - t0, 1)
-        result[f"{arm}_median_abs_margin"] = sorted(abs(scores[r["index"]][0] - scores[r["index"]][1]) for r in chosen)[len(chosen) // 2]
+        result[f"{arm}_median_abs_margin"] = sorted(abs(scores[r["index"]][0] - scores[r["index"]][1]) for r in chosen)[
+            len(chosen) // 2
+        ]
     print(json.dumps(result), flush=True)
     return result
 
@@ -139,13 +161,25 @@ def main() -> None:
         settings = {k: getattr(args, k) for k in ("seed_set", "budget", "pool", "epochs")}
         raw = Path(args.out).with_suffix(".jsonl")
         for s in args.seeds.split(","):
-            result = {**one_seed(int(s), prepared, canonical, args, work), "settings": settings,
-                      "load_before": round(load_before[0], 1), "load_after": round(os.getloadavg()[0], 1)}
+            result = {
+                **one_seed(int(s), prepared, canonical, args, work),
+                "settings": settings,
+                "load_before": round(load_before[0], 1),
+                "load_after": round(os.getloadavg()[0], 1),
+            }
             # Each seed is appended as it finishes, so seeds run at different times add up to one table.
             with raw.open("a") as handle:
                 handle.write(json.dumps(result) + "\n")
             sizes = (len(prepared.train), len(prepared.validation))
-            write(Path(args.out), same_settings(raw, settings), args, sizes, load_before, os.getloadavg(), time.time() - start)
+            write(
+                Path(args.out),
+                same_settings(raw, settings),
+                args,
+                sizes,
+                load_before,
+                os.getloadavg(),
+                time.time() - start,
+            )
 
 
 def same_settings(raw: Path, settings: dict) -> list[dict]:
@@ -183,24 +217,45 @@ def write(path: Path, results: list[dict], args, sizes, load_before, load_after,
         "|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(f"| {r['seed']} | {r['m0_accuracy']:.3f} | {r['pool_m0_accuracy']:.3f} | {r['uncertain_m0_right_on_picks']:.3f} "
-                     f"| {r['uncertain_accuracy']:.3f} | {r['random_accuracy']:.3f} | {r['uncertain_accuracy'] - r['random_accuracy']:+.3f} |")
-    lines.append(f"| mean | {mean('m0_accuracy'):.3f} | {mean('pool_m0_accuracy'):.3f} | {mean('uncertain_m0_right_on_picks'):.3f} "
-                 f"| {mean('uncertain_accuracy'):.3f} | {mean('random_accuracy'):.3f} | "
-                 f"{mean('uncertain_accuracy') - mean('random_accuracy'):+.3f} |")
+        lines.append(
+            f"| {r['seed']} | {r['m0_accuracy']:.3f} | {r['pool_m0_accuracy']:.3f} | {r['uncertain_m0_right_on_picks']:.3f} "
+            f"| {r['uncertain_accuracy']:.3f} | {r['random_accuracy']:.3f} | {r['uncertain_accuracy'] - r['random_accuracy']:+.3f} |"
+        )
+    lines.append(
+        f"| mean | {mean('m0_accuracy'):.3f} | {mean('pool_m0_accuracy'):.3f} | {mean('uncertain_m0_right_on_picks'):.3f} "
+        f"| {mean('uncertain_accuracy'):.3f} | {mean('random_accuracy'):.3f} | "
+        f"{mean('uncertain_accuracy') - mean('random_accuracy'):+.3f} |"
+    )
     wins = sum(r["uncertain_accuracy"] > r["random_accuracy"] for r in results)
     p, n = mean("random_accuracy"), sizes[1]
     se = (p * (1 - p) / n) ** 0.5
-    lines += ["", f"Uncertain beat random on {wins} of {len(results)} seeds. For scale: one held-out accuracy of "
-              f"~{p:.2f} on {n} pairs has a binomial standard error of {se:.3f} (a difference of two: ~{se * 2 ** 0.5:.3f}), "
-              "so read the gain against that. What the selection does is visible in the M0 columns: M0 ranks the "
-              "uncertain picks right about half the time (they sit at its decision boundary, median |margin| "
-              + ", ".join(f"{r['uncertain_median_abs_margin']:.3f}" for r in results) + " vs "
-              + ", ".join(f"{r['random_median_abs_margin']:.3f}" for r in results) + " for the random picks).",
-              "", "Timings per seed (s): "
-              + "; ".join(f"seed {r['seed']}: M0 {r['m0_seconds']}, scoring the pool {r['score_seconds']}, "
-                          f"retrain uncertain {r['uncertain_seconds']}, random {r['random_seconds']}" for r in results) + ".",
-              "", "Raw results (JSON lines):", "", "```"] + [json.dumps(r) for r in results] + ["```", ""]
+    lines += (
+        [
+            "",
+            f"Uncertain beat random on {wins} of {len(results)} seeds. For scale: one held-out accuracy of "
+            f"~{p:.2f} on {n} pairs has a binomial standard error of {se:.3f} (a difference of two: ~{se * 2**0.5:.3f}), "
+            "so read the gain against that. What the selection does is visible in the M0 columns: M0 ranks the "
+            "uncertain picks right about half the time (they sit at its decision boundary, median |margin| "
+            + ", ".join(f"{r['uncertain_median_abs_margin']:.3f}" for r in results)
+            + " vs "
+            + ", ".join(f"{r['random_median_abs_margin']:.3f}" for r in results)
+            + " for the random picks).",
+            "",
+            "Timings per seed (s): "
+            + "; ".join(
+                f"seed {r['seed']}: M0 {r['m0_seconds']}, scoring the pool {r['score_seconds']}, "
+                f"retrain uncertain {r['uncertain_seconds']}, random {r['random_seconds']}"
+                for r in results
+            )
+            + ".",
+            "",
+            "Raw results (JSON lines):",
+            "",
+            "```",
+        ]
+        + [json.dumps(r) for r in results]
+        + ["```", ""]
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
     print("\n".join(lines))

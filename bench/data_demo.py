@@ -1,6 +1,6 @@
 """Time preparing the embedded demo data (specs/quickstart.yaml), cold and from the cache.
 
-    python bench/data_demo.py [--repeat 3] [--out bench/results/data_demo.md]
+python bench/data_demo.py [--repeat 3] [--out bench/results/data_demo.md]
 """
 
 from __future__ import annotations

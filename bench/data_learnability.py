@@ -33,8 +33,9 @@ def main() -> None:
     torch.manual_seed(42)
     path = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
     tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, hidden_dropout_prob=0.0,
-                                                               attention_probs_dropout_prob=0.0)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        path, num_labels=1, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
     demo = REPO / "rmspec" / "data" / "demo"
     rows = [json.loads(line) for line in (demo / "preferences.jsonl").read_text().splitlines()]
     bench = [json.loads(line) for line in (demo / "benchmark_pairs.jsonl").read_text().splitlines()]
@@ -54,7 +55,7 @@ def main() -> None:
     model.train()
     t0 = time.time()
     for s in range(steps):
-        b = train[s * 16:(s + 1) * 16]
+        b = train[s * 16 : (s + 1) * 16]
         x = enc([r["prompt"] for r in b] * 2, [r["chosen"] for r in b] + [r["rejected"] for r in b])
         out = model(**x).logits.squeeze(-1)
         loss = -F.logsigmoid(out[:16] - out[16:]).mean()
@@ -69,19 +70,25 @@ def main() -> None:
         per = defaultdict(list)
         with torch.no_grad():
             for i in range(0, len(rs), 64):
-                b = rs[i:i + 64]
+                b = rs[i : i + 64]
                 x = enc([r["prompt"] for r in b] * 2, [r["chosen"] for r in b] + [r["rejected"] for r in b])
                 o = model(**x).logits.squeeze(-1)
-                for r, c, j in zip(b, o[: len(b)], o[len(b):]):
+                for r, c, j in zip(b, o[: len(b)], o[len(b) :]):
                     per[r[key]].append(float(c > j))
                     per["ALL"].append(float(c > j))
         return {k: sum(v) / len(v) for k, v in sorted(per.items())}
 
     val_acc, bench_acc = accuracy(val, "family"), accuracy(bench, "subset")
-    lines = ["# Demo data learnability (independent minimal Bradley-Terry loop)", "",
-             "Command: `python bench/data_learnability.py`", "",
-             f"- {len(train)} training pairs, {steps} steps of 16, {train_s:.0f} s of training on this CPU", "",
-             "| family | held-out 10% | benchmark_pairs |", "|---|---|---|"]
+    lines = [
+        "# Demo data learnability (independent minimal Bradley-Terry loop)",
+        "",
+        "Command: `python bench/data_learnability.py`",
+        "",
+        f"- {len(train)} training pairs, {steps} steps of 16, {train_s:.0f} s of training on this CPU",
+        "",
+        "| family | held-out 10% | benchmark_pairs |",
+        "|---|---|---|",
+    ]
     for k in val_acc:
         lines.append(f"| {k} | {val_acc[k]:.3f} | {bench_acc.get(k, float('nan')):.3f} |")
     Path(args.out).write_text("\n".join(lines) + "\n")

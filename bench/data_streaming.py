@@ -66,8 +66,18 @@ def write_pairs(folder: Path, n: int) -> float:
         with open(folder / "data" / f"train-{shard:05d}.jsonl", "w") as fh:
             for i in range(shard * shard_rows, min(n, (shard + 1) * shard_rows)):
                 row = demo[i % len(demo)]
-                fh.write(json.dumps({"id": f"b{i}", "prompt": f"{row['prompt']} (#{i})", "chosen": row["chosen"],
-                                     "rejected": row["rejected"], "family": row["family"]}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "id": f"b{i}",
+                            "prompt": f"{row['prompt']} (#{i})",
+                            "chosen": row["chosen"],
+                            "rejected": row["rejected"],
+                            "family": row["family"],
+                        }
+                    )
+                    + "\n"
+                )
     return sum(f.stat().st_size for f in (folder / "data").iterdir()) / 2**20
 
 
@@ -84,13 +94,24 @@ def main() -> None:
         t0 = time.time()
         size_mb = write_pairs(tmp / "pairs", args.pairs)
         t_write = time.time() - t0
-        spec = {"version": 1, "name": "bench", "model": {"name_or_path": "sentence-transformers/all-MiniLM-L6-v2"},
-                "data": {"source": {"kind": "huggingface", "path": "pairs", "split": "train", "streaming": True},
-                         "mapping": {"preset": "pairs", "columns": {"group": "family"}},
-                         "filters": [{"kind": "drop_empty"}, {"kind": "drop_identical"},
-                                     {"kind": "max_length", "policy": "truncate_prompt_left"}],
-                         "split": {"validation_fraction": 0.01, "seed": 0}},
-                "approach": {"kind": "bradley_terry"}, "training": {"max_length": 256}, "hardware": {"device": "cpu"}}
+        spec = {
+            "version": 1,
+            "name": "bench",
+            "model": {"name_or_path": "sentence-transformers/all-MiniLM-L6-v2"},
+            "data": {
+                "source": {"kind": "huggingface", "path": "pairs", "split": "train", "streaming": True},
+                "mapping": {"preset": "pairs", "columns": {"group": "family"}},
+                "filters": [
+                    {"kind": "drop_empty"},
+                    {"kind": "drop_identical"},
+                    {"kind": "max_length", "policy": "truncate_prompt_left"},
+                ],
+                "split": {"validation_fraction": 0.01, "seed": 0},
+            },
+            "approach": {"kind": "bradley_terry"},
+            "training": {"max_length": 256},
+            "hardware": {"device": "cpu"},
+        }
         (tmp / "spec.yaml").write_text(json.dumps(spec))
 
         import datasets

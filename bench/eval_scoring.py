@@ -55,8 +55,10 @@ def score_in_order(model, sequences, pad_id, batch_size):
 
 
 WORDS = [f"{a}{b}" for a in "bcdfghjklmnprstvz" for b in ("a", "e", "i", "o", "u", "ai", "ou", "ee")]
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def tiny_decoder(seed: int = 0):
@@ -69,14 +71,33 @@ def tiny_decoder(seed: int = 0):
 
     rng = random.Random(seed)
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator([" ".join(rng.choice(WORDS) for _ in range(50)) for _ in range(1000)], vocab_size=1000,
-                            min_frequency=2, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  additional_special_tokens=["<|im_start|>"], model_max_length=1024)
+    bpe.train_from_iterator(
+        [" ".join(rng.choice(WORDS) for _ in range(50)) for _ in range(1000)],
+        vocab_size=1000,
+        min_frequency=2,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+        model_max_length=1024,
+    )
     tok.chat_template = CHATML
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, num_labels=1,
-                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, attn_implementation="sdpa")
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        num_labels=1,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(seed)
     return Qwen2ForSequenceClassification(config).eval(), tok
 
@@ -89,8 +110,10 @@ def best_of_n_data(prompts: int, n: int, seed: int = 0):
     say = lambda k: " ".join(rng.choice(WORDS) for _ in range(k))  # noqa: E731
     groups = []
     for _ in range(prompts):
-        turns = [{"role": "user" if t % 2 == 0 else "assistant", "content": say(rng.randint(20, 40))}
-                 for t in range(rng.choice([1, 3, 5]))]
+        turns = [
+            {"role": "user" if t % 2 == 0 else "assistant", "content": say(rng.randint(20, 40))}
+            for t in range(rng.choice([1, 3, 5]))
+        ]
         groups.append((turns, [say(rng.randint(10, 60)) for _ in range(n)]))
     return groups
 
@@ -116,7 +139,7 @@ def best_of_n(args) -> None:
     separate_tokens = sum(len(e.ids) for e in encoded)
     shared_tokens, prefix_tokens, cursor = 0, 0, 0
     for _, rs in groups:
-        group = split_shared_prefix([e.ids for e in encoded[cursor:cursor + len(rs)]])
+        group = split_shared_prefix([e.ids for e in encoded[cursor : cursor + len(rs)]])
         shared_tokens += len(group)
         prefix_tokens += len(group.prefix) * len(rs)
         cursor += len(rs)
@@ -134,17 +157,27 @@ def best_of_n(args) -> None:
     load_after = os.getloadavg()
     diff = max(abs(a - b) for a, b in zip(separate, once))
     best = {k: min(v) for k, v in times.items()}
-    report = {"prompts": len(groups), "n": args.n, "sequences": len(items), "batch_size": args.batch_size,
-              "parameters": sum(p.numel() for p in model.parameters()),
-              "tokens_separate": separate_tokens, "tokens_prompt_once": shared_tokens,
-              "seconds": {k: [round(x, 2) for x in v] for k, v in times.items()},
-              "speedup_best": round(best["separate"] / best["prompt_once"], 2),
-              "max_abs_score_difference": diff, "load_before": load_before, "load_after": load_after}
+    report = {
+        "prompts": len(groups),
+        "n": args.n,
+        "sequences": len(items),
+        "batch_size": args.batch_size,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "tokens_separate": separate_tokens,
+        "tokens_prompt_once": shared_tokens,
+        "seconds": {k: [round(x, 2) for x in v] for k, v in times.items()},
+        "speedup_best": round(best["separate"] / best["prompt_once"], 2),
+        "max_abs_score_difference": diff,
+        "load_before": load_before,
+        "load_after": load_after,
+    }
     print(json.dumps(report, indent=2))
     if not args.write:
         return
-    command = (f"HF_HUB_OFFLINE=1 .venv/bin/python bench/eval_scoring.py --case best_of_n --prompts {args.prompts} "
-               f"--n {args.n} --batch-size {args.batch_size} --repeats {args.repeats} --write")
+    command = (
+        f"HF_HUB_OFFLINE=1 .venv/bin/python bench/eval_scoring.py --case best_of_n --prompts {args.prompts} "
+        f"--n {args.n} --batch-size {args.batch_size} --repeats {args.repeats} --write"
+    )
     lines = [
         "# Best-of-N scoring (RewardBench 2 shape): prompt once vs each sequence on its own",
         "",
@@ -219,10 +252,16 @@ def main() -> None:
         "sequences": len(sequences),
         "batch_size": args.batch_size,
         "threads": torch.get_num_threads(),
-        "file_order": {"seconds": round(t_order, 2), "seq_per_s": round(len(sequences) / t_order, 1),
-                       "padding_share": round(padding_share(sequences, natural, args.batch_size), 3)},
-        "length_sorted": {"seconds": round(t_sorted, 2), "seq_per_s": round(len(sequences) / t_sorted, 1),
-                          "padding_share": round(padding_share(sequences, by_length, args.batch_size), 3)},
+        "file_order": {
+            "seconds": round(t_order, 2),
+            "seq_per_s": round(len(sequences) / t_order, 1),
+            "padding_share": round(padding_share(sequences, natural, args.batch_size), 3),
+        },
+        "length_sorted": {
+            "seconds": round(t_sorted, 2),
+            "seq_per_s": round(len(sequences) / t_sorted, 1),
+            "padding_share": round(padding_share(sequences, by_length, args.batch_size), 3),
+        },
         "max_abs_score_difference": max(abs(a - b) for a, b in zip(in_order, sorted_scores)),
     }
     print(json.dumps(report, indent=2))

@@ -28,68 +28,182 @@ REPO = Path(__file__).resolve().parents[1]
 # name -> (HF config kwargs, family, ranks, strategy, pairs per micro batch, seq len, precision, checkpointing, note)
 CONFIGS = {
     "llama3-8b-width-4-layers": dict(
-        family="llama", config=dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=4,
-                                    num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
-        ranks=8, strategy="fsdp_full_shard", pairs=1, seq=1024, precision="bf16", checkpointing=False,
+        family="llama",
+        config=dict(
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=4,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            vocab_size=128256,
+        ),
+        ranks=8,
+        strategy="fsdp_full_shard",
+        pairs=1,
+        seq=1024,
+        precision="bf16",
+        checkpointing=False,
         note="Llama-3-8B widths (h 4096, i 14336, GQA 8, vocab 128256), 4 of 32 blocks",
     ),
     "llama3-8b-width-4-layers-sgo": dict(
-        family="llama", config=dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=4,
-                                    num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
-        ranks=8, strategy="fsdp_shard_grad_op", pairs=1, seq=1024, precision="bf16", checkpointing=False,
+        family="llama",
+        config=dict(
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=4,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            vocab_size=128256,
+        ),
+        ranks=8,
+        strategy="fsdp_shard_grad_op",
+        pairs=1,
+        seq=1024,
+        precision="bf16",
+        checkpointing=False,
         note="as above, shard-grad-op (reshard_after_forward false)",
     ),
     "llama3-8b-full-depth": dict(
-        family="llama", config=dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                                    num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
-        ranks=8, strategy="fsdp_full_shard", pairs=1, seq=2048, precision="bf16", checkpointing=False,
-        note="Llama-3-8B, all 32 blocks (bench only: about 25 s)", slow=True,
+        family="llama",
+        config=dict(
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            vocab_size=128256,
+        ),
+        ranks=8,
+        strategy="fsdp_full_shard",
+        pairs=1,
+        seq=2048,
+        precision="bf16",
+        checkpointing=False,
+        note="Llama-3-8B, all 32 blocks (bench only: about 25 s)",
+        slow=True,
     ),
     "tiny-llama-fp32-ckpt": dict(
-        family="llama", config=dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
-                                    num_attention_heads=8, num_key_value_heads=4, vocab_size=32000),
-        ranks=2, strategy="fsdp_full_shard", pairs=4, seq=512, precision="fp32", checkpointing=True,
+        family="llama",
+        config=dict(
+            hidden_size=512,
+            intermediate_size=1376,
+            num_hidden_layers=4,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            vocab_size=32000,
+        ),
+        ranks=2,
+        strategy="fsdp_full_shard",
+        pairs=4,
+        seq=512,
+        precision="fp32",
+        checkpointing=True,
         note="small Llama, fp32, activation checkpointing",
     ),
     "quickstart-single-fp32": dict(
-        family="bert", config=dict(hidden_size=384, intermediate_size=1536, num_hidden_layers=6,
-                                   num_attention_heads=12, vocab_size=30522),
-        ranks=1, strategy="single", pairs=16, seq=256, precision="fp32", checkpointing=False,
+        family="bert",
+        config=dict(
+            hidden_size=384, intermediate_size=1536, num_hidden_layers=6, num_attention_heads=12, vocab_size=30522
+        ),
+        ranks=1,
+        strategy="single",
+        pairs=16,
+        seq=256,
+        precision="fp32",
+        checkpointing=False,
         note="the quickstart plan: MiniLM, one process, fp32 (MemTracker, no FSDP)",
     ),
     "tiny-llama-single-bf16-autocast": dict(
-        family="llama", config=dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
-                                    num_attention_heads=16, num_key_value_heads=4, vocab_size=32000),
-        ranks=1, strategy="single", pairs=4, seq=512, precision="bf16", checkpointing=False,
+        family="llama",
+        config=dict(
+            hidden_size=1024,
+            intermediate_size=2816,
+            num_hidden_layers=4,
+            num_attention_heads=16,
+            num_key_value_heads=4,
+            vocab_size=32000,
+        ),
+        ranks=1,
+        strategy="single",
+        pairs=4,
+        seq=512,
+        precision="bf16",
+        checkpointing=False,
         note="one device, fp32 weights under bf16 autocast (MemTracker, no FSDP)",
     ),
     "lora-fit-all-linear-dropout": dict(
-        family="llama", config=dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
-                                    num_attention_heads=16, num_key_value_heads=4, vocab_size=32000),
-        ranks=1, strategy="single", pairs=2, seq=256, precision="bf16", checkpointing=False,
-        lora=dict(r=16, dropout=0.05, targets=None), real=True,
+        family="llama",
+        config=dict(
+            hidden_size=1024,
+            intermediate_size=2816,
+            num_hidden_layers=4,
+            num_attention_heads=16,
+            num_key_value_heads=4,
+            vocab_size=32000,
+        ),
+        ranks=1,
+        strategy="single",
+        pairs=2,
+        seq=256,
+        precision="bf16",
+        checkpointing=False,
+        lora=dict(r=16, dropout=0.05, targets=None),
+        real=True,
         note="LoRA r16 all-linear, dropout 0.05, bf16 base (real tensors: PEFT cannot build on fake ones); "
-             "one of the runs the LoRA constants were fitted on",
+        "one of the runs the LoRA constants were fitted on",
     ),
     "lora-check-qv-other-shape": dict(
-        family="llama", config=dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=3,
-                                    num_attention_heads=12, num_key_value_heads=4, vocab_size=16000),
-        ranks=1, strategy="single", pairs=2, seq=192, precision="bf16", checkpointing=False,
-        lora=dict(r=8, dropout=0.1, targets=("q", "v", "down")), real=True,
+        family="llama",
+        config=dict(
+            hidden_size=768,
+            intermediate_size=2048,
+            num_hidden_layers=3,
+            num_attention_heads=12,
+            num_key_value_heads=4,
+            vocab_size=16000,
+        ),
+        ranks=1,
+        strategy="single",
+        pairs=2,
+        seq=192,
+        precision="bf16",
+        checkpointing=False,
+        lora=dict(r=8, dropout=0.1, targets=("q", "v", "down")),
+        real=True,
         note="LoRA r8 on q, v, down, dropout 0.1, another shape (not used for fitting)",
     ),
     "tiny-llama-single-packed-fp32": dict(
-        family="llama", config=dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
-                                    num_attention_heads=8, num_key_value_heads=4, vocab_size=32000),
-        ranks=1, strategy="single", pairs=2, seq=640, precision="fp32", checkpointing=False, packed=True,
+        family="llama",
+        config=dict(
+            hidden_size=512,
+            intermediate_size=1376,
+            num_hidden_layers=4,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            vocab_size=32000,
+        ),
+        ranks=1,
+        strategy="single",
+        pairs=2,
+        seq=640,
+        precision="fp32",
+        checkpointing=False,
+        packed=True,
         real=True,
         note="shared-prefix rows (prompt 384 + chosen 128 + rejected 128 = 640 tokens per pair, one row each, "
-             "4D bool mask, SDPA); real tensors: the mask is built from token ids",
+        "4D bool mask, SDPA); real tensors: the mask is built from token ids",
     ),
     "minilm-bert-fp32": dict(
-        family="bert", config=dict(hidden_size=384, intermediate_size=1536, num_hidden_layers=6,
-                                   num_attention_heads=12, vocab_size=30522),
-        ranks=2, strategy="fsdp_full_shard", pairs=8, seq=256, precision="fp32", checkpointing=False,
+        family="bert",
+        config=dict(
+            hidden_size=384, intermediate_size=1536, num_hidden_layers=6, num_attention_heads=12, vocab_size=30522
+        ),
+        ranks=2,
+        strategy="fsdp_full_shard",
+        pairs=8,
+        seq=256,
+        precision="fp32",
+        checkpointing=False,
         note="all-MiniLM-L6-v2 shape (BERT encoder), fp32",
     ),
 }
@@ -107,11 +221,19 @@ def predict(name: str) -> dict:
         config.update(max_position_embeddings=512, type_vocab_size=2)
     shape = shape_from_config(config, name)
     lora = c.get("lora")
-    t = TrainingShape(micro_batch=c["pairs"], seqs_per_example=1 if c.get("packed") else 2, seq_len=c["seq"],
-                      head="score", packed=bool(c.get("packed")),
-                      precision=c["precision"], master_fp32=True, checkpointing=c["checkpointing"],
-                      lora_rank=lora["r"] if lora else None, lora_targets=lora["targets"] if lora else None,
-                      lora_dropout=lora["dropout"] if lora else 0.0)
+    t = TrainingShape(
+        micro_batch=c["pairs"],
+        seqs_per_example=1 if c.get("packed") else 2,
+        seq_len=c["seq"],
+        head="score",
+        packed=bool(c.get("packed")),
+        precision=c["precision"],
+        master_fp32=True,
+        checkpointing=c["checkpointing"],
+        lora_rank=lora["r"] if lora else None,
+        lora_targets=lora["targets"] if lora else None,
+        lora_dropout=lora["dropout"] if lora else 0.0,
+    )
     mem = estimate(shape, t, c["strategy"], num_processes=c["ranks"], gpus_per_node=c["ranks"], nodes=1)
     return {"total": (mem.total - mem.overhead) / GIB, **{k: v for k, v in mem.gb().items() if k != "total"}}
 
@@ -155,16 +277,21 @@ def track(name: str) -> dict:
     if c["family"] == "llama":
         from transformers import LlamaConfig as Config
         from transformers import LlamaForSequenceClassification as Model
+
         blocks = lambda m: m.model.layers  # noqa: E731
         extra = dict(tie_word_embeddings=False)
     else:
         from transformers import BertConfig as Config
         from transformers import BertForSequenceClassification as Model
+
         blocks = lambda m: m.bert.encoder.layer  # noqa: E731
         extra = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     config = Config(**c["config"], **extra, num_labels=1, pad_token_id=0, attn_implementation="sdpa")
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
-        if c["precision"] == "bf16" else MixedPrecisionPolicy()
+    mp = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if c["precision"] == "bf16"
+        else MixedPrecisionPolicy()
+    )
     reshard = c["strategy"] != "fsdp_shard_grad_op"
     lora = c.get("lora")
     with contextlib.nullcontext() if c.get("real") else FakeTensorMode():
@@ -173,18 +300,34 @@ def track(name: str) -> dict:
         if lora:
             from peft import LoraConfig, get_peft_model
 
-            names = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
-                     "up": "up_proj", "down": "down_proj"}
+            names = {
+                "q": "q_proj",
+                "k": "k_proj",
+                "v": "v_proj",
+                "o": "o_proj",
+                "gate": "gate_proj",
+                "up": "up_proj",
+                "down": "down_proj",
+            }
             targets = "all-linear" if lora["targets"] is None else [names[r] for r in lora["targets"]]
-            model = get_peft_model(model.to(torch.bfloat16), LoraConfig(
-                r=lora["r"], lora_alpha=2 * lora["r"], lora_dropout=lora["dropout"], target_modules=targets,
-                task_type="SEQ_CLS"))
+            model = get_peft_model(
+                model.to(torch.bfloat16),
+                LoraConfig(
+                    r=lora["r"],
+                    lora_alpha=2 * lora["r"],
+                    lora_dropout=lora["dropout"],
+                    target_modules=targets,
+                    task_type="SEQ_CLS",
+                ),
+            )
         if c["checkpointing"]:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if not single:
             for block in blocks(model):
                 fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
-            fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)  # accelerate passes it to the root too
+            fully_shard(
+                model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard
+            )  # accelerate passes it to the root too
         trainable = [p for p in model.parameters() if p.requires_grad]
         optim = torch.optim.AdamW(trainable, lr=1e-5, foreach=True)  # foreach: the GPU default
         ids = torch.randint(1, 1000, (2 * c["pairs"], c["seq"]))  # chosen and rejected in one batch
@@ -194,8 +337,10 @@ def track(name: str) -> dict:
             from rmspec.inference.prefix_mask import Group, pack_groups, packed_head_outputs
 
             response = c["seq"] // 5
-            groups = [Group(list(range(1, c["seq"] - 2 * response + 1)), [[7] * response, [9] * response])
-                      for _ in range(c["pairs"])]
+            groups = [
+                Group(list(range(1, c["seq"] - 2 * response + 1)), [[7] * response, [9] * response])
+                for _ in range(c["pairs"])
+            ]
             rows = pack_groups(groups, 0, several_per_row=False)
             ids = rows.input_ids
 
@@ -234,8 +379,14 @@ def run_one(name: str) -> dict:
 
 
 def run_subprocess(name: str, timeout: int = 600) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, timeout=timeout,
-                         cwd=REPO, check=False)
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", name],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        check=False,
+    )
     if out.returncode:
         raise RuntimeError(f"{name} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

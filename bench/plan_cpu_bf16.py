@@ -16,8 +16,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 
 
-def step_time(dtype: torch.dtype | None, tokens: int = 4096, hidden: int = 384, inner: int = 1536,
-              repeats: int = 5) -> float:
+def step_time(
+    dtype: torch.dtype | None, tokens: int = 4096, hidden: int = 384, inner: int = 1536, repeats: int = 5
+) -> float:
     torch.manual_seed(0)
     x = torch.randn(tokens, hidden)
     w1 = torch.randn(hidden, inner, requires_grad=True)
@@ -41,8 +42,12 @@ def full_step_time(bf16: bool, pairs: int = 16, seq: int = 128, repeats: int = 3
     from rmspec.packaged import resolve_model_path
 
     torch.manual_seed(0)
-    config = BertConfig.from_pretrained(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2"), num_labels=1,
-                                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = BertConfig.from_pretrained(
+        resolve_model_path("sentence-transformers/all-MiniLM-L6-v2"),
+        num_labels=1,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     model = BertForSequenceClassification(config)
     optim = torch.optim.AdamW(model.parameters(), lr=1e-5)
     ids = torch.randint(1000, 20000, (2 * pairs, seq))

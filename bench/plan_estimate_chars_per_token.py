@@ -38,11 +38,15 @@ def main() -> None:
     guess = statistics.fmean(min(c / CHARS_PER_TOKEN, MAX_LENGTH) for c in sample)
     print(f"rows {len(rows)}, sequences {len(tokens)} (prompt+chosen and prompt+rejected)")
     print(f"mean characters per sequence {statistics.fmean(chars):.1f}")
-    print(f"mean tokens per sequence (special tokens included) {statistics.fmean(tokens):.1f}, "
-          f"clipped at {MAX_LENGTH}: {statistics.fmean(clipped):.1f}")
+    print(
+        f"mean tokens per sequence (special tokens included) {statistics.fmean(tokens):.1f}, "
+        f"clipped at {MAX_LENGTH}: {statistics.fmean(clipped):.1f}"
+    )
     print(f"characters per token: {ratio:.2f}")
-    print(f"planner guess from the first 500 rows at {CHARS_PER_TOKEN} chars/token: mean {guess:.1f} tokens, "
-          f"with {PADDING_ALLOWANCE:.0%} padding allowance {guess * (1 + PADDING_ALLOWANCE):.1f}")
+    print(
+        f"planner guess from the first 500 rows at {CHARS_PER_TOKEN} chars/token: mean {guess:.1f} tokens, "
+        f"with {PADDING_ALLOWANCE:.0%} padding allowance {guess * (1 + PADDING_ALLOWANCE):.1f}"
+    )
 
 
 if __name__ == "__main__":

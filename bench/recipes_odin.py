@@ -37,8 +37,15 @@ HELDOUT = REPO / "rmspec" / "data" / "demo" / "length_balanced_heldout.jsonl"
 def load(approach: str, seed: int, train_file: Path = TRAIN):
     from rmspec.spec import load_spec
 
-    return load_spec(SPEC, sets=[f"data.source.paths=[{train_file}]", f"approach={approach}",
-                                 f"training.seed={seed}", "eval.benchmarks=[]"])
+    return load_spec(
+        SPEC,
+        sets=[
+            f"data.source.paths=[{train_file}]",
+            f"approach={approach}",
+            f"training.seed={seed}",
+            "eval.benchmarks=[]",
+        ],
+    )
 
 
 def train_and_save(loaded, steps: int, out: Path, prepared=None, rows=None):
@@ -69,8 +76,14 @@ def train_and_save(loaded, steps: int, out: Path, prepared=None, rows=None):
     seconds = time.time() - t0
     folder = out / "model"
     folder.parent.mkdir(parents=True, exist_ok=True)
-    save_final_model(trainer, tok, folder, config_extra={"approach": "bradley_terry"}, card="bench",
-                     finalize=lambda m: finalize_heads(m, spec.approach))
+    save_final_model(
+        trainer,
+        tok,
+        folder,
+        config_extra={"approach": "bradley_terry"},
+        card="bench",
+        finalize=lambda m: finalize_heads(m, spec.approach),
+    )
     return folder, prepared, seconds
 
 
@@ -81,17 +94,22 @@ def heldout_figures(folder: Path, rows: list[dict]) -> dict:
     from rmspec.inference.engine import load_scorer
 
     engine = load_scorer(folder)
-    chosen, rejected = engine.score_pairs([r["prompt"] for r in rows], [r["chosen"] for r in rows],
-                                          [r["rejected"] for r in rows])
+    chosen, rejected = engine.score_pairs(
+        [r["prompt"] for r in rows], [r["chosen"] for r in rows], [r["rejected"] for r in rows]
+    )
     tok = engine.tokenizer
     n_c = [len(x) for x in tok([r["chosen"] for r in rows], add_special_tokens=False)["input_ids"]]
     n_r = [len(x) for x in tok([r["rejected"] for r in rows], add_special_tokens=False)["input_ids"]]
     rewards, lengths = np.array(chosen + rejected), np.array(n_c + n_r, dtype=float)
     right = np.array(chosen) > np.array(rejected)
     longer = np.array(n_c) > np.array(n_r)
-    return {"accuracy": float(right.mean()), "reward_length_pearson": float(np.corrcoef(rewards, lengths)[0, 1]),
-            "accuracy_chosen_longer": float(right[longer].mean()), "accuracy_chosen_shorter": float(right[~longer].mean()),
-            "pairs": len(rows)}
+    return {
+        "accuracy": float(right.mean()),
+        "reward_length_pearson": float(np.corrcoef(rewards, lengths)[0, 1]),
+        "accuracy_chosen_longer": float(right[longer].mean()),
+        "accuracy_chosen_shorter": float(right[~longer].mean()),
+        "pairs": len(rows),
+    }
 
 
 ARMS = {"bt": "{kind: bradley_terry}", "odin": "{kind: bradley_terry, length_debias: {kind: odin}}"}
@@ -118,8 +136,13 @@ def main() -> None:
             for arm, approach in ARMS.items():
                 out = Path(tmp) / f"{arm}-{seed}"
                 folder, prepared, seconds = train_and_save(load(approach, seed), args.steps, out, prepared)
-                row = {"arm": arm, "seed": seed, "steps": args.steps, "train_seconds": round(seconds, 1),
-                       **heldout_figures(folder, heldout)}
+                row = {
+                    "arm": arm,
+                    "seed": seed,
+                    "steps": args.steps,
+                    "train_seconds": round(seconds, 1),
+                    **heldout_figures(folder, heldout),
+                }
                 print(json.dumps(row), flush=True)
                 with raw.open("a") as handle:
                     handle.write(json.dumps(row) + "\n")
@@ -135,17 +158,25 @@ def write(path: Path, raw: Path, args, load_before: float, load_after: float, se
         if r["steps"] == args.steps:
             rows[(r["arm"], r["seed"])] = r  # the latest run of (arm, seed) counts
     seeds = sorted({s for _, s in rows})
-    lines = ["# ODIN length debiasing vs plain Bradley-Terry (demo length-biased data)", "",
-             f"Command: `python bench/recipes_odin.py --seeds {','.join(map(str, seeds))} --steps {args.steps}` "
-             f"(each run appends to `{raw.name}`; this table holds the latest run of every arm and seed at these settings).",
-             "", __doc__.split("\n\n", 2)[2].strip(), "",
-             f"Machine: {os.cpu_count()} CPU cores shared with other agents ({platform.machine()}), load average "
-             f"{load_before:.1f} before, {load_after:.1f} after; the last invocation took {seconds / 60:.1f} min.", "",
-             "| arm | seed | held-out accuracy | acc. (chosen longer) | acc. (chosen shorter) | reward-length Pearson | train s |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# ODIN length debiasing vs plain Bradley-Terry (demo length-biased data)",
+        "",
+        f"Command: `python bench/recipes_odin.py --seeds {','.join(map(str, seeds))} --steps {args.steps}` "
+        f"(each run appends to `{raw.name}`; this table holds the latest run of every arm and seed at these settings).",
+        "",
+        __doc__.split("\n\n", 2)[2].strip(),
+        "",
+        f"Machine: {os.cpu_count()} CPU cores shared with other agents ({platform.machine()}), load average "
+        f"{load_before:.1f} before, {load_after:.1f} after; the last invocation took {seconds / 60:.1f} min.",
+        "",
+        "| arm | seed | held-out accuracy | acc. (chosen longer) | acc. (chosen shorter) | reward-length Pearson | train s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for (arm, seed), r in sorted(rows.items()):
-        lines.append(f"| {arm} | {seed} | {r['accuracy']:.3f} | {r['accuracy_chosen_longer']:.3f} | "
-                     f"{r['accuracy_chosen_shorter']:.3f} | {r['reward_length_pearson']:+.3f} | {r['train_seconds']} |")
+        lines.append(
+            f"| {arm} | {seed} | {r['accuracy']:.3f} | {r['accuracy_chosen_longer']:.3f} | "
+            f"{r['accuracy_chosen_shorter']:.3f} | {r['reward_length_pearson']:+.3f} | {r['train_seconds']} |"
+        )
     for arm in ARMS:
         got = [r for (a, _), r in rows.items() if a == arm]
         if not got:
@@ -153,11 +184,23 @@ def write(path: Path, raw: Path, args, load_before: float, load_after: float, se
         acc = np.array([r["accuracy"] for r in got])
         rho = np.array([r["reward_length_pearson"] for r in got])
         sd = lambda x: f" ± {x.std(ddof=1) / len(x) ** 0.5:.3f}" if len(x) > 1 else ""  # noqa: E731
-        lines.append(f"| **{arm} mean** | {len(got)} seeds | {acc.mean():.3f}{sd(acc)} | | | {rho.mean():+.3f}{sd(rho)} | |")
+        lines.append(
+            f"| **{arm} mean** | {len(got)} seeds | {acc.mean():.3f}{sd(acc)} | | | {rho.mean():+.3f}{sd(rho)} | |"
+        )
     n = next(iter(rows.values()))["pairs"]
-    lines += ["", f"± is the standard error over seeds. One accuracy on {n} held-out pairs has a binomial standard "
-              f"error of about {(0.25 / n) ** 0.5:.3f} at 0.5 ({(0.9 * 0.1 / n) ** 0.5:.3f} at 0.9).", "",
-              "Raw results (JSON lines):", "", "```"] + [json.dumps(r) for r in rows.values()] + ["```", ""]
+    lines += (
+        [
+            "",
+            f"± is the standard error over seeds. One accuracy on {n} held-out pairs has a binomial standard "
+            f"error of about {(0.25 / n) ** 0.5:.3f} at 0.5 ({(0.9 * 0.1 / n) ** 0.5:.3f} at 0.9).",
+            "",
+            "Raw results (JSON lines):",
+            "",
+            "```",
+        ]
+        + [json.dumps(r) for r in rows.values()]
+        + ["```", ""]
+    )
     path.write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -33,8 +33,11 @@ hardware: {{device: cpu}}
 eval: {{validation: false, benchmarks: []}}
 output: {{dir: {out}}}
 """
-ARMS = {"listwise": ("listwise", "ranked"), "best_vs_worst": ("bradley_terry", "best_vs_worst"),
-        "all_pairs": ("bradley_terry", "all_pairs")}
+ARMS = {
+    "listwise": ("listwise", "ranked"),
+    "best_vs_worst": ("bradley_terry", "best_vs_worst"),
+    "all_pairs": ("bradley_terry", "all_pairs"),
+}
 
 
 def rmspec(*args, cwd):
@@ -48,8 +51,17 @@ def as_ultrafeedback(src: Path, dst: Path) -> None:
     with dst.open("w") as fh:
         for line in src.read_text().splitlines():
             r = json.loads(line)
-            fh.write(json.dumps({"instruction": r["prompt"], "completions": [
-                {"response": t, "overall_score": s} for t, s in zip(r["responses"], r["scores"])]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "instruction": r["prompt"],
+                        "completions": [
+                            {"response": t, "overall_score": s} for t, s in zip(r["responses"], r["scores"])
+                        ],
+                    }
+                )
+                + "\n"
+            )
 
 
 def heldout_metrics(model: Path, work: Path) -> dict[str, float]:
@@ -59,8 +71,9 @@ def heldout_metrics(model: Path, work: Path) -> dict[str, float]:
 
     rows = [json.loads(line) for line in (DEMO / "ranked_heldout.jsonl").read_text().splitlines()]
     singles = work / "singles.jsonl"
-    singles.write_text("".join(json.dumps({"prompt": r["prompt"], "response": t}) + "\n"
-                               for r in rows for t in r["responses"]))
+    singles.write_text(
+        "".join(json.dumps({"prompt": r["prompt"], "response": t}) + "\n" for r in rows for t in r["responses"])
+    )
     out = work / "scored.jsonl"
     rmspec("score", model, singles, "--out", out, "--overwrite", cwd=work)
     rewards = [json.loads(line)["reward"] for line in out.read_text().splitlines()]
@@ -94,8 +107,11 @@ def packed_tokens() -> dict[str, float]:
             prefix += 1
         unpacked.append(sum(len(x) for x in ids))
         packed.append(prefix + sum(len(x) - prefix for x in ids))
-    return {"unpacked": statistics.mean(unpacked), "packed": statistics.mean(packed),
-            "ratio": statistics.mean(unpacked) / statistics.mean(packed)}
+    return {
+        "unpacked": statistics.mean(unpacked),
+        "packed": statistics.mean(packed),
+        "ratio": statistics.mean(unpacked) / statistics.mean(packed),
+    }
 
 
 def main() -> None:
@@ -112,29 +128,49 @@ def main() -> None:
             for arm, (kind, binarize) in ARMS.items():
                 name = f"{arm}-{seed}"
                 spec = work / f"{name}.yaml"
-                spec.write_text(SPEC.format(name=name, data=work / "train.jsonl", binarize=binarize, kind=kind,
-                                            steps=args.steps, seed=seed, out=work / "runs" / name))
+                spec.write_text(
+                    SPEC.format(
+                        name=name,
+                        data=work / "train.jsonl",
+                        binarize=binarize,
+                        kind=kind,
+                        steps=args.steps,
+                        seed=seed,
+                        out=work / "runs" / name,
+                    )
+                )
                 rmspec("run", spec, cwd=work)
                 results[arm].append(heldout_metrics(work / "runs" / name / "model", work))
                 print(arm, seed, results[arm][-1], flush=True)
     tokens = packed_tokens()
-    lines = ["# Recipes: ranked data (listwise vs binarized)", "",
-             f"`.venv/bin/python bench/recipes_ranked.py --steps {args.steps} --seeds {' '.join(map(str, args.seeds))}`"
-             f" (MiniLM-L6, CPU, global batch 8 prompts or pairs, lr 5e-5, {args.steps} optimizer steps; held-out: "
-             "ranked_heldout.jsonl, 200 prompts x 4)", "",
-             "| arm | held-out pair accuracy | Kendall tau | seeds |", "|---|---|---|---|"]
+    lines = [
+        "# Recipes: ranked data (listwise vs binarized)",
+        "",
+        f"`.venv/bin/python bench/recipes_ranked.py --steps {args.steps} --seeds {' '.join(map(str, args.seeds))}`"
+        f" (MiniLM-L6, CPU, global batch 8 prompts or pairs, lr 5e-5, {args.steps} optimizer steps; held-out: "
+        "ranked_heldout.jsonl, 200 prompts x 4)",
+        "",
+        "| arm | held-out pair accuracy | Kendall tau | seeds |",
+        "|---|---|---|---|",
+    ]
     for arm, rows in results.items():
+
         def fmt(key, rows=rows):  # this iteration's rows, bound (B023)
             vals = [r[key] for r in rows]
             se = statistics.stdev(vals) / len(vals) ** 0.5 if len(vals) > 1 else float("nan")
             return f"{statistics.mean(vals):.3f}" + (f" ± {se:.3f}" if len(vals) > 1 else "")
+
         lines.append(f"| {arm} | {fmt('pair_accuracy')} | {fmt('kendall_tau')} | {len(rows)} |")
-    lines += ["", "± is the standard error over seeds. Same optimizer steps, not the same compute: a listwise "
-              "step reads 8 prompts x 4 sequences, a pairwise step 8 pairs x 2.", "",
-              "Tokens computed per prompt on a decoder (ChatML layout, the suite's word-level tokenizer over the "
-              f"demo corpus): N sequences {tokens['unpacked']:.1f}, one shared-prefix row {tokens['packed']:.1f} "
-              f"({tokens['ratio']:.2f}x fewer). Decoders train on the packed row (training.packing: auto); the "
-              "MiniLM runs above are an encoder, N sequences."]
+    lines += [
+        "",
+        "± is the standard error over seeds. Same optimizer steps, not the same compute: a listwise "
+        "step reads 8 prompts x 4 sequences, a pairwise step 8 pairs x 2.",
+        "",
+        "Tokens computed per prompt on a decoder (ChatML layout, the suite's word-level tokenizer over the "
+        f"demo corpus): N sequences {tokens['unpacked']:.1f}, one shared-prefix row {tokens['packed']:.1f} "
+        f"({tokens['ratio']:.2f}x fewer). Decoders train on the packed row (training.packing: auto); the "
+        "MiniLM runs above are an encoder, N sequences.",
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -62,8 +62,13 @@ def heldout(run: Path, work: Path) -> dict[str, float]:
         nu = json.loads(line).get("train/rm/tie_nu", nu)
     if nu is not None:
         cal = tie_calibration(c, r, tie, math.log(nu))
-        res.update(nu=nu, p_tie_on_ties=cal["p_tie_on_ties"], p_tie_on_non_ties=cal["p_tie_on_non_ties"],
-                   tie_brier=cal["tie_brier"], tie_rate=cal["tie_rate"])
+        res.update(
+            nu=nu,
+            p_tie_on_ties=cal["p_tie_on_ties"],
+            p_tie_on_non_ties=cal["p_tie_on_non_ties"],
+            tie_brier=cal["tie_brier"],
+            tie_rate=cal["tie_rate"],
+        )
     return res
 
 
@@ -82,30 +87,49 @@ def main() -> None:
             for ties in results:
                 name = f"{ties}-{seed}"
                 spec = work / f"{name}.yaml"
-                spec.write_text(SPEC.format(name=name, data=DEMO / "ties.jsonl", ties=ties, steps=args.steps,
-                                            tie_lr=f", tie_learning_rate: {args.tie_lr}" if args.tie_lr and
-                                            ties == "davidson" else "",
-                                            seed=seed, out=work / "runs" / name))
+                spec.write_text(
+                    SPEC.format(
+                        name=name,
+                        data=DEMO / "ties.jsonl",
+                        ties=ties,
+                        steps=args.steps,
+                        tie_lr=f", tie_learning_rate: {args.tie_lr}" if args.tie_lr and ties == "davidson" else "",
+                        seed=seed,
+                        out=work / "runs" / name,
+                    )
+                )
                 rmspec("run", spec, cwd=work)
                 results[ties].append(heldout(work / "runs" / name, work))
                 print(ties, seed, results[ties][-1], flush=True)
-    lines = ["# Recipes: ties (Davidson vs dropping ties)", "",
-             f"`.venv/bin/python bench/recipes_ties.py --steps {args.steps} --seeds {' '.join(map(str, args.seeds))}"
-             + (f" --tie-lr {args.tie_lr}`" if args.tie_lr else "`") +
-             f" (MiniLM-L6, CPU, global batch 16, lr 5e-5, {args.steps} optimizer steps; train ties.jsonl, "
-             "held-out ties_heldout.jsonl)", "", "| ties | held-out accuracy (non-tie pairs) | nu | P(tie) on ties | "
-             "P(tie) on non-ties | tie Brier | seeds |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Recipes: ties (Davidson vs dropping ties)",
+        "",
+        f"`.venv/bin/python bench/recipes_ties.py --steps {args.steps} --seeds {' '.join(map(str, args.seeds))}"
+        + (f" --tie-lr {args.tie_lr}`" if args.tie_lr else "`")
+        + f" (MiniLM-L6, CPU, global batch 16, lr 5e-5, {args.steps} optimizer steps; train ties.jsonl, "
+        "held-out ties_heldout.jsonl)",
+        "",
+        "| ties | held-out accuracy (non-tie pairs) | nu | P(tie) on ties | P(tie) on non-ties | tie Brier | seeds |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for ties, rows in results.items():
+
         def fmt(key, rows=rows):  # this iteration's rows, bound (B023)
             vals = [r[key] for r in rows if key in r]
             if not vals:
                 return "-"
             se = statistics.stdev(vals) / len(vals) ** 0.5 if len(vals) > 1 else None
             return f"{statistics.mean(vals):.3f}" + (f" ± {se:.3f}" if se is not None else "")
-        lines.append(f"| {ties} | {fmt('accuracy_non_tie')} | {fmt('nu')} | {fmt('p_tie_on_ties')} | "
-                     f"{fmt('p_tie_on_non_ties')} | {fmt('tie_brier')} | {len(rows)} |")
-    lines += ["", "`reject` trains on the non-tie rows only (ties are rejects, reason `tie`); `davidson` on all "
-              "rows, a tie row's loss -log P(tie). ± is the standard error over seeds (none with one seed)."]
+
+        lines.append(
+            f"| {ties} | {fmt('accuracy_non_tie')} | {fmt('nu')} | {fmt('p_tie_on_ties')} | "
+            f"{fmt('p_tie_on_non_ties')} | {fmt('tie_brier')} | {len(rows)} |"
+        )
+    lines += [
+        "",
+        "`reject` trains on the non-tie rows only (ties are rejects, reason `tie`); `davidson` on all "
+        "rows, a tie row's loss -log P(tie). ± is the standard error over seeds (none with one seed).",
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

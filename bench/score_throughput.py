@@ -55,14 +55,32 @@ def main() -> None:
     engine = RewardEngine.load(model_dir)
     lengths = [len(e.ids) for e in engine.encode([(r["prompt"], r["response"]) for r in rows])]
     bs = args.batch_size
-    in_order = sum(max(lengths[s:s + bs]) * len(lengths[s:s + bs]) for s in range(0, len(lengths), bs))
+    in_order = sum(max(lengths[s : s + bs]) * len(lengths[s : s + bs]) for s in range(0, len(lengths), bs))
     file_order_share = 1 - sum(lengths) / in_order
 
     load_before = os.getloadavg()
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "rmspec", "score", model_dir, str(src), "--out", str(tmp / "scored.jsonl"),
-                          "--batch-size", str(bs), "--chunk-rows", str(args.chunk_rows), "--json"],
-                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmspec",
+            "score",
+            model_dir,
+            str(src),
+            "--out",
+            str(tmp / "scored.jsonl"),
+            "--batch-size",
+            str(bs),
+            "--chunk-rows",
+            str(args.chunk_rows),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        check=True,
+    )
     wall = time.perf_counter() - started
     summary = json.loads(out.stdout)
     load_after = os.getloadavg()
@@ -70,7 +88,8 @@ def main() -> None:
     lines = [
         "# rmspec score throughput",
         "",
-        f"Command: `HF_HUB_OFFLINE=1 {threads}python bench/score_throughput.py --rows {args.rows}" + (" --write`" if args.write else "`"),
+        f"Command: `HF_HUB_OFFLINE=1 {threads}python bench/score_throughput.py --rows {args.rows}"
+        + (" --write`" if args.write else "`"),
         "",
         f"Machine: {os.cpu_count()} CPU cores shared with other engineers' work (no GPU); 1-minute load average "
         f"{load_before[0]:.1f} before, {load_after[0]:.1f} after.",

@@ -59,7 +59,9 @@ def naive_server(model_dir: str, port: int) -> None:
 
     async def get_reward(request):
         data = await request.json()
-        enc = tok(data["query"], add_special_tokens=False, padding=True, truncation=True, max_length=256, return_tensors="pt")
+        enc = tok(
+            data["query"], add_special_tokens=False, padding=True, truncation=True, max_length=256, return_tensors="pt"
+        )
         with torch.no_grad():
             rewards = model(**enc).logits[:, 0].tolist()
         return {"rewards": rewards, "scores": rewards, "extra_logs": {}}
@@ -75,8 +77,12 @@ class NaiveProcess:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([sys.executable, __file__, "--naive-server", model_dir, "--port", str(self.port)],
-                                     env={**os.environ, "HF_HUB_OFFLINE": "1", **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--naive-server", model_dir, "--port", str(self.port)],
+            env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         import urllib.request
 
         for _ in range(900):
@@ -113,9 +119,10 @@ async def load(url: str, queries: list[str], clients: int, duration: float, max_
             i += clients
             started = time.perf_counter()
             try:
-                async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
-                    url + "/get_reward", json=payload
-                ) as response:
+                async with (
+                    aiohttp.ClientSession(timeout=timeout) as session,
+                    session.post(url + "/get_reward", json=payload) as response,
+                ):
                     response.raise_for_status()
                     body = await response.json()
                     assert len(body["rewards"]) == 1
@@ -128,8 +135,15 @@ async def load(url: str, queries: list[str], clients: int, duration: float, max_
     wall = time.perf_counter() - began
     latencies.sort()
     q = lambda p: latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else float("nan")  # noqa: E731
-    return {"requests": len(latencies), "errors": errors, "seconds": wall, "rps": len(latencies) / wall,
-            "p50": q(0.50), "p99": q(0.99), "mean": statistics.fmean(latencies) if latencies else float("nan")}
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "seconds": wall,
+        "rps": len(latencies) / wall,
+        "p50": q(0.50),
+        "p99": q(0.99),
+        "mean": statistics.fmean(latencies) if latencies else float("nan"),
+    }
 
 
 def rss_mb(pid: int) -> float:
@@ -152,7 +166,9 @@ def model_folder(tmp: Path) -> tuple[str, str]:
     model = AutoModelForSequenceClassification.from_pretrained(src, num_labels=1)
     model.save_pretrained(tmp / "minilm_rm")
     AutoTokenizer.from_pretrained(src).save_pretrained(tmp / "minilm_rm")
-    return str(tmp / "minilm_rm"), "packaged all-MiniLM-L6-v2 (22M parameters) with a seeded fresh head (no trained quickstart run here)"
+    return str(
+        tmp / "minilm_rm"
+    ), "packaged all-MiniLM-L6-v2 (22M parameters) with a seeded fresh head (no trained quickstart run here)"
 
 
 def queries_for(model_dir: str, n: int = 2000) -> list[str]:
@@ -193,9 +209,10 @@ async def abandoned(url: str, queries: list[str], big: int = 400, give_up: float
 
     async def one(payload: dict, timeout: float) -> float:
         started = time.perf_counter()
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session, session.post(
-            url + "/get_reward", json=payload
-        ) as response:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.post(url + "/get_reward", json=payload) as response,
+        ):
             response.raise_for_status()
             await response.json()
         return time.perf_counter() - started
@@ -205,7 +222,14 @@ async def abandoned(url: str, queries: list[str], big: int = 400, give_up: float
     afters = []
     for k in range(3):
         with contextlib.suppress(asyncio.TimeoutError):
-            await one({"query": queries[k * big:(k + 1) * big] or queries[:big], "prompts": [""] * big, "labels": [None] * big}, give_up)
+            await one(
+                {
+                    "query": queries[k * big : (k + 1) * big] or queries[:big],
+                    "prompts": [""] * big,
+                    "labels": [None] * big,
+                },
+                give_up,
+            )
         afters.append(await one(small, 180))
     return {"idle_median": idle, "after_abandoned": afters, "big": big, "give_up": give_up}
 
@@ -258,23 +282,25 @@ def issue18(args) -> None:
     finally:
         server.stop()
     cancelled = [line for line in metrics.decode().splitlines() if line.startswith("rmspec_cancelled_items_total")]
-    text = "\n".join([
-        "",
-        "## Issue 18: abandoned requests and 64 OpenRLHF 0.11.2 clients",
-        "",
-        f"Command: `HF_HUB_OFFLINE=1 python bench/serve_load.py --issue18 --duration {args.duration:g} --clients {args.clients}`; "
-        f"rmspec serve with OMP_NUM_THREADS=1; {model_note}. Machine: {os.cpu_count()} CPU cores shared with other agents' "
-        f"jobs, 1-minute load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; no GPU.",
-        "",
-        f"- A client that gives up on a {gone['big']}-text request after {gone['give_up']:g} s: the next 1-text request took "
-        + ", ".join(f"{x * 1000:.0f} ms" for x in gone["after_abandoned"])
-        + f" (three tries) against {gone['idle_median'] * 1000:.0f} ms on the idle server (median of 5). "
-        f"Cancelled texts dropped from the queue: {cancelled[0].split()[-1] if cancelled else 'n/a'}.",
-        f"- {args.clients} concurrent OpenRLHF 0.11.2 clients (`SingleTurnAgentExecutor._fetch_rewards_via_http`, one query "
-        f"each, {args.duration:g} s): {many['requests']} rewards, {many['rps']:.1f} req/s, p50 {many['p50'] * 1000:.0f} ms, "
-        f"p99 {many['p99'] * 1000:.0f} ms, {many['errors']} without a reward.",
-        "",
-    ])
+    text = "\n".join(
+        [
+            "",
+            "## Issue 18: abandoned requests and 64 OpenRLHF 0.11.2 clients",
+            "",
+            f"Command: `HF_HUB_OFFLINE=1 python bench/serve_load.py --issue18 --duration {args.duration:g} --clients {args.clients}`; "
+            f"rmspec serve with OMP_NUM_THREADS=1; {model_note}. Machine: {os.cpu_count()} CPU cores shared with other agents' "
+            f"jobs, 1-minute load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; no GPU.",
+            "",
+            f"- A client that gives up on a {gone['big']}-text request after {gone['give_up']:g} s: the next 1-text request took "
+            + ", ".join(f"{x * 1000:.0f} ms" for x in gone["after_abandoned"])
+            + f" (three tries) against {gone['idle_median'] * 1000:.0f} ms on the idle server (median of 5). "
+            f"Cancelled texts dropped from the queue: {cancelled[0].split()[-1] if cancelled else 'n/a'}.",
+            f"- {args.clients} concurrent OpenRLHF 0.11.2 clients (`SingleTurnAgentExecutor._fetch_rewards_via_http`, one query "
+            f"each, {args.duration:g} s): {many['requests']} rewards, {many['rps']:.1f} req/s, p50 {many['p50'] * 1000:.0f} ms, "
+            f"p99 {many['p99'] * 1000:.0f} ms, {many['errors']} without a reward.",
+            "",
+        ]
+    )
     print(text)
     if args.write:
         path = REPO / "bench" / "results" / "serve_load.md"
@@ -286,8 +312,11 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--max-requests", type=int, default=200_000)
-    parser.add_argument("--threads", default="0,1",
-                        help="torch threads per server process, comma-separated runs (0: torch's default, one per core)")
+    parser.add_argument(
+        "--threads",
+        default="0,1",
+        help="torch threads per server process, comma-separated runs (0: torch's default, one per core)",
+    )
     parser.add_argument("--write", action="store_true", help="write bench/results/serve_load.md")
     parser.add_argument("--issue18", action="store_true", help="the abandoned-request and OpenRLHF 0.11.2 client runs")
     parser.add_argument("--naive-server", default=None, help=argparse.SUPPRESS)
@@ -322,15 +351,22 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for threads, results in runs.items():
-        for name, label in (("naive", "naive (one forward per request)"), ("rmspec", "rmspec serve (dynamic batching)")):
+        for name, label in (
+            ("naive", "naive (one forward per request)"),
+            ("rmspec", "rmspec serve (dynamic batching)"),
+        ):
             r = results[name]
-            lines.append(f"| {threads or 'default (2)'} | {label} | {r['requests']} | {r['rps']:.1f} | {r['p50'] * 1000:.0f} ms | "
-                         f"{r['p99'] * 1000:.0f} ms | {r['errors']} | {r['rss_before']:.0f} MB | {r['rss_after']:.0f} MB | {r['load'][0]:.1f} |")
+            lines.append(
+                f"| {threads or 'default (2)'} | {label} | {r['requests']} | {r['rps']:.1f} | {r['p50'] * 1000:.0f} ms | "
+                f"{r['p99'] * 1000:.0f} ms | {r['errors']} | {r['rss_before']:.0f} MB | {r['rss_after']:.0f} MB | {r['load'][0]:.1f} |"
+            )
     lines.append("")
     for threads, results in runs.items():
         naive, ours = results["naive"], results["rmspec"]
-        lines.append(f"- threads {threads or 'default (2)'}: rmspec serve {ours['rps'] / naive['rps']:.2f}x the naive server's "
-                     f"throughput, p99 {ours['p99']:.1f} s vs {naive['p99']:.1f} s.")
+        lines.append(
+            f"- threads {threads or 'default (2)'}: rmspec serve {ours['rps'] / naive['rps']:.2f}x the naive server's "
+            f"throughput, p99 {ours['p99']:.1f} s vs {naive['p99']:.1f} s."
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:

@@ -29,8 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 WORDS = [f"{a}{b}" for a in "bcdfghjklmnprstvz" for b in ("a", "e", "i", "o", "u", "ai", "ou", "ee")]
 BATCH, LR, MAX_LENGTH = 8, 3e-4, 512
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def sentence(rng: random.Random, n: int) -> str:
@@ -48,15 +50,32 @@ def build(folder: Path, pairs: int) -> None:
 
     rng = random.Random(0)
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator([sentence(rng, 50) for _ in range(2000)], vocab_size=2000, min_frequency=2,
-                            special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<|im_end|>",
-                                  pad_token="<|endoftext|>", additional_special_tokens=["<|im_start|>"])
+    bpe.train_from_iterator(
+        [sentence(rng, 50) for _ in range(2000)],
+        vocab_size=2000,
+        min_frequency=2,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
     tok.chat_template = CHATML
     tok.save_pretrained(folder / "model")
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=384, intermediate_size=1024, num_hidden_layers=6,
-                         num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=1024,
-                         tie_word_embeddings=False, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=384,
+        intermediate_size=1024,
+        num_hidden_layers=6,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=False,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     torch.manual_seed(0)
     Qwen2ForCausalLM(config).save_pretrained(folder / "model")
 
@@ -71,8 +90,15 @@ def build(folder: Path, pairs: int) -> None:
         rejected.append(bad)
     layout = Layout(tok)
     c_segs, r_segs = layout.segments_many(prompts, [chosen, rejected])
-    rows = [{"chosen_input_ids": c.ids(), "rejected_input_ids": r.ids(), "margin": 0.0,
-             "prompt_tokens": len(c.head) + len(c.prompt) + len(c.mid)} for c, r in zip(c_segs, r_segs)]
+    rows = [
+        {
+            "chosen_input_ids": c.ids(),
+            "rejected_input_ids": r.ids(),
+            "margin": 0.0,
+            "prompt_tokens": len(c.head) + len(c.prompt) + len(c.mid),
+        }
+        for c, r in zip(c_segs, r_segs)
+    ]
     Dataset.from_list(rows).save_to_disk(str(folder / "pairs"))
 
 
@@ -123,7 +149,8 @@ def run_rmspec(folder: Path, steps: int, packing: str, out: Path, group_by_lengt
         "approach: {kind: bradley_terry}\n"
         f"training: {{max_steps: {steps}, learning_rate: {LR}, global_batch_size: {BATCH}, micro_batch_size: {BATCH}, "
         f"logging_steps: 1, seed: 1, group_by_length: {str(group_by_length).lower()}, packing: {packing}, max_length: {MAX_LENGTH}}}\n"
-        "hardware: {device: cpu}\n")
+        "hardware: {device: cpu}\n"
+    )
     spec = load_spec(spec_path).spec
     loaded = load_model(str(folder / "model"), spec.approach, seed=1, attn_implementation="sdpa")
     train = load_from_disk(str(folder / "pairs"))
@@ -148,18 +175,32 @@ def run_trl(folder: Path, steps: int, out: Path) -> dict:
     tok = AutoTokenizer.from_pretrained(folder / "model")
     train = load_from_disk(str(folder / "pairs")).select_columns(["chosen_input_ids", "rejected_input_ids"])
     train = train.rename_columns({"chosen_input_ids": "chosen_ids", "rejected_input_ids": "rejected_ids"})
-    model = AutoModelForSequenceClassification.from_pretrained(folder / "model", num_labels=1,
-                                                               attn_implementation="sdpa")
+    model = AutoModelForSequenceClassification.from_pretrained(
+        folder / "model", num_labels=1, attn_implementation="sdpa"
+    )
     model.config.pad_token_id = tok.pad_token_id
     config = RewardConfig(
-        output_dir=str(out), per_device_train_batch_size=BATCH, learning_rate=LR, lr_scheduler_type="linear",
-        max_steps=steps, seed=1, bf16=False, gradient_checkpointing=False, use_cpu=True, max_length=MAX_LENGTH,
-        report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True, dataloader_num_workers=0,
+        output_dir=str(out),
+        per_device_train_batch_size=BATCH,
+        learning_rate=LR,
+        lr_scheduler_type="linear",
+        max_steps=steps,
+        seed=1,
+        bf16=False,
+        gradient_checkpointing=False,
+        use_cpu=True,
+        max_length=MAX_LENGTH,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
     )
     counter = Counting(DataCollatorForPreference(pad_token_id=tok.pad_token_id))
     timer = step_timer()
-    trainer = RewardTrainer(model=model, args=config, train_dataset=train, processing_class=tok, data_collator=counter,
-                            callbacks=[timer])
+    trainer = RewardTrainer(
+        model=model, args=config, train_dataset=train, processing_class=tok, data_collator=counter, callbacks=[timer]
+    )
     start = time.perf_counter()
     trainer.train()
     return _result("TRL RewardTrainer", trainer, counter, time.perf_counter() - start, timer.ends)
@@ -171,9 +212,12 @@ def _result(name: str, trainer, counter: Counting, seconds: float, ends: list[fl
     # Steady speed: steps 2..N (the first carries one-off set-up costs).
     steady = BATCH * (len(step_seconds) - 1) / sum(step_seconds[1:]) if len(step_seconds) > 1 else float("nan")
     return {
-        "trainer": name, "steps": trainer.state.global_step, "seconds": seconds,
+        "trainer": name,
+        "steps": trainer.state.global_step,
+        "seconds": seconds,
         "step_seconds": [round(x, 2) for x in step_seconds],
-        "pairs_per_second": counter.pairs / seconds, "steady_pairs_per_second": steady,
+        "pairs_per_second": counter.pairs / seconds,
+        "steady_pairs_per_second": steady,
         "tokens_per_pair": counter.slots / counter.pairs,
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "losses": losses,
@@ -184,10 +228,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "train_decoder_vs_trl.md"))
-    parser.add_argument("--reverse", action="store_true",
-                        help="run TRL first and packed last (on a shared machine the load drifts: run both orders)")
-    parser.add_argument("--rmspec-grouping", action="store_true",
-                        help="rmspec's default length-grouped batches for the two rmspec trainers (TRL keeps its own default, off)")
+    parser.add_argument(
+        "--reverse",
+        action="store_true",
+        help="run TRL first and packed last (on a shared machine the load drifts: run both orders)",
+    )
+    parser.add_argument(
+        "--rmspec-grouping",
+        action="store_true",
+        help="rmspec's default length-grouped batches for the two rmspec trainers (TRL keeps its own default, off)",
+    )
     parser.add_argument("--one")
     parser.add_argument("--folder")
     args = parser.parse_args()
@@ -198,8 +248,11 @@ def main() -> None:
         torch.set_num_threads(2)
         with tempfile.TemporaryDirectory() as out:
             folder = Path(args.folder)
-            result = run_trl(folder, args.steps, Path(out)) if args.one == "trl" else \
-                run_rmspec(folder, args.steps, args.one, Path(out), group_by_length=args.rmspec_grouping)
+            result = (
+                run_trl(folder, args.steps, Path(out))
+                if args.one == "trl"
+                else run_rmspec(folder, args.steps, args.one, Path(out), group_by_length=args.rmspec_grouping)
+            )
         print("RESULT " + json.dumps(result), flush=True)
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -221,19 +274,42 @@ def main() -> None:
             line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
             if not line:
                 raise SystemExit(f"{which} failed:\n{out.stderr[-3000:]}")
-            results.append({**json.loads(line[-1][len("RESULT "):]), "load_at_start": load_at_start})
+            results.append({**json.loads(line[-1][len("RESULT ") :]), "load_at_start": load_at_start})
         load_after = os.getloadavg()
         from transformers import AutoModelForSequenceClassification
 
-        params = sum(p.numel() for p in AutoModelForSequenceClassification.from_pretrained(
-            folder / "model", num_labels=1).parameters())
+        params = sum(
+            p.numel()
+            for p in AutoModelForSequenceClassification.from_pretrained(folder / "model", num_labels=1).parameters()
+        )
     if args.reverse:  # the table keeps one order: packed, unpacked, TRL
         results.reverse()
-    write(Path(args.out), results, args.steps, prompt_share, params, len(data), load_before, load_after, args.reverse, args.rmspec_grouping)
+    write(
+        Path(args.out),
+        results,
+        args.steps,
+        prompt_share,
+        params,
+        len(data),
+        load_before,
+        load_after,
+        args.reverse,
+        args.rmspec_grouping,
+    )
 
 
-def write(path: Path, results: list[dict], steps: int, prompt_share: float, params: int, pairs: int,
-          load_before, load_after, reverse: bool = False, grouping: bool = False) -> None:
+def write(
+    path: Path,
+    results: list[dict],
+    steps: int,
+    prompt_share: float,
+    params: int,
+    pairs: int,
+    load_before,
+    load_after,
+    reverse: bool = False,
+    grouping: bool = False,
+) -> None:
     import platform
 
     import torch
@@ -260,7 +336,8 @@ def write(path: Path, results: list[dict], steps: int, prompt_share: float, para
         f"Data: {pairs} multi-turn pairs (3, 5 or 7 turns before the reply) generated by the bench; prompts are "
         f"{prompt_share:.0%} of the tokens of the two sequences of a pair.  ",
         f"Settings, all three: {BATCH} pairs per step, {steps} steps, lr {LR:g} linear, seed 1, max_length "
-        f"{MAX_LENGTH}, " + ("rmspec length-grouped (its default), TRL not (its default)" if grouping else "no length grouping")
+        f"{MAX_LENGTH}, "
+        + ("rmspec length-grouped (its default), TRL not (its default)" if grouping else "no length grouping")
         + ", no gradient checkpointing; each trainer in its own process.",
         "",
         "| | pairs/s, all steps | vs TRL | pairs/s, steps 2..N | vs TRL | tokens computed per pair | peak RSS GiB "
@@ -268,26 +345,32 @@ def write(path: Path, results: list[dict], steps: int, prompt_share: float, para
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(f"| {r['trainer']} | {r['pairs_per_second']:.3f} | {r['pairs_per_second'] / trl_speed:.2f}x | "
-                     f"{r['steady_pairs_per_second']:.3f} | {r['steady_pairs_per_second'] / trl_steady:.2f}x | "
-                     f"{r['tokens_per_pair']:.0f} | {r['peak_rss_gb']:.2f} | {r['losses'][0]:.4f} | "
-                     f"{r['losses'][-1]:.4f} |")
+        lines.append(
+            f"| {r['trainer']} | {r['pairs_per_second']:.3f} | {r['pairs_per_second'] / trl_speed:.2f}x | "
+            f"{r['steady_pairs_per_second']:.3f} | {r['steady_pairs_per_second'] / trl_steady:.2f}x | "
+            f"{r['tokens_per_pair']:.0f} | {r['peak_rss_gb']:.2f} | {r['losses'][0]:.4f} | "
+            f"{r['losses'][-1]:.4f} |"
+        )
     lines += [
         "",
         "Tokens computed per pair: the token slots of the batches the model ran (padding included), over the "
         "pairs. pairs/s, all steps: pairs over the wall time of trainer.train(); steps 2..N leaves out the first "
-        "step's one-off costs. Seconds per step: " + "; ".join(
-            f"{r['trainer']}: " + ", ".join(f"{x:.1f}" for x in r["step_seconds"]) for r in results) + ".",
+        "step's one-off costs. Seconds per step: "
+        + "; ".join(f"{r['trainer']}: " + ", ".join(f"{x:.1f}" for x in r["step_seconds"]) for r in results)
+        + ".",
         "",
         f"Packed vs unpacked loss, largest difference over the {len(packed)} logged steps: {gap:.2e} "
-        + ("(length grouping sorts packed batches by P+C+R and unpacked ones by the longer sequence, so the "
-           "batches differ and so do the curves)." if grouping else
-           "(same batches; the rewards are exact to float rounding, tests/test_packing_exact.py)."),
+        + (
+            "(length grouping sorts packed batches by P+C+R and unpacked ones by the longer sequence, so the "
+            "batches differ and so do the curves)."
+            if grouping
+            else "(same batches; the rewards are exact to float rounding, tests/test_packing_exact.py)."
+        ),
         "TRL's loss differs from rmspec's from step 1: its score head starts from transformers' default "
         "initialisation, rmspec's from normal(0, 1/sqrt(hidden+1)) with dropout off (rmspec.train.modeling).",
         "",
-        "Loss per step: " + "; ".join(f"{r['trainer']}: " + ", ".join(f"{x:.3f}" for x in r["losses"])
-                                       for r in results),
+        "Loss per step: "
+        + "; ".join(f"{r['trainer']}: " + ", ".join(f"{x:.3f}" for x in r["losses"]) for r in results),
     ]
     path.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -121,14 +121,26 @@ def run_trl(data: Path, max_steps: int | None, out: Path) -> dict:
     validation = load_from_disk(str(data / "validation"))
     model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
     config = RewardConfig(
-        output_dir=str(out), per_device_train_batch_size=16, learning_rate=1e-4, lr_scheduler_type="linear",
-        warmup_steps=0.05, num_train_epochs=1, max_steps=max_steps or -1, seed=42, bf16=False,
-        gradient_checkpointing=False, use_cpu=True, max_length=256, report_to="none", save_strategy="no",
-        logging_steps=10, disable_tqdm=True, dataloader_num_workers=0,
+        output_dir=str(out),
+        per_device_train_batch_size=16,
+        learning_rate=1e-4,
+        lr_scheduler_type="linear",
+        warmup_steps=0.05,
+        num_train_epochs=1,
+        max_steps=max_steps or -1,
+        seed=42,
+        bf16=False,
+        gradient_checkpointing=False,
+        use_cpu=True,
+        max_length=256,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=10,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
     )
     counter = CountingCollator(DataCollatorForPreference(pad_token_id=tok.pad_token_id))
-    trainer = RewardTrainer(model=model, args=config, train_dataset=train, processing_class=tok,
-                            data_collator=counter)
+    trainer = RewardTrainer(model=model, args=config, train_dataset=train, processing_class=tok, data_collator=counter)
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
@@ -188,7 +200,7 @@ def main() -> None:
             line = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
             if done.returncode != 0 or not line:
                 sys.exit(f"{which} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-            results[which] = json.loads(line[0][len("RESULT "):])
+            results[which] = json.loads(line[0][len("RESULT ") :])
             results[which]["load_before"] = load_before
             print(which, results[which], flush=True)
     write_table(Path(args.out), results, report, args.max_steps)

@@ -58,10 +58,14 @@ def main() -> None:
         "| what | median | min | max |",
         "|---|---|---|---|",
     ]
-    for name, xs in (("cold CLI process (python -m rmspec validate)", cli),
-                     ("bare `python -c pass` for comparison", bare),
-                     ("load_spec in a warm process", warm)):
-        lines.append(f"| {name} | {statistics.median(xs)*1000:.0f} ms | {min(xs)*1000:.0f} ms | {max(xs)*1000:.0f} ms |")
+    for name, xs in (
+        ("cold CLI process (python -m rmspec validate)", cli),
+        ("bare `python -c pass` for comparison", bare),
+        ("load_spec in a warm process", warm),
+    ):
+        lines.append(
+            f"| {name} | {statistics.median(xs) * 1000:.0f} ms | {min(xs) * 1000:.0f} ms | {max(xs) * 1000:.0f} ms |"
+        )
     text = "\n".join(lines) + "\n"
     out = REPO / "bench" / "results" / "validate.md"
     out.write_text(text)

@@ -119,14 +119,21 @@ def conversation(value: Any, field: str, rules: Rules = STRICT) -> list[Message]
         return [{"role": "user", "content": value}]
     if not isinstance(value, list):
         if rules.allow_text:
-            raise Invalid(Problem.NOT_TEXT_OR_MESSAGES, field, "expected text or a list of {role, content} messages",
-                          field, value=value)
+            raise Invalid(
+                Problem.NOT_TEXT_OR_MESSAGES,
+                field,
+                "expected text or a list of {role, content} messages",
+                field,
+                value=value,
+            )
         expected = "a list" if rules.allow_empty else "a non-empty list"
-        raise Invalid(Problem.NOT_MESSAGES, field, f"expected {expected} of {{role, content}} messages", field,
-                      value=value)
+        raise Invalid(
+            Problem.NOT_MESSAGES, field, f"expected {expected} of {{role, content}} messages", field, value=value
+        )
     if not value and not rules.allow_empty:
-        raise Invalid(Problem.EMPTY_LIST, field, "expected a non-empty list of {role, content} messages", field,
-                      value=value)
+        raise Invalid(
+            Problem.EMPTY_LIST, field, "expected a non-empty list of {role, content} messages", field, value=value
+        )
     out = []
     for i, m in enumerate(value):
         where = f"{field}.{i}"
@@ -156,13 +163,22 @@ def _tool_calls(calls: Any, where: str, column: str, index: int, m: Any) -> list
     out = []
     for j, call in enumerate(calls):
         fn: Any = call.get("function") if isinstance(call, dict) else None
-        ok = (isinstance(fn, dict) and call.get("type", "function") == "function"
-              and isinstance(fn.get("name"), str) and fn["name"].strip()
-              and isinstance(fn.get("arguments", {}), dict | str))
+        ok = (
+            isinstance(fn, dict)
+            and call.get("type", "function") == "function"
+            and isinstance(fn.get("name"), str)
+            and fn["name"].strip()
+            and isinstance(fn.get("arguments", {}), dict | str)
+        )
         if not ok:
-            raise Invalid(Problem.BAD_TOOL_CALLS, f"{where}.{j}",
-                          'expected {"type": "function", "function": {"name": text, "arguments": object}}',
-                          column, index, m)
+            raise Invalid(
+                Problem.BAD_TOOL_CALLS,
+                f"{where}.{j}",
+                'expected {"type": "function", "function": {"name": text, "arguments": object}}',
+                column,
+                index,
+                m,
+            )
         out.append({"type": "function", "function": {"name": fn["name"], "arguments": fn.get("arguments", {})}})
     return out
 
@@ -176,8 +192,11 @@ def missing_tool_texts(conv: list[dict[str, Any]], rendered: str) -> list[tuple[
             fn = call["function"]
             args = fn["arguments"]
             # templates write arguments with tojson: a text value appears as itself, others as JSON
-            values = ([v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in args.values()]
-                      if isinstance(args, dict) else [args])
+            values = (
+                [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in args.values()]
+                if isinstance(args, dict)
+                else [args]
+            )
             for what in [fn["name"], *values]:
                 if what not in rendered:
                     missing.append((f"{i}.tool_calls.{j}", what))
@@ -207,8 +226,14 @@ def split_reply(conv: list[Message], field: str) -> tuple[list[Message], str]:
     last = len(conv) - 1
     if not conv or conv[-1]["role"] != "assistant":
         role = conv[-1]["role"] if conv else None
-        raise Invalid(Problem.NO_REPLY, f"{field}.{last}.role" if conv else field,
-                      f"the last message must be the assistant reply to score, got {role!r}", field, last, role)
+        raise Invalid(
+            Problem.NO_REPLY,
+            f"{field}.{last}.role" if conv else field,
+            f"the last message must be the assistant reply to score, got {role!r}",
+            field,
+            last,
+            role,
+        )
     if len(conv) < 2:
         raise Invalid(Problem.NO_PROMPT, field, "give the prompt turns before the assistant reply", field)
     if not conv[-1]["content"].strip():

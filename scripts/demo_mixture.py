@@ -35,8 +35,9 @@ def rows() -> list[dict]:
     out = []
     for i, r in enumerate(pairs):
         head = f"\n\nHuman: {r['prompt']}\n\nAssistant: "
-        out.append({"id": f"hh-{i:05d}", "chosen": head + r["chosen"], "rejected": head + r["rejected"],
-                    "family": r["family"]})
+        out.append(
+            {"id": f"hh-{i:05d}", "chosen": head + r["chosen"], "rejected": head + r["rejected"], "family": r["family"]}
+        )
     return out
 
 

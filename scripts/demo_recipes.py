@@ -39,8 +39,9 @@ TIE_SHARE = 0.2
 LABEL_NOISE = 0.03
 
 
-def draw_item(base: Any, rng: random.Random, index: int, exclude: set[str],
-              families: list[str] | None = None) -> tuple[str, str, str, str]:
+def draw_item(
+    base: Any, rng: random.Random, index: int, exclude: set[str], families: list[str] | None = None
+) -> tuple[str, str, str, str]:
     """(family, prompt, right, wrong) with the length left free, its prompt not in `exclude`; the
     family rotates as in make_pairs."""
     names = families or list(base.FAMILIES)
@@ -72,8 +73,9 @@ def pad_to_length_order(base: Any, rng: random.Random, texts: list[str], order: 
     return out
 
 
-def ranked_rows(base: Any, seed: int, n: int, noise: float, exclude: set[str], prefix: str,
-                group_key: str) -> list[dict]:
+def ranked_rows(
+    base: Any, seed: int, n: int, noise: float, exclude: set[str], prefix: str, group_key: str
+) -> list[dict]:
     rng = random.Random(seed)
     families = [f for f in base.FAMILIES if f != "tone"]  # tone is the second axis here
     rows = []
@@ -100,13 +102,29 @@ def ranked_rows(base: Any, seed: int, n: int, noise: float, exclude: set[str], p
         responses = pad_to_length_order(base, rng, responses, order)
         shown = list(range(4))
         rng.shuffle(shown)
-        rows.append({"id": f"{prefix}-{i:05d}", "prompt": prompt, "responses": [responses[j] for j in shown],
-                     "scores": [float(scores[j]) for j in shown], group_key: family})
+        rows.append(
+            {
+                "id": f"{prefix}-{i:05d}",
+                "prompt": prompt,
+                "responses": [responses[j] for j in shown],
+                "scores": [float(scores[j]) for j in shown],
+                group_key: family,
+            }
+        )
     return rows
 
 
-def pair_rows(base: Any, seed: int, n: int, noise: float, exclude: set[str], prefix: str,
-              group_key: str, chosen_longer, tie_share: float = 0.0) -> list[dict]:
+def pair_rows(
+    base: Any,
+    seed: int,
+    n: int,
+    noise: float,
+    exclude: set[str],
+    prefix: str,
+    group_key: str,
+    chosen_longer,
+    tie_share: float = 0.0,
+) -> list[dict]:
     """Pairs from the families; `chosen_longer(rng, i)` says which side filler makes longer. With
     `tie_share`, that share of rows is a tie (both sides one answer) and every row carries `tie`."""
     rng = random.Random(seed)
@@ -137,20 +155,53 @@ def recipe_files(base: Any, train_prompts: set[str]) -> dict[str, list[dict]]:
 
     ranked = ranked_rows(base, RANKED_SEED, N_RANKED, LABEL_NOISE, train_prompts, "ranked", "family")
     files["demo/ranked.jsonl"] = ranked
-    files["demo/ranked_heldout.jsonl"] = ranked_rows(base, RANKED_HELDOUT_SEED, N_RANKED_HELDOUT, 0.0,
-                                                     held_out(ranked), "ranked-bench", "subset")
-    biased = pair_rows(base, LENGTH_SEED, N_LENGTH, LABEL_NOISE, train_prompts, "long", "family",
-                       lambda rng, i: rng.random() < LENGTH_BIAS)
+    files["demo/ranked_heldout.jsonl"] = ranked_rows(
+        base, RANKED_HELDOUT_SEED, N_RANKED_HELDOUT, 0.0, held_out(ranked), "ranked-bench", "subset"
+    )
+    biased = pair_rows(
+        base,
+        LENGTH_SEED,
+        N_LENGTH,
+        LABEL_NOISE,
+        train_prompts,
+        "long",
+        "family",
+        lambda rng, i: rng.random() < LENGTH_BIAS,
+    )
     files["demo/length_biased.jsonl"] = biased
     files["demo/length_balanced_heldout.jsonl"] = pair_rows(
-        base, LENGTH_HELDOUT_SEED, N_LENGTH_HELDOUT, 0.0, held_out(biased), "long-bench", "subset",
-        lambda rng, i: i % 2 == 0)
-    ties = pair_rows(base, TIES_SEED, N_TIES, LABEL_NOISE, train_prompts, "ties", "family",
-                     lambda rng, i: rng.random() < 0.5, tie_share=TIE_SHARE)
+        base,
+        LENGTH_HELDOUT_SEED,
+        N_LENGTH_HELDOUT,
+        0.0,
+        held_out(biased),
+        "long-bench",
+        "subset",
+        lambda rng, i: i % 2 == 0,
+    )
+    ties = pair_rows(
+        base,
+        TIES_SEED,
+        N_TIES,
+        LABEL_NOISE,
+        train_prompts,
+        "ties",
+        "family",
+        lambda rng, i: rng.random() < 0.5,
+        tie_share=TIE_SHARE,
+    )
     files["demo/ties.jsonl"] = ties
-    files["demo/ties_heldout.jsonl"] = pair_rows(base, TIES_HELDOUT_SEED, N_TIES_HELDOUT, 0.0, held_out(ties),
-                                                 "ties-bench", "subset", lambda rng, i: rng.random() < 0.5,
-                                                 tie_share=TIE_SHARE)
+    files["demo/ties_heldout.jsonl"] = pair_rows(
+        base,
+        TIES_HELDOUT_SEED,
+        N_TIES_HELDOUT,
+        0.0,
+        held_out(ties),
+        "ties-bench",
+        "subset",
+        lambda rng, i: rng.random() < 0.5,
+        tie_share=TIE_SHARE,
+    )
     return files
 
 
@@ -176,11 +227,17 @@ def recipe_stats(base: Any, files: dict[str, list[dict]]) -> list[str]:
             h, t = longer_is_better(r["scores"], [base.words(x) for x in r["responses"]])
             hits, total = hits + h, total + t
         tied = sum(len(set(r["scores"])) < len(r["scores"]) for r in rows)
-        lines.append(f"{name}: {len(rows)} prompts x {len(rows[0]['responses'])} responses; "
-                     f"prompts with tied scores {tied} ({tied / len(rows):.1%}); "
-                     f"longer = better over {total} scored pairs (words) {hits / total:.3f}")
-    for name in ("demo/length_biased.jsonl", "demo/length_balanced_heldout.jsonl",
-                 "demo/ties.jsonl", "demo/ties_heldout.jsonl"):
+        lines.append(
+            f"{name}: {len(rows)} prompts x {len(rows[0]['responses'])} responses; "
+            f"prompts with tied scores {tied} ({tied / len(rows):.1%}); "
+            f"longer = better over {total} scored pairs (words) {hits / total:.3f}"
+        )
+    for name in (
+        "demo/length_biased.jsonl",
+        "demo/length_balanced_heldout.jsonl",
+        "demo/ties.jsonl",
+        "demo/ties_heldout.jsonl",
+    ):
         rows = files[name]
         pairs = [r for r in rows if not r.get("tie")]
         group = "family" if "family" in rows[0] else "subset"

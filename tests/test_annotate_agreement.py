@@ -17,8 +17,11 @@ def test_cohen_kappa_by_hand():
     # Two annotators, 10 tasks: agree on 8 (6 first, 2 second); disagree on 2 (first/second, second/first).
     # p_o = 0.8; marginals: A first 7/10, second 3/10; B first 7/10, second 3/10.
     # p_e = 0.7*0.7 + 0.3*0.3 = 0.58; kappa = (0.8 - 0.58) / (1 - 0.58) = 0.22 / 0.42.
-    labels = [{1: "first", 2: "first"}] * 6 + [{1: "second", 2: "second"}] * 2 + \
-             [{1: "first", 2: "second"}, {1: "second", 2: "first"}]
+    labels = (
+        [{1: "first", 2: "first"}] * 6
+        + [{1: "second", 2: "second"}] * 2
+        + [{1: "first", 2: "second"}, {1: "second", 2: "first"}]
+    )
     report = agreement(parse_export(export_of(labels)))
     (row,) = report["cohen"]
     assert row["items"] == 10 and row["observed"] == pytest.approx(0.8)
@@ -30,8 +33,12 @@ def test_fleiss_kappa_by_hand():
     # P_i = (sum n_ij^2 - 3) / 6: 1, 1, (4+1-3)/6 = 1/3, 0  -> P_bar = 7/12.
     # p_j = (6/12, 5/12, 1/12) -> P_e = (36 + 25 + 1) / 144 = 62/144.
     # kappa = (7/12 - 62/144) / (1 - 62/144) = (84 - 62) / (144 - 62) = 22/82.
-    labels = [{1: "first", 2: "first", 3: "first"}, {1: "second", 2: "second", 3: "second"},
-              {1: "first", 2: "first", 3: "second"}, {1: "first", 2: "second", 3: "tie"}]
+    labels = [
+        {1: "first", 2: "first", 3: "first"},
+        {1: "second", 2: "second", 3: "second"},
+        {1: "first", 2: "first", 3: "second"},
+        {1: "first", 2: "second", 3: "tie"},
+    ]
     report = agreement(parse_export(export_of(labels)))
     assert report["fleiss"]["items"] == 4 and report["fleiss"]["kappa"] == pytest.approx(22 / 82, abs=1e-6)
 
@@ -87,8 +94,12 @@ def test_against_reference_packages_on_random_data():
 
 
 def test_majority_and_model_agreement_by_hand():
-    labels = [{1: "first", 2: "first", 3: "second"}, {1: "second", 2: "second", 3: "second"},
-              {1: "tie", 2: "tie", 3: "first"}, {1: "first", 2: "second", 3: "tie"}]
+    labels = [
+        {1: "first", 2: "first", 3: "second"},
+        {1: "second", 2: "second", 3: "second"},
+        {1: "tie", 2: "tie", 3: "first"},
+        {1: "first", 2: "second", 3: "tie"},
+    ]
     report = agreement(parse_export(export_of(labels)))
     vs = {r["annotator"]: (r["items"], r["agreement"]) for r in report["versus_majority"]}
     # Majorities: first, second, tie, none. Annotator 3 matches only task 2.
@@ -98,8 +109,10 @@ def test_majority_and_model_agreement_by_hand():
     tasks = parse_export(export_of(labels))
     ids = [t.task_id for t in tasks]
     labelled = {t.task_id: {a.annotator: a.preference for a in t.annotations} for t in tasks}
-    assert model_agreement(labelled, {ids[0]: (1.0, 0.0), ids[1]: (2.0, 1.0), ids[2]: (0.0, 1.0)}) == \
-        {"items": 2, "agreement": 0.5}
+    assert model_agreement(labelled, {ids[0]: (1.0, 0.0), ids[1]: (2.0, 1.0), ids[2]: (0.0, 1.0)}) == {
+        "items": 2,
+        "agreement": 0.5,
+    }
 
 
 def test_undefined_figures_say_why():

@@ -24,8 +24,10 @@ def test_swaps_are_balanced_and_seeded():
 
 
 def test_tasks_carry_swap_and_id_in_meta_and_data():
-    items = [{"id": f"r{i}", "group": "g", "prompt": f"p{i}", "first": f"good{i}", "second": f"bad{i}", "label": "first"}
-             for i in range(6)]
+    items = [
+        {"id": f"r{i}", "group": "g", "prompt": f"p{i}", "first": f"good{i}", "second": f"bad{i}", "label": "first"}
+        for i in range(6)
+    ]
     tasks = make_tasks(Source("pairwise", items), seed=0)
     for task, item in zip(tasks, items):
         d, m = task["data"], task["meta"]
@@ -35,9 +37,15 @@ def test_tasks_carry_swap_and_id_in_meta_and_data():
 
 
 def test_conversation_prompt_is_shown_and_kept():
-    convo = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}, {"role": "user", "content": "q"}]
+    convo = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "q"},
+    ]
     (task,) = make_tasks(Source("pairwise", [{"id": "c", "prompt": convo, "first": "a", "second": "b", "label": None}]))
-    assert task["data"]["prompt"] == "user: hi\n\nassistant: hello\n\nuser: q" and task["data"]["rmspec_prompt"] == convo
+    assert (
+        task["data"]["prompt"] == "user: hi\n\nassistant: hello\n\nuser: q" and task["data"]["rmspec_prompt"] == convo
+    )
     assert "rmspec_label" not in task["data"]
 
 
@@ -58,7 +66,9 @@ def test_export_cli_from_a_spec(tmp_path, cli):
     done = cli("annotate", "export", REPO_SPECS / "quickstart.yaml", "--out", tmp_path / "out")
     assert done.code == 0, done.err
     tasks = json.loads((tmp_path / "out" / "tasks.json").read_text())
-    source = [json.loads(x) for x in (REPO_SPECS.parent / "rmspec/data/demo/preferences.jsonl").read_text().splitlines()]
+    source = [
+        json.loads(x) for x in (REPO_SPECS.parent / "rmspec/data/demo/preferences.jsonl").read_text().splitlines()
+    ]
     assert len(tasks) == len(source)  # the demo data loses no row to the quickstart filters
     first = {t["data"]["rmspec_id"]: t for t in tasks}[source[0]["id"]]
     assert first["meta"]["group"] == source[0]["family"]
@@ -83,29 +93,60 @@ hardware: {device: cpu}
     ratings = {el.attrib["name"]: el.attrib["maxRating"] for el in config.iter("Rating")}
     assert ratings == {"helpfulness": "5", "correctness": "5"}
     tasks = json.loads((tmp_path / "out" / "tasks.json").read_text())
-    assert tasks[0]["data"]["rmspec_attributes"] == ["helpfulness", "correctness"] and tasks[0]["data"]["rmspec_scale"] == [0, 4]
+    assert tasks[0]["data"]["rmspec_attributes"] == ["helpfulness", "correctness"] and tasks[0]["data"][
+        "rmspec_scale"
+    ] == [0, 4]
 
     # Back in: stars -> the spec's scale (1 star = 0), two annotators averaged under majority.
     from rmspec.annotate.aggregate import aggregate
     from rmspec.annotate.exports import parse_export
 
-    export = [{"id": 1, "data": tasks[0]["data"], "meta": tasks[0]["meta"], "annotations": [
-        {"id": 1, "completed_by": 1, "was_cancelled": False, "result": [
-            {"from_name": "helpfulness", "value": {"rating": 5}}, {"from_name": "correctness", "value": {"rating": 2}}]},
-        {"id": 2, "completed_by": 2, "was_cancelled": False, "result": [
-            {"from_name": "helpfulness", "value": {"rating": 4}}, {"from_name": "correctness", "value": {"rating": 2}}]},
-        {"id": 3, "completed_by": 3, "was_cancelled": False, "result": [
-            {"from_name": "helpfulness", "value": {"rating": 9}}]}]}]
+    export = [
+        {
+            "id": 1,
+            "data": tasks[0]["data"],
+            "meta": tasks[0]["meta"],
+            "annotations": [
+                {
+                    "id": 1,
+                    "completed_by": 1,
+                    "was_cancelled": False,
+                    "result": [
+                        {"from_name": "helpfulness", "value": {"rating": 5}},
+                        {"from_name": "correctness", "value": {"rating": 2}},
+                    ],
+                },
+                {
+                    "id": 2,
+                    "completed_by": 2,
+                    "was_cancelled": False,
+                    "result": [
+                        {"from_name": "helpfulness", "value": {"rating": 4}},
+                        {"from_name": "correctness", "value": {"rating": 2}},
+                    ],
+                },
+                {
+                    "id": 3,
+                    "completed_by": 3,
+                    "was_cancelled": False,
+                    "result": [{"from_name": "helpfulness", "value": {"rating": 9}}],
+                },
+            ],
+        }
+    ]
     out = aggregate(parse_export(export))
     assert out.rows[0]["helpfulness"] == 3.5 and out.rows[0]["correctness"] == 1.0
     assert "whole number of stars from 1 to 5" in out.rejects[0]["detail"]
 
 
-@pytest.mark.parametrize("content, says", [
-    ('{"prompt": "p", "chosen": "a"}\n', "rejected must be a non-empty string"),
-    ('{"prompt": "p", "text": "a"}\n', "no chosen/rejected or response_a/response_b"),
-    ('{"prompt": "p", "chosen": "a", "rejected": "b"}\nnot json\n', ":2: not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        ('{"prompt": "p", "chosen": "a"}\n', "rejected must be a non-empty string"),
+        ('{"prompt": "p", "text": "a"}\n', "no chosen/rejected or response_a/response_b"),
+        ('{"prompt": "p", "chosen": "a", "rejected": "b"}\nnot json\n', ":2: not valid JSON"),
+    ],
+)
 def test_bad_source_rows_exit_2(tmp_path, cli, content, says):
     (tmp_path / "rows.jsonl").write_text(content)
     done = cli("annotate", "export", tmp_path / "rows.jsonl", "--out", tmp_path / "out")
@@ -113,12 +154,22 @@ def test_bad_source_rows_exit_2(tmp_path, cli, content, says):
 
 
 def test_select_uncertain_disagree_random_by_hand():
-    items = [{"id": f"r{i}", "group": "ab"[i % 2], "prompt": "", "first": "x", "second": "y", "label": "first"} for i in range(6)]
+    items = [
+        {"id": f"r{i}", "group": "ab"[i % 2], "prompt": "", "first": "x", "second": "y", "label": "first"}
+        for i in range(6)
+    ]
     scores = [(0.9, 0.0), (0.1, 0.2), (-2.0, 1.0), (0.5, 0.45), (3.0, -1.0), (0.0, 0.3)]  # margins .9 -.1 -3 .05 4 -.3
     assert [r["id"] for r in select(items, "uncertain", 3, scores=scores)] == ["r3", "r1", "r5"]
-    assert [r["id"] for r in select(items, "disagree", 5, scores=scores)] == ["r2", "r5", "r1"]  # only contradicted ones
+    assert [r["id"] for r in select(items, "disagree", 5, scores=scores)] == [
+        "r2",
+        "r5",
+        "r1",
+    ]  # only contradicted ones
     picked = select(items, "uncertain", 2, scores=scores, stratify="group")
-    assert sorted(r["group"] for r in picked) == ["a", "b"] and [r["id"] for r in picked] == ["r3", "r0"]  # r0: a's best
+    assert sorted(r["group"] for r in picked) == ["a", "b"] and [r["id"] for r in picked] == [
+        "r3",
+        "r0",
+    ]  # r0: a's best
     rand = select(items, "random", 4, seed=1)
     assert len({r["id"] for r in rand}) == 4 and rand == select(items, "random", 4, seed=1)
     assert picked[0]["margin"] == pytest.approx(0.05) and picked[0]["rank"] == 1
@@ -137,7 +188,9 @@ def test_quotas_follow_group_sizes():
 
 def test_select_needs_a_model(tmp_path, cli):
     write_pairs(tmp_path / "pairs.jsonl", 4)
-    done = cli("annotate", "export", tmp_path / "pairs.jsonl", "--out", tmp_path / "o", "--select", "uncertain", "--n", "2")
+    done = cli(
+        "annotate", "export", tmp_path / "pairs.jsonl", "--out", tmp_path / "o", "--select", "uncertain", "--n", "2"
+    )
     assert done.code == 2 and "--model" in done.err
     ok = cli("annotate", "export", tmp_path / "pairs.jsonl", "--out", tmp_path / "o", "--select", "random", "--n", "2")
     assert ok.code == 0 and len(json.loads((tmp_path / "o" / "tasks.json").read_text())) == 2
@@ -157,8 +210,19 @@ def test_select_uncertain_with_a_model_matches_the_engine(tmp_path, cli):
     # Save a score head, so every load scores alike (a missing head is initialised at random).
     AutoModelForSequenceClassification.from_pretrained(model, num_labels=1).save_pretrained(model)
     write_pairs(tmp_path / "pairs.jsonl", 20)
-    done = cli("annotate", "export", tmp_path / "pairs.jsonl", "--out", tmp_path / "o", "--select", "uncertain", "--n", "5",
-               "--model", model)
+    done = cli(
+        "annotate",
+        "export",
+        tmp_path / "pairs.jsonl",
+        "--out",
+        tmp_path / "o",
+        "--select",
+        "uncertain",
+        "--n",
+        "5",
+        "--model",
+        model,
+    )
     assert done.code == 0, done.err
     rows = [json.loads(x) for x in (tmp_path / "pairs.jsonl").read_text().splitlines()]
     engine = RewardEngine.load(model)
@@ -166,17 +230,45 @@ def test_select_uncertain_with_a_model_matches_the_engine(tmp_path, cli):
     expected = [rows[i]["id"] for i in sorted(range(20), key=lambda i: (abs(a[i] - b[i]), i))[:5]]
     audit = [json.loads(x) for x in (tmp_path / "o" / "selection.jsonl").read_text().splitlines()]
     assert [x["id"] for x in audit] == expected
-    assert [t["meta"]["rmspec_selection"]["rank"] for t in json.loads((tmp_path / "o" / "tasks.json").read_text())] == [1, 2, 3, 4, 5]
+    assert [t["meta"]["rmspec_selection"]["rank"] for t in json.loads((tmp_path / "o" / "tasks.json").read_text())] == [
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
 
 
 def test_stratify_by_a_column_of_the_rows(tmp_path, cli):
     rows = [{"id": f"r{i}", "prompt": "p", "chosen": "a", "rejected": "b", "subset": "xy"[i < 6]} for i in range(10)]
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    done = cli("annotate", "export", tmp_path / "rows.jsonl", "--out", tmp_path / "o", "--select", "random", "--n", "5",
-               "--stratify", "subset")
+    done = cli(
+        "annotate",
+        "export",
+        tmp_path / "rows.jsonl",
+        "--out",
+        tmp_path / "o",
+        "--select",
+        "random",
+        "--n",
+        "5",
+        "--stratify",
+        "subset",
+    )
     assert done.code == 0, done.err
     audit = [json.loads(x) for x in (tmp_path / "o" / "selection.jsonl").read_text().splitlines()]
     assert sorted(a["stratum"] for a in audit) == ["x", "x", "y", "y", "y"]  # 4 of 10 are x, 6 are y
-    bad = cli("annotate", "export", tmp_path / "rows.jsonl", "--out", tmp_path / "o", "--select", "random", "--n", "5",
-              "--stratify", "language")
+    bad = cli(
+        "annotate",
+        "export",
+        tmp_path / "rows.jsonl",
+        "--out",
+        tmp_path / "o",
+        "--select",
+        "random",
+        "--n",
+        "5",
+        "--stratify",
+        "language",
+    )
     assert bad.code == 2 and "no column 'language'" in bad.err

@@ -44,7 +44,8 @@ def test_generative_spec_names_what_is_supported(tmp_path, cli):
     spec.write_text(
         "version: 1\nname: j\nmodel: {name_or_path: Qwen/Qwen2.5-0.5B-Instruct}\n"
         f"data: {{source: {{kind: files, paths: [{DEMO}]}}, mapping: {{preset: messages}}}}\n"
-        "approach: {kind: generative}\n")
+        "approach: {kind: generative}\n"
+    )
     result = cli("annotate", "export", spec, "--out", tmp_path / "ls")
     assert result.code == 2, result.out + result.err
     for kind in ("bradley_terry", "pointwise", "process"):
@@ -52,8 +53,17 @@ def test_generative_spec_names_what_is_supported(tmp_path, cli):
 
 
 def test_select_on_process_tasks_is_refused(tmp_path, cli):
-    result = cli("annotate", "export", REPO / "specs" / "quickstart_prm.yaml", "--out", tmp_path / "ls",
-                 "--select", "random", "--n", "2")
+    result = cli(
+        "annotate",
+        "export",
+        REPO / "specs" / "quickstart_prm.yaml",
+        "--out",
+        tmp_path / "ls",
+        "--select",
+        "random",
+        "--n",
+        "2",
+    )
     assert result.code == 2 and "--select" in result.err and "process" in result.err, result.out + result.err
 
 
@@ -63,8 +73,13 @@ def test_import_of_process_tasks_says_it_is_not_supported(tmp_path, cli):
     tasks = json.loads((out / "tasks.json").read_text())[:2]
     for i, task in enumerate(tasks):
         task["id"] = i + 1
-        task["annotations"] = [{"id": i + 10, "completed_by": 1, "result": [
-            {"from_name": "first_error", "to_name": "steps", "type": "number", "value": {"number": 0}}]}]
+        task["annotations"] = [
+            {
+                "id": i + 10,
+                "completed_by": 1,
+                "result": [{"from_name": "first_error", "to_name": "steps", "type": "number", "value": {"number": 0}}],
+            }
+        ]
     export = tmp_path / "export.json"
     export.write_text(json.dumps(tasks))
     result = cli("annotate", "import", export, "--out", tmp_path / "rows.jsonl")

@@ -25,11 +25,11 @@ pytestmark = pytest.mark.slow
 PLAN = {
     **{i: ("first", "first", "first") for i in range(6)},
     6: ("first", "first", "bad"),
-    7: ("first", "first", "second"),    # majority first, not unanimous
-    8: ("first", "second", "tie"),      # no majority
-    9: ("tie", "tie", "first"),         # majority tie
-    10: ("cancel", "cancel", None),     # all cancelled
-    11: (None, None, None),             # nobody
+    7: ("first", "first", "second"),  # majority first, not unanimous
+    8: ("first", "second", "tie"),  # no majority
+    9: ("tie", "tie", "first"),  # majority tie
+    10: ("cancel", "cancel", None),  # all cancelled
+    11: (None, None, None),  # nobody
 }
 N_TASKS = 12
 
@@ -74,15 +74,39 @@ def test_round_trip_through_a_real_label_studio(label_studio, tmp_path, cli, mon
     monkeypatch.setenv("LS_TEST_TOKEN", label_studio.token)
 
     # 1. export and push through the SDK
-    pushed = cli("annotate", "export", tmp_path / "source.jsonl", "--out", tmp_path / "ls", "--seed", "1",
-                 "--push", label_studio.url, "--token-env", "LS_TEST_TOKEN", "--project", "round trip")
+    pushed = cli(
+        "annotate",
+        "export",
+        tmp_path / "source.jsonl",
+        "--out",
+        tmp_path / "ls",
+        "--seed",
+        "1",
+        "--push",
+        label_studio.url,
+        "--token-env",
+        "LS_TEST_TOKEN",
+        "--project",
+        "round trip",
+    )
     assert pushed.code == 0, pushed.out + pushed.err
     assert f"{N_TASKS} of {N_TASKS} task(s) imported" in pushed.out and "created" in pushed.out
     written = json.loads((tmp_path / "ls" / "tasks.json").read_text())
     assert sum(t["meta"]["rmspec_swap"] for t in written) == N_TASKS // 2  # balanced A/B order
     # Pushing again updates the same project rather than making a second one.
-    again = cli("annotate", "export", tmp_path / "source.jsonl", "--out", tmp_path / "ls2", "--push", label_studio.url,
-                "--token-env", "LS_TEST_TOKEN", "--project", "round trip")
+    again = cli(
+        "annotate",
+        "export",
+        tmp_path / "source.jsonl",
+        "--out",
+        tmp_path / "ls2",
+        "--push",
+        label_studio.url,
+        "--token-env",
+        "LS_TEST_TOKEN",
+        "--project",
+        "round trip",
+    )
     assert again.code == 0 and "updated" in again.out, again.out + again.err
 
     api = _api(label_studio)
@@ -100,8 +124,11 @@ def test_round_trip_through_a_real_label_studio(label_studio, tmp_path, cli, mon
     by_source = {t["meta"]["rmspec_id"]: t for t in tasks}
     assert set(by_source) == set(source)
     for sid, t in by_source.items():  # the server shows what the export wrote
-        shown = (t["data"]["response_b"], t["data"]["response_a"]) if t["data"]["rmspec_swap"] else \
-            (t["data"]["response_a"], t["data"]["response_b"])
+        shown = (
+            (t["data"]["response_b"], t["data"]["response_a"])
+            if t["data"]["rmspec_swap"]
+            else (t["data"]["response_a"], t["data"]["response_b"])
+        )
         assert shown == (source[sid]["chosen"], source[sid]["rejected"])
 
     # 2. three annotators (users of the organization); the admin posts with completed_by
@@ -120,12 +147,20 @@ def test_round_trip_through_a_real_label_studio(label_studio, tmp_path, cli, mon
                 continue
             body = {"completed_by": user, "was_cancelled": label == "cancel", "result": []}
             if label == "tie":
-                body["result"] = [{"from_name": "tie", "to_name": "prompt", "type": "choices", "value": {"choices": ["tie"]}}]
+                body["result"] = [
+                    {"from_name": "tie", "to_name": "prompt", "type": "choices", "value": {"choices": ["tie"]}}
+                ]
             elif label == "bad":
                 body["result"] = [{"from_name": "pw", "to_name": "pw", "type": "pairwise", "value": {"selected": "up"}}]
             elif label in ("first", "second"):
-                body["result"] = [{"from_name": "pw", "to_name": "pw", "type": "pairwise",
-                                   "value": {"selected": _selected(label, swapped)}}]
+                body["result"] = [
+                    {
+                        "from_name": "pw",
+                        "to_name": "pw",
+                        "type": "pairwise",
+                        "value": {"selected": _selected(label, swapped)},
+                    }
+                ]
             posted = api.post(f"/api/tasks/{task['id']}/annotations/", json=body)
             assert posted.status_code == 201, posted.text
             assert posted.json()["completed_by"] == user
@@ -139,7 +174,9 @@ def test_round_trip_through_a_real_label_studio(label_studio, tmp_path, cli, mon
     counts = json.loads(done.out)
     assert counts["tasks_read"] == N_TASKS and counts["tasks_with_rows"] == 8
     assert counts["tasks_rejected"] == {"no_majority": 1, "tie": 1, "all_cancelled": 1, "no_annotation": 1}
-    assert counts["annotations_read"] == 32 and counts["annotations_cancelled"] == 2 and counts["annotations_invalid"] == 1
+    assert (
+        counts["annotations_read"] == 32 and counts["annotations_cancelled"] == 2 and counts["annotations_invalid"] == 1
+    )
     assert counts["annotations_valid"] == 29 and counts["votes"] == {"first": 24, "second": 2, "tie": 3}
     rows = [json.loads(x) for x in (tmp_path / "pairs.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in rows) == sorted(f"r{i}" for i in range(8))
@@ -156,8 +193,12 @@ def test_round_trip_through_a_real_label_studio(label_studio, tmp_path, cli, mon
     assert bad[0]["annotator"] == str(users[2])
 
     # Other policies on the same export: every count follows from PLAN.
-    for args, expected_rows, ties_kept in ((("--policy", "unanimous"), 7, 0), (("--policy", "all"), 26, 0),
-                                          (("--policy", "all", "--ties", "keep"), 29, 3), (("--ties", "keep"), 9, 1)):
+    for args, expected_rows, ties_kept in (
+        (("--policy", "unanimous"), 7, 0),
+        (("--policy", "all"), 26, 0),
+        (("--policy", "all", "--ties", "keep"), 29, 3),
+        (("--ties", "keep"), 9, 1),
+    ):
         other = cli("annotate", "import", tmp_path / "export.json", "--out", tmp_path / "other.jsonl", "--json", *args)
         assert other.code == 0, other.err
         c = json.loads(other.out)
@@ -166,16 +207,34 @@ def test_round_trip_through_a_real_label_studio(label_studio, tmp_path, cli, mon
     # JSON_MIN straight from the server (--from): no meta, so the swap comes from the data fields.
     # It leaves cancelled annotations out (measured on 1.23.2), so a task whose annotations were
     # all cancelled (r10) is not in it at all: JSON is the export whose counts cover every task.
-    pulled = cli("annotate", "import", "--from", label_studio.url, "--project", str(pid), "--token-env", "LS_TEST_TOKEN",
-                 "--format", "JSON_MIN", "--out", tmp_path / "min.jsonl", "--json")
+    pulled = cli(
+        "annotate",
+        "import",
+        "--from",
+        label_studio.url,
+        "--project",
+        str(pid),
+        "--token-env",
+        "LS_TEST_TOKEN",
+        "--format",
+        "JSON_MIN",
+        "--out",
+        tmp_path / "min.jsonl",
+        "--json",
+    )
     assert pulled.code == 0, pulled.out + pulled.err
     cmin = json.loads(pulled.out)
     assert cmin["tasks_read"] == N_TASKS - 1 and cmin["annotations_read"] == 30 and cmin["annotations_cancelled"] == 0
     assert cmin["tasks_rejected"] == {"no_majority": 1, "tie": 1, "no_annotation": 1}
     min_rejects = [json.loads(x) for x in (tmp_path / "min.rejects.jsonl").read_text().splitlines()]
-    assert {r["source_id"]: r["reason"] for r in min_rejects if r["level"] == "task"} == \
-        {"r8": "no_majority", "r9": "tie", "r11": "no_annotation"}
-    assert [r["source_id"] for r in min_rejects if r["level"] == "annotation"] == ["r6"]  # selected: "up" kept by JSON_MIN
+    assert {r["source_id"]: r["reason"] for r in min_rejects if r["level"] == "task"} == {
+        "r8": "no_majority",
+        "r9": "tie",
+        "r11": "no_annotation",
+    }
+    assert [r["source_id"] for r in min_rejects if r["level"] == "annotation"] == [
+        "r6"
+    ]  # selected: "up" kept by JSON_MIN
     min_rows = [json.loads(x) for x in (tmp_path / "min.jsonl").read_text().splitlines()]
     strip = lambda r: (r["id"], r["chosen"], r["rejected"], r["margin"])  # noqa: E731
     assert sorted(map(strip, min_rows)) == sorted(map(strip, rows))
@@ -204,9 +263,18 @@ def test_round_trip_through_a_real_label_studio(label_studio, tmp_path, cli, mon
     # 6. a spec trains on the imported pairs
     model = build_model("llama", tmp_path / "model-src")
     spec = tmp_path / "labelled.yaml"
-    spec.write_text(SPEC.format(name="labelled", model=model, batch=2, procs=1, training="  max_steps: 2",
-                                out=tmp_path / "runs" / "labelled").replace("pairs.jsonl", str(tmp_path / "pairs.jsonl"))
-                    .replace("validation_fraction: 0.2", "validation_fraction: 0.25"))
+    spec.write_text(
+        SPEC.format(
+            name="labelled",
+            model=model,
+            batch=2,
+            procs=1,
+            training="  max_steps: 2",
+            out=tmp_path / "runs" / "labelled",
+        )
+        .replace("pairs.jsonl", str(tmp_path / "pairs.jsonl"))
+        .replace("validation_fraction: 0.2", "validation_fraction: 0.25")
+    )
     trained = rmspec("run", str(spec), cwd=tmp_path)
     run = tmp_path / "runs" / "labelled"
     assert trained.returncode == 0, trained.stdout + trained.stderr
@@ -216,8 +284,10 @@ def test_round_trip_through_a_real_label_studio(label_studio, tmp_path, cli, mon
     with_model = cli("annotate", "agreement", tmp_path / "export.json", "--model", run, "--json")
     assert with_model.code == 0, with_model.err
     assert json.loads(with_model.out)["model"]["items"] == 8  # non-tie majorities: r0-r7
-    print(f"round trip (export, push, label, export, import x6, agreement): {round_trip:.1f} s; "
-          f"with training: {time.time() - t0:.1f} s")
+    print(
+        f"round trip (export, push, label, export, import x6, agreement): {round_trip:.1f} s; "
+        f"with training: {time.time() - t0:.1f} s"
+    )
 
 
 def _expected_agreement() -> dict:
@@ -246,32 +316,66 @@ def _expected_agreement() -> dict:
 
 def test_pointwise_ratings_through_a_real_label_studio(label_studio, tmp_path, cli, monkeypatch):
     """A pointwise spec: one star rating per attribute on the spec's scale, back as averaged scores."""
-    rows = [{"prompt": f"w{10 + i}", "response": f"w{20 + i} w{30 + i}", "helpfulness": 2, "correctness": 3} for i in range(3)]
+    rows = [
+        {"prompt": f"w{10 + i}", "response": f"w{20 + i} w{30 + i}", "helpfulness": 2, "correctness": 3}
+        for i in range(3)
+    ]
     (tmp_path / "hs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     spec = tmp_path / "pointwise.yaml"
-    spec.write_text("version: 1\nname: pw\nmodel: {name_or_path: sentence-transformers/all-MiniLM-L6-v2}\n"
-                    "data:\n  source: {kind: files, paths: [hs.jsonl]}\n  mapping: {preset: helpsteer2}\n"
-                    "approach: {kind: pointwise, attributes: [helpfulness, correctness], scale: {min: 0, max: 4}}\n"
-                    "hardware: {device: cpu}\n")
+    spec.write_text(
+        "version: 1\nname: pw\nmodel: {name_or_path: sentence-transformers/all-MiniLM-L6-v2}\n"
+        "data:\n  source: {kind: files, paths: [hs.jsonl]}\n  mapping: {preset: helpsteer2}\n"
+        "approach: {kind: pointwise, attributes: [helpfulness, correctness], scale: {min: 0, max: 4}}\n"
+        "hardware: {device: cpu}\n"
+    )
     monkeypatch.setenv("LS_TEST_TOKEN", label_studio.token)
-    pushed = cli("annotate", "export", spec, "--out", tmp_path / "ls", "--push", label_studio.url,
-                 "--token-env", "LS_TEST_TOKEN", "--project", "ratings")
+    pushed = cli(
+        "annotate",
+        "export",
+        spec,
+        "--out",
+        tmp_path / "ls",
+        "--push",
+        label_studio.url,
+        "--token-env",
+        "LS_TEST_TOKEN",
+        "--project",
+        "ratings",
+    )
     assert pushed.code == 0 and "3 of 3 task(s) imported" in pushed.out, pushed.out + pushed.err
     api = _api(label_studio)
-    pid = next(p["id"] for p in api.get("/api/projects/", params={"title": "ratings"}).json()["results"]
-               if p["title"] == "ratings")
+    pid = next(
+        p["id"]
+        for p in api.get("/api/projects/", params={"title": "ratings"}).json()["results"]
+        if p["title"] == "ratings"
+    )
     tasks = sorted(api.get("/api/tasks/", params={"project": pid}).json()["tasks"], key=lambda t: t["id"])
     me = api.get("/api/current-user/whoami").json()["id"]
     stars = {0: [(5, 1), (4, 1)], 1: [(3, 3)], 2: [(2, 9)]}  # task -> (helpfulness, correctness) stars per annotation
     for k, given in stars.items():
         for h, c in given:
-            result = [{"from_name": "helpfulness", "to_name": "response", "type": "rating", "value": {"rating": h}},
-                      {"from_name": "correctness", "to_name": "response", "type": "rating", "value": {"rating": c}}]
+            result = [
+                {"from_name": "helpfulness", "to_name": "response", "type": "rating", "value": {"rating": h}},
+                {"from_name": "correctness", "to_name": "response", "type": "rating", "value": {"rating": c}},
+            ]
             posted = api.post(f"/api/tasks/{tasks[k]['id']}/annotations/", json={"result": result, "completed_by": me})
             assert posted.status_code == 201, posted.text
     for fmt in ("JSON", "JSON_MIN"):
-        done = cli("annotate", "import", "--from", label_studio.url, "--project", str(pid), "--token-env", "LS_TEST_TOKEN",
-                   "--format", fmt, "--out", tmp_path / f"{fmt}.jsonl", "--json")
+        done = cli(
+            "annotate",
+            "import",
+            "--from",
+            label_studio.url,
+            "--project",
+            str(pid),
+            "--token-env",
+            "LS_TEST_TOKEN",
+            "--format",
+            fmt,
+            "--out",
+            tmp_path / f"{fmt}.jsonl",
+            "--json",
+        )
         assert done.code == 0, done.err
         counts = json.loads(done.out)
         assert counts["tasks_read"] == 3 and counts["tasks_with_rows"] == 2 and counts["annotations_invalid"] == 1, fmt

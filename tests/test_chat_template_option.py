@@ -15,14 +15,22 @@ from helpers.scoring_models import CHAT_TEMPLATE, build_tiny_llama_chat
 from rmspec.data.chat_template import read_chat_template, use_chat_template
 from rmspec.errors import DataError
 
-TEMPLATE = ("{% for m in messages %}[{{ m['role'] | upper }}] {{ m['content'] }}\n{% endfor %}"
-            "{% if add_generation_prompt %}[ASSISTANT] {% endif %}")
+TEMPLATE = (
+    "{% for m in messages %}[{{ m['role'] | upper }}] {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}[ASSISTANT] {% endif %}"
+)
 
 
 def rows(n: int = 24):
-    return [{"id": f"r{i}", "prompt": [{"role": "user", "content": f"question {i} about rivers"}],
-             "chosen": [{"role": "assistant", "content": f"good answer {i}"}],
-             "rejected": [{"role": "assistant", "content": f"bad {i}"}]} for i in range(n)]
+    return [
+        {
+            "id": f"r{i}",
+            "prompt": [{"role": "user", "content": f"question {i} about rivers"}],
+            "chosen": [{"role": "assistant", "content": f"good answer {i}"}],
+            "rejected": [{"role": "assistant", "content": f"bad {i}"}],
+        }
+        for i in range(n)
+    ]
 
 
 def test_inline_and_file_templates_are_read_and_bad_ones_refused(tmp_path):
@@ -44,8 +52,11 @@ def test_the_data_commands_lay_rows_out_with_the_spec_template(tmp_path):
     from rmspec.data.tokenizer import load_tokenizer
 
     for value, marker in (("t.jinja", "[ assistant ] good answer 0"), (None, "< assistant > good answer 0")):
-        loaded = make_spec(tmp_path, {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"}},
-                           model=str(model))
+        loaded = make_spec(
+            tmp_path,
+            {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"}},
+            model=str(model),
+        )
         loaded.spec.model.chat_template = value
         tokenizer = load_tokenizer(loaded)
         assert tokenizer.chat_template == (TEMPLATE if value else CHAT_TEMPLATE)
@@ -58,11 +69,21 @@ def test_validate_refuses_a_template_the_plain_layout_would_ignore(tmp_path):
     model = build_tiny_llama_chat(tmp_path / "model")
     write_jsonl(tmp_path / "d.jsonl", rows(4))
     spec = tmp_path / "s.yaml"
-    spec.write_text(json.dumps({
-        "version": 1, "name": "t", "model": {"name_or_path": str(model), "chat_template": TEMPLATE},
-        "data": {"source": {"kind": "files", "paths": ["d.jsonl"]},
-                 "mapping": {"preset": "pairs", "chat_template": "plain"}},
-        "approach": {"kind": "bradley_terry"}, "hardware": {"device": "cpu"}}))
+    spec.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "name": "t",
+                "model": {"name_or_path": str(model), "chat_template": TEMPLATE},
+                "data": {
+                    "source": {"kind": "files", "paths": ["d.jsonl"]},
+                    "mapping": {"preset": "pairs", "chat_template": "plain"},
+                },
+                "approach": {"kind": "bradley_terry"},
+                "hardware": {"device": "cpu"},
+            }
+        )
+    )
     done = rmspec("validate", str(spec), cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "model.chat_template" in done.stdout + done.stderr and "Traceback" not in done.stderr
@@ -76,27 +97,40 @@ def test_the_trained_model_carries_the_template_and_score_renders_with_it(tmp_pa
     write_jsonl(tmp_path / "d.jsonl", rows())
     (tmp_path / "t.jinja").write_text(TEMPLATE)
     spec = tmp_path / "s.yaml"
-    spec.write_text(json.dumps({
-        "version": 1, "name": "tpl", "model": {"name_or_path": str(model), "chat_template": "t.jinja"},
-        "data": {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"},
-                 "split": {"validation_fraction": 0.25, "seed": 0}},
-        "approach": {"kind": "bradley_terry"},
-        "training": {"max_steps": 2, "global_batch_size": 4, "max_length": 64, "learning_rate": 1e-3},
-        "hardware": {"device": "cpu"}, "eval": {"validation": True, "benchmarks": []},
-        "output": {"dir": str(tmp_path / "runs" / "tpl"), "report": []}}))
+    spec.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "name": "tpl",
+                "model": {"name_or_path": str(model), "chat_template": "t.jinja"},
+                "data": {
+                    "source": {"kind": "files", "paths": ["d.jsonl"]},
+                    "mapping": {"preset": "pairs"},
+                    "split": {"validation_fraction": 0.25, "seed": 0},
+                },
+                "approach": {"kind": "bradley_terry"},
+                "training": {"max_steps": 2, "global_batch_size": 4, "max_length": 64, "learning_rate": 1e-3},
+                "hardware": {"device": "cpu"},
+                "eval": {"validation": True, "benchmarks": []},
+                "output": {"dir": str(tmp_path / "runs" / "tpl"), "report": []},
+            }
+        )
+    )
     done = rmspec("run", str(spec), cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     saved = tmp_path / "runs" / "tpl" / "model"
     assert AutoTokenizer.from_pretrained(saved).chat_template == TEMPLATE  # plain transformers reads it
 
-    conversations = [{"id": r["id"], "chosen": r["prompt"] + r["chosen"], "rejected": r["prompt"] + r["rejected"]}
-                     for r in rows()]
+    conversations = [
+        {"id": r["id"], "chosen": r["prompt"] + r["chosen"], "rejected": r["prompt"] + r["rejected"]} for r in rows()
+    ]
     write_jsonl(tmp_path / "score.jsonl", conversations)
 
     def score() -> list[float]:
         out = tmp_path / "scored.jsonl"
-        result = rmspec("score", str(saved), str(tmp_path / "score.jsonl"), "--out", str(out), "--overwrite", "--json",
-                        cwd=tmp_path)
+        result = rmspec(
+            "score", str(saved), str(tmp_path / "score.jsonl"), "--out", str(out), "--overwrite", "--json", cwd=tmp_path
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         return [json.loads(line)["reward_chosen"] for line in out.read_text().splitlines()]
 

@@ -33,10 +33,18 @@ def test_report_json_on_the_quickstart(cli, tmp_path, monkeypatch):
 
 def test_report_human_view(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("RMSPEC_CACHE_DIR", str(tmp_path / "cache"))
-    write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q", "chosen": "a", "rejected": "a"},
-                                       {"prompt": "q2", "chosen": "longer answer", "rejected": "b"}])
-    make_spec(tmp_path, {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"},
-                         "filters": [{"kind": "drop_identical"}]})
+    write_jsonl(
+        tmp_path / "d.jsonl",
+        [{"prompt": "q", "chosen": "a", "rejected": "a"}, {"prompt": "q2", "chosen": "longer answer", "rejected": "b"}],
+    )
+    make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["d.jsonl"]},
+            "mapping": {"preset": "pairs"},
+            "filters": [{"kind": "drop_identical"}],
+        },
+    )
     res = cli("data", "report", tmp_path / "spec.yaml")
     assert res.code == 0, res.err
     assert "rows read" in res.out and "identical" in res.out and "length heuristic" in res.out
@@ -55,8 +63,11 @@ def test_preview_json(cli):
 
 def test_hub_model_offline_is_a_clear_error(cli, tmp_path):
     write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q", "chosen": "a", "rejected": "b"}])
-    make_spec(tmp_path, {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"}},
-              model="no-such-org/no-such-model-xyz")
+    make_spec(
+        tmp_path,
+        {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"}},
+        model="no-such-org/no-such-model-xyz",
+    )
     res = cli("data", "preview", tmp_path / "spec.yaml")
     assert res.code == 2
     assert "Traceback" not in res.err and "no-such-org/no-such-model-xyz" in res.err
@@ -70,8 +81,10 @@ def test_bad_data_exits_2_without_traceback(cli, tmp_path):
 
 
 def test_light_side_imports():
-    code = ("import sys; import rmspec.cli.data_cmd, rmspec.render.data_view; "
-            "heavy = [m for m in ('torch', 'transformers', 'datasets', 'accelerate') if m in sys.modules]; "
-            "print(','.join(heavy))")
+    code = (
+        "import sys; import rmspec.cli.data_cmd, rmspec.render.data_view; "
+        "heavy = [m for m in ('torch', 'transformers', 'datasets', 'accelerate') if m in sys.modules]; "
+        "print(','.join(heavy))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""

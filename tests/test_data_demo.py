@@ -58,8 +58,10 @@ def test_content_signals_hold(prefs):
     """Spot-check the signals a reward model should learn, on the clean (non-swapped) majority."""
     gen = _generator()
     words = lambda text: set(re.findall(r"\d+|[a-z]+", text.lower()))  # noqa: E731
-    boilerplate = words(" ".join(gen.FILLER + gen.OPENERS) + " I am completely sure about this. This is clearly stated."
-                        " According to the passage, the text says that from the background; the flag shows")
+    boilerplate = words(
+        " ".join(gen.FILLER + gen.OPENERS) + " I am completely sure about this. This is clearly stated."
+        " According to the passage, the text says that from the background; the flag shows"
+    )
     # Facts: the right answer only uses what the passage states; the wrong one brings in a new entity.
     facts = [r for r in prefs if r["family"] == "facts"]
     new = lambda resp, prompt: words(resp) - words(prompt) - boilerplate  # noqa: E731
@@ -85,7 +87,13 @@ def test_committed_files_match_the_generator(prefs):
     assert files["demo/preferences.jsonl"] == prefs
     assert files["demo/benchmark_pairs.jsonl"] == read_jsonl(DEMO / "benchmark_pairs.jsonl")
     assert files["demo/judge_messages.jsonl"] == read_jsonl(DEMO / "judge_messages.jsonl")
-    for name in ("hh_rlhf.jsonl", "shp.jsonl", "helpsteer2.jsonl", "ultrafeedback_binarized.jsonl", "ultrafeedback_raw.jsonl"):
+    for name in (
+        "hh_rlhf.jsonl",
+        "shp.jsonl",
+        "helpsteer2.jsonl",
+        "ultrafeedback_binarized.jsonl",
+        "ultrafeedback_raw.jsonl",
+    ):
         assert files[f"fixtures/{name}"] == read_jsonl(FIXTURES / name)
 
 

@@ -11,10 +11,19 @@ import pytest
 
 from helpers.data import DEMO, REPO, bert_tokenizer, read_jsonl
 
-FILES = ["ranked.jsonl", "ranked_heldout.jsonl", "length_biased.jsonl", "length_balanced_heldout.jsonl",
-         "ties.jsonl", "ties_heldout.jsonl"]
-HELD_OUT = {"ranked.jsonl": "ranked_heldout.jsonl", "length_biased.jsonl": "length_balanced_heldout.jsonl",
-            "ties.jsonl": "ties_heldout.jsonl"}
+FILES = [
+    "ranked.jsonl",
+    "ranked_heldout.jsonl",
+    "length_biased.jsonl",
+    "length_balanced_heldout.jsonl",
+    "ties.jsonl",
+    "ties_heldout.jsonl",
+]
+HELD_OUT = {
+    "ranked.jsonl": "ranked_heldout.jsonl",
+    "length_biased.jsonl": "length_balanced_heldout.jsonl",
+    "ties.jsonl": "ties_heldout.jsonl",
+}
 
 
 @pytest.fixture(scope="module")

@@ -9,22 +9,35 @@ from rmspec.data import load_canonical
 def run(tmp_path, rows, filters, columns=None, approach=None):
     write_jsonl(tmp_path / "d.jsonl", rows)
     mapping = {"preset": "pairs", **({"columns": columns} if columns else {})}
-    loaded = make_spec(tmp_path, {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": mapping,
-                                  "filters": filters}, approach=approach)
+    loaded = make_spec(
+        tmp_path,
+        {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": mapping, "filters": filters},
+        approach=approach,
+    )
     ds, report = load_canonical(loaded, rejects_path=tmp_path / "rejects.jsonl")
     return [r["id"] for r in ds], report, read_jsonl(tmp_path / "rejects.jsonl")
 
 
 def rows(n=6):
-    return [{"id": f"r{i}", "prompt": f"question {i}", "chosen": f"answer {i} with http://x.y" if i % 2 else f"answer {i}",
-             "rejected": f"bad {i}", "score_chosen": float(i), "score_rejected": 1.0} for i in range(n)]
+    return [
+        {
+            "id": f"r{i}",
+            "prompt": f"question {i}",
+            "chosen": f"answer {i} with http://x.y" if i % 2 else f"answer {i}",
+            "rejected": f"bad {i}",
+            "score_chosen": float(i),
+            "score_rejected": 1.0,
+        }
+        for i in range(n)
+    ]
 
 
 def test_regex_exclude_and_include(tmp_path):
     kept, report, rejects = run(tmp_path, rows(), [{"kind": "regex", "field": "chosen", "pattern": r"https?://"}])
     assert kept == ["r0", "r2", "r4"] and report.rejected == {"regex_match": 3}
-    kept, report, _ = run(tmp_path, rows(), [{"kind": "regex", "field": "any", "pattern": r"question [0-2]\b",
-                                              "action": "include"}])
+    kept, report, _ = run(
+        tmp_path, rows(), [{"kind": "regex", "field": "any", "pattern": r"question [0-2]\b", "action": "include"}]
+    )
     assert kept == ["r0", "r1", "r2"] and report.rejected == {"regex_no_match": 3}
 
 
@@ -36,11 +49,21 @@ def test_min_score_gap_uses_scores(tmp_path):
 
 
 def test_min_score_gap_uses_a_mapped_margin_or_rejects_rows_without(tmp_path):
-    data = [{"prompt": "a", "chosen": "x", "rejected": "y", "m": 0.5}, {"prompt": "b", "chosen": "x", "rejected": "y", "m": 3.0}]
-    kept, report, _ = run(tmp_path, data, [{"kind": "min_score_gap", "gap": 1}], columns={"margin": "m"},
-                          approach={"kind": "bradley_terry", "use_margin": True})
+    data = [
+        {"prompt": "a", "chosen": "x", "rejected": "y", "m": 0.5},
+        {"prompt": "b", "chosen": "x", "rejected": "y", "m": 3.0},
+    ]
+    kept, report, _ = run(
+        tmp_path,
+        data,
+        [{"kind": "min_score_gap", "gap": 1}],
+        columns={"margin": "m"},
+        approach={"kind": "bradley_terry", "use_margin": True},
+    )
     assert kept == ["row-1"] and report.rejected == {"score_gap_below_min": 1}
-    kept, report, _ = run(tmp_path, [{"prompt": "a", "chosen": "x", "rejected": "y"}], [{"kind": "min_score_gap", "gap": 1}])
+    kept, report, _ = run(
+        tmp_path, [{"prompt": "a", "chosen": "x", "rejected": "y"}], [{"kind": "min_score_gap", "gap": 1}]
+    )
     assert kept == [] and report.rejected == {"missing_score": 1}
 
 
@@ -53,9 +76,11 @@ def test_sample_is_seeded_and_counted(tmp_path):
 
 
 def test_dedup_on_prompt_keeps_the_first(tmp_path):
-    data = [{"id": "a", "prompt": "same", "chosen": "1", "rejected": "2"},
-            {"id": "b", "prompt": "same", "chosen": "3", "rejected": "4"},
-            {"id": "c", "prompt": "other", "chosen": "1", "rejected": "2"}]
+    data = [
+        {"id": "a", "prompt": "same", "chosen": "1", "rejected": "2"},
+        {"id": "b", "prompt": "same", "chosen": "3", "rejected": "4"},
+        {"id": "c", "prompt": "other", "chosen": "1", "rejected": "2"},
+    ]
     kept, report, rejects = run(tmp_path, data, [{"kind": "dedup", "on": "prompt"}])
     assert kept == ["a", "c"] and rejects[0]["id"] == "b" and "id a" in rejects[0]["detail"]
     kept, _, _ = run(tmp_path, data, [{"kind": "dedup", "on": "row"}])
@@ -63,8 +88,10 @@ def test_dedup_on_prompt_keeps_the_first(tmp_path):
 
 
 def test_filters_apply_in_the_order_written(tmp_path):
-    data = [{"id": "e", "prompt": "q", "chosen": "", "rejected": "x"},
-            {"id": "e2", "prompt": "q", "chosen": "", "rejected": "x"}]
+    data = [
+        {"id": "e", "prompt": "q", "chosen": "", "rejected": "x"},
+        {"id": "e2", "prompt": "q", "chosen": "", "rejected": "x"},
+    ]
     _, first_empty, _ = run(tmp_path, data, [{"kind": "drop_empty"}, {"kind": "dedup"}])
     _, first_dedup, _ = run(tmp_path, data, [{"kind": "dedup"}, {"kind": "drop_empty"}])
     assert first_empty.rejected == {"empty": 2}
@@ -72,10 +99,12 @@ def test_filters_apply_in_the_order_written(tmp_path):
 
 
 def test_report_counts_ties_and_duplicates(tmp_path):
-    data = [{"prompt": "a", "chosen": "x", "rejected": "y", "score_chosen": 3.0, "score_rejected": 3.0},
-            {"prompt": "b", "chosen": "x", "rejected": "y", "score_chosen": 5.0, "score_rejected": 1.0},
-            {"prompt": "b", "chosen": "x", "rejected": "y", "score_chosen": 5.0, "score_rejected": 1.0},
-            {"prompt": "c", "chosen": "x", "rejected": "y", "score_chosen": None, "score_rejected": None}]
+    data = [
+        {"prompt": "a", "chosen": "x", "rejected": "y", "score_chosen": 3.0, "score_rejected": 3.0},
+        {"prompt": "b", "chosen": "x", "rejected": "y", "score_chosen": 5.0, "score_rejected": 1.0},
+        {"prompt": "b", "chosen": "x", "rejected": "y", "score_chosen": 5.0, "score_rejected": 1.0},
+        {"prompt": "c", "chosen": "x", "rejected": "y", "score_chosen": None, "score_rejected": None},
+    ]
     _, report, _ = run(tmp_path, data, [])
     assert report.ties == 1
     assert report.duplicate_rate == 0.25  # one row of four repeats an earlier one exactly

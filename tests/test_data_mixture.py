@@ -21,9 +21,15 @@ def pairs_rows(n: int, seed: int, prefix: str) -> list[dict]:
     """Learnable pairs in the tiny vocabulary (chosen starts with w1), distinct prompts per prefix."""
     rng = random.Random(seed)
     words = lambda k: " ".join(f"w{rng.randint(10, 70)}" for _ in range(k))  # noqa: E731
-    return [{"id": f"{prefix}{i}", "prompt": f"{prefix} {i} " + words(rng.randint(1, 6)),
-             "chosen": "w1 " + words(rng.randint(0, 4)), "rejected": "w2 " + words(rng.randint(0, 4))}
-            for i in range(n)]
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "prompt": f"{prefix} {i} " + words(rng.randint(1, 6)),
+            "chosen": "w1 " + words(rng.randint(0, 4)),
+            "rejected": "w2 " + words(rng.randint(0, 4)),
+        }
+        for i in range(n)
+    ]
 
 
 def hh_parquet(path: Path, rows: list[dict], bad: int) -> Path:
@@ -32,8 +38,13 @@ def hh_parquet(path: Path, rows: list[dict], bad: int) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    out = [{"chosen": f"\n\nHuman: {r['prompt']}\n\nAssistant: {r['chosen']}",
-            "rejected": f"\n\nHuman: {r['prompt']}\n\nAssistant: {r['rejected']}"} for r in rows]
+    out = [
+        {
+            "chosen": f"\n\nHuman: {r['prompt']}\n\nAssistant: {r['chosen']}",
+            "rejected": f"\n\nHuman: {r['prompt']}\n\nAssistant: {r['rejected']}",
+        }
+        for r in rows
+    ]
     out += [{"chosen": f"just text {i}", "rejected": f"other text {i}"} for i in range(bad)]
     out.append({"chosen": "\n\nHuman: same\n\nAssistant: w1", "rejected": "\n\nHuman: same\n\nAssistant: w1"})
     pq.write_table(pa.Table.from_pylist(out), path)
@@ -44,8 +55,12 @@ def mixture(tmp: Path, weights=(0.6, 0.4), n_pairs=150, n_hh=90, bad=3, **extra)
     write_jsonl(tmp / "pairs.jsonl", pairs_rows(n_pairs, 1, "pa"))
     hh_parquet(tmp / "hh.parquet", pairs_rows(n_hh, 2, "hh"), bad)
     a = {"name": "pairs_jsonl", "source": {"kind": "files", "paths": ["pairs.jsonl"]}, "mapping": {"preset": "pairs"}}
-    b = {"name": "hh_parquet", "source": {"kind": "files", "paths": ["hh.parquet"]}, "mapping": {"preset": "hh-rlhf"},
-         "filters": [{"kind": "drop_identical"}]}
+    b = {
+        "name": "hh_parquet",
+        "source": {"kind": "files", "paths": ["hh.parquet"]},
+        "mapping": {"preset": "hh-rlhf"},
+        "filters": [{"kind": "drop_identical"}],
+    }
     if weights:
         a["weight"], b["weight"] = weights
     return {"sources": [a, b], "split": {"validation_fraction": 0.2, "seed": 3}, **extra}
@@ -54,16 +69,19 @@ def mixture(tmp: Path, weights=(0.6, 0.4), n_pairs=150, n_hh=90, bad=3, **extra)
 # ---------------------------------------------------------------- spec
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda d: d["sources"][1].update(weight=0.3), "weights sum to 0.9"),
-    (lambda d: d["sources"][1].update(name="pairs_jsonl"), "duplicate name"),
-    (lambda d: d["sources"][1].update(name="validation"), "reserved"),
-    (lambda d: d["sources"][1].pop("weight"), "weights on some entries"),
-    (lambda d: d["sources"][0].update(rows=10), "weight or rows, not both"),
-    (lambda d: d.update(source={"kind": "files", "paths": ["pairs.jsonl"]}), "exactly one of them"),
-    (lambda d: d.update(mapping={"preset": "pairs"}), "each dataset has its own"),
-    (lambda d: d["sources"][0].update(filters=[{"kind": "max_length"}]), "put it under data.filters"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: d["sources"][1].update(weight=0.3), "weights sum to 0.9"),
+        (lambda d: d["sources"][1].update(name="pairs_jsonl"), "duplicate name"),
+        (lambda d: d["sources"][1].update(name="validation"), "reserved"),
+        (lambda d: d["sources"][1].pop("weight"), "weights on some entries"),
+        (lambda d: d["sources"][0].update(rows=10), "weight or rows, not both"),
+        (lambda d: d.update(source={"kind": "files", "paths": ["pairs.jsonl"]}), "exactly one of them"),
+        (lambda d: d.update(mapping={"preset": "pairs"}), "each dataset has its own"),
+        (lambda d: d["sources"][0].update(filters=[{"kind": "max_length"}]), "put it under data.filters"),
+    ],
+)
 def test_validate_refuses(tmp_path, change, message):
     data = mixture(tmp_path)
     change(data)
@@ -74,8 +92,9 @@ def test_validate_refuses(tmp_path, change, message):
 
 def test_single_source_is_a_one_entry_list(tmp_path):
     write_jsonl(tmp_path / "pairs.jsonl", pairs_rows(5, 1, "pa"))
-    data = make_spec(tmp_path, {"source": {"kind": "files", "paths": ["pairs.jsonl"]},
-                                "mapping": {"preset": "pairs"}}).spec.data
+    data = make_spec(
+        tmp_path, {"source": {"kind": "files", "paths": ["pairs.jsonl"]}, "mapping": {"preset": "pairs"}}
+    ).spec.data
     (entry,) = data.mixture()
     assert (entry.name, entry.source, entry.mapping, data.is_mixture) == ("train", data.source, data.mapping, False)
 
@@ -167,8 +186,12 @@ def test_streaming_source_is_interleaved(tmp_path, monkeypatch):
     (tmp_path / "streamset").mkdir()
     datasets.Dataset.from_list(pairs_rows(120, 5, "st")).to_parquet(str(tmp_path / "streamset" / "train.parquet"))
     data = mixture(tmp_path, weights=(0.5, 0.5))
-    data["sources"][1] = {"name": "streamed", "source": {"kind": "huggingface", "path": "streamset", "streaming": True,
-                                                           "split": "train"}, "mapping": {"preset": "pairs"}, "weight": 0.5}
+    data["sources"][1] = {
+        "name": "streamed",
+        "source": {"kind": "huggingface", "path": "streamset", "streaming": True, "split": "train"},
+        "mapping": {"preset": "pairs"},
+        "weight": 0.5,
+    }
     prepared = _prepare(tmp_path, data)
     report = prepared.report.to_json()
     assert seen == {"probabilities": [0.5, 0.5], "seed": 3, "stopping_strategy": "first_exhausted"}
@@ -192,12 +215,24 @@ def test_streaming_source_is_interleaved(tmp_path, monkeypatch):
 def test_run_on_a_mixture_reports_accuracy_per_source(tmp_path):
     model = build_model("llama", tmp_path / "model-src")
     data = mixture(tmp_path)
-    doc = {"version": 1, "name": "mix", "model": {"name_or_path": str(model)}, "data": data,
-           "approach": {"kind": "bradley_terry"},
-           "training": {"learning_rate": 3.0e-3, "global_batch_size": 8, "max_length": 64, "logging_steps": 2,
-                        "seed": 7, "max_steps": 6},
-           "hardware": {"device": "cpu", "gpus_per_node": 1}, "eval": {"validation": True, "benchmarks": []},
-           "output": {"dir": str(tmp_path / "runs" / "mix")}}
+    doc = {
+        "version": 1,
+        "name": "mix",
+        "model": {"name_or_path": str(model)},
+        "data": data,
+        "approach": {"kind": "bradley_terry"},
+        "training": {
+            "learning_rate": 3.0e-3,
+            "global_batch_size": 8,
+            "max_length": 64,
+            "logging_steps": 2,
+            "seed": 7,
+            "max_steps": 6,
+        },
+        "hardware": {"device": "cpu", "gpus_per_node": 1},
+        "eval": {"validation": True, "benchmarks": []},
+        "output": {"dir": str(tmp_path / "runs" / "mix")},
+    }
     (tmp_path / "mix.yaml").write_text(json.dumps(doc))
     done = rmspec("run", "mix.yaml", cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -210,7 +245,9 @@ def test_run_on_a_mixture_reports_accuracy_per_source(tmp_path):
     for name, figures in per_source.items():
         mine = [r for r in rows if r["source"] == name]
         assert figures["count"] == len(mine) == report["sources"][name]["rows_validation"]
-        assert figures["accuracy"] == pytest.approx(sum(r["score_chosen"] > r["score_rejected"] for r in mine) / len(mine))
+        assert figures["accuracy"] == pytest.approx(
+            sum(r["score_chosen"] > r["score_rejected"] for r in mine) / len(mine)
+        )
     assert sum(f["count"] for f in per_source.values()) == results["validation"]["num_examples"]
     html = (run / "report.html").read_text()
     assert "pairs_jsonl" in html and "hh_parquet" in html
@@ -228,5 +265,12 @@ def test_rich_report_shows_each_dataset(tmp_path):
     pa = report["sources"]["pairs_jsonl"]
     line = next(x for x in text.splitlines() if "pairs_jsonl" in x and "0.6" in x)
     numbers = [int(v) for v in line.replace("│", " ").split() if v.isdigit()]
-    assert numbers[:7] == [pa["rows_read"], pa["rows_kept"], pa["rows_rejected"], pa["rejected"]["sampled_out"],
-                           pa["rows_train"], pa["rows_repeated"], pa["rows_validation"]]
+    assert numbers[:7] == [
+        pa["rows_read"],
+        pa["rows_kept"],
+        pa["rows_rejected"],
+        pa["rejected"]["sampled_out"],
+        pa["rows_train"],
+        pa["rows_repeated"],
+        pa["rows_validation"],
+    ]

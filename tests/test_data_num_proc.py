@@ -10,8 +10,15 @@ from rmspec.data import prepare
 
 
 def test_two_processes_prepare_the_same_rows_as_one(tmp_path, monkeypatch):
-    rows = [{"id": f"r{i}", "prompt": f"question {i} " + "word " * (i % 40), "chosen": f"good {i}",
-             "rejected": f"bad {i}" if i % 17 else f"good {i}"} for i in range(300)]
+    rows = [
+        {
+            "id": f"r{i}",
+            "prompt": f"question {i} " + "word " * (i % 40),
+            "chosen": f"good {i}",
+            "rejected": f"bad {i}" if i % 17 else f"good {i}",
+        }
+        for i in range(300)
+    ]
     write_jsonl(tmp_path / "d.jsonl", rows)
     used = []
     original = datasets.Dataset.map
@@ -26,10 +33,17 @@ def test_two_processes_prepare_the_same_rows_as_one(tmp_path, monkeypatch):
         used.clear()
         folder = tmp_path / f"p{n}"
         folder.mkdir()
-        loaded = make_spec(folder, {"source": {"kind": "files", "paths": [str(tmp_path / "d.jsonl")]},
-                                    "mapping": {"preset": "pairs"}, "num_proc": n,
-                                    "split": {"validation_fraction": 0.2, "seed": 0},
-                                    "filters": [{"kind": "max_length", "max_tokens": 40}]}, max_length=40)
+        loaded = make_spec(
+            folder,
+            {
+                "source": {"kind": "files", "paths": [str(tmp_path / "d.jsonl")]},
+                "mapping": {"preset": "pairs"},
+                "num_proc": n,
+                "split": {"validation_fraction": 0.2, "seed": 0},
+                "filters": [{"kind": "max_length", "max_tokens": 40}],
+            },
+            max_length=40,
+        )
         prepared = prepare(loaded, bert_tokenizer(), cache_dir=folder / "cache", rejects_path=folder / "rejects.jsonl")
         assert (2 in used) == (n == 2) and all(p in (None, n) for p in used), used
         out[n] = (prepared.train.to_list(), prepared.validation.to_list(), read_jsonl(folder / "rejects.jsonl"))

@@ -12,17 +12,22 @@ from rmspec.data import load_canonical
 
 
 def canonical(tmp_path, file, mapping, approach=None, **kw):
-    loaded = make_spec(tmp_path, {"source": {"kind": "files", "paths": [str(file)]}, "mapping": mapping}, approach, **kw)
+    loaded = make_spec(
+        tmp_path, {"source": {"kind": "files", "paths": [str(file)]}, "mapping": mapping}, approach, **kw
+    )
     ds, report = load_canonical(loaded)
     return ds.to_list(), report
 
 
 def test_pairs_with_explicit_columns(tmp_path):
-    rows = [{"q": f"question {i}", "good": f"good {i}", "bad": f"bad {i}", "src": "a" if i % 2 else "b", "uid": f"u{i}"}
-            for i in range(5)]
+    rows = [
+        {"q": f"question {i}", "good": f"good {i}", "bad": f"bad {i}", "src": "a" if i % 2 else "b", "uid": f"u{i}"}
+        for i in range(5)
+    ]
     file = write_jsonl(tmp_path / "x.jsonl", rows)
-    out, report = canonical(tmp_path, file, {"columns": {"prompt": "q", "chosen": "good", "rejected": "bad",
-                                                         "group": "src", "id": "uid"}})
+    out, report = canonical(
+        tmp_path, file, {"columns": {"prompt": "q", "chosen": "good", "rejected": "bad", "group": "src", "id": "uid"}}
+    )
     assert [r["id"] for r in out] == [r["uid"] for r in rows]
     assert [r["prompt_messages"] for r in out] == [[{"role": "user", "content": r["q"]}] for r in rows]
     assert [(r["chosen"], r["rejected"], r["group"]) for r in out] == [(r["good"], r["bad"], r["src"]) for r in rows]
@@ -36,8 +41,8 @@ def test_hh_rlhf(tmp_path):
     for src, rec in zip(raw, out):
         cut = src["chosen"].rfind("\n\nAssistant:")
         assert src["rejected"][:cut] == src["chosen"][:cut]
-        assert rec["chosen"] == src["chosen"][cut + len("\n\nAssistant:"):].strip()
-        assert rec["rejected"] == src["rejected"][cut + len("\n\nAssistant:"):].strip()
+        assert rec["chosen"] == src["chosen"][cut + len("\n\nAssistant:") :].strip()
+        assert rec["rejected"] == src["rejected"][cut + len("\n\nAssistant:") :].strip()
         # The turns of the prefix are kept, alternating user/assistant, ending with the user's.
         n_human = src["chosen"][:cut].count("\n\nHuman:")
         roles = [m["role"] for m in rec["prompt_messages"]]
@@ -48,11 +53,14 @@ def test_hh_rlhf(tmp_path):
 
 
 def test_hh_rlhf_rejects_unsplittable(tmp_path):
-    write_jsonl(tmp_path / "hh.jsonl", [
-        {"chosen": "\n\nHuman: hi\n\nAssistant: hello", "rejected": "\n\nHuman: hi\n\nAssistant: go away"},
-        {"chosen": "no turns at all", "rejected": "\n\nHuman: hi\n\nAssistant: x"},
-        {"chosen": "\n\nHuman: hi\n\nAssistant: a", "rejected": "\n\nHuman: other\n\nAssistant: b"},
-    ])
+    write_jsonl(
+        tmp_path / "hh.jsonl",
+        [
+            {"chosen": "\n\nHuman: hi\n\nAssistant: hello", "rejected": "\n\nHuman: hi\n\nAssistant: go away"},
+            {"chosen": "no turns at all", "rejected": "\n\nHuman: hi\n\nAssistant: x"},
+            {"chosen": "\n\nHuman: hi\n\nAssistant: a", "rejected": "\n\nHuman: other\n\nAssistant: b"},
+        ],
+    )
     rejects = tmp_path / "rejects.jsonl"
     loaded = make_spec(tmp_path, {"source": {"kind": "files", "paths": ["hh.jsonl"]}, "mapping": {"preset": "hh-rlhf"}})
     ds, report = load_canonical(loaded, rejects_path=rejects)
@@ -73,11 +81,16 @@ def test_conversational(tmp_path, preset):
 
 def test_conversational_with_separate_prompt(tmp_path):
     """TRL's explicit-prompt layout: prompt messages in their own column, completions only."""
-    file = write_jsonl(tmp_path / "c.jsonl", [{
-        "prompt": [{"role": "user", "content": "hi"}],
-        "chosen": [{"role": "assistant", "content": "hello"}],
-        "rejected": [{"role": "assistant", "content": "go"}],
-    }])
+    file = write_jsonl(
+        tmp_path / "c.jsonl",
+        [
+            {
+                "prompt": [{"role": "user", "content": "hi"}],
+                "chosen": [{"role": "assistant", "content": "hello"}],
+                "rejected": [{"role": "assistant", "content": "go"}],
+            }
+        ],
+    )
     out, _ = canonical(tmp_path, file, {"preset": "conversational"})
     assert out[0]["prompt_messages"] == [{"role": "user", "content": "hi"}]
     assert (out[0]["chosen"], out[0]["rejected"]) == ("hello", "go")
@@ -98,8 +111,9 @@ def test_shp(tmp_path):
 def test_helpsteer2_pointwise(tmp_path):
     raw = read_jsonl(FIXTURES / "helpsteer2.jsonl")
     attrs = ["helpfulness", "correctness", "verbosity"]
-    out, _ = canonical(tmp_path, FIXTURES / "helpsteer2.jsonl", {"preset": "helpsteer2"},
-                       {"kind": "pointwise", "attributes": attrs})
+    out, _ = canonical(
+        tmp_path, FIXTURES / "helpsteer2.jsonl", {"preset": "helpsteer2"}, {"kind": "pointwise", "attributes": attrs}
+    )
     assert len(out) == len(raw)
     for src, rec in zip(raw, out):
         assert rec["response"] == src["response"]
@@ -126,28 +140,46 @@ def test_helpsteer2_pairs_by_attribute(tmp_path):
 
 def test_ultrafeedback_raw_binarizations(tmp_path):
     raw = read_jsonl(FIXTURES / "ultrafeedback_raw.jsonl")
-    worst, _ = canonical(tmp_path, FIXTURES / "ultrafeedback_raw.jsonl", {"preset": "ultrafeedback", "binarize": "best_vs_worst"})
+    worst, _ = canonical(
+        tmp_path, FIXTURES / "ultrafeedback_raw.jsonl", {"preset": "ultrafeedback", "binarize": "best_vs_worst"}
+    )
     for src, rec in zip(raw, worst):
         scored = sorted(src["completions"], key=lambda c: -c["overall_score"])
         assert rec["chosen"] == scored[0]["response"] and rec["rejected"] == scored[-1]["response"]
         assert rec["margin"] == scored[0]["overall_score"] - scored[-1]["overall_score"]
-    rand, _ = canonical(tmp_path, FIXTURES / "ultrafeedback_raw.jsonl", {"preset": "ultrafeedback", "binarize": "best_vs_random"})
+    rand, _ = canonical(
+        tmp_path, FIXTURES / "ultrafeedback_raw.jsonl", {"preset": "ultrafeedback", "binarize": "best_vs_random"}
+    )
     for src, rec in zip(raw, rand):
         scores = {c["response"]: c["overall_score"] for c in src["completions"]}
         assert rec["chosen"] == max(scores, key=scores.get) and scores[rec["rejected"]] < scores[rec["chosen"]]
-    allp, report = canonical(tmp_path, FIXTURES / "ultrafeedback_raw.jsonl", {"preset": "ultrafeedback", "binarize": "all_pairs"})
-    expected = sum(1 for src in raw for a in src["completions"] for b in src["completions"] if a["overall_score"] > b["overall_score"])
+    allp, report = canonical(
+        tmp_path, FIXTURES / "ultrafeedback_raw.jsonl", {"preset": "ultrafeedback", "binarize": "all_pairs"}
+    )
+    expected = sum(
+        1
+        for src in raw
+        for a in src["completions"]
+        for b in src["completions"]
+        if a["overall_score"] > b["overall_score"]
+    )
     assert len(allp) == expected and report.sources["train"].rows_added_by_mapping == expected - len(raw)
     assert all(r["score_chosen"] > r["score_rejected"] for r in allp)
     assert report.reconciled
 
 
 def test_ultrafeedback_ties_and_gaps_are_rejects(tmp_path):
-    file = write_jsonl(tmp_path / "uf.jsonl", [
-        {"instruction": "q", "completions": [{"response": "a", "overall_score": 5}, {"response": "b", "overall_score": 5}]},
-        {"instruction": "q2", "completions": [{"response": "a", "overall_score": 5}]},
-        {"instruction": "q3", "completions": "oops"},
-    ])
+    file = write_jsonl(
+        tmp_path / "uf.jsonl",
+        [
+            {
+                "instruction": "q",
+                "completions": [{"response": "a", "overall_score": 5}, {"response": "b", "overall_score": 5}],
+            },
+            {"instruction": "q2", "completions": [{"response": "a", "overall_score": 5}]},
+            {"instruction": "q3", "completions": "oops"},
+        ],
+    )
     out, report = canonical(tmp_path, file, {"preset": "ultrafeedback"})
     assert out == [] and report.rejected == {"tie": 1, "too_few_completions": 1, "wrong_type": 1}
 
@@ -155,8 +187,13 @@ def test_ultrafeedback_ties_and_gaps_are_rejects(tmp_path):
 def test_messages_generative(tmp_path):
     from helpers.data import DEMO
 
-    out, report = canonical(tmp_path, DEMO / "judge_messages.jsonl", {"preset": "messages"},
-                            {"kind": "generative"}, model="Qwen/Qwen2.5-0.5B-Instruct")
+    out, report = canonical(
+        tmp_path,
+        DEMO / "judge_messages.jsonl",
+        {"preset": "messages"},
+        {"kind": "generative"},
+        model="Qwen/Qwen2.5-0.5B-Instruct",
+    )
     raw = read_jsonl(DEMO / "judge_messages.jsonl")
     assert [r["messages"] for r in out] == [r["messages"] for r in raw] and report.reconciled
 

@@ -31,12 +31,20 @@ ROWS = [
 @pytest.fixture
 def spec_with_broken_rows(tmp_path):
     write_jsonl(tmp_path / "broken.jsonl", [r for r, _ in ROWS])
-    return make_spec(tmp_path, {
-        "source": {"kind": "files", "paths": ["broken.jsonl"]},
-        "mapping": {"preset": "pairs"},
-        "filters": [{"kind": "drop_empty"}, {"kind": "drop_identical"}, {"kind": "dedup"},
-                    {"kind": "max_length", "max_tokens": 64, "policy": "drop"}],
-    }, max_length=64)
+    return make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["broken.jsonl"]},
+            "mapping": {"preset": "pairs"},
+            "filters": [
+                {"kind": "drop_empty"},
+                {"kind": "drop_identical"},
+                {"kind": "dedup"},
+                {"kind": "max_length", "max_tokens": 64, "policy": "drop"},
+            ],
+        },
+        max_length=64,
+    )
 
 
 def test_each_broken_row_is_rejected_with_its_reason(tmp_path, spec_with_broken_rows):
@@ -53,8 +61,11 @@ def test_each_broken_row_is_rejected_with_its_reason(tmp_path, spec_with_broken_
     for line in lines:  # each line says where it left and carries the row
         assert set(line) == {"source", "source_index", "id", "stage", "reason", "detail", "row"}
         assert line["detail"]
-        assert line["stage"] == ("map" if line["reason"] in ("missing_field", "wrong_type", "invalid_json")
-                                 else f"filter:{_kind(line['reason'])}")
+        assert line["stage"] == (
+            "map"
+            if line["reason"] in ("missing_field", "wrong_type", "invalid_json")
+            else f"filter:{_kind(line['reason'])}"
+        )
     assert lines[0]["row"] == ROWS[lines[0]["source_index"]][0]  # a mapping reject keeps the source row as read
     kept = [r["chosen"] for r in prepared.train]
     assert kept == [r["chosen"] for r, reason in rows if reason is None]
@@ -67,7 +78,9 @@ def test_each_broken_row_is_rejected_with_its_reason(tmp_path, spec_with_broken_
 
 
 def _kind(reason: str) -> str:
-    return {"empty": "drop_empty", "identical": "drop_identical", "duplicate": "dedup", "too_long": "max_length"}[reason]
+    return {"empty": "drop_empty", "identical": "drop_identical", "duplicate": "dedup", "too_long": "max_length"}[
+        reason
+    ]
 
 
 def test_rejects_survive_the_cache(tmp_path, spec_with_broken_rows):
@@ -82,11 +95,20 @@ def test_rejects_survive_the_cache(tmp_path, spec_with_broken_rows):
 
 
 def test_truncation_that_makes_a_pair_identical_is_a_reject(tmp_path):
-    rows = [{"prompt": "Tell me", "chosen": LONG + " yes", "rejected": LONG + " no"},
-            {"prompt": "Tell me more", "chosen": "short yes", "rejected": "short no"}]
+    rows = [
+        {"prompt": "Tell me", "chosen": LONG + " yes", "rejected": LONG + " no"},
+        {"prompt": "Tell me more", "chosen": "short yes", "rejected": "short no"},
+    ]
     write_jsonl(tmp_path / "t.jsonl", rows)
-    loaded = make_spec(tmp_path, {"source": {"kind": "files", "paths": ["t.jsonl"]}, "mapping": {"preset": "pairs"},
-                                  "filters": [{"kind": "max_length", "policy": "truncate_response"}]}, max_length=48)
+    loaded = make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["t.jsonl"]},
+            "mapping": {"preset": "pairs"},
+            "filters": [{"kind": "max_length", "policy": "truncate_response"}],
+        },
+        max_length=48,
+    )
     prepared = prepare(loaded, bert_tokenizer(), rejects_path=tmp_path / "rej.jsonl", cache_dir=tmp_path / "c")
     assert prepared.report.rejected == {"identical_after_truncation": 1}
     assert [r["source_index"] for r in read_jsonl(tmp_path / "rej.jsonl")] == [0]
@@ -97,8 +119,14 @@ def test_nothing_left_is_an_error_that_names_the_reasons(tmp_path):
     from rmspec.errors import DataError
 
     write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q", "chosen": "same", "rejected": "same"}])
-    loaded = make_spec(tmp_path, {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"},
-                                  "filters": [{"kind": "drop_identical"}]})
+    loaded = make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["d.jsonl"]},
+            "mapping": {"preset": "pairs"},
+            "filters": [{"kind": "drop_identical"}],
+        },
+    )
     with pytest.raises(DataError, match="identical"):
         prepare(loaded, bert_tokenizer(), rejects_path=tmp_path / "r.jsonl", cache_dir=tmp_path / "c")
     assert read_jsonl(tmp_path / "r.jsonl")[0]["reason"] == "identical"

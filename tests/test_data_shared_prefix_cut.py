@@ -16,7 +16,7 @@ LIMIT = 64
 
 
 def words(start: int, n: int) -> str:
-    return " ".join(WORDS[start:start + n])
+    return " ".join(WORDS[start : start + n])
 
 
 ROWS = [
@@ -32,15 +32,23 @@ ROWS = [
 
 
 def full_length(tok, prompt: str, response: str) -> int:
-    text = tok.apply_chat_template([{"role": "user", "content": prompt}, {"role": "assistant", "content": response}],
-                                   tokenize=False)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}], tokenize=False
+    )
     return len(tok(text, add_special_tokens=False)["input_ids"])
 
 
 def prepared(tmp_path, tok, policy: str):
     write_jsonl(tmp_path / "d.jsonl", ROWS)
-    loaded = make_spec(tmp_path, {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"},
-                                  "filters": [{"kind": "max_length", "policy": policy}]}, max_length=LIMIT)
+    loaded = make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["d.jsonl"]},
+            "mapping": {"preset": "pairs"},
+            "filters": [{"kind": "max_length", "policy": policy}],
+        },
+        max_length=LIMIT,
+    )
     return prepare(loaded, tok, cache_dir=tmp_path / "cache", rejects_path=tmp_path / "rejects.jsonl")
 
 
@@ -53,8 +61,10 @@ def test_the_rule_by_hand():
 
 def test_report_counts_pairs_whose_common_cut_differs(tmp_path):
     tok = chat_tokenizer([" ".join(WORDS)])
-    lengths = {r["id"]: (full_length(tok, r["prompt"], r["chosen"]), full_length(tok, r["prompt"], r["rejected"]))
-               for r in ROWS}
+    lengths = {
+        r["id"]: (full_length(tok, r["prompt"], r["chosen"]), full_length(tok, r["prompt"], r["rejected"]))
+        for r in ROWS
+    }
     # The expectation from the independent lengths: over the limit, and the two sides differ in length.
     expected = {i for i, (c, r) in lengths.items() if max(c, r) > LIMIT and c != r}
     assert expected == {"a", "d"}
@@ -67,8 +77,7 @@ def test_report_counts_pairs_whose_common_cut_differs(tmp_path):
     assert set(rows) == {"a", "b", "c", "d"}
     assert out.report.shared_prefix_cut_pairs == len(expected) == 2
     # Flagged pairs are a subset of the truncated ones, and the counts reconcile with truncation_rate.
-    truncated = {i for i, r in rows.items()
-                 if (len(r["chosen_input_ids"]), len(r["rejected_input_ids"])) != lengths[i]}
+    truncated = {i for i, r in rows.items() if (len(r["chosen_input_ids"]), len(r["rejected_input_ids"])) != lengths[i]}
     assert truncated == {"a", "b", "d"} and expected <= truncated
     assert out.report.truncation_rate == pytest.approx(len(truncated) / len(rows))
     assert out.report.to_json()["shared_prefix_cut_pairs"] == 2
@@ -100,7 +109,18 @@ def test_data_view_shows_the_count():
     from rmspec.render.data_view import print_report
 
     console = Console(record=True, width=200)
-    print_report({"rows_read": 4, "rows_kept": 4, "rejected": {}, "reconciled": True, "splits": {"train": 4},
-                  "approach": "bradley_terry", "truncation_rate": 0.75, "shared_prefix_cut_pairs": 2}, console)
+    print_report(
+        {
+            "rows_read": 4,
+            "rows_kept": 4,
+            "rejected": {},
+            "reconciled": True,
+            "splits": {"train": 4},
+            "approach": "bradley_terry",
+            "truncation_rate": 0.75,
+            "shared_prefix_cut_pairs": 2,
+        },
+        console,
+    )
     text = console.export_text()
     assert "75.0%" in text and "prompt cut for both" in text and "2 pairs" in text

@@ -67,8 +67,9 @@ def test_disk(tmp_path):
     datasets.Dataset.from_list(ROWS).save_to_disk(str(tmp_path / "saved"))
     ds, _ = run(tmp_path, {"kind": "disk", "path": "saved"})
     assert ids(ds) == [r["prompt"] for r in ROWS]
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(ROWS[:2]), "test": datasets.Dataset.from_list(ROWS[2:])}) \
-        .save_to_disk(str(tmp_path / "dd"))
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(ROWS[:2]), "test": datasets.Dataset.from_list(ROWS[2:])}
+    ).save_to_disk(str(tmp_path / "dd"))
     assert ids(run(tmp_path, {"kind": "disk", "path": "dd", "split": "test"})[0]) == ["p2", "p3", "p4", "p5"]
     with pytest.raises(DataError, match="several splits"):
         run(tmp_path, {"kind": "disk", "path": "dd"})
@@ -101,15 +102,23 @@ def test_huggingface_offline_hint(tmp_path):
 def _sqlite(path, rows):
     con = sqlite3.connect(path)
     con.execute("create table prefs (prompt text, chosen text, rejected text, source text)")
-    con.executemany("insert into prefs values (?, ?, ?, ?)", [(r["prompt"], r["chosen"], r["rejected"], "s") for r in rows])
+    con.executemany(
+        "insert into prefs values (?, ?, ?, ?)", [(r["prompt"], r["chosen"], r["rejected"], "s") for r in rows]
+    )
     con.commit()
     con.close()
 
 
 def test_sql_on_a_real_sqlite_file(tmp_path):
     _sqlite(tmp_path / "prefs.db", ROWS)
-    ds, report = run(tmp_path, {"kind": "sql", "sqlite": "prefs.db",
-                                "query": "select prompt, chosen, rejected from prefs where prompt != 'p0' order by prompt"})
+    ds, report = run(
+        tmp_path,
+        {
+            "kind": "sql",
+            "sqlite": "prefs.db",
+            "query": "select prompt, chosen, rejected from prefs where prompt != 'p0' order by prompt",
+        },
+    )
     assert ids(ds) == ["p1", "p2", "p3", "p4", "p5"] and report.rows_read == 5
     # The database changed: the next read sees it (no stale cache).
     (tmp_path / "prefs.db").unlink()
@@ -147,13 +156,16 @@ def test_custom_source_through_a_real_entry_point(tmp_path, monkeypatch):
     """A package registers `rmspec.sources = tiny = tinysrc:make`; the spec names kind: tiny."""
     site = tmp_path / "site"
     (site / "tinysrc_pkg-0.1.dist-info").mkdir(parents=True)
-    (site / "tinysrc_pkg-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: tinysrc-pkg\nVersion: 0.1\n")
+    (site / "tinysrc_pkg-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tinysrc-pkg\nVersion: 0.1\n"
+    )
     (site / "tinysrc_pkg-0.1.dist-info" / "entry_points.txt").write_text("[rmspec.sources]\ntiny = tinysrc:make\n")
     (site / "tinysrc.py").write_text(
         "import datasets\n"
         "def make(options, base_dir):\n"
         "    n = options['n']\n"
-        "    return datasets.Dataset.from_list([{'prompt': f'c{i}', 'chosen': 'y', 'rejected': 'n'} for i in range(n)])\n")
+        "    return datasets.Dataset.from_list([{'prompt': f'c{i}', 'chosen': 'y', 'rejected': 'n'} for i in range(n)])\n"
+    )
     monkeypatch.syspath_prepend(str(site))
     ds, _ = run(tmp_path, {"kind": "tiny", "options": {"n": 3}})
     assert ids(ds) == ["c0", "c1", "c2"]

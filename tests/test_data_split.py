@@ -16,22 +16,38 @@ def rows_with_repeated_prompts(n_prompts=60, seed=1):
     rows = []
     for p in range(n_prompts):
         for k in range(rng.randint(1, 4)):
-            rows.append({"prompt": f"prompt number {p}", "chosen": f"a good answer to {p} variant {k}", "rejected": f"bad {p} {k}",
-                         "src": "alpha" if p % 3 else "beta", "score_chosen": 5.0 + k, "score_rejected": 1.0 + k})
+            rows.append(
+                {
+                    "prompt": f"prompt number {p}",
+                    "chosen": f"a good answer to {p} variant {k}",
+                    "rejected": f"bad {p} {k}",
+                    "src": "alpha" if p % 3 else "beta",
+                    "score_chosen": 5.0 + k,
+                    "score_rejected": 1.0 + k,
+                }
+            )
     rng.shuffle(rows)
     return rows
 
 
 def spec(tmp_path, rows, split, **data):
     write_jsonl(tmp_path / "d.jsonl", rows)
-    return make_spec(tmp_path, {"source": {"kind": "files", "paths": ["d.jsonl"]},
-                                "mapping": {"preset": "pairs", "columns": {"group": "src"}}, "split": split, **data})
+    return make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["d.jsonl"]},
+            "mapping": {"preset": "pairs", "columns": {"group": "src"}},
+            "split": split,
+            **data,
+        },
+    )
 
 
 def test_no_prompt_on_both_sides(tmp_path):
     rows = rows_with_repeated_prompts()
-    prepared = prepare(spec(tmp_path, rows, {"validation_fraction": 0.25, "seed": 3}), bert_tokenizer(),
-                       cache_dir=tmp_path / "c")
+    prepared = prepare(
+        spec(tmp_path, rows, {"validation_fraction": 0.25, "seed": 3}), bert_tokenizer(), cache_dir=tmp_path / "c"
+    )
     train_prompts = {r["prompt"] for r in prepared.train}
     val_prompts = {r["prompt"] for r in prepared.validation}
     assert val_prompts and not train_prompts & val_prompts
@@ -66,8 +82,9 @@ def test_ungrouped_split_may_split_a_prompt():
 def test_separate_validation_source(tmp_path):
     rows = rows_with_repeated_prompts(10)
     write_jsonl(tmp_path / "val.jsonl", [{"prompt": "held out", "chosen": "a", "rejected": "b", "src": "x"}])
-    loaded = spec(tmp_path, rows, {"validation_fraction": None,
-                                   "validation_source": {"kind": "files", "paths": ["val.jsonl"]}})
+    loaded = spec(
+        tmp_path, rows, {"validation_fraction": None, "validation_source": {"kind": "files", "paths": ["val.jsonl"]}}
+    )
     prepared = prepare(loaded, bert_tokenizer(), cache_dir=tmp_path / "c")
     assert [r["prompt"] for r in prepared.validation] == ["held out"]
     assert len(prepared.train) == len(rows)
@@ -76,10 +93,15 @@ def test_separate_validation_source(tmp_path):
 
 def test_augmentation_stays_on_the_training_side(tmp_path):
     rows = rows_with_repeated_prompts()
-    loaded = spec(tmp_path, rows, {"validation_fraction": 0.25, "seed": 0}, augment=[
-        {"kind": "cross_prompt_negatives", "fraction": 0.2, "seed": 1},
-        {"kind": "truncated_negatives", "fraction": 0.1, "keep": 0.5, "seed": 2},
-    ])
+    loaded = spec(
+        tmp_path,
+        rows,
+        {"validation_fraction": 0.25, "seed": 0},
+        augment=[
+            {"kind": "cross_prompt_negatives", "fraction": 0.2, "seed": 1},
+            {"kind": "truncated_negatives", "fraction": 0.1, "keep": 0.5, "seed": 2},
+        ],
+    )
     prepared = prepare(loaded, bert_tokenizer(), cache_dir=tmp_path / "c")
     train = prepared.train.to_list()
     base = [r for r in train if not r["augmented"]]
@@ -103,13 +125,22 @@ def test_augmentation_stays_on_the_training_side(tmp_path):
 
 
 def test_pairs_from_scores(tmp_path):
-    rows = [{"prompt": "q", "chosen": "best", "rejected": "worst", "score_chosen": 9.0, "score_rejected": 1.0, "src": "a"},
-            {"prompt": "q", "chosen": "good", "rejected": "meh", "score_chosen": 7.0, "score_rejected": 4.0, "src": "a"}]
-    loaded = spec(tmp_path, rows, {"validation_fraction": None},
-                  augment=[{"kind": "pairs_from_scores", "attribute": "score", "min_gap": 2.0}])
+    rows = [
+        {"prompt": "q", "chosen": "best", "rejected": "worst", "score_chosen": 9.0, "score_rejected": 1.0, "src": "a"},
+        {"prompt": "q", "chosen": "good", "rejected": "meh", "score_chosen": 7.0, "score_rejected": 4.0, "src": "a"},
+    ]
+    loaded = spec(
+        tmp_path,
+        rows,
+        {"validation_fraction": None},
+        augment=[{"kind": "pairs_from_scores", "attribute": "score", "min_gap": 2.0}],
+    )
     prepared = prepare(loaded, bert_tokenizer(), cache_dir=tmp_path / "c")
     made = {(r["chosen"], r["rejected"]) for r in prepared.train if r["augmented"]}
     # all ordered pairs with a gap >= 2 that were not already pairs
     scores = {"best": 9, "good": 7, "meh": 4, "worst": 1}
-    expected = {(a, b) for a in scores for b in scores if scores[a] - scores[b] >= 2} - {("best", "worst"), ("good", "meh")}
+    expected = {(a, b) for a in scores for b in scores if scores[a] - scores[b] >= 2} - {
+        ("best", "worst"),
+        ("good", "meh"),
+    }
     assert made == expected

@@ -39,7 +39,9 @@ def test_rewardbench_file():
     chat_hard = 37 / (37 + 100)
     safety = (100 + 136) / (100 + 154 + 136)
     reasoning = (0.5 * 984 + 164) / (984 + 164)
-    assert result.sections == pytest.approx({"Chat": chat, "Chat Hard": chat_hard, "Safety": safety, "Reasoning": reasoning})
+    assert result.sections == pytest.approx(
+        {"Chat": chat, "Chat Hard": chat_hard, "Safety": safety, "Reasoning": reasoning}
+    )
     assert result.overall == pytest.approx((chat + chat_hard + safety + reasoning) / 4)
 
 
@@ -140,8 +142,14 @@ def test_hub_id_goes_through_datasets_and_fails_offline_with_a_hint(monkeypatch)
 
 def test_pairs_with_a_preset_goes_through_the_data_pipeline(tmp_path):
     rows = [
-        {"chosen": "\n\nHuman: Hi there\n\nAssistant: Hello! How can I help?", "rejected": "\n\nHuman: Hi there\n\nAssistant: Go away."},
-        {"chosen": "\n\nHuman: A\n\nAssistant: B", "rejected": "\n\nHuman: different\n\nAssistant: C"},  # prefixes differ
+        {
+            "chosen": "\n\nHuman: Hi there\n\nAssistant: Hello! How can I help?",
+            "rejected": "\n\nHuman: Hi there\n\nAssistant: Go away.",
+        },
+        {
+            "chosen": "\n\nHuman: A\n\nAssistant: B",
+            "rejected": "\n\nHuman: different\n\nAssistant: C",
+        },  # prefixes differ
     ]
     path = tmp_path / "hh.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

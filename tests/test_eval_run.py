@@ -36,8 +36,21 @@ def plain_scores(model_dir: Path, prompt: str, responses: list[str]) -> list[flo
 
 def test_eval_model_folder_matches_plain_transformers(cli, bert_dir, tmp_path):
     out = tmp_path / "out"
-    result = cli("eval", bert_dir, "--benchmark", "pairs", "--path", FIXTURES / "pairs.jsonl",
-                 "--benchmark", f"rewardbench2={FIXTURES / 'rewardbench2.jsonl'}", "--batch-size", "3", "--out", out, "--json")
+    result = cli(
+        "eval",
+        bert_dir,
+        "--benchmark",
+        "pairs",
+        "--path",
+        FIXTURES / "pairs.jsonl",
+        "--benchmark",
+        f"rewardbench2={FIXTURES / 'rewardbench2.jsonl'}",
+        "--batch-size",
+        "3",
+        "--out",
+        out,
+        "--json",
+    )
     assert result.code == 0, result.err
     printed = json.loads(result.out)
     assert set(printed) == {"pairs", "rewardbench2"}
@@ -56,7 +69,9 @@ def test_eval_model_folder_matches_plain_transformers(cli, bert_dir, tmp_path):
     bon = printed["rewardbench2"]
     bon_rows = [json.loads(line) for line in Path(bon["per_example_path"]).read_text().splitlines()]
     first = json.loads((FIXTURES / "rewardbench2.jsonl").read_text().splitlines()[0])
-    assert bon_rows[0]["scores"] == pytest.approx(plain_scores(bert_dir, first["prompt"], first["chosen"] + first["rejected"]), abs=1e-5)
+    assert bon_rows[0]["scores"] == pytest.approx(
+        plain_scores(bert_dir, first["prompt"], first["chosen"] + first["rejected"]), abs=1e-5
+    )
     assert json.loads((out / "results.json").read_text())["schema_version"] == 1
 
 
@@ -67,7 +82,10 @@ def test_eval_model_folder_matches_plain_transformers(cli, bert_dir, tmp_path):
         (("eval", "{model}", "--benchmark", "pairs", "--path", "{tmp}/nope.jsonl"), "file not found"),
         (("eval", "{model}"), "add --benchmark"),
         (("eval", "{model}", "--benchmark", "mmlu"), "unknown benchmark"),
-        (("eval", "{model}", "--benchmark", "pairs", "--benchmark", "rewardbench", "--path", "x.jsonl"), "which file goes with which"),
+        (
+            ("eval", "{model}", "--benchmark", "pairs", "--benchmark", "rewardbench", "--path", "x.jsonl"),
+            "which file goes with which",
+        ),
         (("eval", "{tmp}", "--benchmark", "pairs", "--path", "{pairs}"), "config.json"),
     ],
 )
@@ -94,9 +112,18 @@ def validation_split(model_dir: Path) -> list[dict]:
     rows = []
     for line in (FIXTURES / "pairs.jsonl").read_text().splitlines():
         src = json.loads(line)
-        rows.append({"id": src["id"], "group": src["family"], "prompt": src["prompt"], "chosen": src["chosen"], "rejected": src["rejected"],
-                     "margin": 0.0, **_encoded("chosen", encode(tok, src["prompt"], src["chosen"], 256)),
-                     **_encoded("rejected", encode(tok, src["prompt"], src["rejected"], 256))})
+        rows.append(
+            {
+                "id": src["id"],
+                "group": src["family"],
+                "prompt": src["prompt"],
+                "chosen": src["chosen"],
+                "rejected": src["rejected"],
+                "margin": 0.0,
+                **_encoded("chosen", encode(tok, src["prompt"], src["chosen"], 256)),
+                **_encoded("rejected", encode(tok, src["prompt"], src["rejected"], 256)),
+            }
+        )
     return rows
 
 
@@ -149,15 +176,27 @@ def test_backbone_without_head_is_flagged_and_causal_lm_refused(cli, tmp_path):
     from helpers.scoring_models import _tokenizer
 
     tok = _tokenizer()
-    small = dict(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=16)
+    small = dict(
+        vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=16
+    )
     transformers.BertModel(transformers.BertConfig(**small)).save_pretrained(tmp_path / "encoder")
     tok.save_pretrained(tmp_path / "encoder")
-    result = cli("eval", tmp_path / "encoder", "--benchmark", f"pairs={FIXTURES / 'pairs.jsonl'}", "--out", tmp_path / "o", "--json")
+    result = cli(
+        "eval",
+        tmp_path / "encoder",
+        "--benchmark",
+        f"pairs={FIXTURES / 'pairs.jsonl'}",
+        "--out",
+        tmp_path / "o",
+        "--json",
+    )
     assert result.code == 0, result.err
     notes = json.loads((tmp_path / "o" / "results.json").read_text())["notes"]
     assert any("random head" in n for n in notes)
 
-    transformers.LlamaForCausalLM(transformers.LlamaConfig(**small, num_key_value_heads=1)).save_pretrained(tmp_path / "lm")
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**small, num_key_value_heads=1)).save_pretrained(
+        tmp_path / "lm"
+    )
     tok.save_pretrained(tmp_path / "lm")
     result = cli("eval", tmp_path / "lm", "--benchmark", f"pairs={FIXTURES / 'pairs.jsonl'}")
     assert result.code == 2 and "causal language model" in result.err
@@ -171,9 +210,15 @@ def test_run_spec_as_run_with_relative_paths_and_sets(cli, bert_dir, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     shutil.copytree(bert_dir, run / "model")
-    spec_text = (REPO / "specs" / "quickstart.yaml").read_text().replace("    kind: files\n", "    kind: files\n    limit: 60\n", 1)
+    spec_text = (
+        (REPO / "specs" / "quickstart.yaml")
+        .read_text()
+        .replace("    kind: files\n", "    kind: files\n    limit: 60\n", 1)
+    )
     (run / "spec.yaml").write_text(spec_text)
-    (run / "plan.json").write_text(json.dumps({"spec_path": str(REPO / "specs" / "quickstart.yaml"), "sets": ["data.source.limit=60"]}))
+    (run / "plan.json").write_text(
+        json.dumps({"spec_path": str(REPO / "specs" / "quickstart.yaml"), "sets": ["data.source.limit=60"]})
+    )
     result = cli("eval", run, "--benchmark", f"pairs={FIXTURES / 'pairs.jsonl'}", "--json")
     assert result.code == 0, result.err
     printed = json.loads(result.out)

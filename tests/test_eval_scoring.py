@@ -48,7 +48,11 @@ def test_agrees_with_plain_transformers(tiny):
             enc = ref_tok(text, add_special_tokens=False, return_tensors="pt")
         else:
             names = {"user": "User", "assistant": "Assistant"}
-            prompt_text = prompt if isinstance(prompt, str) else "\n\n".join(f"{names[m['role']]}: {m['content']}" for m in prompt)
+            prompt_text = (
+                prompt
+                if isinstance(prompt, str)
+                else "\n\n".join(f"{names[m['role']]}: {m['content']}" for m in prompt)
+            )
             enc = ref_tok(prompt_text, response, return_tensors="pt")
         with torch.no_grad():
             return ref_model(**enc).logits[0, 0].item()  # BERT gets its segment ids, as plain users pass them
@@ -69,7 +73,7 @@ def test_long_input_keeps_the_end_of_the_response(tiny):
     assert not encode(tokenizer, "short", response, max_length=40).truncated
     tail = tokenizer(response, add_special_tokens=False)["input_ids"]
     body = ids[:-1] if kind == "bert" else ids  # BERT ends with [SEP]
-    assert body[-len(tail):] == tail
+    assert body[-len(tail) :] == tail
 
 
 def test_missing_model_dir_is_a_clear_error(tmp_path):

@@ -19,17 +19,24 @@ def test_rewardbench_sections_weights_and_overall():
     # Chat: alpacaeval-easy 2/2 right, mt-bench-easy 1 of 2 right (the other a tie).
     # Reasoning: math-prm 0/1, hep-go 1/1. Safety: donotanswer 1/1. Chat Hard: llmbar-natural 0/1.
     rows = [
-        ("alpacaeval-easy", 2, 1), ("alpacaeval-easy", 3, 0),
-        ("mt-bench-easy", 1, 0), ("mt-bench-easy", 1, 1),
-        ("math-prm", 0, 1), ("hep-go", 5, 4),
+        ("alpacaeval-easy", 2, 1),
+        ("alpacaeval-easy", 3, 0),
+        ("mt-bench-easy", 1, 0),
+        ("mt-bench-easy", 1, 1),
+        ("math-prm", 0, 1),
+        ("hep-go", 5, 4),
         ("donotanswer", 1, 0),
         ("llmbar-natural", 0, 0),
     ]
     subsets, chosen, rejected = map(list, zip(*rows))
     result = sr.score_rewardbench(subsets, chosen, rejected)
     assert result.subsets == {
-        "alpacaeval-easy": 1.0, "mt-bench-easy": 0.5, "math-prm": 0.0, "hep-go": 1.0,
-        "donotanswer": 1.0, "llmbar-natural": 0.0,
+        "alpacaeval-easy": 1.0,
+        "mt-bench-easy": 0.5,
+        "math-prm": 0.0,
+        "hep-go": 1.0,
+        "donotanswer": 1.0,
+        "llmbar-natural": 0.0,
     }
     chat = (1.0 * 100 + 0.5 * 28) / (100 + 28)
     reasoning = (0.0 * 984 + 1.0 * 164) / (984 + 164)  # the 984 quirk: math weighs like all code
@@ -160,8 +167,10 @@ def test_double_game_outcome():
 
 
 def test_score_rows_recomputes_each_kind():
-    rows = [{"id": "1", "subset": "g", "score_chosen": 1.0, "score_rejected": 0.0},
-            {"id": "2", "subset": "g", "score_chosen": 0.0, "score_rejected": 0.0}]
+    rows = [
+        {"id": "1", "subset": "g", "score_chosen": 1.0, "score_rejected": 0.0},
+        {"id": "2", "subset": "g", "score_chosen": 0.0, "score_rejected": 0.0},
+    ]
     assert sr.score_rows("pairs", rows).overall == 0.5
     bon = [{"id": "x", "subset": "Math", "scores": [2, 2, 1], "num_correct": 1}]
     assert sr.score_rows("rewardbench2", bon).overall == 0.5

@@ -14,8 +14,10 @@ from helpers.spec_fields import every_field
 REPO = Path(__file__).resolve().parents[1]
 BASE = (REPO / "specs" / "quickstart.yaml", ["hardware.cpu_memory_gb=16"])
 
-SHAPE = ("model.shape={architecture: encoder, num_parameters: 22000000, hidden_size: 384, num_layers: 6, "
-         "num_attention_heads: 12, intermediate_size: 1536, vocab_size: 30522}")
+SHAPE = (
+    "model.shape={architecture: encoder, num_parameters: 22000000, hidden_size: 384, num_layers: 6, "
+    "num_attention_heads: 12, intermediate_size: 1536, vocab_size: 30522}"
+)
 DECODER = SHAPE.replace("encoder", "decoder")
 
 # "Class.field" -> (--set override on the quickstart spec, artifact that changes: plan | args | data); "a;b"
@@ -53,34 +55,68 @@ EFFECTS: dict[str, tuple[str, str]] = {
     "HardwareSpec.nodes": ("hardware.nodes=2", "plan"),
     "HardwareSpec.device": ("hardware.device=a100-80gb", "plan"),
     # communication time is modelled for multi-GPU plans only (rmspec.plan.communication)
-    "HardwareSpec.interconnect": ("hardware.device=a100-80gb;hardware.gpus_per_node=2;hardware.interconnect=ethernet",
-                                  "plan"),
+    "HardwareSpec.interconnect": (
+        "hardware.device=a100-80gb;hardware.gpus_per_node=2;hardware.interconnect=ethernet",
+        "plan",
+    ),
     "EvalSpec.batch_size": ("eval.batch_size=64", "args"),
     # model shape (explicit, as for offline or private models), strategies, precision, data
-    "ModelSpec.shape": ("model.shape={architecture: encoder, num_parameters: 90000000, hidden_size: 384, num_layers: 6, num_attention_heads: 12, intermediate_size: 1536, vocab_size: 30522}", "plan"),  # noqa: E501
+    "ModelSpec.shape": (
+        "model.shape={architecture: encoder, num_parameters: 90000000, hidden_size: 384, num_layers: 6, num_attention_heads: 12, intermediate_size: 1536, vocab_size: 30522}",
+        "plan",
+    ),  # noqa: E501
     "ModelShape.hidden_size": (SHAPE + ";" + "model.shape.hidden_size=512", "plan"),
     "ModelShape.num_layers": (SHAPE + ";" + "model.shape.num_layers=12", "plan"),
     "ModelShape.num_parameters": (SHAPE + ";" + "model.shape.num_parameters=90000000", "plan"),
-    "ModelShape.num_attention_heads": ("model.attn_implementation=eager" + ";" + SHAPE + ";" + "model.shape.num_attention_heads=6", "plan"),  # noqa: E501
+    "ModelShape.num_attention_heads": (
+        "model.attn_implementation=eager" + ";" + SHAPE + ";" + "model.shape.num_attention_heads=6",
+        "plan",
+    ),  # noqa: E501
     "ModelShape.num_key_value_heads": (SHAPE + ";" + "model.shape.num_key_value_heads=4", "plan"),
     "ModelShape.intermediate_size": (SHAPE + ";" + "model.shape.intermediate_size=3072", "plan"),
     "ModelShape.architecture": (SHAPE + ";" + "model.shape.architecture=decoder", "plan"),
-    "ModelShape.layer_class": ("hardware.device=a100-80gb" + ";" + "hardware.gpus_per_node=2" + ";" + "hardware.strategy=fsdp_full_shard" + ";" + SHAPE + ";" + "model.shape.layer_class=MyLayer", "plan"),  # noqa: E501
+    "ModelShape.layer_class": (
+        "hardware.device=a100-80gb"
+        + ";"
+        + "hardware.gpus_per_node=2"
+        + ";"
+        + "hardware.strategy=fsdp_full_shard"
+        + ";"
+        + SHAPE
+        + ";"
+        + "model.shape.layer_class=MyLayer",
+        "plan",
+    ),  # noqa: E501
     "ModelSpec.name_or_path": ("model.name_or_path=Qwen/Qwen2.5-0.5B-Instruct", "plan"),
     "LoraSpec.target_modules": ("model.lora={r: 8};model.lora.target_modules=[query, value]", "plan"),
     "LoraSpec.dropout": ("model.lora={r: 8};model.lora.dropout=0.1", "plan"),
     "HardwareSpec.bf16": ("hardware.bf16=true", "plan"),
-    "HardwareSpec.strategy": ("hardware.device=a100-80gb;hardware.gpus_per_node=2;hardware.strategy=fsdp_full_shard", "plan"),  # noqa: E501
+    "HardwareSpec.strategy": (
+        "hardware.device=a100-80gb;hardware.gpus_per_node=2;hardware.strategy=fsdp_full_shard",
+        "plan",
+    ),  # noqa: E501
     "TrainingSpec.packing": (DECODER + ";" + "training.packing=off", "plan"),
     "SplitSpec.validation_fraction": ("data.split.validation_fraction=0.2", "plan"),
     "TrainingSpec.optimizer": ("training.optimizer=adafactor", "args"),
     "TrainingSpec.optimizer_args": ("training.optimizer_args={betas: [0.8, 0.9]}", "args"),
-    "TrainingSpec.min_learning_rate": ("training.lr_scheduler=cosine_with_min_lr;training.min_learning_rate=0.00001", "args"),  # noqa: E501
+    "TrainingSpec.min_learning_rate": (
+        "training.lr_scheduler=cosine_with_min_lr;training.min_learning_rate=0.00001",
+        "args",
+    ),  # noqa: E501
     "TrainingSpec.early_stopping": ("training.eval_steps=10;training.early_stopping={patience: 2}", "args"),
-    "EarlyStopping.metric": ("training.eval_steps=10;training.early_stopping={patience: 2};training.early_stopping.metric=eval/rm/loss", "args"),  # noqa: E501
-    "EarlyStopping.mode": ("training.eval_steps=10;training.early_stopping={patience: 2};training.early_stopping.mode=min", "args"),  # noqa: E501
+    "EarlyStopping.metric": (
+        "training.eval_steps=10;training.early_stopping={patience: 2};training.early_stopping.metric=eval/rm/loss",
+        "args",
+    ),  # noqa: E501
+    "EarlyStopping.mode": (
+        "training.eval_steps=10;training.early_stopping={patience: 2};training.early_stopping.mode=min",
+        "args",
+    ),  # noqa: E501
     "TrainingSpec.final_model": ("training.eval_steps=10;training.final_model=best", "args"),
-    "TrainingSpec.best_metric": ("training.eval_steps=10;training.final_model=best;training.best_metric=eval/rm/loss", "args"),  # noqa: E501
+    "TrainingSpec.best_metric": (
+        "training.eval_steps=10;training.final_model=best;training.best_metric=eval/rm/loss",
+        "args",
+    ),  # noqa: E501
     "FilesSource.limit": ("data.source.limit=100", "data"),
     "FilesSource.paths": ("data.source.paths=[../rmspec/data/demo/benchmark_pairs.jsonl]", "data"),
     "DataSpec.source": ("data.source={kind: files, paths: [../rmspec/data/demo/benchmark_pairs.jsonl]}", "data"),
@@ -89,25 +125,61 @@ EFFECTS: dict[str, tuple[str, str]] = {
     "ColumnMap.group": ("data.mapping.columns.group=id", "data"),
     "DataSpec.filters": ("data.filters=[]", "data"),
     "MaxLengthFilter.kind": ("data.filters=[];data.filters=[{kind: max_length, max_tokens: 40, policy: drop}]", "data"),
-    "MaxLengthFilter.max_tokens": ("data.filters=[{kind: max_length, max_tokens: 256}];data.filters=[{kind: max_length, max_tokens: 40}]", "data"),  # noqa: E501
-    "MaxLengthFilter.policy": ("data.filters=[{kind: max_length, max_tokens: 40, policy: truncate_prompt_left}];data.filters=[{kind: max_length, max_tokens: 40, policy: drop}]", "data"),  # noqa: E501
+    "MaxLengthFilter.max_tokens": (
+        "data.filters=[{kind: max_length, max_tokens: 256}];data.filters=[{kind: max_length, max_tokens: 40}]",
+        "data",
+    ),  # noqa: E501
+    "MaxLengthFilter.policy": (
+        "data.filters=[{kind: max_length, max_tokens: 40, policy: truncate_prompt_left}];data.filters=[{kind: max_length, max_tokens: 40, policy: drop}]",
+        "data",
+    ),  # noqa: E501
     "DedupFilter.kind": ("data.filters=[];data.filters=[{kind: dedup}]", "data"),
     "RegexFilter.kind": ("data.filters=[];data.filters=[{kind: regex, field: chosen, pattern: the}]", "data"),
-    "RegexFilter.pattern": ("data.filters=[{kind: regex, field: chosen, pattern: a}];data.filters=[{kind: regex, field: chosen, pattern: the}]", "data"),  # noqa: E501
-    "RegexFilter.field": ("data.filters=[{kind: regex, field: chosen, pattern: the}];data.filters=[{kind: regex, field: prompt, pattern: the}]", "data"),  # noqa: E501
-    "RegexFilter.action": ("data.filters=[{kind: regex, field: chosen, pattern: the}];data.filters=[{kind: regex, field: chosen, pattern: the, action: include}]", "data"),  # noqa: E501
+    "RegexFilter.pattern": (
+        "data.filters=[{kind: regex, field: chosen, pattern: a}];data.filters=[{kind: regex, field: chosen, pattern: the}]",
+        "data",
+    ),  # noqa: E501
+    "RegexFilter.field": (
+        "data.filters=[{kind: regex, field: chosen, pattern: the}];data.filters=[{kind: regex, field: prompt, pattern: the}]",
+        "data",
+    ),  # noqa: E501
+    "RegexFilter.action": (
+        "data.filters=[{kind: regex, field: chosen, pattern: the}];data.filters=[{kind: regex, field: chosen, pattern: the, action: include}]",
+        "data",
+    ),  # noqa: E501
     "SampleFilter.kind": ("data.filters=[];data.filters=[{kind: sample, n: 100}]", "data"),
     "SampleFilter.n": ("data.filters=[{kind: sample, n: 100}];data.filters=[{kind: sample, n: 50}]", "data"),
-    "SampleFilter.fraction": ("data.filters=[{kind: sample, fraction: 0.5}];data.filters=[{kind: sample, fraction: 0.25}]", "data"),  # noqa: E501
-    "SampleFilter.seed": ("data.filters=[{kind: sample, n: 100}];data.filters=[{kind: sample, n: 100, seed: 5}]", "data"),  # noqa: E501
+    "SampleFilter.fraction": (
+        "data.filters=[{kind: sample, fraction: 0.5}];data.filters=[{kind: sample, fraction: 0.25}]",
+        "data",
+    ),  # noqa: E501
+    "SampleFilter.seed": (
+        "data.filters=[{kind: sample, n: 100}];data.filters=[{kind: sample, n: 100, seed: 5}]",
+        "data",
+    ),  # noqa: E501
     "DataSpec.augment": ("data.augment=[{kind: cross_prompt_negatives}]", "data"),
     "CrossPromptNegatives.kind": ("data.augment=[{kind: cross_prompt_negatives}]", "data"),
-    "CrossPromptNegatives.fraction": ("data.augment=[{kind: cross_prompt_negatives}];data.augment=[{kind: cross_prompt_negatives, fraction: 0.3}]", "data"),  # noqa: E501
-    "CrossPromptNegatives.seed": ("data.augment=[{kind: cross_prompt_negatives}];data.augment=[{kind: cross_prompt_negatives, seed: 3}]", "data"),  # noqa: E501
+    "CrossPromptNegatives.fraction": (
+        "data.augment=[{kind: cross_prompt_negatives}];data.augment=[{kind: cross_prompt_negatives, fraction: 0.3}]",
+        "data",
+    ),  # noqa: E501
+    "CrossPromptNegatives.seed": (
+        "data.augment=[{kind: cross_prompt_negatives}];data.augment=[{kind: cross_prompt_negatives, seed: 3}]",
+        "data",
+    ),  # noqa: E501
     "TruncatedNegatives.kind": ("data.augment=[{kind: truncated_negatives}]", "data"),
-    "TruncatedNegatives.fraction": ("data.augment=[{kind: truncated_negatives}];data.augment=[{kind: truncated_negatives, fraction: 0.3}]", "data"),  # noqa: E501
-    "TruncatedNegatives.keep": ("data.augment=[{kind: truncated_negatives}];data.augment=[{kind: truncated_negatives, keep: 0.2}]", "data"),  # noqa: E501
-    "TruncatedNegatives.seed": ("data.augment=[{kind: truncated_negatives}];data.augment=[{kind: truncated_negatives, seed: 3}]", "data"),  # noqa: E501
+    "TruncatedNegatives.fraction": (
+        "data.augment=[{kind: truncated_negatives}];data.augment=[{kind: truncated_negatives, fraction: 0.3}]",
+        "data",
+    ),  # noqa: E501
+    "TruncatedNegatives.keep": (
+        "data.augment=[{kind: truncated_negatives}];data.augment=[{kind: truncated_negatives, keep: 0.2}]",
+        "data",
+    ),  # noqa: E501
+    "TruncatedNegatives.seed": (
+        "data.augment=[{kind: truncated_negatives}];data.augment=[{kind: truncated_negatives, seed: 3}]",
+        "data",
+    ),  # noqa: E501
     "SplitSpec.seed": ("data.split.seed=3", "data"),
     "SplitSpec.stratify_by": ("data.split.stratify_by=null", "data"),
     "SplitSpec.group_by_prompt": ("data.split.group_by_prompt=false", "data"),
@@ -171,13 +243,17 @@ def _data(sets, tmp_path):
 
     loaded = load_spec(BASE[0], sets)
     if not _TOKENIZER:
-        _TOKENIZER.append(AutoTokenizer.from_pretrained(resolve_model_path(loaded.spec.model.name_or_path,
-                                                                           loaded.base_dir)))
+        _TOKENIZER.append(
+            AutoTokenizer.from_pretrained(resolve_model_path(loaded.spec.model.name_or_path, loaded.base_dir))
+        )
     cache = tmp_path / f"cache{len(list(tmp_path.glob('cache*')))}"  # a fresh cache: nothing is reused
     prepared = prepare(loaded, _TOKENIZER[0], cache_dir=cache)
     report = {k: v for k, v in prepared.report.to_json().items() if k not in DATA_NOISE}
-    return {"report": report, "train": prepared.train.to_list(),
-            "validation": prepared.validation.to_list() if prepared.validation is not None else None}
+    return {
+        "report": report,
+        "train": prepared.train.to_list(),
+        "validation": prepared.validation.to_list() if prepared.validation is not None else None,
+    }
 
 
 @pytest.mark.parametrize("field", sorted(EFFECTS))

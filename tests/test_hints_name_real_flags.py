@@ -17,8 +17,20 @@ import click
 from rmspec.cli.main import cli as root
 
 SRC = Path(__file__).resolve().parents[1] / "rmspec"
-OTHER_PROGRAMS = ("hf", "huggingface-cli", "pip", "sbatch", "srun", "accelerate", "wandb", "python", "torchrun",
-                  "vllm", "label-studio", "git")
+OTHER_PROGRAMS = (
+    "hf",
+    "huggingface-cli",
+    "pip",
+    "sbatch",
+    "srun",
+    "accelerate",
+    "wandb",
+    "python",
+    "torchrun",
+    "vllm",
+    "label-studio",
+    "git",
+)
 FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
 
 

@@ -22,8 +22,12 @@ from helpers.hostile import ROWS, SPEC
 
 def spec_for(folder: Path, data_name: str, extra: str = "") -> Path:
     path = folder / "spec.yaml"
-    path.write_text(SPEC.replace("DATA", data_name).replace("    preset: pairs\n", "    preset: pairs\n" + extra)
-                    if extra else SPEC.replace("DATA", data_name), encoding="utf-8")
+    path.write_text(
+        SPEC.replace("DATA", data_name).replace("    preset: pairs\n", "    preset: pairs\n" + extra)
+        if extra
+        else SPEC.replace("DATA", data_name),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -82,8 +86,9 @@ def test_source_encoding_reads_a_legacy_file_on_purpose(tmp_path):
 def test_unknown_encoding_name_is_a_spec_error(cli, tmp_path):
     (tmp_path / "rows.jsonl").write_text("")
     spec = spec_for(tmp_path, "rows.jsonl")
-    spec.write_text(spec.read_text().replace("    paths: [rows.jsonl]\n",
-                                             "    paths: [rows.jsonl]\n    encoding: klingon\n"))
+    spec.write_text(
+        spec.read_text().replace("    paths: [rows.jsonl]\n", "    paths: [rows.jsonl]\n    encoding: klingon\n")
+    )
     result = cli("validate", spec)
     no_traceback(result)
     assert result.code == 2
@@ -203,18 +208,26 @@ def _measure(args: list[str], cwd: Path, timeout: float = 60) -> tuple[int, str,
     2 test cores are shared, and a loaded machine stretches wall time several-fold. Peak memory is
     the child's VmHWM: ru_maxrss would keep the (torch-sized) pytest parent's peak across fork+exec."""
     usage = cwd / "usage.json"
-    code = ("import atexit, json, resource, sys\n"
-            "def _hwm():\n"
-            "    return int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
-            "def _usage():\n"
-            "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
-            f"    open({str(usage)!r}, 'w').write(json.dumps([u.ru_utime + u.ru_stime, _hwm()]))\n"
-            "atexit.register(_usage)\n"
-            "from rmspec.cli.main import main\n"
-            f"sys.argv = ['rmspec', *{args!r}]\n"
-            "main()\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "NO_COLOR": "1"})
+    code = (
+        "import atexit, json, resource, sys\n"
+        "def _hwm():\n"
+        "    return int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
+        "def _usage():\n"
+        "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
+        f"    open({str(usage)!r}, 'w').write(json.dumps([u.ru_utime + u.ru_stime, _hwm()]))\n"
+        "atexit.register(_usage)\n"
+        "from rmspec.cli.main import main\n"
+        f"sys.argv = ['rmspec', *{args!r}]\n"
+        "main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     cpu_seconds, rss_kib = json.loads(usage.read_text())
     return proc.returncode, proc.stderr, cpu_seconds, rss_kib / 1024  # VmHWM is in KiB
 
@@ -318,8 +331,9 @@ def test_latin1_benchmark_file_is_located_not_a_traceback(tmp_path):
     from rmspec.evaluate.loading import load_rows as _load_rows
 
     bench = tmp_path / "bench.jsonl"
-    bench.write_bytes(b'{"prompt": "x", "chosen": "a", "rejected": "b"}\n'
-                      b'{"prompt": "caf\xe9", "chosen": "a", "rejected": "b"}\n')
+    bench.write_bytes(
+        b'{"prompt": "x", "chosen": "a", "rejected": "b"}\n{"prompt": "caf\xe9", "chosen": "a", "rejected": "b"}\n'
+    )
     with pytest.raises(DataError) as info:
         _load_rows("pairs", str(bench), True, None)
     assert f"{bench}:2:16" in info.value.message  # the 16th character of line 2 and "0xe9" in info.value.message

@@ -18,8 +18,9 @@ def _installed_scripts() -> set[str]:
 
 def test_no_source_file_names_the_removed_cli():
     assert "huggingface-cli" not in _installed_scripts()  # why the hints may not name it
-    offenders = [str(p.relative_to(REPO)) for p in (REPO / "rmspec").rglob("*.py")
-                 if "huggingface-cli" in p.read_text()]
+    offenders = [
+        str(p.relative_to(REPO)) for p in (REPO / "rmspec").rglob("*.py") if "huggingface-cli" in p.read_text()
+    ]
     assert offenders == []
 
 

@@ -45,11 +45,14 @@ def test_off_never_and_says_so():
     assert got == {"enabled": False, "reason": "training.liger_kernel: off"}
 
 
-@pytest.mark.parametrize("spec, sets, types, words", [
-    (GPU_SPEC, [], None, "not installed"),
-    (GPU_SPEC, [], ("llama",), "no kernels for model type 'qwen2'"),
-    (CPU_SPEC, ["hardware.device=auto", "hardware.cpu_memory_gb=16"], ("bert",), "CPU"),  # detected: no GPU
-])
+@pytest.mark.parametrize(
+    "spec, sets, types, words",
+    [
+        (GPU_SPEC, [], None, "not installed"),
+        (GPU_SPEC, [], ("llama",), "no kernels for model type 'qwen2'"),
+        (CPU_SPEC, ["hardware.device=auto", "hardware.cpu_memory_gb=16"], ("bert",), "CPU"),  # detected: no GPU
+    ],
+)
 def test_on_refused_where_it_cannot_apply(spec, sets, types, words):
     with pytest.raises(PlanError) as err:
         plan(spec, [*sets, "training.liger_kernel=on"], types)
@@ -89,7 +92,8 @@ def test_installed_table_read_without_import(tmp_path, monkeypatch):
     (pkg / "transformers").mkdir(parents=True)
     (pkg / "__init__.py").write_text("raise RuntimeError('imported')\n")
     (pkg / "transformers" / "monkey_patch.py").write_text(
-        "def f(**k):\n    pass\n\nMODEL_TYPE_TO_APPLY_LIGER_FN = {\n    'qwen2': f,\n    'llama': f,\n}\n")
+        "def f(**k):\n    pass\n\nMODEL_TYPE_TO_APPLY_LIGER_FN = {\n    'qwen2': f,\n    'llama': f,\n}\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     assert installed_model_types() == ("llama", "qwen2")

@@ -14,16 +14,26 @@ USER, REPLY = {"role": "user", "content": "q"}, {"role": "assistant", "content":
 
 # ---------------------------------------------------------------------- the validator, each problem once
 
-@pytest.mark.parametrize("value, rules, problem, field, index", [
-    ("q", STRICT, Problem.NOT_MESSAGES, "m", None),
-    (5, Rules(allow_text=True), Problem.NOT_TEXT_OR_MESSAGES, "m", None),
-    ([], STRICT, Problem.EMPTY_LIST, "m", None),
-    ([USER, "hi"], STRICT, Problem.NOT_A_MESSAGE, "m.1", 1),
-    ([USER, {"role": "robot", "content": "x"}], STRICT, Problem.BAD_ROLE, "m.1.role", 1),
-    ([{"role": "user", "content": 3}], STRICT, Problem.BAD_CONTENT, "m.0.content", 0),
-    ([{"role": "user", "content": [{"type": "text", "text": "a"}]}], STRICT, Problem.BAD_CONTENT, "m.0.content", 0),
-    ([{"role": "user", "content": [{"type": "image"}]}], Rules(text_parts=True), Problem.BAD_PART, "m.0.content.0", 0),
-])
+
+@pytest.mark.parametrize(
+    "value, rules, problem, field, index",
+    [
+        ("q", STRICT, Problem.NOT_MESSAGES, "m", None),
+        (5, Rules(allow_text=True), Problem.NOT_TEXT_OR_MESSAGES, "m", None),
+        ([], STRICT, Problem.EMPTY_LIST, "m", None),
+        ([USER, "hi"], STRICT, Problem.NOT_A_MESSAGE, "m.1", 1),
+        ([USER, {"role": "robot", "content": "x"}], STRICT, Problem.BAD_ROLE, "m.1.role", 1),
+        ([{"role": "user", "content": 3}], STRICT, Problem.BAD_CONTENT, "m.0.content", 0),
+        ([{"role": "user", "content": [{"type": "text", "text": "a"}]}], STRICT, Problem.BAD_CONTENT, "m.0.content", 0),
+        (
+            [{"role": "user", "content": [{"type": "image"}]}],
+            Rules(text_parts=True),
+            Problem.BAD_PART,
+            "m.0.content.0",
+            0,
+        ),
+    ],
+)
 def test_each_conversation_problem_names_its_field(value, rules, problem, field, index):
     with pytest.raises(Invalid) as caught:
         conversation(value, "m", rules)
@@ -41,11 +51,14 @@ def test_what_each_rule_lets_through():
     assert conversation(extra, "m") == [{"role": "system", "content": "s"}, USER]
 
 
-@pytest.mark.parametrize("conv, problem, field", [
-    ([USER], Problem.NO_REPLY, "m.0.role"),
-    ([REPLY], Problem.NO_PROMPT, "m"),
-    ([USER, {"role": "assistant", "content": "  "}], Problem.EMPTY_REPLY, "m.1.content"),
-])
+@pytest.mark.parametrize(
+    "conv, problem, field",
+    [
+        ([USER], Problem.NO_REPLY, "m.0.role"),
+        ([REPLY], Problem.NO_PROMPT, "m"),
+        ([USER, {"role": "assistant", "content": "  "}], Problem.EMPTY_REPLY, "m.1.content"),
+    ],
+)
 def test_split_reply_problems(conv, problem, field):
     with pytest.raises(Invalid) as caught:
         split_reply(conv, "m")
@@ -55,12 +68,14 @@ def test_split_reply_problems(conv, problem, field):
 def test_split_reply_and_row_fields():
     assert split_reply([USER, REPLY], "m") == ([USER], "a")
     assert field_value({"a": 0}, "a") == 0
-    for call, problem in [(lambda: field_value({"a": None}, "a"), Problem.MISSING),
-                          (lambda: field_value({}, "a"), Problem.MISSING),
-                          (lambda: text(3, "r"), Problem.NOT_TEXT),
-                          (lambda: text(" ", "r", non_empty=True), Problem.EMPTY_TEXT),
-                          (lambda: text_list(["a", ""], "s"), Problem.NOT_TEXT_LIST),
-                          (lambda: text_list([], "s"), Problem.NOT_TEXT_LIST)]:
+    for call, problem in [
+        (lambda: field_value({"a": None}, "a"), Problem.MISSING),
+        (lambda: field_value({}, "a"), Problem.MISSING),
+        (lambda: text(3, "r"), Problem.NOT_TEXT),
+        (lambda: text(" ", "r", non_empty=True), Problem.EMPTY_TEXT),
+        (lambda: text_list(["a", ""], "s"), Problem.NOT_TEXT_LIST),
+        (lambda: text_list([], "s"), Problem.NOT_TEXT_LIST),
+    ]:
         with pytest.raises(Invalid) as caught:
             call()
         assert caught.value.problem == problem
@@ -71,16 +86,34 @@ def test_split_reply_and_row_fields():
 
 BAD = [
     # (messages, data reason, score reason, score kind, serve status and param)
-    ([USER, {"role": "robot", "content": "a"}], "wrong_type",
-     "'messages' message 1 is not {role: system|user|assistant, content: text}",
-     "'messages' is not {role: system|user|assistant, content: text}", "messages.1.role"),
-    ([USER, {"role": "assistant", "content": 3}], "wrong_type",
-     "'messages' message 1 is not {role: system|user|assistant, content: text}",
-     "'messages' is not {role: system|user|assistant, content: text}", "messages.1.content"),
-    ([USER], "malformed", "'messages' does not end with the assistant reply to score (last role: user)",
-     "'messages' does not end with the assistant reply to score", "messages.0.role"),
-    ("just text", "malformed", "'messages' is not a non-empty list of {role, content} messages",
-     "'messages' is not a non-empty list of {role, content} messages", "messages"),
+    (
+        [USER, {"role": "robot", "content": "a"}],
+        "wrong_type",
+        "'messages' message 1 is not {role: system|user|assistant, content: text}",
+        "'messages' is not {role: system|user|assistant, content: text}",
+        "messages.1.role",
+    ),
+    (
+        [USER, {"role": "assistant", "content": 3}],
+        "wrong_type",
+        "'messages' message 1 is not {role: system|user|assistant, content: text}",
+        "'messages' is not {role: system|user|assistant, content: text}",
+        "messages.1.content",
+    ),
+    (
+        [USER],
+        "malformed",
+        "'messages' does not end with the assistant reply to score (last role: user)",
+        "'messages' does not end with the assistant reply to score",
+        "messages.0.role",
+    ),
+    (
+        "just text",
+        "malformed",
+        "'messages' is not a non-empty list of {role, content} messages",
+        "'messages' is not a non-empty list of {role, content} messages",
+        "messages",
+    ),
 ]
 
 
@@ -158,9 +191,12 @@ def test_a_missing_or_wrongly_typed_field_in_data_and_score():
     got = (caught.value.reason, caught.value.detail)
     assert got == ("wrong_type", "prompt must be text or a list of messages, got int")
     single = shapes.detect(["prompt", "response"], {})
-    for row, reason in [({"prompt": "p"}, "missing field 'response'"), ({"prompt": 5, "response": "r"},
-                        "'prompt' is neither text nor a list of messages (int)"), ({"prompt": "p", "response": 3},
-                        "'response' is not text (int)"), ({"prompt": "p", "response": " "}, "empty response")]:
+    for row, reason in [
+        ({"prompt": "p"}, "missing field 'response'"),
+        ({"prompt": 5, "response": "r"}, "'prompt' is neither text nor a list of messages (int)"),
+        ({"prompt": "p", "response": 3}, "'response' is not text (int)"),
+        ({"prompt": "p", "response": " "}, "empty response"),
+    ]:
         with pytest.raises(Invalid) as caught:
             single.items(row)
         assert shapes.reason(caught.value)[0] == reason

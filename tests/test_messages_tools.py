@@ -14,14 +14,19 @@ QWEN_TOOLS = (
     "{% for m in messages %}"
     "{% if m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n"
     "{% else %}<|im_start|>{{ m.role }}\n{{ m.content or '' }}"
-    "{% for c in m.tool_calls or [] %}\n<tool_call>\n{\"name\": \"{{ c.function.name }}\", \"arguments\": "
+    '{% for c in m.tool_calls or [] %}\n<tool_call>\n{"name": "{{ c.function.name }}", "arguments": '
     "{{ c.function.arguments | tojson }}}\n</tool_call>{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 CONV = [
     {"role": "user", "content": "weather in Paris ?"},
-    {"role": "assistant", "tool_calls": [
-        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]},
+    {
+        "role": "assistant",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}
+        ],
+    },
     {"role": "tool", "name": "get_weather", "content": "sunny 21C"},
     {"role": "assistant", "content": "It is sunny ."},
 ]
@@ -29,21 +34,29 @@ CONV = [
 
 def test_tool_messages_pass_with_tools_and_are_refused_without():
     out = conversation(CONV, "messages", TOOLS)
-    assert out[1] == {"role": "assistant", "content": "", "tool_calls": [
-        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]}
+    assert out[1] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}
+        ],
+    }
     assert out[2] == {"role": "tool", "content": "sunny 21C", "name": "get_weather"}
     with pytest.raises(Invalid) as err:
         conversation(CONV, "messages", STRICT)
     assert (err.value.problem, err.value.field) == (Problem.BAD_CONTENT, "messages.1.content")
 
 
-@pytest.mark.parametrize("calls, path", [
-    ([], "messages.1.tool_calls"),
-    ("get_weather", "messages.1.tool_calls"),
-    ([{"type": "function", "function": {"arguments": {}}}], "messages.1.tool_calls.0"),
-    ([{"type": "function", "function": {"name": "f", "arguments": 3}}], "messages.1.tool_calls.0"),
-    ([{"type": "code", "function": {"name": "f"}}], "messages.1.tool_calls.0"),
-])
+@pytest.mark.parametrize(
+    "calls, path",
+    [
+        ([], "messages.1.tool_calls"),
+        ("get_weather", "messages.1.tool_calls"),
+        ([{"type": "function", "function": {"arguments": {}}}], "messages.1.tool_calls.0"),
+        ([{"type": "function", "function": {"name": "f", "arguments": 3}}], "messages.1.tool_calls.0"),
+        ([{"type": "code", "function": {"name": "f"}}], "messages.1.tool_calls.0"),
+    ],
+)
 def test_malformed_tool_calls_are_located(calls, path):
     conv = [CONV[0], {"role": "assistant", "content": None, "tool_calls": calls}]
     with pytest.raises(Invalid) as err:

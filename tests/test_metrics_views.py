@@ -13,11 +13,25 @@ from rmspec.render.report_view import final_model_line
 
 ROWS = [
     {"event": "train_begin", "step": 0, "max_steps": 12, "time": 0.0},
-    {"step": 6, "max_steps": 12, "train/rm/loss": 0.4, "grad_norm": 2.5, "num_tokens": 1234567, "episode": 48,
-     "time": 3.0},
+    {
+        "step": 6,
+        "max_steps": 12,
+        "train/rm/loss": 0.4,
+        "grad_norm": 2.5,
+        "num_tokens": 1234567,
+        "episode": 48,
+        "time": 3.0,
+    },
     {"step": 6, "max_steps": 12, "eval/rm/loss": 0.7, "eval/rm/accuracy": 0.6, "time": 3.1},
-    {"step": 12, "max_steps": 12, "train/rm/loss": 0.1, "grad_norm": 0.5, "num_tokens": 2469134, "episode": 96,
-     "time": 6.0},
+    {
+        "step": 12,
+        "max_steps": 12,
+        "train/rm/loss": 0.1,
+        "grad_norm": 0.5,
+        "num_tokens": 2469134,
+        "episode": 96,
+        "time": 6.0,
+    },
     {"step": 12, "max_steps": 12, "eval/rm/loss": 0.9, "eval/rm/accuracy": 0.55, "time": 6.1},
     {"step": 12, "max_steps": 12, "eval/rm/loss": 0.7, "eval/rm/accuracy": 0.6, "model_step": 6, "time": 6.2},
 ]
@@ -50,8 +64,14 @@ def test_the_report_names_what_run_model_holds(tmp_path):
     run.mkdir()
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     why = "eval/rm/loss was lowest (0.7) at step 6 of the evaluations every 6 steps"
-    facts = {"kind": "best", "step": 6, "checkpoint": "x/checkpoint-6", "metric": "eval/rm/loss", "value": 0.7,
-             "why": why}
+    facts = {
+        "kind": "best",
+        "step": 6,
+        "checkpoint": "x/checkpoint-6",
+        "metric": "eval/rm/loss",
+        "value": 0.7,
+        "why": why,
+    }
     (run / "status.json").write_text(json.dumps({"state": "completed", "final_model": facts}))
     html = build_html(run)
     assert "Model: the best checkpoint, step 6" in html and why in html

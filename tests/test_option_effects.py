@@ -12,9 +12,15 @@ from rmspec.spec import load_spec
 
 def spec(tmp_path, **sections):
     (tmp_path / "d.jsonl").write_text(json.dumps({"messages": [{"role": "user", "content": "x"}]}) + "\n")
-    doc = {"version": 1, "name": "t", "model": {"name_or_path": "Qwen/Qwen2.5-0.5B-Instruct"},
-           "data": {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "messages"}},
-           "approach": {"kind": "generative"}, "hardware": {"device": "cpu"}, **sections}
+    doc = {
+        "version": 1,
+        "name": "t",
+        "model": {"name_or_path": "Qwen/Qwen2.5-0.5B-Instruct"},
+        "data": {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "messages"}},
+        "approach": {"kind": "generative"},
+        "hardware": {"device": "cpu"},
+        **sections,
+    }
     path = tmp_path / "spec.yaml"
     path.write_text(json.dumps(doc))
     return path
@@ -36,4 +42,7 @@ def test_report_json_is_refused_results_json_is_always_written(tmp_path):
 def test_generative_output_score_is_refused(tmp_path):
     text = refused(spec(tmp_path, approach={"kind": "generative", "output": "score"}))
     assert "verdict" in text and "approach.output" in text
-    assert load_spec(spec(tmp_path, approach={"kind": "generative", "output": "verdict"})).spec.approach.output == "verdict"
+    assert (
+        load_spec(spec(tmp_path, approach={"kind": "generative", "output": "verdict"})).spec.approach.output
+        == "verdict"
+    )

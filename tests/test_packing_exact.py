@@ -28,8 +28,17 @@ VOCAB, PAD = 97, 0
 def tiny(kind: str, attn: str):
     from transformers import AutoModelForSequenceClassification, LlamaConfig, MistralConfig, Qwen2Config
 
-    common = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=256, pad_token_id=PAD, num_labels=1)
+    common = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=PAD,
+        num_labels=1,
+    )
     if kind == "llama":
         config = LlamaConfig(**common)
     elif kind == "qwen2":  # layer 0 full, layer 1 sliding window 6: the per-layer-type mask dict
@@ -112,12 +121,14 @@ def test_first_fit_packs_short_pairs_together_never_past_the_longest():
 def test_collator_and_rewards_keep_pair_order():
     model = tiny("llama", "sdpa")
     pairs = random_pairs(5, seed=3)
-    batch = PackedPairCollator(PAD)([{"chosen_input_ids": c, "rejected_input_ids": r, "margin": None} for c, r in pairs])
+    batch = PackedPairCollator(PAD)(
+        [{"chosen_input_ids": c, "rejected_input_ids": r, "margin": None} for c, r in pairs]
+    )
     with torch.no_grad():
         chosen, rejected = packed_pair_rewards(model, batch)
     expected = reference(model, [c for c, _ in pairs] + [r for _, r in pairs], "right")
     torch.testing.assert_close(chosen, expected[: len(pairs)], atol=1e-5, rtol=0)
-    torch.testing.assert_close(rejected, expected[len(pairs):], atol=1e-5, rtol=0)
+    torch.testing.assert_close(rejected, expected[len(pairs) :], atol=1e-5, rtol=0)
 
 
 def test_encoders_and_maskless_attention_are_refused_with_the_reason():

@@ -23,8 +23,9 @@ SETS = ["hardware.cpu_memory_gb=16", "training.max_length=64", f"model.name_or_p
 
 def _pairs(path: Path) -> None:
     # prompt 160 chars (40 tokens at 4 chars/token), chosen 40 (10), rejected 80 (20): sequences of 50 and 60.
-    path.write_text("".join(json.dumps({"prompt": "p" * 160, "chosen": "c" * 40, "rejected": "r" * 80}) + "\n"
-                            for _ in range(20)))
+    path.write_text(
+        "".join(json.dumps({"prompt": "p" * 160, "chosen": "c" * 40, "rejected": "r" * 80}) + "\n" for _ in range(20))
+    )
 
 
 def _plan(tmp_path, *extra):
@@ -52,20 +53,34 @@ def test_decoder_pairs_are_packed_and_sized_by_prompt_once_rows(tmp_path):
 
 
 def test_where_packing_does_not_apply_the_plan_says_why(tmp_path):
-    encoder = compile_plan(load_spec(Path(__file__).resolve().parents[1] / "specs" / "quickstart.yaml",
-                                     ["hardware.cpu_memory_gb=16"]), host=HOST).to_json()
+    encoder = compile_plan(
+        load_spec(Path(__file__).resolve().parents[1] / "specs" / "quickstart.yaml", ["hardware.cpu_memory_gb=16"]),
+        host=HOST,
+    ).to_json()
     assert encoder["packing"] == "off" and "both directions" in encoder["packing_reason"]
     flash = _plan(tmp_path, "model.attn_implementation=flash_attention_2")
     assert flash["packing"] == "off" and "no custom 4D mask" in flash["packing_reason"]
     with pytest.raises(PlanError, match="shared_prefix cannot apply"):
-        compile_plan(load_spec(Path(__file__).resolve().parents[1] / "specs" / "quickstart.yaml",
-                               ["hardware.cpu_memory_gb=16", "training.packing=shared_prefix"]), host=HOST)
+        compile_plan(
+            load_spec(
+                Path(__file__).resolve().parents[1] / "specs" / "quickstart.yaml",
+                ["hardware.cpu_memory_gb=16", "training.packing=shared_prefix"],
+            ),
+            host=HOST,
+        )
 
 
 def test_memory_of_a_packed_row_is_one_sequence_of_p_plus_c_plus_r_and_its_mask():
     shape = shape_from_config(catalog_config("qwen2.5-0.5b")[1], "qwen2.5-0.5b")
-    pairs = TrainingShape(micro_batch=4, seqs_per_example=2, seq_len=1024, head="score", precision="bf16",
-                          master_fp32=True, checkpointing=False)
+    pairs = TrainingShape(
+        micro_batch=4,
+        seqs_per_example=2,
+        seq_len=1024,
+        head="score",
+        precision="bf16",
+        master_fp32=True,
+        checkpointing=False,
+    )
     row = replace(pairs, seqs_per_example=1, seq_len=1024 + 256, packed=True)  # P 768, C 256, R 256
     assert activation_bytes(shape, row) == pytest.approx(activation_bytes(shape, pairs) * 1280 / 2048)
     assert packed_mask_bytes(row) == 4 * 1280 * 1280  # bool for SDPA

@@ -40,16 +40,19 @@ def test_pairs_and_best_of_n_score_as_each_sequence_alone(tiny_models, kind):
     assert engine.prompt_once
     rng = random.Random(1)
     # Some prompts long enough that max_length cuts them (each sequence cut as it is alone).
-    examples = [Example(_text(rng, rng.choice([3, 12, 40])), [_text(rng, rng.randint(1, 8)) for _ in range(n)])
-                for n in (2, 4, 4, 5, 1, 3)]
+    examples = [
+        Example(_text(rng, rng.choice([3, 12, 40])), [_text(rng, rng.randint(1, 8)) for _ in range(n)])
+        for n in (2, 4, 4, 5, 1, 3)
+    ]
     got = example_scores(engine, examples)
     items = [(ex.prompt, r) for ex in examples for r in ex.responses]
     alone = [head_outputs(engine.model, [e.ids], engine.tokenizer.pad_token_id)[0][0] for e in engine.encode(items)]
     flat = [v for scores in got for v in scores]
     assert [len(s) for s in got] == [len(ex.responses) for ex in examples]
     torch.testing.assert_close(torch.tensor(flat), torch.tensor(alone), atol=1e-5, rtol=0)
-    chosen, rejected = engine.score_pairs([ex.prompt for ex in examples], [ex.responses[0] for ex in examples],
-                                          [ex.responses[-1] for ex in examples])
+    chosen, rejected = engine.score_pairs(
+        [ex.prompt for ex in examples], [ex.responses[0] for ex in examples], [ex.responses[-1] for ex in examples]
+    )
     firsts = [scores[0] for scores in got]
     torch.testing.assert_close(torch.tensor(chosen), torch.tensor(firsts), atol=1e-5, rtol=0)
 
@@ -82,13 +85,18 @@ def test_rmspec_score_computes_each_prompt_once_with_the_same_scores(tiny_models
     loaded.model.save_pretrained(model_dir)
     loaded.tokenizer.save_pretrained(model_dir)
     rng = random.Random(3)
-    rows = [{"prompt": _text(rng, rng.choice([3, 12, 30])), "chosen": _text(rng, 4), "rejected": _text(rng, 6)} for _ in range(7)]
+    rows = [
+        {"prompt": _text(rng, rng.choice([3, 12, 30])), "chosen": _text(rng, 4), "rejected": _text(rng, 6)}
+        for _ in range(7)
+    ]
     src = tmp_path / "pairs.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     calls = []
     real = RewardEngine.grouped_outputs
-    monkeypatch.setattr(RewardEngine, "grouped_outputs", lambda self, *a, **k: calls.append(self.prompt_once) or real(self, *a, **k))
+    monkeypatch.setattr(
+        RewardEngine, "grouped_outputs", lambda self, *a, **k: calls.append(self.prompt_once) or real(self, *a, **k)
+    )
     result = cli("score", model_dir, src, "--out", tmp_path / "out.jsonl", "--json")
     assert result.code == 0, result.err
     assert calls and all(calls)  # the decoder took the prompt-once path

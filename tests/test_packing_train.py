@@ -24,10 +24,14 @@ tiny_models = helpers.models.tiny_models  # the shared fixture
 def _run(tmp_path, model_dir, packing: str, steps: int = 20):
     tmp_path.mkdir(parents=True, exist_ok=True)
     loaded_spec = write_spec(
-        tmp_path, model_dir, approach="{kind: bradley_terry, center_rewards_coefficient: 0.01}",
-        training=(f"{{max_steps: {steps}, learning_rate: 3.0e-3, global_batch_size: 8, logging_steps: 1, seed: 1, "
-                  f"group_by_length: false, "
-                  f"packing: {packing}}}"),
+        tmp_path,
+        model_dir,
+        approach="{kind: bradley_terry, center_rewards_coefficient: 0.01}",
+        training=(
+            f"{{max_steps: {steps}, learning_rate: 3.0e-3, global_batch_size: 8, logging_steps: 1, seed: 1, "
+            f"group_by_length: false, "
+            f"packing: {packing}}}"
+        ),
     )
     spec = loaded_spec.spec
     loaded = load_model(str(model_dir), spec.approach, seed=1)
@@ -41,8 +45,7 @@ def _run(tmp_path, model_dir, packing: str, steps: int = 20):
     metrics = tmp_path / "metrics.jsonl"
     trainer = build_trainer(spec, loaded.model, tok, args, as_dataset(rows), None, [MetricsJsonl(metrics)])
     trainer.train()
-    losses = [json.loads(line)["train/rm/loss"] for line in metrics.read_text().splitlines()
-              if "train/rm/loss" in line]
+    losses = [json.loads(line)["train/rm/loss"] for line in metrics.read_text().splitlines() if "train/rm/loss" in line]
     return trainer, losses
 
 

@@ -24,9 +24,17 @@ def _harness():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["llama3-8b-width-4-layers", "tiny-llama-fp32-ckpt", "minilm-bert-fp32",
-                                  "tiny-llama-single-bf16-autocast", "lora-check-qv-other-shape",
-                                  "tiny-llama-single-packed-fp32"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "llama3-8b-width-4-layers",
+        "tiny-llama-fp32-ckpt",
+        "minilm-bert-fp32",
+        "tiny-llama-single-bf16-autocast",
+        "lora-check-qv-other-shape",
+        "tiny-llama-single-packed-fp32",
+    ],
+)
 def test_predicted_peak_within_15_percent_of_tracker(name):
     result = _harness().run_subprocess(name, timeout=300)
     tracked, predicted = result["tracked"]["total"], result["predicted"]["total"]

@@ -11,9 +11,25 @@ from rmspec.errors import PlanError
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs"
-REQUIRED = ("strategy", "precision", "num_processes", "num_machines", "micro_batch_size", "gradient_accumulation_steps",
-            "global_batch_size", "memory_per_device_gb", "device_capacity_gb", "accelerate_config", "launch_command",
-            "spec_hash", "spec_path", "run_dir", "model_path", "gradient_checkpointing", "attn_implementation")
+REQUIRED = (
+    "strategy",
+    "precision",
+    "num_processes",
+    "num_machines",
+    "micro_batch_size",
+    "gradient_accumulation_steps",
+    "global_batch_size",
+    "memory_per_device_gb",
+    "device_capacity_gb",
+    "accelerate_config",
+    "launch_command",
+    "spec_hash",
+    "spec_path",
+    "run_dir",
+    "model_path",
+    "gradient_checkpointing",
+    "attn_implementation",
+)
 
 
 def test_plan_never_imports_the_heavy_libraries():
@@ -37,16 +53,32 @@ def test_json_carries_the_contract_keys(cli):
     for key in REQUIRED:
         assert key in plan, key
     assert {"total", "weights", "gradients", "optimizer", "activations"} <= set(plan["memory_per_device_gb"])
-    assert plan["strategy"] in ("single", "ddp", "fsdp_shard_grad_op", "fsdp_full_shard", "fsdp_full_shard_offload",
-                                "deepspeed_zero2", "deepspeed_zero3", "deepspeed_zero3_offload")
+    assert plan["strategy"] in (
+        "single",
+        "ddp",
+        "fsdp_shard_grad_op",
+        "fsdp_full_shard",
+        "fsdp_full_shard_offload",
+        "deepspeed_zero2",
+        "deepspeed_zero3",
+        "deepspeed_zero3_offload",
+    )
 
 
 def test_view_shows_the_decisions(cli):
     result = cli("plan", SPECS / "ultrafeedback_bt.yaml")
     assert result.code == 0, result.err
     out = result.out
-    for needle in ("built-in catalog (llama-3.1-8b)", "refused ddp", "micro x", "= 256 global", "tokens per optimizer step",
-                   "sbatch runs/ultrafeedback-bt/launch.slurm", "+ runs/ultrafeedback-bt/plan.json", "peak"):
+    for needle in (
+        "built-in catalog (llama-3.1-8b)",
+        "refused ddp",
+        "micro x",
+        "= 256 global",
+        "tokens per optimizer step",
+        "sbatch runs/ultrafeedback-bt/launch.slurm",
+        "+ runs/ultrafeedback-bt/plan.json",
+        "peak",
+    ):
         assert needle in out, needle
 
 
@@ -70,9 +102,20 @@ def test_out_saves_and_load_refuses_a_changed_spec(cli, tmp_path):
 
 
 def test_infeasible_plan_exits_2_with_alternatives(cli):
-    result = cli("plan", SPECS / "ultrafeedback_bt.yaml", "--set", "hardware.device=rtx4090-24gb",
-                 "--set", "hardware.gpus_per_node=1", "--set", "hardware.nodes=1", "--set", "hardware.cpu_memory_gb=64",
-                 "--set", "model.name_or_path=meta-llama/Llama-3.1-70B-Instruct")
+    result = cli(
+        "plan",
+        SPECS / "ultrafeedback_bt.yaml",
+        "--set",
+        "hardware.device=rtx4090-24gb",
+        "--set",
+        "hardware.gpus_per_node=1",
+        "--set",
+        "hardware.nodes=1",
+        "--set",
+        "hardware.cpu_memory_gb=64",
+        "--set",
+        "model.name_or_path=meta-llama/Llama-3.1-70B-Instruct",
+    )
     assert result.code == 2
     assert "nothing fits" in result.err and "what would fit" in result.err
     assert "more GPUs" in result.err and "Traceback" not in result.err

@@ -25,8 +25,17 @@ def _plan(spec, *sets):
 
 
 def _config(strategy, **kw):
-    args = dict(strategy=strategy, mixed_precision="bf16", num_processes=8, num_machines=1, use_cpu=False,
-                layer_class="LlamaDecoderLayer", checkpointing=True, grad_accum=4, max_grad_norm=1.0)
+    args = dict(
+        strategy=strategy,
+        mixed_precision="bf16",
+        num_processes=8,
+        num_machines=1,
+        use_cpu=False,
+        layer_class="LlamaDecoderLayer",
+        checkpointing=True,
+        grad_accum=4,
+        max_grad_norm=1.0,
+    )
     args.update(kw)
     return accel.build_config(**args)
 
@@ -70,8 +79,9 @@ def test_fsdp_config_builds_accelerates_fsdp2_plugin(strategy, tmp_path, monkeyp
     assert plugin.activation_checkpointing is True
 
 
-@pytest.mark.parametrize("strategy,stage", [("deepspeed_zero2", 2), ("deepspeed_zero3", 3),
-                                            ("deepspeed_zero3_offload", 3)])
+@pytest.mark.parametrize(
+    "strategy,stage", [("deepspeed_zero2", 2), ("deepspeed_zero3", 3), ("deepspeed_zero3_offload", 3)]
+)
 def test_deepspeed_config_reaches_the_plugin(strategy, stage, tmp_path, monkeypatch):
     config = _config(strategy)
     loaded, args = _through_accelerate(config, tmp_path, monkeypatch)
@@ -123,8 +133,15 @@ def test_bogus_nested_keys_are_refused():
 
 def test_launch_argv_shape():
     p = _plan("hh_bt.yaml")
-    assert p["launch_command"] == ["accelerate", "launch", "--config_file", "runs/hh-bt/accelerate_config.yaml",
-                                   "-m", "rmspec.launch.entrypoint", "runs/hh-bt/plan.json"]
+    assert p["launch_command"] == [
+        "accelerate",
+        "launch",
+        "--config_file",
+        "runs/hh-bt/accelerate_config.yaml",
+        "-m",
+        "rmspec.launch.entrypoint",
+        "runs/hh-bt/plan.json",
+    ]
     swapped = with_module(p["launch_command"], "probe", ["x"])
     assert swapped[-3:] == ["-m", "probe", "x"] and swapped[:4] == p["launch_command"][:4]
     assert Path(resolve_program(p["launch_command"])[0]).name == "accelerate"
@@ -146,9 +163,16 @@ def test_multi_node_plan_has_a_slurm_script(tmp_path):
     assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks-per-node=1" in script
     assert "#SBATCH --gpus-per-node=8" in script
     assert "srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c node_task" in script
-    for flag in ("exec accelerate launch", "--num_processes 16", "--num_machines 2", "--rdzv_backend c10d",
-                 '--machine_rank "$SLURM_NODEID"', '--rdzv_conf "is_host=$IS_HEAD"',
-                 '--main_process_ip "$HEAD_NODE"', '--main_process_port "$HEAD_PORT"'):
+    for flag in (
+        "exec accelerate launch",
+        "--num_processes 16",
+        "--num_machines 2",
+        "--rdzv_backend c10d",
+        '--machine_rank "$SLURM_NODEID"',
+        '--rdzv_conf "is_host=$IS_HEAD"',
+        '--main_process_ip "$HEAD_NODE"',
+        '--main_process_port "$HEAD_PORT"',
+    ):
         assert flag in script
     assert p["accelerate_config"]["rdzv_backend"] == "c10d"
     assert p["submit_command"] == ["sbatch", "runs/ultrafeedback-bt/launch.slurm"]

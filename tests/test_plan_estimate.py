@@ -21,15 +21,20 @@ from rmspec.spec import load_spec
 
 def test_counts_jsonl_csv_and_sqlite_rows(tmp_path):
     (tmp_path / "a.jsonl").write_text("".join(json.dumps({"prompt": str(i)}) + "\n" for i in range(7)) + "\n")
-    (tmp_path / "b.csv").write_text("prompt,chosen,rejected\n" + "".join(f"p{i},c,\"r, with comma\"\n" for i in range(5)))
+    (tmp_path / "b.csv").write_text("prompt,chosen,rejected\n" + "".join(f'p{i},c,"r, with comma"\n' for i in range(5)))
     spec = load_spec(_spec(tmp_path, "  source:\n    kind: files\n    paths: [a.jsonl, b.csv]\n")).spec
     assert count_rows(spec.data.source, tmp_path) == (12, "counted in 2 file(s)")
 
     with sqlite3.connect(tmp_path / "db.sqlite") as conn:
         conn.execute("CREATE TABLE pairs (prompt TEXT, chosen TEXT, rejected TEXT, ok INT)")
         conn.executemany("INSERT INTO pairs VALUES (?, ?, ?, ?)", [("p", "c", "r", i % 3) for i in range(30)])
-    spec = load_spec(_spec(tmp_path, "  source:\n    kind: sql\n    sqlite: db.sqlite\n"
-                                     "    query: SELECT prompt, chosen, rejected FROM pairs WHERE ok = 0;\n")).spec
+    spec = load_spec(
+        _spec(
+            tmp_path,
+            "  source:\n    kind: sql\n    sqlite: db.sqlite\n"
+            "    query: SELECT prompt, chosen, rejected FROM pairs WHERE ok = 0;\n",
+        )
+    ).spec
     rows, how = count_rows(spec.data.source, tmp_path)
     assert rows == 10 and "COUNT" in how
 
@@ -61,8 +66,7 @@ def _write_pairs(path: Path) -> None:
 def test_epoch_time_from_flops_by_hand(tmp_path):
     _write_pairs(tmp_path / "pairs.jsonl")
     spec = _spec(tmp_path, "  source:\n    kind: files\n    paths: [pairs.jsonl]\n")
-    plan = compile_plan(load_spec(spec, ["hardware.cpu_memory_gb=16", "training.max_length=64"]),
-                        host=HOST).to_json()
+    plan = compile_plan(load_spec(spec, ["hardware.cpu_memory_gb=16", "training.max_length=64"]), host=HOST).to_json()
     est = plan["estimate"]
     train = int(40 * 0.9)  # validation_fraction 0.1
     steps = -(-train // 16)
@@ -80,22 +84,25 @@ def test_epoch_time_from_flops_by_hand(tmp_path):
     assert est["seconds_per_epoch"] == pytest.approx(steps * seconds, abs=0.05)  # rounded to 0.1 s
     # The memory model stays at max_length (an upper bound), whatever the data's lengths.
     assert plan["tokens_per_step"] == 16 * 2 * 64
-    (tmp_path / "pairs.jsonl").write_text((tmp_path / "pairs.jsonl").read_text().replace("r" * 120, "r" * 1000).replace("c" * 80, "c" * 1000))
-    longer = compile_plan(load_spec(spec, ["hardware.cpu_memory_gb=16", "training.max_length=64"]),
-                          host=HOST).to_json()
+    (tmp_path / "pairs.jsonl").write_text(
+        (tmp_path / "pairs.jsonl").read_text().replace("r" * 120, "r" * 1000).replace("c" * 80, "c" * 1000)
+    )
+    longer = compile_plan(load_spec(spec, ["hardware.cpu_memory_gb=16", "training.max_length=64"]), host=HOST).to_json()
     assert longer["memory_per_device_gb"] == plan["memory_per_device_gb"]
     assert longer["estimate"]["tokens_per_sequence"] == 64  # clipped: min(mean + padding, max_length)
     # Eight cores: four times the two-core figure.
-    eight = compile_plan(load_spec(spec, ["hardware.cpu_memory_gb=16", "training.max_length=64"]),
-                         host=HostFacts((), 16.0, (), 8)).to_json()["estimate"]
+    eight = compile_plan(
+        load_spec(spec, ["hardware.cpu_memory_gb=16", "training.max_length=64"]), host=HostFacts((), 16.0, (), 8)
+    ).to_json()["estimate"]
     assert eight["peak_tflops_total"] == pytest.approx(4 * 0.39)
     assert eight["cpu_cores"] == 8
 
 
 def test_quickstart_estimate_is_near_the_measured_run():
     # Measured: 180 steps in 182 s on the 2-core machine (bench/results/train_quickstart.md, idle rerun).
-    plan = compile_plan(load_spec(REPO / "specs" / "quickstart.yaml", ["hardware.cpu_memory_gb=16"]),
-                        host=HOST).to_json()
+    plan = compile_plan(
+        load_spec(REPO / "specs" / "quickstart.yaml", ["hardware.cpu_memory_gb=16"]), host=HOST
+    ).to_json()
     est = plan["estimate"]
     assert est["steps_per_epoch"] == 180
     assert 80 <= est["tokens_per_sequence"] <= 100  # measured: ~2,944 token slots / 32 sequences = 92
@@ -103,19 +110,28 @@ def test_quickstart_estimate_is_near_the_measured_run():
 
 
 def test_length_guess_from_csv_and_sqlite_and_where_it_is_not_made(tmp_path):
-    (tmp_path / "b.csv").write_text("prompt,chosen,rejected\n" + "".join(f"{'p' * 40},{'c' * 40},{'r' * 80}\n"
-                                                                         for _ in range(5)))
-    est = compile_plan(load_spec(_spec(tmp_path, "  source:\n    kind: files\n    paths: [b.csv]\n")),
-                       host=HOST).to_json()["estimate"]
+    (tmp_path / "b.csv").write_text(
+        "prompt,chosen,rejected\n" + "".join(f"{'p' * 40},{'c' * 40},{'r' * 80}\n" for _ in range(5))
+    )
+    est = compile_plan(
+        load_spec(_spec(tmp_path, "  source:\n    kind: files\n    paths: [b.csv]\n")), host=HOST
+    ).to_json()["estimate"]
     # sequences of 80 and 120 chars: 20 and 30 tokens, mean 25, + 10 % = 27.5 -> 28
     assert est["tokens_per_sequence"] == 28
 
     with sqlite3.connect(tmp_path / "db.sqlite") as conn:
         conn.execute("CREATE TABLE pairs (prompt TEXT, chosen TEXT, rejected TEXT)")
         conn.executemany("INSERT INTO pairs VALUES (?, ?, ?)", [("p" * 40, "c" * 80, "r" * 120)] * 600)
-    est = compile_plan(load_spec(_spec(tmp_path, "  source:\n    kind: sql\n    sqlite: db.sqlite\n"
-                                                 "    query: SELECT prompt, chosen, rejected FROM pairs\n")),
-                       host=HOST).to_json()["estimate"]
+    est = compile_plan(
+        load_spec(
+            _spec(
+                tmp_path,
+                "  source:\n    kind: sql\n    sqlite: db.sqlite\n"
+                "    query: SELECT prompt, chosen, rejected FROM pairs\n",
+            )
+        ),
+        host=HOST,
+    ).to_json()["estimate"]
     assert est["tokens_per_sequence"] == 39  # mean 35 + 10 % = 38.5 -> 39
     assert "from 500 sampled rows" in est["tokens_per_sequence_source"]  # a bounded sample of the 600
 
@@ -165,10 +181,12 @@ def test_counts_rows_of_a_saved_dataset_without_importing_datasets(tmp_path):
     import subprocess
     import sys
 
-    make = ("import datasets\n"
-            "d = datasets.Dataset.from_dict({'prompt': ['a'] * 10, 'chosen': ['b'] * 10, 'rejected': ['c'] * 10})\n"
-            f"d.save_to_disk({str(tmp_path / 'single')!r})\n"
-            f"datasets.DatasetDict({{'train': d, 'test': d.select(range(3))}}).save_to_disk({str(tmp_path / 'dict')!r})\n")
+    make = (
+        "import datasets\n"
+        "d = datasets.Dataset.from_dict({'prompt': ['a'] * 10, 'chosen': ['b'] * 10, 'rejected': ['c'] * 10})\n"
+        f"d.save_to_disk({str(tmp_path / 'single')!r})\n"
+        f"datasets.DatasetDict({{'train': d, 'test': d.select(range(3))}}).save_to_disk({str(tmp_path / 'dict')!r})\n"
+    )
     subprocess.run([sys.executable, "-c", make], check=True, capture_output=True, timeout=120)
     spec = load_spec(_spec(tmp_path, "  source:\n    kind: disk\n    path: single\n")).spec
     assert count_rows(spec.data.source, tmp_path)[0] == 10

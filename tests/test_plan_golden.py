@@ -35,21 +35,45 @@ CASES = {
     "two_stage_scaled_bt": ("two_stage_scaled_bt.yaml", []),
     "mixture": ("mixture.yaml", ["hardware.cpu_memory_gb=16"]),
     # hardware profiles
-    "qwen1.5b_1x24gb": ("hh_bt.yaml", ["hardware.device=l4-24gb", "hardware.gpus_per_node=1",
-                                       "hardware.cpu_memory_gb=128"]),
+    "qwen1.5b_1x24gb": (
+        "hh_bt.yaml",
+        ["hardware.device=l4-24gb", "hardware.gpus_per_node=1", "hardware.cpu_memory_gb=128"],
+    ),
     "qwen1.5b_1x80gb": ("hh_bt.yaml", ["hardware.gpus_per_node=1"]),
-    "llama8b_lora_4x24gb": ("ultrafeedback_bt.yaml", ["hardware.device=a10g-24gb", "hardware.gpus_per_node=4",
-                                                      "hardware.nodes=1", "model.dtype=auto", "model.lora={r: 16}"]),
+    "llama8b_lora_4x24gb": (
+        "ultrafeedback_bt.yaml",
+        [
+            "hardware.device=a10g-24gb",
+            "hardware.gpus_per_node=4",
+            "hardware.nodes=1",
+            "model.dtype=auto",
+            "model.lora={r: 16}",
+        ],
+    ),
     "llama8b_8x80gb": ("ultrafeedback_bt.yaml", ["hardware.device=h100-80gb", "hardware.nodes=1"]),
     "llama8b_2x8x80gb": ("ultrafeedback_bt.yaml", []),
-    "llama8b_zero3_offload_1x8x40gb": ("ultrafeedback_bt.yaml", ["hardware.device=a100-40gb", "hardware.nodes=1",
-                                                                  "hardware.strategy=deepspeed_zero3_offload",
-                                                                  "hardware.cpu_memory_gb=1024"]),
-    "llama70b_8x8x80gb": ("ultrafeedback_bt.yaml", ["model.name_or_path=meta-llama/Llama-3.1-70B-Instruct",
-                                                    "hardware.device=h100-80gb", "hardware.nodes=8",
-                                                    "training.global_batch_size=512"]),
-    "minilm_cpu_2proc": ("quickstart.yaml", ["hardware.gpus_per_node=2", "hardware.cpu_memory_gb=64",
-                                             "training.max_length=128"]),
+    "llama8b_zero3_offload_1x8x40gb": (
+        "ultrafeedback_bt.yaml",
+        [
+            "hardware.device=a100-40gb",
+            "hardware.nodes=1",
+            "hardware.strategy=deepspeed_zero3_offload",
+            "hardware.cpu_memory_gb=1024",
+        ],
+    ),
+    "llama70b_8x8x80gb": (
+        "ultrafeedback_bt.yaml",
+        [
+            "model.name_or_path=meta-llama/Llama-3.1-70B-Instruct",
+            "hardware.device=h100-80gb",
+            "hardware.nodes=8",
+            "training.global_batch_size=512",
+        ],
+    ),
+    "minilm_cpu_2proc": (
+        "quickstart.yaml",
+        ["hardware.gpus_per_node=2", "hardware.cpu_memory_gb=64", "training.max_length=128"],
+    ),
 }
 
 
@@ -82,8 +106,10 @@ def test_every_shipped_spec_has_a_golden_plan():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden_plans_are_consistent(name):
     plan = json.loads((GOLDEN / f"{name}.json").read_text())
-    assert plan["micro_batch_size"] * plan["gradient_accumulation_steps"] * plan["num_processes"] == \
-        plan["global_batch_size"]
+    assert (
+        plan["micro_batch_size"] * plan["gradient_accumulation_steps"] * plan["num_processes"]
+        == plan["global_batch_size"]
+    )
     assert plan["memory_per_device_gb"]["total"] <= plan["device_usable_gb"]
     assert plan["accelerate_config"]["num_processes"] == plan["num_processes"]
     assert plan["accelerate_config"]["num_machines"] == plan["num_machines"]
@@ -93,6 +119,8 @@ def test_golden_plans_are_consistent(name):
 @pytest.mark.parametrize("template", sorted(p.name for p in (REPO / "templates").glob("*.yaml")))
 def test_every_template_plans(template):
     plan = compile_plan(load_spec(REPO / "templates" / template), host=HOST).to_json()
-    assert plan["micro_batch_size"] * plan["gradient_accumulation_steps"] * plan["num_processes"] == \
-        plan["global_batch_size"]
+    assert (
+        plan["micro_batch_size"] * plan["gradient_accumulation_steps"] * plan["num_processes"]
+        == plan["global_batch_size"]
+    )
     assert plan["memory_per_device_gb"]["total"] <= plan["device_usable_gb"]

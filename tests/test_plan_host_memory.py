@@ -18,8 +18,13 @@ SPEC = Path(__file__).resolve().parents[1] / "specs" / "ultrafeedback_bt.yaml"
 HOST = HostFacts(cpu_bf16_flags=(), ram_gb=32.0, gpus=(), cpu_count=8)
 GIB = 1024**3
 # 70B on one RTX 4090: only full-shard CPU offload fits the GPU.
-ONE_4090 = ["model.name_or_path=meta-llama/Llama-3.1-70B-Instruct", "hardware.device=rtx4090-24gb",
-            "hardware.nodes=1", "hardware.gpus_per_node=1", "training.global_batch_size=64"]
+ONE_4090 = [
+    "model.name_or_path=meta-llama/Llama-3.1-70B-Instruct",
+    "hardware.device=rtx4090-24gb",
+    "hardware.nodes=1",
+    "hardware.gpus_per_node=1",
+    "training.global_batch_size=64",
+]
 
 
 def _plan(sets: list[str]) -> dict:
@@ -63,8 +68,11 @@ def test_host_memory_too_small_refuses_and_every_alternative_fits(cli):
     for alternative in alternatives:
         if alternative.startswith("more GPUs"):
             nodes, per_node = map(int, re.match(r"more GPUs: (\d+) node\(s\) x (\d+)", alternative).groups())
-            extra = [f"hardware.nodes={nodes}", f"hardware.gpus_per_node={per_node}",
-                     f"training.global_batch_size={64 * nodes * per_node}"]
+            extra = [
+                f"hardware.nodes={nodes}",
+                f"hardware.gpus_per_node={per_node}",
+                f"training.global_batch_size={64 * nodes * per_node}",
+            ]
         elif alternative.startswith("LoRA"):
             extra = ["model.lora={r: 16}", "model.dtype=auto"]
         elif alternative.startswith("CPU offload with"):

@@ -21,8 +21,10 @@ def plan(spec: str, sets: list[str]):
 
 def test_ddp_all_reduce_once_per_step():
     base = ["hardware.gpus_per_node=8", "hardware.strategy=ddp"]
-    fast, slow = plan("hh_bt.yaml", [*base, "hardware.interconnect=nvlink"]), \
-        plan("hh_bt.yaml", [*base, "hardware.interconnect=ethernet"])
+    fast, slow = (
+        plan("hh_bt.yaml", [*base, "hardware.interconnect=nvlink"]),
+        plan("hh_bt.yaml", [*base, "hardware.interconnect=ethernet"]),
+    )
     assert fast.strategy == slow.strategy == "ddp" and fast.num_processes == 8
     n = 8
     grad_bytes = 4 if fast.master_weights_fp32 else 2  # fp32 master weights: fp32 gradients
@@ -36,8 +38,10 @@ def test_ddp_all_reduce_once_per_step():
 
 def test_fsdp_gathers_and_reduce_scatters_every_micro_step():
     base = ["hardware.device=h100-80gb", "hardware.nodes=1"]
-    ib, eth = plan("ultrafeedback_bt.yaml", [*base, "hardware.interconnect=infiniband"]), \
-        plan("ultrafeedback_bt.yaml", [*base, "hardware.interconnect=ethernet"])
+    ib, eth = (
+        plan("ultrafeedback_bt.yaml", [*base, "hardware.interconnect=infiniband"]),
+        plan("ultrafeedback_bt.yaml", [*base, "hardware.interconnect=ethernet"]),
+    )
     assert ib.strategy == "fsdp_shard_grad_op", ib.strategy
     n = ib.num_processes
     per_micro = (n - 1) / n * (ib.model.num_parameters + ib.model.trainable_parameters) * 2  # bf16 gather/reduce
@@ -51,8 +55,9 @@ def test_one_device_and_cpu_have_no_communication():
     one = plan("hh_bt.yaml", ["hardware.gpus_per_node=1", "hardware.interconnect=ethernet"])
     assert "communication" not in one.estimate
     assert one.estimate == plan("hh_bt.yaml", ["hardware.gpus_per_node=1"]).estimate
-    cpu = plan("quickstart.yaml", ["hardware.gpus_per_node=2", "hardware.cpu_memory_gb=64",
-                                   "hardware.interconnect=ethernet"])
+    cpu = plan(
+        "quickstart.yaml", ["hardware.gpus_per_node=2", "hardware.cpu_memory_gb=64", "hardware.interconnect=ethernet"]
+    )
     assert "communication" not in cpu.estimate
 
 

@@ -32,8 +32,9 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_two_cpu_processes_through_accelerate_launch(tmp_path):
     sets = ["hardware.device=cpu", "hardware.gpus_per_node=2", "hardware.cpu_memory_gb=16"]
-    plan = compile_plan(load_spec(REPO / "specs" / "quickstart.yaml", sets),
-                        host=HostFacts((), 16.0, (), 2), sets=sets).to_json()
+    plan = compile_plan(
+        load_spec(REPO / "specs" / "quickstart.yaml", sets), host=HostFacts((), 16.0, (), 2), sets=sets
+    ).to_json()
     assert plan["num_processes"] == 2 and plan["strategy"] == "ddp"
     plan["accelerate_config"]["main_process_port"] = _free_port()  # the port is this machine's business
     run = write_launch_files(plan, tmp_path)

@@ -20,8 +20,15 @@ def llama8b():
 
 SHAPE = llama8b()
 P = SHAPE.trained_parameters("score")
-BASE = TrainingShape(micro_batch=1, seqs_per_example=2, seq_len=1024, head="score", precision="bf16",
-                     master_fp32=True, checkpointing=False)
+BASE = TrainingShape(
+    micro_batch=1,
+    seqs_per_example=2,
+    seq_len=1024,
+    head="score",
+    precision="bf16",
+    master_fp32=True,
+    checkpointing=False,
+)
 
 
 def _est(strategy, t=BASE, n=8, gpn=8, nodes=1):
@@ -122,5 +129,11 @@ def test_gradient_accumulation_keeps_gradients_alive():
     once = _est("ddp", replace(BASE, grad_accum=1))
     accum = _est("ddp", replace(BASE, grad_accum=4))
     assert accum.total - once.total == pytest.approx(
-        max(0, accum.activations + accum.temporary + accum.gradients - max(
-            once.activations + once.temporary, once.gradients + once.step_temporary)))
+        max(
+            0,
+            accum.activations
+            + accum.temporary
+            + accum.gradients
+            - max(once.activations + once.temporary, once.gradients + once.step_temporary),
+        )
+    )

@@ -78,10 +78,21 @@ def test_packaged_minilm_from_config_json_matches_its_weights():
 def test_hf_cache_is_read_before_the_catalog(tmp_path):
     snap = tmp_path / "models--acme--tiny-llama" / "snapshots" / "abc123"
     snap.mkdir(parents=True)
-    (snap / "config.json").write_text(json.dumps({
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
-        "tie_word_embeddings": True}))
+    (snap / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "architectures": ["LlamaForCausalLM"],
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "intermediate_size": 128,
+                "vocab_size": 1000,
+                "tie_word_embeddings": True,
+            }
+        )
+    )
     shape = resolve_shape("acme/tiny-llama", "acme/tiny-llama", hub_cache=tmp_path)
     assert "cache" in shape.source
     layer = 64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128 + 2 * 64
@@ -100,12 +111,15 @@ def test_spec_shape_block_wins(tmp_path):
 
     spec = tmp_path / "s.yaml"
     spec.write_text((Path(__file__).parents[1] / "specs" / "hh_bt.yaml").read_text())
-    loaded = load_spec(spec, [
-        "model.name_or_path=acme/private-model",
-        "model.shape={architecture: decoder, num_parameters: 3000000000, hidden_size: 2560, num_layers: 32, "
-        "num_attention_heads: 32, num_key_value_heads: 8, intermediate_size: 10240, vocab_size: 64000, "
-        "layer_class: AcmeBlock}",
-    ])
+    loaded = load_spec(
+        spec,
+        [
+            "model.name_or_path=acme/private-model",
+            "model.shape={architecture: decoder, num_parameters: 3000000000, hidden_size: 2560, num_layers: 32, "
+            "num_attention_heads: 32, num_key_value_heads: 8, intermediate_size: 10240, vocab_size: 64000, "
+            "layer_class: AcmeBlock}",
+        ],
+    )
     shape = resolve_shape(loaded.spec.model.name_or_path, "acme/private-model", loaded.spec.model.shape, tmp_path)
     assert shape.num_parameters == 3_000_000_000
     assert shape.layer_class == "AcmeBlock"

@@ -62,19 +62,26 @@ def test_ladder_order():
     spec = load_spec(SPECS / "hh_bt.yaml").spec
     hw = hardware_profile(spec.hardware, NO_HOST)
     assert [r.label for r in ladder(hw, "auto")] == [
-        "ddp", "fsdp_shard_grad_op", "fsdp_full_shard", "fsdp_full_shard + checkpointing",
-        "fsdp_full_shard_offload + checkpointing"]
+        "ddp",
+        "fsdp_shard_grad_op",
+        "fsdp_full_shard",
+        "fsdp_full_shard + checkpointing",
+        "fsdp_full_shard_offload + checkpointing",
+    ]
     one = hardware_profile(load_spec(SPECS / "hh_bt.yaml", ["hardware.gpus_per_node=1"]).spec.hardware, NO_HOST)
     assert [r.label for r in ladder(one, "off")] == ["single", "fsdp_full_shard_offload"]
 
 
-@pytest.mark.parametrize("sets", [
-    (),
-    ("hardware.gpus_per_node=2",),
-    ("hardware.device=a10g-24gb", "hardware.gpus_per_node=4"),
-    ("hardware.nodes=4",),
-    ("training.global_batch_size=512", "hardware.nodes=2"),
-])
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (),
+        ("hardware.gpus_per_node=2",),
+        ("hardware.device=a10g-24gb", "hardware.gpus_per_node=4"),
+        ("hardware.nodes=4",),
+        ("training.global_batch_size=512", "hardware.nodes=2"),
+    ],
+)
 def test_batch_arithmetic(sets):
     p = plan("hh_bt.yaml", *sets)
     assert p["micro_batch_size"] * p["gradient_accumulation_steps"] * p["num_processes"] == p["global_batch_size"]
@@ -102,7 +109,9 @@ def test_micro_batch_is_the_largest_that_fits():
     assert evaluate(shape, base, rung, hw, m, 256).total <= hw.usable_gb * GIB
     if m * 2 <= 256 // hw.num_processes:
         assert evaluate(shape, base, rung, hw, 2 * m, 256).total > hw.usable_gb * GIB
-    assert p["memory_per_device_gb"]["total"] == pytest.approx(evaluate(shape, base, rung, hw, m, 256).total / GIB, abs=1e-3)
+    assert p["memory_per_device_gb"]["total"] == pytest.approx(
+        evaluate(shape, base, rung, hw, m, 256).total / GIB, abs=1e-3
+    )
     # every refused rung really did not fit at micro batch 1
     for refused in p["refused"]:
         assert "usable" in refused["reason"]
@@ -129,22 +138,40 @@ def test_indivisible_global_batch_names_multiples():
 
 def test_nothing_fits_names_alternatives_that_do_fit():
     with pytest.raises(PlanError) as err:
-        plan("ultrafeedback_bt.yaml", "model.name_or_path=meta-llama/Llama-3.1-70B-Instruct",
-             "hardware.device=rtx4090-24gb", "hardware.gpus_per_node=1", "hardware.nodes=1",
-             "hardware.cpu_memory_gb=64", "training.global_batch_size=64")
+        plan(
+            "ultrafeedback_bt.yaml",
+            "model.name_or_path=meta-llama/Llama-3.1-70B-Instruct",
+            "hardware.device=rtx4090-24gb",
+            "hardware.gpus_per_node=1",
+            "hardware.nodes=1",
+            "hardware.cpu_memory_gb=64",
+            "training.global_batch_size=64",
+        )
     hint = err.value.hint
     assert "more GPUs" in hint
     nodes, per_node = map(int, re.search(r"more GPUs: (\d+) node\(s\) x (\d+)", hint).groups())
     # The suggestion, applied, plans.
-    ok = plan("ultrafeedback_bt.yaml", "model.name_or_path=meta-llama/Llama-3.1-70B-Instruct",
-              "hardware.device=rtx4090-24gb", f"hardware.gpus_per_node={per_node}", f"hardware.nodes={nodes}",
-              "hardware.cpu_memory_gb=64", f"training.global_batch_size={64 * nodes * per_node}")
+    ok = plan(
+        "ultrafeedback_bt.yaml",
+        "model.name_or_path=meta-llama/Llama-3.1-70B-Instruct",
+        "hardware.device=rtx4090-24gb",
+        f"hardware.gpus_per_node={per_node}",
+        f"hardware.nodes={nodes}",
+        "hardware.cpu_memory_gb=64",
+        f"training.global_batch_size={64 * nodes * per_node}",
+    )
     assert ok["memory_per_device_gb"]["total"] <= ok["device_usable_gb"]
 
 
 def test_shorter_max_length_alternative_is_real():
-    sets = ["hardware.device=l4-24gb", "hardware.gpus_per_node=1", "model.name_or_path=Qwen/Qwen2.5-0.5B-Instruct",
-            "training.max_length=16384", "hardware.cpu_memory_gb=16", "training.gradient_checkpointing=off"]
+    sets = [
+        "hardware.device=l4-24gb",
+        "hardware.gpus_per_node=1",
+        "model.name_or_path=Qwen/Qwen2.5-0.5B-Instruct",
+        "training.max_length=16384",
+        "hardware.cpu_memory_gb=16",
+        "training.gradient_checkpointing=off",
+    ]
     with pytest.raises(PlanError) as err:
         plan("hh_bt.yaml", *sets)
     found = re.search(r"training.max_length: (\d+)", err.value.hint)
@@ -166,10 +193,13 @@ def test_hardware_strategy_forces_one_rung_and_reaches_deepspeed():
     assert forced_ddp["strategy"] == "fsdp_full_shard" and forced_ddp["refused"] == []
 
 
-@pytest.mark.parametrize("sets,needle", [
-    (("hardware.strategy=single",), "uses one device"),
-    (("hardware.strategy=ddp", "hardware.gpus_per_node=1"), "needs more than one process"),
-])
+@pytest.mark.parametrize(
+    "sets,needle",
+    [
+        (("hardware.strategy=single",), "uses one device"),
+        (("hardware.strategy=ddp", "hardware.gpus_per_node=1"), "needs more than one process"),
+    ],
+)
 def test_impossible_forced_strategies_are_refused(sets, needle):
     with pytest.raises(PlanError, match=needle):
         plan("hh_bt.yaml", *sets)
@@ -183,17 +213,20 @@ def test_forced_strategy_that_does_not_fit_exits_with_alternatives():
     assert "ddp" in err.value.message and "what would fit" in err.value.hint
 
 
-@pytest.mark.parametrize("name,mem,key", [
-    ("NVIDIA H100 80GB HBM3", 79.6, "h100-80gb"),
-    ("NVIDIA A100-SXM4-40GB", 39.4, "a100-40gb"),
-    ("NVIDIA A100-SXM4-80GB", 79.2, "a100-80gb"),
-    ("NVIDIA GeForce RTX 4090", 23.99, "rtx4090-24gb"),
-    ("NVIDIA L4", 22.5, "l4-24gb"),
-    ("NVIDIA L40S", 44.99, "l40s-48gb"),
-    ("NVIDIA RTX A6000", 47.99, "a6000-48gb"),
-    ("Tesla T4", 15.0, "t4-16gb"),
-    ("NVIDIA Mystery 99GB", 99.0, None),
-])
+@pytest.mark.parametrize(
+    "name,mem,key",
+    [
+        ("NVIDIA H100 80GB HBM3", 79.6, "h100-80gb"),
+        ("NVIDIA A100-SXM4-40GB", 39.4, "a100-40gb"),
+        ("NVIDIA A100-SXM4-80GB", 79.2, "a100-80gb"),
+        ("NVIDIA GeForce RTX 4090", 23.99, "rtx4090-24gb"),
+        ("NVIDIA L4", 22.5, "l4-24gb"),
+        ("NVIDIA L40S", 44.99, "l40s-48gb"),
+        ("NVIDIA RTX A6000", 47.99, "a6000-48gb"),
+        ("Tesla T4", 15.0, "t4-16gb"),
+        ("NVIDIA Mystery 99GB", 99.0, None),
+    ],
+)
 def test_nvidia_smi_names_map_to_the_catalog(name, mem, key):
     from rmspec.plan.hardware import _gpu_key
 

@@ -38,20 +38,26 @@ def test_stepwise_preset_and_label_count_rejects(tmp_path):
     ]
     out, report, rejects = canonical(tmp_path, rows, {"preset": "stepwise"})
     assert [(r["prompt_messages"][0]["content"], r["steps"], r["step_labels"]) for r in out] == [
-        ("2+2?", ["2+2=4", "so 4"], [1, 1]), ("3*3?", ["3*3=6", "so 6"], [0, 0])]
+        ("2+2?", ["2+2=4", "so 4"], [1, 1]),
+        ("3*3?", ["3*3=6", "so 6"], [0, 0]),
+    ]
     assert report.rejected == {"label_count_mismatch": 1, "wrong_type": 1, "no_steps": 1}
     mismatch = next(r for r in rejects if r["reason"] == "label_count_mismatch")
     assert "2 label(s) for 3 step(s)" in mismatch["detail"]
 
 
 def test_math_shepherd_raw_preset(tmp_path):
-    text = "Janet has 3 apples and buys 2. How many? Step 1: 3 + 2 = 5 ки\nStep 2: She has 6 apples. The answer is: 6 ки"
+    text = (
+        "Janet has 3 apples and buys 2. How many? Step 1: 3 + 2 = 5 ки\nStep 2: She has 6 apples. The answer is: 6 ки"
+    )
     label = text.replace("ки", "\x00")
-    label = label[: label.index("\x00")] + "+" + label[label.index("\x00") + 1:]
+    label = label[: label.index("\x00")] + "+" + label[label.index("\x00") + 1 :]
     label = label.replace("\x00", "-")
-    rows = [{"input": text, "label": label, "task": "GSM8K"},
-            {"input": "No steps here", "label": "No steps here", "task": "GSM8K"},
-            {"input": "Q? Step 1: x ки", "label": "Q? Step 1: x  +", "task": "GSM8K"}]  # label text misaligned
+    rows = [
+        {"input": text, "label": label, "task": "GSM8K"},
+        {"input": "No steps here", "label": "No steps here", "task": "GSM8K"},
+        {"input": "Q? Step 1: x ки", "label": "Q? Step 1: x  +", "task": "GSM8K"},
+    ]  # label text misaligned
     out, report, _ = canonical(tmp_path, rows, {"preset": "math-shepherd"})
     assert len(out) == 1
     assert out[0]["prompt_messages"] == [{"role": "user", "content": "Janet has 3 apples and buys 2. How many?"}]
@@ -64,13 +70,17 @@ def test_math_shepherd_raw_preset(tmp_path):
 
 
 def test_processbench_preset_keeps_steps_up_to_the_first_error(tmp_path):
-    rows = [{"id": "gsm8k-0", "problem": "p0", "steps": ["a", "b", "c"], "label": -1},
-            {"id": "gsm8k-1", "problem": "p1", "steps": ["a", "b", "c", "d"], "label": 1},
-            {"id": "gsm8k-2", "problem": "p2", "steps": ["a"], "label": 3},
-            {"id": "gsm8k-3", "problem": "p3", "steps": ["a"], "label": True}]
+    rows = [
+        {"id": "gsm8k-0", "problem": "p0", "steps": ["a", "b", "c"], "label": -1},
+        {"id": "gsm8k-1", "problem": "p1", "steps": ["a", "b", "c", "d"], "label": 1},
+        {"id": "gsm8k-2", "problem": "p2", "steps": ["a"], "label": 3},
+        {"id": "gsm8k-3", "problem": "p3", "steps": ["a"], "label": True},
+    ]
     out, report, _ = canonical(tmp_path, rows, {"preset": "processbench", "columns": {"id": "id"}})
     assert [(r["id"], r["steps"], r["step_labels"]) for r in out] == [
-        ("gsm8k-0", ["a", "b", "c"], [1, 1, 1]), ("gsm8k-1", ["a", "b"], [1, 0])]
+        ("gsm8k-0", ["a", "b", "c"], [1, 1, 1]),
+        ("gsm8k-1", ["a", "b"], [1, 0]),
+    ]
     assert report.rejected == {"label_count_mismatch": 1, "wrong_type": 1}
 
 
@@ -95,8 +105,11 @@ def tokenizers(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("prm_tok")
     # BERT-shaped: the packaged MiniLM tokenizer (a real [CLS] a [SEP] b [SEP] pair template).
-    return {"llama": build_tokenizer(root / "llama", unk=True), "qwen2": build_bpe_tokenizer(root / "qwen2"),
-            "bert": bert_tokenizer()}
+    return {
+        "llama": build_tokenizer(root / "llama", unk=True),
+        "qwen2": build_bpe_tokenizer(root / "qwen2"),
+        "bert": bert_tokenizer(),
+    }
 
 
 def ids(tok, text):
@@ -160,12 +173,18 @@ def test_prepare_counts_dropped_steps_and_rejects_rows_with_none_left(tmp_path):
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2"))
     long_step = "one two three four five six seven eight nine ten"
-    rows = [{"prompt": "short", "completions": ["a", "b"], "labels": [True, False]},
-            {"prompt": "short", "completions": ["c", long_step, long_step, long_step], "labels": [True, True, True, False]},
-            {"prompt": " ".join(["word"] * 40), "completions": ["d"], "labels": [False]}]
+    rows = [
+        {"prompt": "short", "completions": ["a", "b"], "labels": [True, False]},
+        {"prompt": "short", "completions": ["c", long_step, long_step, long_step], "labels": [True, True, True, False]},
+        {"prompt": " ".join(["word"] * 40), "completions": ["d"], "labels": [False]},
+    ]
     file = write_jsonl(tmp_path / "d.jsonl", rows)
-    loaded = make_spec(tmp_path, {"source": {"kind": "files", "paths": [str(file)]}, "mapping": {"preset": "stepwise"}},
-                       {"kind": "process", "step_separator": " ;"}, max_length=24)
+    loaded = make_spec(
+        tmp_path,
+        {"source": {"kind": "files", "paths": [str(file)]}, "mapping": {"preset": "stepwise"}},
+        {"kind": "process", "step_separator": " ;"},
+        max_length=24,
+    )
     prepared = prepare(loaded, tok, rejects_path=tmp_path / "rej.jsonl", cache_dir=tmp_path / "cache")
     report = prepared.report.to_json()
     assert report["rejected"] == {"no_step_fits": 1}

@@ -69,22 +69,29 @@ def test_no_split_with_both_kinds_gives_nan():
 
 
 def test_score_rows_recomputes_from_per_example_rows():
-    rows = [{"id": "gsm8k-0", "subset": "gsm8k", "label": -1, "prediction": -1, "step_scores": [0.9], "threshold": 0.5},
-            {"id": "gsm8k-1", "subset": "gsm8k", "label": 1, "prediction": 1, "step_scores": [0.9, 0.2], "threshold": 0.5}]
+    rows = [
+        {"id": "gsm8k-0", "subset": "gsm8k", "label": -1, "prediction": -1, "step_scores": [0.9], "threshold": 0.5},
+        {"id": "gsm8k-1", "subset": "gsm8k", "label": 1, "prediction": 1, "step_scores": [0.9, 0.2], "threshold": 0.5},
+    ]
     score = score_rows("processbench", rows)
     assert score.overall == 1.0 and score.details["threshold"] == 0.5
 
 
 def test_local_file_split_from_column_or_id_prefix(tmp_path):
-    rows = [{"id": "gsm8k-0", "problem": "p", "steps": ["a", "b"], "label": -1},
-            {"id": "math-12", "problem": "p", "steps": ["a"], "label": 0},
-            {"id": "x", "split": "olympiadbench", "problem": "p", "steps": ["a"], "label": 0},
-            {"id": "bad-1", "problem": "p", "steps": ["a"], "label": 5}]
+    rows = [
+        {"id": "gsm8k-0", "problem": "p", "steps": ["a", "b"], "label": -1},
+        {"id": "math-12", "problem": "p", "steps": ["a"], "label": 0},
+        {"id": "x", "split": "olympiadbench", "problem": "p", "steps": ["a"], "label": 0},
+        {"id": "bad-1", "problem": "p", "steps": ["a"], "label": 5},
+    ]
     path = tmp_path / "pb.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     data = load_processbench(str(path))
     assert [(e.id, e.subset, e.responses, e.meta["label"]) for e in data.examples] == [
-        ("gsm8k-0", "gsm8k", ["a", "b"], -1), ("math-12", "math", ["a"], 0), ("x", "olympiadbench", ["a"], 0)]
+        ("gsm8k-0", "gsm8k", ["a", "b"], -1),
+        ("math-12", "math", ["a"], 0),
+        ("x", "olympiadbench", ["a"], 0),
+    ]
     assert data.notes and "1 row(s)" in data.notes[0]
     only_math = load_processbench(str(path), split="math")
     assert [e.id for e in only_math.examples] == ["math-12"]
@@ -104,9 +111,11 @@ def test_missing_columns_and_offline_hub_are_clear_errors(tmp_path, monkeypatch)
 
 
 def test_tuned_threshold_maximises_f1_and_prefers_near_half():
-    rows = [{"subset": "s", "label": -1, "step_scores": [0.7, 0.65]},
-            {"subset": "s", "label": 1, "step_scores": [0.7, 0.6]},
-            {"subset": "s", "label": 0, "step_scores": [0.55]}]
+    rows = [
+        {"subset": "s", "label": -1, "step_scores": [0.7, 0.65]},
+        {"subset": "s", "label": 1, "step_scores": [0.7, 0.6]},
+        {"subset": "s", "label": 0, "step_scores": [0.55]},
+    ]
     # t in (0.6, 0.65]: row 0 -> -1 ok, row 1 -> 1 ok, row 2 -> 0 ok: F1 = 1; 0.65 is the grid point there
     t, f1 = tune_threshold(rows)
     assert t == 0.65 and f1 == 1.0
@@ -115,9 +124,11 @@ def test_tuned_threshold_maximises_f1_and_prefers_near_half():
 
 
 def test_confusion_table_and_step_split():
-    rows = [{"label": -1, "prediction": -1, "step_scores": [0.9, 0.8]},
-            {"label": 1, "prediction": 0, "step_scores": [0.4, 0.3, 0.9]},
-            {"label": 7, "prediction": -1, "step_scores": [0.9] * 8}]
+    rows = [
+        {"label": -1, "prediction": -1, "step_scores": [0.9, 0.8]},
+        {"label": 1, "prediction": 0, "step_scores": [0.4, 0.3, 0.9]},
+        {"label": 7, "prediction": -1, "step_scores": [0.9] * 8},
+    ]
     conf = first_error_confusion(rows)
     table = dict(zip(conf["labels"], conf["matrix"]))
     idx = {name: i for i, name in enumerate(conf["labels"])}

@@ -31,13 +31,17 @@ def test_loss_by_hand():
 
 def test_last_step_only_keeps_each_rows_last_label():
     labels = torch.tensor([[IGNORE, 1, IGNORE, 0, IGNORE], [1, IGNORE, 1, IGNORE, IGNORE], [IGNORE] * 5])
-    assert last_step_only(labels).tolist() == [[IGNORE, IGNORE, IGNORE, 0, IGNORE], [IGNORE, IGNORE, 1, IGNORE, IGNORE],
-                                               [IGNORE] * 5]
+    assert last_step_only(labels).tolist() == [
+        [IGNORE, IGNORE, IGNORE, 0, IGNORE],
+        [IGNORE, IGNORE, 1, IGNORE, IGNORE],
+        [IGNORE] * 5,
+    ]
 
 
 def test_collator_pads_labels_with_ignore():
-    batch = StepCollator(pad_token_id=0)([{"input_ids": [5, 6, 7], "labels": [IGNORE, IGNORE, 1]},
-                                          {"input_ids": [5], "labels": [0]}])
+    batch = StepCollator(pad_token_id=0)(
+        [{"input_ids": [5, 6, 7], "labels": [IGNORE, IGNORE, 1]}, {"input_ids": [5], "labels": [0]}]
+    )
     assert batch["labels"].tolist() == [[IGNORE, IGNORE, 1], [0, IGNORE, IGNORE]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
 
@@ -100,10 +104,26 @@ def test_a_few_steps_learn_and_save_reload_gives_the_same_step_scores(llama_prm,
     tok, model = llama_prm.tokenizer, llama_prm.model
     rows = prm_rows(tok)
     ds = datasets.Dataset.from_list([{k: r[k] for k in ("input_ids", "labels")} for r in rows])
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=8, learning_rate=5e-3,
-                             max_steps=25, report_to=[], use_cpu=True, save_strategy="no", logging_steps=5, seed=0)
-    trainer = ProcessTrainer(model=model, args=args, train_dataset=ds, eval_dataset=ds, data_collator=StepCollator(tok.pad_token_id),
-                             processing_class=tok, compute_metrics=process_metrics(0.5))
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        learning_rate=5e-3,
+        max_steps=25,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_steps=5,
+        seed=0,
+    )
+    trainer = ProcessTrainer(
+        model=model,
+        args=args,
+        train_dataset=ds,
+        eval_dataset=ds,
+        data_collator=StepCollator(tok.pad_token_id),
+        processing_class=tok,
+        compute_metrics=process_metrics(0.5),
+    )
     before = trainer.evaluate()["eval_loss"]
     trainer.train()
     metrics = trainer.evaluate()
@@ -137,8 +157,17 @@ def test_trl_saved_prm_is_scored_with_trls_layout(tmp_path):
 
     folder = tmp_path / "trl"
     tok = build_tokenizer(folder, unk=True)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=128, num_labels=2, pad_token_id=0)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        num_labels=2,
+        pad_token_id=0,
+    )
     torch.manual_seed(0)
     AutoModelForTokenClassification.from_config(config).save_pretrained(folder)
     engine = StepEngine.load(folder, separator=" w79")
@@ -151,7 +180,9 @@ def test_trl_saved_prm_is_scored_with_trls_layout(tmp_path):
     model = AutoModelForTokenClassification.from_pretrained(folder).eval()
     with torch.no_grad():
         probs = model(input_ids=torch.tensor([expected])).logits.softmax(-1)[0, :, 1]
-    assert engine.step_probabilities([(prompt, steps)])[0] == pytest.approx([probs[e].item() for e in seq.ends], abs=1e-6)
+    assert engine.step_probabilities([(prompt, steps)])[0] == pytest.approx(
+        [probs[e].item() for e in seq.ends], abs=1e-6
+    )
 
 
 def test_eval_cli_scores_a_prm_folder_on_a_local_processbench_file(tmp_path, cli):
@@ -161,11 +192,23 @@ def test_eval_cli_scores_a_prm_folder_on_a_local_processbench_file(tmp_path, cli
 
     folder = tmp_path / "m"
     tok = build_tokenizer(folder, unk=True)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=128, num_labels=2, pad_token_id=0)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        num_labels=2,
+        pad_token_id=0,
+    )
     AutoModelForTokenClassification.from_config(config).save_pretrained(folder)
-    (folder / "config.json").write_text(json.dumps({**json.loads((folder / "config.json").read_text()),
-                                                    "rmspec": {"step_separator": " w79", "threshold": 0.5}}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {**json.loads((folder / "config.json").read_text()), "rmspec": {"step_separator": " w79", "threshold": 0.5}}
+        )
+    )
     rows = [{"id": f"gsm8k-{i}", "problem": "w1", "steps": ["w2", "w3"], "label": [-1, 0, 1][i % 3]} for i in range(6)]
     bench = tmp_path / "pb.jsonl"
     bench.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -173,8 +216,11 @@ def test_eval_cli_scores_a_prm_folder_on_a_local_processbench_file(tmp_path, cli
     assert result.code == 0, result.out + result.err
     per = [json.loads(x) for x in (tmp_path / "ev" / "processbench.jsonl").read_text().splitlines()]
     assert [r["id"] for r in per] == [r["id"] for r in rows]
-    assert all(len(r["step_scores"]) == 2 and r["prediction"] == next((i for i, s in enumerate(r["step_scores"]) if s < 0.5), -1)
-               for r in per)
+    assert all(
+        len(r["step_scores"]) == 2
+        and r["prediction"] == next((i for i, s in enumerate(r["step_scores"]) if s < 0.5), -1)
+        for r in per
+    )
     from rmspec.evaluate.scoring_rules import score_rows
 
     saved = json.loads((tmp_path / "ev" / "results.json").read_text())["benchmarks"]["processbench"]
@@ -215,8 +261,12 @@ def test_rmspec_run_trains_evaluates_and_reports_a_prm(tmp_path):
     with (tmp_path / "steps.jsonl").open("w") as handle:
         for _ in range(160):
             steps, wrong = solution()
-            handle.write(json.dumps({"prompt": f"w{rng.randint(1, 5)}", "completions": steps,
-                                     "labels": [k != wrong for k in range(3)]}) + "\n")
+            handle.write(
+                json.dumps(
+                    {"prompt": f"w{rng.randint(1, 5)}", "completions": steps, "labels": [k != wrong for k in range(3)]}
+                )
+                + "\n"
+            )
     with (tmp_path / "pb.jsonl").open("w") as handle:
         for i in range(40):
             steps, wrong = solution()

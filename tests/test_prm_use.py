@@ -22,9 +22,17 @@ def prm_dir(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("prm_use")
     tok = build_tokenizer(folder, unk=True)
-    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                      num_labels=2, pad_token_id=0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        num_labels=2,
+        pad_token_id=0,
+    )
     torch.manual_seed(1)
     model = transformers.AutoModelForTokenClassification.from_config(config)
     with torch.no_grad():  # scores spread around 0.5, so predictions differ between steps
@@ -49,9 +57,11 @@ def reference_step_probs(folder: Path, prompt: str, steps: list[str]) -> list[fl
     return [probs[e].item() for e in ends]
 
 
-ROWS = [{"id": "gsm8k-0", "problem": "w1 w2", "steps": ["w3 w4", "w5", "w6 w7"]},
-        {"id": "gsm8k-1", "problem": "w8", "steps": ["w9"]},
-        {"id": "gsm8k-2", "problem": "w8", "steps": []}]
+ROWS = [
+    {"id": "gsm8k-0", "problem": "w1 w2", "steps": ["w3 w4", "w5", "w6 w7"]},
+    {"id": "gsm8k-1", "problem": "w8", "steps": ["w9"]},
+    {"id": "gsm8k-2", "problem": "w8", "steps": []},
+]
 
 
 def test_score_writes_step_scores_and_first_error(prm_dir, tmp_path, cli):
@@ -81,10 +91,15 @@ def test_serve_pooling_token_classify(prm_dir):
 
     tok = transformers.AutoTokenizer.from_pretrained(prm_dir)
     model = transformers.AutoModelForTokenClassification.from_pretrained(prm_dir).eval()
-    ids = [tok("w1 w2 w3 w79 w4 w79", add_special_tokens=False)["input_ids"], tok("w5 w79", add_special_tokens=False)["input_ids"]]
+    ids = [
+        tok("w1 w2 w3 w79 w4 w79", add_special_tokens=False)["input_ids"],
+        tok("w5 w79", add_special_tokens=False)["input_ids"],
+    ]
     server = ServeProcess(prm_dir)
     try:
-        status, body, _ = server.post("/pooling", {"model": str(prm_dir), "input": ids, "task": "token_classify"})  # vLLM: an unknown model is a 404
+        status, body, _ = server.post(
+            "/pooling", {"model": str(prm_dir), "input": ids, "task": "token_classify"}
+        )  # vLLM: an unknown model is a 404
         assert status == 200, body
         for item, seq in zip(body["data"], ids):
             with torch.no_grad():

@@ -42,9 +42,14 @@ def work(tmp_path_factory):
     rows = []
     for i in range(64):  # chosen carries w1 and is longer in most pairs: something for ODIN to undo
         long, short = rng.randint(4, 9), rng.randint(1, 4)
-        rows.append({"id": f"p{i}", "prompt": _words(rng, rng.randint(1, 5)),
-                     "chosen": "w1 " + _words(rng, long if i % 5 else short),
-                     "rejected": "w2 " + _words(rng, short if i % 5 else long)})
+        rows.append(
+            {
+                "id": f"p{i}",
+                "prompt": _words(rng, rng.randint(1, 5)),
+                "chosen": "w1 " + _words(rng, long if i % 5 else short),
+                "rejected": "w2 " + _words(rng, short if i % 5 else long),
+            }
+        )
     (folder / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder, build_model("bert", folder / "bert")
 
@@ -158,11 +163,28 @@ def test_ensemble_run_members_score_serve_and_select(work):
     # annotate: --select uncertain ranks by the members' disagreement on the margin
     rows = [json.loads(line) for line in (folder / "pairs.jsonl").read_text().splitlines()[:20]]
     src = folder / "pool.jsonl"
-    src.write_text("".join(json.dumps({"id": r["id"], "prompt": r["prompt"], "response_a": r["chosen"],
-                                       "response_b": r["rejected"]}) + "\n" for r in rows))
+    src.write_text(
+        "".join(
+            json.dumps({"id": r["id"], "prompt": r["prompt"], "response_a": r["chosen"], "response_b": r["rejected"]})
+            + "\n"
+            for r in rows
+        )
+    )
     out = folder / "export"
-    done = rmspec("annotate", "export", str(src), "--out", str(out), "--select", "uncertain", "--n", "5",
-                  "--model", str(run), cwd=folder)
+    done = rmspec(
+        "annotate",
+        "export",
+        str(src),
+        "--out",
+        str(out),
+        "--select",
+        "uncertain",
+        "--n",
+        "5",
+        "--model",
+        str(run),
+        cwd=folder,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     audit = [json.loads(line) for line in (out / "selection.jsonl").read_text().splitlines()]
     ratio = [a["ensemble_std"] / abs(a["margin"]) for a in audit]
@@ -171,8 +193,10 @@ def test_ensemble_run_members_score_serve_and_select(work):
     assert len(everyone) == 20  # picked from 20: the 5 have the largest std / |margin| (checked against scored_pairs)
     from rmspec.annotate.select import load_engine, scored_pairs
 
-    scores, spread = scored_pairs(load_engine(run), [{"prompt": r["prompt"], "first": r["response_a"],
-                                                      "second": r["response_b"]} for r in everyone])
+    scores, spread = scored_pairs(
+        load_engine(run),
+        [{"prompt": r["prompt"], "first": r["response_a"], "second": r["response_b"]} for r in everyone],
+    )
     by_hand = sorted(range(20), key=lambda i: -spread[i] / abs(scores[i][0] - scores[i][1]))[:5]
     assert [everyone[i]["id"] for i in by_hand] == [a["id"] for a in audit]
 
@@ -187,14 +211,17 @@ def test_reduce_refused_without_members(work):
         set_reduce(model, "min")
 
 
-@pytest.mark.parametrize("approach, message", [
-    ("{kind: pointwise, attributes: [h], length_debias: {kind: odin}}", "applies to kind: bradley_terry only"),
-    ("{kind: process, ensemble: {members: 3}}", "applies to kind: bradley_terry only"),
-    ("{kind: generative, ensemble: {members: 3}}", "applies to kind: bradley_terry only"),
-    ("{kind: bradley_terry, ensemble: {members: 1}}", "greater than or equal to 2"),
-    ("{kind: bradley_terry, ensemble: {members: 3}, length_debias: {kind: odin}}", "together are not supported"),
-    ("{kind: bradley_terry, length_debias: {kind: odin}, ties: davidson}", "ties: davidson is not combined"),
-])
+@pytest.mark.parametrize(
+    "approach, message",
+    [
+        ("{kind: pointwise, attributes: [h], length_debias: {kind: odin}}", "applies to kind: bradley_terry only"),
+        ("{kind: process, ensemble: {members: 3}}", "applies to kind: bradley_terry only"),
+        ("{kind: generative, ensemble: {members: 3}}", "applies to kind: bradley_terry only"),
+        ("{kind: bradley_terry, ensemble: {members: 1}}", "greater than or equal to 2"),
+        ("{kind: bradley_terry, ensemble: {members: 3}, length_debias: {kind: odin}}", "together are not supported"),
+        ("{kind: bradley_terry, length_debias: {kind: odin}, ties: davidson}", "ties: davidson is not combined"),
+    ],
+)
 def test_validate_refuses_what_cannot_apply(work, approach, message):
     folder, model = work
     spec = folder / "bad.yaml"
@@ -206,10 +233,16 @@ def test_validate_refuses_what_cannot_apply(work, approach, message):
         assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("approach, says", [
-    ("{kind: bradley_terry, ensemble: {members: 3}}", "ensemble: 3 heads on the shared backbone"),
-    ("{kind: bradley_terry, length_debias: {kind: odin}}", "length_debias (ODIN): a quality head and a length head"),
-])
+@pytest.mark.parametrize(
+    "approach, says",
+    [
+        ("{kind: bradley_terry, ensemble: {members: 3}}", "ensemble: 3 heads on the shared backbone"),
+        (
+            "{kind: bradley_terry, length_debias: {kind: odin}}",
+            "length_debias (ODIN): a quality head and a length head",
+        ),
+    ],
+)
 def test_plan_sizes_the_extra_heads(work, approach, says):
     folder, model = work
     spec = folder / "sized.yaml"

@@ -47,7 +47,7 @@ def pl_by_hand(rewards, scores, mask, top_k=None):
             if top_k is None or position < top_k:
                 total += sum(r for _, r in group) - len(group) * denom
             position += len(group)
-            remaining = remaining[len(group):]
+            remaining = remaining[len(group) :]
         losses.append(-total)
     return sum(losses) / len(losses)
 
@@ -85,7 +85,8 @@ def test_plackett_luce_with_two_responses_is_bradley_terry():
     rewards = torch.stack([rejected, chosen], dim=1)  # chosen second: the order comes from the scores
     scores = t([[0.0, 1.0]] * 4)
     assert plackett_luce_loss(rewards, scores).item() == pytest.approx(
-        bradley_terry_loss(chosen, rejected).item(), abs=TOL)
+        bradley_terry_loss(chosen, rejected).item(), abs=TOL
+    )
 
 
 def test_plackett_luce_padding_and_response_order_do_not_matter():
@@ -205,9 +206,11 @@ def test_scaled_margin_by_hand_and_subtract_is_todays_margin():
     got = margin_bradley_terry_loss(t(c), t(r), t(d), mode="scale", alpha=alpha).item()
     assert got == pytest.approx(by_hand, abs=TOL)
     assert margin_bradley_terry_loss(t(c), t(r), t(d), mode="subtract").item() == pytest.approx(
-        bradley_terry_loss(t(c), t(r), t(d)).item(), abs=TOL)
+        bradley_terry_loss(t(c), t(r), t(d)).item(), abs=TOL
+    )
     assert margin_bradley_terry_loss(t(c), t(r), t(d), mode="none").item() == pytest.approx(
-        bradley_terry_loss(t(c), t(r)).item(), abs=TOL)
+        bradley_terry_loss(t(c), t(r)).item(), abs=TOL
+    )
     with pytest.raises(ValueError, match="needs a margin"):
         margin_bradley_terry_loss(t(c), t(r), None, mode="scale")
     with pytest.raises(ValueError, match="one of"):
@@ -258,8 +261,9 @@ def test_odin_terms_against_numpy():
     len_c = torch.randint(5, 200, (8,), generator=gen)
     len_r = torch.randint(5, 200, (8,), generator=gen)
     w = torch.randn(2, 16, generator=gen)
-    total, parts = odin_loss(qc, qr, lc, lr, len_c, len_r, w[0], w[1],
-                             lambda_length=0.5, lambda_quality=2.0, lambda_ortho=0.3)
+    total, parts = odin_loss(
+        qc, qr, lc, lr, len_c, len_r, w[0], w[1], lambda_length=0.5, lambda_quality=2.0, lambda_ortho=0.3
+    )
     lengths = np.concatenate([len_c.numpy(), len_r.numpy()]).astype(np.float64)
     rho_l = np.corrcoef(np.concatenate([lc.numpy(), lr.numpy()]), lengths)[0, 1]
     rho_q = np.corrcoef(np.concatenate([qc.numpy(), qr.numpy()]), lengths)[0, 1]
@@ -300,8 +304,9 @@ def test_ensemble_reductions_against_numpy():
     np.testing.assert_allclose(reduce_ensemble(rt, "mean").numpy(), r.mean(0), atol=TOL)
     np.testing.assert_allclose(reduce_ensemble(rt, "min").numpy(), r.min(0), atol=TOL)
     np.testing.assert_allclose(ensemble_std(rt).numpy(), r.std(0, ddof=0), atol=TOL)
-    np.testing.assert_allclose(reduce_ensemble(rt, "mean_minus_std", coef=0.5).numpy(),
-                               r.mean(0) - 0.5 * r.std(0, ddof=0), atol=TOL)
+    np.testing.assert_allclose(
+        reduce_ensemble(rt, "mean_minus_std", coef=0.5).numpy(), r.mean(0) - 0.5 * r.std(0, ddof=0), atol=TOL
+    )
     with pytest.raises(ValueError, match="one of"):
         reduce_ensemble(rt, "max")
     with pytest.raises(ValueError, match="members, batch"):

@@ -37,13 +37,26 @@ def write_data(folder: Path) -> None:
     for i in range(48):
         prompt = _words(rng, rng.randint(1, 6))
         tie = i % 5 == 0
-        pairs.append({"id": f"p{i}", "prompt": prompt, "chosen": "w1 " + _words(rng, 3),
-                      "rejected": ("w1 " if tie else "w2 ") + _words(rng, 3), "tie": tie,
-                      "strength": rng.choice([1, 2, 3])})
+        pairs.append(
+            {
+                "id": f"p{i}",
+                "prompt": prompt,
+                "chosen": "w1 " + _words(rng, 3),
+                "rejected": ("w1 " if tie else "w2 ") + _words(rng, 3),
+                "tie": tie,
+                "strength": rng.choice([1, 2, 3]),
+            }
+        )
         n = rng.choice([3, 4])
         quality = rng.sample(range(5), n)
-        ranked.append({"id": f"r{i}", "prompt": prompt, "responses": [" ".join(["w1"] * q) + " " + _words(rng, 2)
-                                                                      for q in quality], "scores": quality})
+        ranked.append(
+            {
+                "id": f"r{i}",
+                "prompt": prompt,
+                "responses": [" ".join(["w1"] * q) + " " + _words(rng, 2) for q in quality],
+                "scores": quality,
+            }
+        )
         q = rng.randint(0, 4)
         scored.append({"prompt": prompt, "response": " ".join(["w1"] * q) + " " + _words(rng, 2), "helpfulness": q})
     for name, rows in (("pairs.jsonl", pairs), ("ranked.jsonl", ranked), ("scored.jsonl", scored)):
@@ -60,8 +73,11 @@ def work(tmp_path_factory):
 def _run(work, name, approach, data="pairs.jsonl", mapping="{preset: pairs}", init=""):
     folder, model = work
     spec = folder / f"{name}.yaml"
-    spec.write_text(SPEC.format(name=name, model=model, init=init, data=data, mapping=mapping, approach=approach,
-                                out=folder / "runs" / name))
+    spec.write_text(
+        SPEC.format(
+            name=name, model=model, init=init, data=data, mapping=mapping, approach=approach, out=folder / "runs" / name
+        )
+    )
     done = rmspec("run", str(spec), cwd=folder, timeout=600)
     run = folder / "runs" / name
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -92,8 +108,9 @@ def _plain_classifier(run: Path) -> None:
 
 
 def test_listwise_plackett_luce(work):
-    run, status, _ = _run(work, "listwise", "{kind: listwise, top_k: 3}", data="ranked.jsonl",
-                          mapping="{preset: ranked}")
+    run, status, _ = _run(
+        work, "listwise", "{kind: listwise, top_k: 3}", data="ranked.jsonl", mapping="{preset: ranked}"
+    )
     assert {"eval/rm/accuracy", "eval/rm/kendall_tau"} <= set(status["metrics"])
     report = json.loads((run / "data_report.json").read_text())
     assert report["rows_kept"] == 48
@@ -114,18 +131,32 @@ def test_ties_rejected_by_default_and_trained_by_davidson(work):
 
 
 def test_scaled_margin_with_margin_map(work):
-    run, status, _ = _run(work, "scaled", "{kind: bradley_terry, margin: scale, margin_map: {1: 1, 2: 3, 3: 10}}",
-                          mapping="{preset: pairs, columns: {margin: strength}}")
+    run, status, _ = _run(
+        work,
+        "scaled",
+        "{kind: bradley_terry, margin: scale, margin_map: {1: 1, 2: 3, 3: 10}}",
+        mapping="{preset: pairs, columns: {margin: strength}}",
+    )
     assert "eval/rm/accuracy" in status["metrics"]
     _scores(work, run)
 
 
 def test_two_stages_through_init_from(work):
     folder, _ = work
-    first, _, _ = _run(work, "stage1", "{kind: pointwise, attributes: [helpfulness]}", data="scored.jsonl",
-                       mapping="{columns: {prompt: prompt, response: response, scores: {helpfulness: helpfulness}}}")
-    second, _, done = _run(work, "stage2", "{kind: bradley_terry, margin: scale}",
-                           mapping="{preset: pairs, columns: {margin: strength}}", init=f", init_from: {first}")
+    first, _, _ = _run(
+        work,
+        "stage1",
+        "{kind: pointwise, attributes: [helpfulness]}",
+        data="scored.jsonl",
+        mapping="{columns: {prompt: prompt, response: response, scores: {helpfulness: helpfulness}}}",
+    )
+    second, _, done = _run(
+        work,
+        "stage2",
+        "{kind: bradley_terry, margin: scale}",
+        mapping="{preset: pairs, columns: {margin: strength}}",
+        init=f", init_from: {first}",
+    )
     log = (second / "train.log").read_text()
     assert "tensors taken" in log and "the score head too" in log, log[-2000:]
     _scores(work, second)

@@ -15,8 +15,7 @@ from rmspec.train.pair_extras import attach_tie
 def _trainer(tmp_path, **kwargs):
     model = torch.nn.Linear(4, 1)
     tie = attach_tie(model, None)
-    args = TrainingArguments(output_dir=str(tmp_path), learning_rate=5e-5, weight_decay=0.1, report_to=[],
-                             use_cpu=True)
+    args = TrainingArguments(output_dir=str(tmp_path), learning_rate=5e-5, weight_decay=0.1, report_to=[], use_cpu=True)
     return BradleyTerryTrainer(model=model, args=args, tie=tie, **kwargs), model, tie
 
 

@@ -18,8 +18,11 @@ ROWS = [
 
 def _prepare(tmp_path, approach):
     write_jsonl(tmp_path / "ties.jsonl", ROWS)
-    spec = make_spec(tmp_path, {"source": {"kind": "files", "paths": ["ties.jsonl"]}, "mapping": {"preset": "pairs"}},
-                     approach=approach)
+    spec = make_spec(
+        tmp_path,
+        {"source": {"kind": "files", "paths": ["ties.jsonl"]}, "mapping": {"preset": "pairs"}},
+        approach=approach,
+    )
     rejects = tmp_path / "rejects.jsonl"
     return prepare(spec, bert_tokenizer(), rejects_path=rejects, cache_dir=tmp_path / "cache"), rejects
 
@@ -35,14 +38,23 @@ def test_tie_rows_are_rejected_with_reason_tie_by_default(tmp_path):
 
 def test_davidson_keeps_tie_rows_and_marks_them(tmp_path):
     prepared, _ = _prepare(tmp_path, {"kind": "bradley_terry", "ties": "davidson"})
-    assert [(r["chosen"], r["tie"]) for r in prepared.train] == [("4", False), ("red", True), ("Paris", False),
-                                                                ("Monday", True)]
+    assert [(r["chosen"], r["tie"]) for r in prepared.train] == [
+        ("4", False),
+        ("red", True),
+        ("Paris", False),
+        ("Monday", True),
+    ]
     assert prepared.report.rejected.get("tie") is None
 
 
 def test_a_tie_value_that_is_not_a_boolean_is_a_reject(tmp_path):
-    write_jsonl(tmp_path / "bad.jsonl", [{"prompt": "a", "chosen": "b", "rejected": "c", "tie": "maybe"},
-                                         {"prompt": "d", "chosen": "e", "rejected": "f"}])
+    write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            {"prompt": "a", "chosen": "b", "rejected": "c", "tie": "maybe"},
+            {"prompt": "d", "chosen": "e", "rejected": "f"},
+        ],
+    )
     spec = make_spec(tmp_path, {"source": {"kind": "files", "paths": ["bad.jsonl"]}, "mapping": {"preset": "pairs"}})
     rejects = tmp_path / "rejects.jsonl"
     prepared = prepare(spec, bert_tokenizer(), rejects_path=rejects, cache_dir=tmp_path / "cache")

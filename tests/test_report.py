@@ -25,8 +25,16 @@ def pair_rows(n: int, seed: int, subsets: list[str], shift: float = 1.0) -> list
         # A reward with a real signal and a mild length preference, as trained models have.
         chosen = rng.gauss(shift, 1.0) + 0.0008 * len_c
         rejected = rng.gauss(0.0, 1.0) + 0.0008 * len_r
-        rows.append({"id": f"ex-{i}", "subset": subsets[i % len(subsets)], "score_chosen": chosen, "score_rejected": rejected,
-                     "len_chosen": len_c, "len_rejected": len_r})
+        rows.append(
+            {
+                "id": f"ex-{i}",
+                "subset": subsets[i % len(subsets)],
+                "score_chosen": chosen,
+                "score_rejected": rejected,
+                "len_chosen": len_c,
+                "len_rejected": len_r,
+            }
+        )
     return rows
 
 
@@ -35,23 +43,60 @@ def fabricate_evaluated_run(run: Path) -> Path:
     results = res.new_results(str(run / "model"), "quickstart")
     validation = pair_rows(120, 0, ["facts", "safety", "format"])
     res.write_jsonl(run / "eval" / "validation.jsonl", validation)
-    results["validation"] = res.entry("validation", "validation", validation, run / "eval" / "validation.jsonl", source="validation split")
+    results["validation"] = res.entry(
+        "validation", "validation", validation, run / "eval" / "validation.jsonl", source="validation split"
+    )
     bench = pair_rows(200, 1, ["alpacaeval-easy", "mt-bench-hard", "donotanswer", "hep-go", "math-prm"], shift=0.6)
     res.write_jsonl(run / "eval" / "rewardbench.jsonl", bench)
-    results["benchmarks"]["rewardbench"] = res.entry("rewardbench", "rewardbench", bench, run / "eval" / "rewardbench.jsonl", source="allenai/reward-bench")
+    results["benchmarks"]["rewardbench"] = res.entry(
+        "rewardbench", "rewardbench", bench, run / "eval" / "rewardbench.jsonl", source="allenai/reward-bench"
+    )
     results["reward_stats"] = {"mean": 0.41, "std": 1.2, "source": "validation"}
     res.write_results(run / "results.json", results)
-    metrics = [{"step": s, "epoch": s / 180, "train/rm/loss": 0.69 * 0.993**s, "train/rm/accuracy": min(0.95, 0.5 + 0.0025 * s),
-                "train/rm/lr": 1e-4, "grad_norm": 1.0, "time": 1_700_000_000 + s} for s in range(10, 181, 10)]
-    metrics += [{"step": s, "epoch": s / 180, "eval/rm/loss": 0.62 * 0.995**s, "eval/rm/accuracy": 0.5 + 0.002 * s} for s in (60, 120, 180)]
+    metrics = [
+        {
+            "step": s,
+            "epoch": s / 180,
+            "train/rm/loss": 0.69 * 0.993**s,
+            "train/rm/accuracy": min(0.95, 0.5 + 0.0025 * s),
+            "train/rm/lr": 1e-4,
+            "grad_norm": 1.0,
+            "time": 1_700_000_000 + s,
+        }
+        for s in range(10, 181, 10)
+    ]
+    metrics += [
+        {"step": s, "epoch": s / 180, "eval/rm/loss": 0.62 * 0.995**s, "eval/rm/accuracy": 0.5 + 0.002 * s}
+        for s in (60, 120, 180)
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
-    (run / "data_report.json").write_text(json.dumps({
-        "rows_read": 3200, "rows_kept": 3150, "rejected": {"drop_empty": 20, "drop_identical": 30},
-        "splits": {"train": 2835, "validation": 315}, "length_heuristic_accuracy": 0.61}))
-    (run / "plan.json").write_text(json.dumps({"strategy": "single", "precision": "fp32", "num_processes": 1, "micro_batch_size": 16,
-                                               "gradient_accumulation_steps": 1, "global_batch_size": 16,
-                                               "launch_command": ["accelerate", "launch", "-m", "rmspec.launch.entrypoint"]}))
-    (run / "versions.json").write_text(json.dumps({"python": "3.11.9", "torch": "2.13.0", "transformers": "5.23.0", "rmspec": "0.1.0"}))
+    (run / "data_report.json").write_text(
+        json.dumps(
+            {
+                "rows_read": 3200,
+                "rows_kept": 3150,
+                "rejected": {"drop_empty": 20, "drop_identical": 30},
+                "splits": {"train": 2835, "validation": 315},
+                "length_heuristic_accuracy": 0.61,
+            }
+        )
+    )
+    (run / "plan.json").write_text(
+        json.dumps(
+            {
+                "strategy": "single",
+                "precision": "fp32",
+                "num_processes": 1,
+                "micro_batch_size": 16,
+                "gradient_accumulation_steps": 1,
+                "global_batch_size": 16,
+                "launch_command": ["accelerate", "launch", "-m", "rmspec.launch.entrypoint"],
+            }
+        )
+    )
+    (run / "versions.json").write_text(
+        json.dumps({"python": "3.11.9", "torch": "2.13.0", "transformers": "5.23.0", "rmspec": "0.1.0"})
+    )
     (run / "status.json").write_text(json.dumps({"state": "completed", "step": 180}))
     return run
 
@@ -125,7 +170,9 @@ def test_report_errors(cli, tmp_path, run_dir):
 def test_report_of_an_unevaluated_run(cli, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "train/rm/loss": 0.7}) + "\n" + '{"step": 2, "train/rm/lo')
+    (run / "metrics.jsonl").write_text(
+        json.dumps({"step": 1, "train/rm/loss": 0.7}) + "\n" + '{"step": 2, "train/rm/lo'
+    )
     result = cli("report", run)
     assert result.code == 0, result.err
     assert "no results.json yet" in result.out
@@ -148,10 +195,24 @@ def test_html_report_renders_in_headless_browser(run_dir, tmp_path, cli):
     shot = tmp_path / "shot.png"
     profile = tmp_path / "profile"
     done = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", f"--user-data-dir={profile}", "--hide-scrollbars", "--window-size=1200,2400",
-         f"--screenshot={shot}", (run_dir / "report.html").resolve().as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--hide-scrollbars",
+            "--window-size=1200,2400",
+            f"--screenshot={shot}",
+            (run_dir / "report.html").resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert shot.exists(), done.stderr[-2000:]
     matplotlib_image = pytest.importorskip("matplotlib.image")

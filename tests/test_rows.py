@@ -14,9 +14,11 @@ import pytest
 from rmspec import rows
 from rmspec.errors import DataError
 
-ROWS = [{"prompt": "Order a coffee.", "chosen": "café au lait", "rejected": "no"},
-        {"prompt": "Say hi.", "chosen": "hi \u2603", "rejected": "bye"},
-        {"prompt": "Count.", "chosen": "1 2 3", "rejected": "3 2 1"}]
+ROWS = [
+    {"prompt": "Order a coffee.", "chosen": "café au lait", "rejected": "no"},
+    {"prompt": "Say hi.", "chosen": "hi \u2603", "rejected": "bye"},
+    {"prompt": "Count.", "chosen": "1 2 3", "rejected": "3 2 1"},
+]
 
 
 def _parquet(path: Path, data: list[dict]) -> Path:
@@ -91,8 +93,15 @@ def test_bad_lines_come_as_rows_with_their_error_and_place(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     got = list(rows.iter_rows(path))
     codes = [r.error.code if r.error else None for r in got]
-    assert codes == [None, rows.INVALID_JSON, rows.NOT_OBJECT, rows.NOT_OBJECT, rows.LONE_SURROGATE, rows.INVALID_JSON,
-                     None]
+    assert codes == [
+        None,
+        rows.INVALID_JSON,
+        rows.NOT_OBJECT,
+        rows.NOT_OBJECT,
+        rows.LONE_SURROGATE,
+        rows.INVALID_JSON,
+        None,
+    ]
     assert [r.line for r in got] == list(range(1, 8)) and [got[0].value, got[6].value] == ROWS[:2]
     broken = got[1].error
     try:
@@ -121,7 +130,10 @@ def test_encoding_guard_locates_the_byte(tmp_path):
         assert info.value.code == rows.ENCODING and info.value.line == 2
         assert info.value.col == (col if name.endswith(".json") else 4)
     assert rows.first_undecodable(tmp_path / "latin.csv") == (
-        2, 4, "byte 0xe9 does not decode as utf-8 (invalid continuation byte)")
+        2,
+        4,
+        "byte 0xe9 does not decode as utf-8 (invalid continuation byte)",
+    )
 
 
 @pytest.mark.parametrize("name", ["rows.jsonl", "rows.json", "rows.csv"])
@@ -207,8 +219,10 @@ def test_rows_does_not_import_heavy_modules():
     import subprocess
     import sys
 
-    code = ("import sys, rmspec.rows, rmspec.plan.estimate\n"
-            "print([m for m in ('torch', 'datasets', 'pyarrow', 'pandas', 'transformers') if m in sys.modules])")
+    code = (
+        "import sys, rmspec.rows, rmspec.plan.estimate\n"
+        "print([m for m in ('torch', 'datasets', 'pyarrow', 'pandas', 'transformers') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.strip() == "[]"
 
@@ -276,7 +290,7 @@ def test_every_reader_gives_the_same_located_error(tmp_path, hostile):
         path = tmp_path / "rows.json"
         body = json.dumps(ROWS[::2], indent=1, ensure_ascii=False).encode("latin-1")
         path.write_bytes(body)
-        line = body[:body.index(b"\xe9")].count(b"\n") + 1
+        line = body[: body.index(b"\xe9")].count(b"\n") + 1
         col = body.index(b"\xe9") - body.rfind(b"\n", 0, body.index(b"\xe9"))
         says = f"{path}:{line}:{col}: not "
     got = _readers(tmp_path, path)

@@ -46,7 +46,9 @@ def test_pointwise_run(tmp_path):
             h, v = rng.randint(0, 4), rng.randint(0, 4)
             words = ["w1"] * h + ["w2"] * v + [f"w{rng.randint(10, 70)}" for _ in range(2)]
             rng.shuffle(words)
-            handle.write(json.dumps({"prompt": f"w{rng.randint(10, 20)}", "response": " ".join(words), "h": h, "v": v}) + "\n")
+            handle.write(
+                json.dumps({"prompt": f"w{rng.randint(10, 20)}", "response": " ".join(words), "h": h, "v": v}) + "\n"
+            )
     model = build_model("bert", tmp_path / "bert")
     spec = tmp_path / "pw.yaml"
     spec.write_text(POINTWISE.format(model=model, out=tmp_path / "runs" / "pw"))
@@ -71,8 +73,10 @@ def test_generative_run(tmp_path):
             side = rng.random() < 0.5
             prompt = ("w3 " if side else "w4 ") + " ".join(f"w{rng.randint(10, 70)}" for _ in range(3))
             reply = "w5 w1" if side else "w5 w2"
-            handle.write(json.dumps({"messages": [{"role": "user", "content": prompt},
-                                                  {"role": "assistant", "content": reply}]}) + "\n")
+            handle.write(
+                json.dumps({"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}]})
+                + "\n"
+            )
     model = build_model("llama", tmp_path / "llama", causal=True)
     spec = tmp_path / "judge.yaml"
     spec.write_text(GENERATIVE.format(model=model, out=tmp_path / "runs" / "judge"))

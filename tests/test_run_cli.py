@@ -18,8 +18,15 @@ def test_run_trains_and_writes_the_run_directory(tmp_path):
     done = rmspec("run", str(spec), cwd=tmp_path)
     run = tmp_path / "runs" / "tiny"
     assert done.returncode == 0, done.stdout + done.stderr + (run / "train.log").read_text()
-    for name in ("spec.yaml", "plan.json", "accelerate_config.yaml", "versions.json", "data_report.json",
-                 "metrics.jsonl", "status.json"):
+    for name in (
+        "spec.yaml",
+        "plan.json",
+        "accelerate_config.yaml",
+        "versions.json",
+        "data_report.json",
+        "metrics.jsonl",
+        "status.json",
+    ):
         assert (run / name).exists(), name
     status = json.loads((run / "status.json").read_text())
     assert status["state"] == "completed"

@@ -15,8 +15,17 @@ from rmspec.render.live_view import MetricsFollower, RunProgress, format_seconds
 def test_progress_folds_rows_and_estimates_the_time_left():
     p = RunProgress()
     p.update({"event": "train_begin", "step": 0, "max_steps": 100, "time": 1000.0})
-    p.update({"step": 10, "max_steps": 100, "train/rm/loss": 0.6, "train/rm/accuracy": 0.7, "train/rm/lr": 1e-4,
-              "samples_per_second": 8.0, "time": 1020.0})
+    p.update(
+        {
+            "step": 10,
+            "max_steps": 100,
+            "train/rm/loss": 0.6,
+            "train/rm/accuracy": 0.7,
+            "train/rm/lr": 1e-4,
+            "samples_per_second": 8.0,
+            "time": 1020.0,
+        }
+    )
     assert p.seconds_per_step() == pytest.approx(2.0)
     assert p.eta_seconds() == pytest.approx(180.0)
     line = p.line()

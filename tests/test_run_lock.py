@@ -30,8 +30,10 @@ TRAINING = "  max_steps: 100\n  save_steps: 10\n  save_total_limit: 2"
 
 def _hold(path: Path) -> subprocess.Popen:
     """Another process that takes the trainer lock of `path` and keeps it until killed."""
-    code = ("import sys, time; from rmspec.rundir.lock import acquire_trainer_lock; "
-            "acquire_trainer_lock(sys.argv[1]); print('held', flush=True); time.sleep(600)")
+    code = (
+        "import sys, time; from rmspec.rundir.lock import acquire_trainer_lock; "
+        "acquire_trainer_lock(sys.argv[1]); print('held', flush=True); time.sleep(600)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
     return proc
@@ -84,8 +86,14 @@ def test_a_live_trainer_keeps_its_run_dir_and_a_dead_one_does_not(tmp_path, mode
     spec = make_run_spec(tmp_path, name="owned", training=TRAINING, batch=4, model=model_dir)
     run = tmp_path / "runs" / "owned"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1"}
-    parent = subprocess.Popen([sys.executable, "-m", "rmspec", "run", str(spec)], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "rmspec", "run", str(spec)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     trainer = None
     try:
         _wait_for(lambda: (run / "checkpoints" / "checkpoint-10" / "trainer_state.json").exists(), 240, parent)
@@ -137,8 +145,7 @@ def test_a_live_trainer_keeps_its_run_dir_and_a_dead_one_does_not(tmp_path, mode
 
 @pytest.mark.slow
 def test_resume_from_a_checkpoint_at_max_steps_trains_no_further_step(tmp_path, model_dir):
-    spec = make_run_spec(tmp_path, name="atmax", training="  max_steps: 8\n  save_steps: 4", batch=4,
-                         model=model_dir)
+    spec = make_run_spec(tmp_path, name="atmax", training="  max_steps: 8\n  save_steps: 4", batch=4, model=model_dir)
     run = tmp_path / "runs" / "atmax"
     done = rmspec("run", str(spec), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -169,11 +176,14 @@ def test_status_shows_a_dead_trainer_as_stopped_without_importing_torch(tmp_path
     (run / "plan.json").write_text("{}")
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    (run / "status.json").write_text(json.dumps({"state": "running", "pid": gone.pid, "host": socket.gethostname(),
-                                                 "step": 8, "max_steps": 20}))
-    probe = ("import sys; from rmspec.cli.main import main; sys.argv = ['rmspec', 'status', sys.argv[1]]\n"
-             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "print('HEAVY', [m for m in ('torch', 'transformers', 'accelerate') if m in sys.modules])")
+    (run / "status.json").write_text(
+        json.dumps({"state": "running", "pid": gone.pid, "host": socket.gethostname(), "step": 8, "max_steps": 20})
+    )
+    probe = (
+        "import sys; from rmspec.cli.main import main; sys.argv = ['rmspec', 'status', sys.argv[1]]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('HEAVY', [m for m in ('torch', 'transformers', 'accelerate') if m in sys.modules])"
+    )
     done = subprocess.run([sys.executable, "-c", probe, str(run)], capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in done.stdout, done.stdout + done.stderr
     assert "stopped (status.json says running, but its trainer is gone)" in done.stdout

@@ -21,8 +21,14 @@ TRAINING = "  max_steps: 30\n  save_steps: 10\n  save_total_limit: 5\n  group_by
 
 def _start(spec: Path, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1"}
-    return subprocess.Popen([sys.executable, "-m", "rmspec", "run", str(spec)], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rmspec", "run", str(spec)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _final(run: Path) -> dict:
@@ -74,8 +80,9 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, model_dir):
 
 
 def test_ctrl_c_saves_a_checkpoint_and_stops_cleanly(tmp_path, model_dir):
-    spec = make_run_spec(tmp_path, name="sigint", training="  max_steps: 400\n  save_steps: 1000", batch=4,
-                         model=model_dir)
+    spec = make_run_spec(
+        tmp_path, name="sigint", training="  max_steps: 400\n  save_steps: 1000", batch=4, model=model_dir
+    )
     run = tmp_path / "runs" / "sigint"
     proc = _start(spec, tmp_path)
     try:

@@ -18,7 +18,12 @@ ROWS = [
     {"id": 1, "prompt": "Add 2 and 2.", "response": "4", "note": "b"},
     {"id": 2, "prompt": "Name a river.", "response": "The Danube, which flows through ten countries.", "note": "c"},
     {"id": 3, "prompt": "Say hi.", "response": "hi", "note": "d"},
-    {"id": 4, "prompt": "Longest word?", "response": "Pneumonoultramicroscopicsilicovolcanoconiosis, arguably.", "note": "e"},
+    {
+        "id": 4,
+        "prompt": "Longest word?",
+        "response": "Pneumonoultramicroscopicsilicovolcanoconiosis, arguably.",
+        "note": "e",
+    },
 ]
 
 
@@ -48,7 +53,13 @@ def write_inputs(tmp: Path, rows: list[dict]) -> dict[str, Path]:
     import datasets
     import pandas as pd
 
-    paths = {"jsonl": tmp / "in.jsonl", "json": tmp / "in.json", "parquet": tmp / "in.parquet", "csv": tmp / "in.csv", "disk": tmp / "in_disk"}
+    paths = {
+        "jsonl": tmp / "in.jsonl",
+        "json": tmp / "in.json",
+        "parquet": tmp / "in.parquet",
+        "csv": tmp / "in.csv",
+        "disk": tmp / "in_disk",
+    }
     paths["jsonl"].write_text("".join(json.dumps(r) + "\n" for r in rows))
     paths["json"].write_text(json.dumps(rows))
     pd.DataFrame(rows).to_parquet(paths["parquet"])
@@ -68,7 +79,14 @@ def test_every_format_scores_like_plain_transformers(cli, model_dir, plain, tmp_
         assert summary["scored"] == 5 and summary["rejected"] == 0 and summary["rows_read"] == 5
         rows = read(out)
         assert [r["reward"] for r in rows] == pytest.approx(expected, abs=1e-5), fmt
-        assert list(rows[0]) == ["id", "prompt", "response", "note", "reward", "truncated"]  # input columns first, in order
+        assert list(rows[0]) == [
+            "id",
+            "prompt",
+            "response",
+            "note",
+            "reward",
+            "truncated",
+        ]  # input columns first, in order
         assert "reward_normalized" not in rows[0]  # no reward_mean/reward_std in this model's config
     csv_out = tmp_path / "out.csv"
     assert cli("score", model_dir, paths["jsonl"], "--out", csv_out).code == 0
@@ -79,17 +97,26 @@ def test_shapes_columns_and_conversations(cli, model_dir, plain, tmp_path):
     rows = [{"q": r["prompt"], "a": r["response"]} for r in ROWS[:3]]
     src = tmp_path / "qa.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = cli("score", model_dir, src, "--out", tmp_path / "qa_out.jsonl", "--columns", "prompt=q,response=a", "--json")
+    result = cli(
+        "score", model_dir, src, "--out", tmp_path / "qa_out.jsonl", "--columns", "prompt=q,response=a", "--json"
+    )
     assert result.code == 0, result.err
-    assert [r["reward"] for r in read(tmp_path / "qa_out.jsonl")] == pytest.approx([plain(r["q"], r["a"])[0] for r in rows], abs=1e-5)
+    assert [r["reward"] for r in read(tmp_path / "qa_out.jsonl")] == pytest.approx(
+        [plain(r["q"], r["a"])[0] for r in rows], abs=1e-5
+    )
     # Without --columns nothing says which column is which: exit 2 with the fix.
     result = cli("score", model_dir, src, "--out", tmp_path / "x.jsonl")
     assert result.code == 2 and "--columns" in result.err
     # Messages, and pairs given as whole conversations (hh-rlhf style).
-    conv = [{"messages": [{"role": "user", "content": r["prompt"]}, {"role": "assistant", "content": r["response"]}]} for r in ROWS[:2]]
+    conv = [
+        {"messages": [{"role": "user", "content": r["prompt"]}, {"role": "assistant", "content": r["response"]}]}
+        for r in ROWS[:2]
+    ]
     (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in conv))
     assert cli("score", model_dir, tmp_path / "m.jsonl", "--out", tmp_path / "m_out.jsonl").code == 0
-    assert [r["reward"] for r in read(tmp_path / "m_out.jsonl")] == pytest.approx([plain(r["prompt"], r["response"])[0] for r in ROWS[:2]], abs=1e-5)
+    assert [r["reward"] for r in read(tmp_path / "m_out.jsonl")] == pytest.approx(
+        [plain(r["prompt"], r["response"])[0] for r in ROWS[:2]], abs=1e-5
+    )
     pair = {"chosen": conv[0]["messages"], "rejected": [conv[0]["messages"][0], {"role": "assistant", "content": "no"}]}
     (tmp_path / "hh.jsonl").write_text(json.dumps(pair) + "\n")
     assert cli("score", model_dir, tmp_path / "hh.jsonl", "--out", tmp_path / "hh_out.jsonl").code == 0
@@ -101,19 +128,32 @@ def test_shapes_columns_and_conversations(cli, model_dir, plain, tmp_path):
 
 def test_rejects_have_reasons_and_counts_reconcile(cli, model_dir, tmp_path):
     src = tmp_path / "mixed.jsonl"
-    lines = [json.dumps(ROWS[0]), "{broken json", json.dumps({"prompt": "p"}), json.dumps({"prompt": "p", "response": "   "}),
-             json.dumps(ROWS[1]), "[1, 2]", json.dumps({"prompt": ["not", "messages"], "response": "r"})]
+    lines = [
+        json.dumps(ROWS[0]),
+        "{broken json",
+        json.dumps({"prompt": "p"}),
+        json.dumps({"prompt": "p", "response": "   "}),
+        json.dumps(ROWS[1]),
+        "[1, 2]",
+        json.dumps({"prompt": ["not", "messages"], "response": "r"}),
+    ]
     src.write_text("\n".join(lines) + "\n")
     out = tmp_path / "mixed_out.jsonl"
     result = cli("score", model_dir, src, "--out", out, "--json")
     assert result.code == 0, result.err
     summary = json.loads(result.out)
     assert summary["rows_read"] == 7 and summary["scored"] == 2 and summary["rejected"] == 5
-    assert summary["rows_read"] == summary["scored"] + summary["rejected"] == sum(summary["rejected_by_reason"].values()) + 2
+    assert (
+        summary["rows_read"]
+        == summary["scored"] + summary["rejected"]
+        == sum(summary["rejected_by_reason"].values()) + 2
+    )
     rejects = read(out.with_name("mixed_out.rejects.jsonl"))
     assert [r["row"] for r in rejects] == [1, 2, 3, 5, 6]
     reasons = [r["reason"] for r in rejects]
-    assert "not valid JSON" in reasons[0] and reasons[1] == "missing field 'response'" and reasons[2] == "empty response"
+    assert (
+        "not valid JSON" in reasons[0] and reasons[1] == "missing field 'response'" and reasons[2] == "empty response"
+    )
     assert "not a JSON object" in reasons[3] and "message 0" in reasons[4]
     assert [r["id"] for r in read(out)] == [0, 1]
     # An existing output is neither overwritten nor appended to by accident.
@@ -146,7 +186,13 @@ def test_resume_continues_without_rescoring(cli, model_dir, tmp_path, monkeypatc
         f.write('{"id": 6, "prompt": "quest')
     scored_rows = []
     original = runner._score_chunk
-    monkeypatch.setattr(runner, "_score_chunk", lambda eng, shape, chunk, first, bs: scored_rows.extend(range(first, first + len(chunk))) or original(eng, shape, chunk, first, bs))
+    monkeypatch.setattr(
+        runner,
+        "_score_chunk",
+        lambda eng, shape, chunk, first, bs: (
+            scored_rows.extend(range(first, first + len(chunk))) or original(eng, shape, chunk, first, bs)
+        ),
+    )
     summary = runner.score_file(engine, src, out, target=str(model_dir), chunk_rows=3, resume=True)
     assert scored_rows == [6, 7, 8, 9]  # the finished rows were not scored again
     assert summary["resumed_from_row"] == 6 and summary["rows_read"] == 10 and summary["scored"] == 10
@@ -160,8 +206,12 @@ def test_pointwise_model_writes_one_column_per_attribute(cli, tmp_path):
 
     directory = build_tiny_bert(tmp_path / "pw")
     model = transformers.AutoModelForSequenceClassification.from_pretrained(
-        directory, num_labels=2, id2label={0: "helpfulness", 1: "safety"}, label2id={"helpfulness": 0, "safety": 1},
-        ignore_mismatched_sizes=True)
+        directory,
+        num_labels=2,
+        id2label={0: "helpfulness", 1: "safety"},
+        label2id={"helpfulness": 0, "safety": 1},
+        ignore_mismatched_sizes=True,
+    )
     model.save_pretrained(directory)
     src = tmp_path / "pw.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:2]))
@@ -176,10 +226,13 @@ def test_pointwise_model_writes_one_column_per_attribute(cli, tmp_path):
         assert "reward" not in row
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda t: t / "missing.jsonl", "file not found"),
-    (lambda t: (t / "data.txt").write_text("x") and t / "data.txt", "cannot tell the format"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda t: t / "missing.jsonl", "file not found"),
+        (lambda t: (t / "data.txt").write_text("x") and t / "data.txt", "cannot tell the format"),
+    ],
+)
 def test_input_errors_exit_2(cli, model_dir, tmp_path, make, message):
     result = cli("score", model_dir, make(tmp_path), "--out", tmp_path / "o.jsonl")
     assert result.code == 2 and message in result.err and "Traceback" not in result.err

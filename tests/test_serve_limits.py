@@ -29,15 +29,29 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(model_dir):
     # A 4 KB body limit, 4 items per request, 3 items in the queue: each limit is reachable.
-    proc = ServeProcess(model_dir, "--token-env", "RMSPEC_TEST_TOKEN", "--max-body-mb", str(4096 / 2**20),
-                        "--max-items", "4", "--max-queue", "3", env={"RMSPEC_TEST_TOKEN": TOKEN})
+    proc = ServeProcess(
+        model_dir,
+        "--token-env",
+        "RMSPEC_TEST_TOKEN",
+        "--max-body-mb",
+        str(4096 / 2**20),
+        "--max-items",
+        "4",
+        "--max-queue",
+        "3",
+        env={"RMSPEC_TEST_TOKEN": TOKEN},
+    )
     yield proc
     proc.stop()
 
 
 def test_open_bind_without_token_is_refused(cli, model_dir, monkeypatch):
     result = cli("serve", model_dir, "--host", "0.0.0.0")
-    assert result.code == 2 and "refusing to listen on 0.0.0.0 without a token" in result.err and "--token-env" in result.err
+    assert (
+        result.code == 2
+        and "refusing to listen on 0.0.0.0 without a token" in result.err
+        and "--token-env" in result.err
+    )
     monkeypatch.delenv("RMSPEC_UNSET_TOKEN", raising=False)
     result = cli("serve", model_dir, "--host", "0.0.0.0", "--token-env", "RMSPEC_UNSET_TOKEN")
     assert result.code == 2 and "RMSPEC_UNSET_TOKEN" in result.err and "Traceback" not in result.err
@@ -58,39 +72,54 @@ def test_bearer_token(server):
     assert TOKEN not in server.log()  # never logged
 
 
-@pytest.mark.parametrize("path, body, status, field", [
-    ("/get_reward", b"{not json", 422, "body"),
-    ("/get_reward", b"", 422, "body"),
-    ("/get_reward", b"[1, 2]", 422, "body"),
-    ("/get_reward", {"prompts": ["p"]}, 422, "query"),
-    ("/get_reward", {"query": [1]}, 422, "query"),
-    ("/get_reward", {"query": ["a"] * 5}, 413, "query"),
-    ("/get_reward", {"query": ["ok", " "]}, 422, "query.1"),
-    ("/get_reward", b"[" * 1500 + b"]" * 1500, 422, "body"),
-    ("/get_reward", {"query": ["x" * 5000]}, 413, "body"),
-    # vLLM's routes answer bad requests with 400, as vLLM does (its clients raise BadRequestError)
-    ("/classify", {"input": 5}, 400, "input"),
-    ("/classify", {}, 400, "input"),
-    ("/classify", {"input": "a", "messages": [{"role": "user", "content": "a"}]}, 400, "input"),
-    ("/classify", {"input": [[1, 2], [99999999]]}, 400, "input.1"),
-    ("/classify", {"messages": [{"role": "user", "content": "hi"}]}, 400, "messages.0.role"),
-    ("/classify", {"messages": [{"role": "robot", "content": "hi"}]}, 400, "messages.0.role"),
-    ("/classify", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": 3}]}, 400, "messages.1.content"),
-    ("/classify", {"input": "a", "truncate_prompt_tokens": -2}, 400, "truncate_prompt_tokens"),
-    ("/classify", {"input": "a", "normalize": True}, 400, "normalize"),
-    ("/classify", {"input": "a", "truncate_prompt_tokens": 3, "truncation_side": "right"}, 400, "truncation_side"),
-    ("/classify", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
-                   "add_generation_prompt": True}, 400, "add_generation_prompt"),
-    ("/classify", {"input": "a", "model": "another-model"}, 404, "model"),
-    ("/pooling", {"input": "a", "task": "token_classify"}, 400, "task"),
-    ("/pooling", {"input": "a", "encoding_format": "bytes"}, 400, "encoding_format"),
-    # text that is not Unicode: 400 naming the item, on every route
-    ("/get_reward", b'{"query": ["fine", "bad \\ud800 text"]}', 400, "query.1"),
-    ("/classify", b'{"input": ["\\udfff"]}', 400, "input.0"),
-    ("/get_reward", b'{"query": ["caf\xe9"]}', 400, "body"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, 400, "messages"),
-    ("/nowhere", {"input": "a"}, 404, None),
-])
+@pytest.mark.parametrize(
+    "path, body, status, field",
+    [
+        ("/get_reward", b"{not json", 422, "body"),
+        ("/get_reward", b"", 422, "body"),
+        ("/get_reward", b"[1, 2]", 422, "body"),
+        ("/get_reward", {"prompts": ["p"]}, 422, "query"),
+        ("/get_reward", {"query": [1]}, 422, "query"),
+        ("/get_reward", {"query": ["a"] * 5}, 413, "query"),
+        ("/get_reward", {"query": ["ok", " "]}, 422, "query.1"),
+        ("/get_reward", b"[" * 1500 + b"]" * 1500, 422, "body"),
+        ("/get_reward", {"query": ["x" * 5000]}, 413, "body"),
+        # vLLM's routes answer bad requests with 400, as vLLM does (its clients raise BadRequestError)
+        ("/classify", {"input": 5}, 400, "input"),
+        ("/classify", {}, 400, "input"),
+        ("/classify", {"input": "a", "messages": [{"role": "user", "content": "a"}]}, 400, "input"),
+        ("/classify", {"input": [[1, 2], [99999999]]}, 400, "input.1"),
+        ("/classify", {"messages": [{"role": "user", "content": "hi"}]}, 400, "messages.0.role"),
+        ("/classify", {"messages": [{"role": "robot", "content": "hi"}]}, 400, "messages.0.role"),
+        (
+            "/classify",
+            {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": 3}]},
+            400,
+            "messages.1.content",
+        ),
+        ("/classify", {"input": "a", "truncate_prompt_tokens": -2}, 400, "truncate_prompt_tokens"),
+        ("/classify", {"input": "a", "normalize": True}, 400, "normalize"),
+        ("/classify", {"input": "a", "truncate_prompt_tokens": 3, "truncation_side": "right"}, 400, "truncation_side"),
+        (
+            "/classify",
+            {
+                "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+                "add_generation_prompt": True,
+            },
+            400,
+            "add_generation_prompt",
+        ),
+        ("/classify", {"input": "a", "model": "another-model"}, 404, "model"),
+        ("/pooling", {"input": "a", "task": "token_classify"}, 400, "task"),
+        ("/pooling", {"input": "a", "encoding_format": "bytes"}, 400, "encoding_format"),
+        # text that is not Unicode: 400 naming the item, on every route
+        ("/get_reward", b'{"query": ["fine", "bad \\ud800 text"]}', 400, "query.1"),
+        ("/classify", b'{"input": ["\\udfff"]}', 400, "input.0"),
+        ("/get_reward", b'{"query": ["caf\xe9"]}', 400, "body"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, 400, "messages"),
+        ("/nowhere", {"input": "a"}, 404, None),
+    ],
+)
 def test_bad_requests_get_a_clear_4xx(server, path, body, status, field):
     got, answer, _ = server.post(path, body, AUTH)
     assert got == status, answer
@@ -106,7 +135,7 @@ def test_chunked_body_over_the_limit_is_413(server):
     conn.endheaders()
     payload = json.dumps({"query": ["y" * 6000]}).encode()
     for start in range(0, len(payload), 1000):
-        piece = payload[start:start + 1000]
+        piece = payload[start : start + 1000]
         conn.send(b"%x\r\n%s\r\n" % (len(piece), piece))
     conn.send(b"0\r\n\r\n")
     response = conn.getresponse()
@@ -140,7 +169,15 @@ def test_thousand_malformed_requests_then_still_correct(server):
     good = {"query": ["[CLS] what is two plus two? [SEP] four [SEP]"]}
     status, before, _ = server.post("/get_reward", good, AUTH)
     assert status == 200
-    bad = [b"{", b"null", b'{"query": 7}', b'{"query": [null]}', b'{"input": {}}', b"\xff\xfe", b'{"query": ["' + b"z" * 5000 + b'"]}']
+    bad = [
+        b"{",
+        b"null",
+        b'{"query": 7}',
+        b'{"query": [null]}',
+        b'{"input": {}}',
+        b"\xff\xfe",
+        b'{"query": ["' + b"z" * 5000 + b'"]}',
+    ]
     paths = ["/get_reward", "/classify", "/pooling", "/v1/chat/completions", "/get_reward/x"]
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     codes = set()

@@ -89,9 +89,13 @@ def test_decoded_queries_encode_as_training_did(tmp_path):
 def test_openrlhf_server_score_and_eval_agree(server, engine, model_dir, cli, tmp_path):
     rows = fixture_pairs()
     # rmspec eval's per-example scores (the benchmark path)...
-    result = cli("eval", model_dir, "--benchmark", f"pairs={FIXTURES / 'pairs.jsonl'}", "--out", tmp_path / "eval", "--json")
+    result = cli(
+        "eval", model_dir, "--benchmark", f"pairs={FIXTURES / 'pairs.jsonl'}", "--out", tmp_path / "eval", "--json"
+    )
     assert result.code == 0, result.err
-    evaluated = [json.loads(x) for x in Path(json.loads(result.out)["pairs"]["per_example_path"]).read_text().splitlines()]
+    evaluated = [
+        json.loads(x) for x in Path(json.loads(result.out)["pairs"]["per_example_path"]).read_text().splitlines()
+    ]
     # ...rmspec score's...
     result = cli("score", model_dir, FIXTURES / "pairs.jsonl", "--out", tmp_path / "scored.jsonl", "--json")
     assert result.code == 0, result.err
@@ -100,8 +104,9 @@ def test_openrlhf_server_score_and_eval_agree(server, engine, model_dir, cli, tm
     texts = [(r["prompt"], r[side]) for r in rows for side in ("chosen", "rejected")]
 
     async def all_requests():
-        return await asyncio.gather(*(openrlhf_post(server.url + "/get_reward", [openrlhf_query(engine, p, t)], [p], [None])
-                                      for p, t in texts))
+        return await asyncio.gather(
+            *(openrlhf_post(server.url + "/get_reward", [openrlhf_query(engine, p, t)], [p], [None]) for p, t in texts)
+        )
 
     answers = asyncio.run(all_requests())
     served_raw = [a["extra_logs"]["raw_reward"][0] for a in answers]
@@ -117,12 +122,21 @@ def test_openrlhf_server_score_and_eval_agree(server, engine, model_dir, cli, tm
     # The score file keeps the input columns, in order, and adds the normalized rewards.
     assert list(scored[0])[:5] == list(rows[0])
     assert scored[0]["reward_chosen_normalized"] == pytest.approx((scored[0]["reward_chosen"] - MEAN) / STD)
-    assert scored[0]["p_chosen"] == pytest.approx(1 / (1 + math.exp(-(scored[0]["reward_chosen"] - scored[0]["reward_rejected"]))))
+    assert scored[0]["p_chosen"] == pytest.approx(
+        1 / (1 + math.exp(-(scored[0]["reward_chosen"] - scored[0]["reward_rejected"])))
+    )
 
 
 def test_openrlhf_batch_and_extra_keys(server, engine):
-    status, body, _ = server.post("/get_reward", {"query": [openrlhf_query(engine, p, r) for p, r in PAIRS[:3]],
-                                                 "prompts": ["a", "b", "c"], "labels": [None, "x", 1], "unknown_key": {"a": 1}})
+    status, body, _ = server.post(
+        "/get_reward",
+        {
+            "query": [openrlhf_query(engine, p, r) for p, r in PAIRS[:3]],
+            "prompts": ["a", "b", "c"],
+            "labels": [None, "x", 1],
+            "unknown_key": {"a": 1},
+        },
+    )
     assert status == 200 and len(body["rewards"]) == 3
     expected = [(o[0] - MEAN) / STD for o in engine.outputs(engine.encode(PAIRS[:3]))]
     assert body["rewards"] == pytest.approx(expected, abs=1e-5)
@@ -135,8 +149,11 @@ def test_openai_client_classify_as_verl_calls_it(server, engine):
     prompt, response = PAIRS[0]
     raw = engine.outputs(engine.encode([(prompt, response)]))[0][0]
     # Messages: laid out on the server as training laid them out.
-    body = {"model": "rm", "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}],
-            "use_activation": False}
+    body = {
+        "model": "rm",
+        "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}],
+        "use_activation": False,
+    }
     out = client.post("/classify", cast_to=httpx.Response, body=body).json()
     assert out["object"] == "list" and out["id"].startswith("classify-") and out["model"] == "rm"
     assert out["data"][-1]["probs"][-1] == pytest.approx((raw - MEAN) / STD, abs=1e-5)
@@ -144,10 +161,15 @@ def test_openai_client_classify_as_verl_calls_it(server, engine):
     assert out["usage"]["prompt_tokens"] == len(engine.encode([(prompt, response)])[0].ids)
     # verl's own form: an already formatted `input`; the activation (sigmoid) is on unless switched off.
     text = openrlhf_query(engine, prompt, response)
-    out = client.post("/classify", cast_to=httpx.Response, body={"model": "rm", "input": text, "add_special_tokens": False}).json()
+    out = client.post(
+        "/classify", cast_to=httpx.Response, body={"model": "rm", "input": text, "add_special_tokens": False}
+    ).json()
     assert out["data"][-1]["probs"][-1] == pytest.approx(1 / (1 + math.exp(-(raw - MEAN) / STD)), abs=1e-5)
-    out = client.post("/classify", cast_to=httpx.Response, body={"model": "rm", "input": text, "use_activation": False,
-                                                                  "add_special_tokens": False}).json()
+    out = client.post(
+        "/classify",
+        cast_to=httpx.Response,
+        body={"model": "rm", "input": text, "use_activation": False, "add_special_tokens": False},
+    ).json()
     assert out["data"][-1]["probs"][-1] == pytest.approx((raw - MEAN) / STD, abs=1e-5)
     models = openai.OpenAI(base_url=server.url + "/v1", api_key="unused").models.list()
     assert [m.id for m in models.data] == [str(server_model(server))]
@@ -163,7 +185,10 @@ def test_pooling_plain_http(server, engine):
     raw = [o[0] for o in engine.outputs(engine.encode(PAIRS[:2]))]
     status, body, _ = server.post("/pooling", {"input": texts, "add_special_tokens": False, "use_activation": False})
     assert status == 200 and body["object"] == "list" and body["id"].startswith("pool-")
-    assert [d["object"] for d in body["data"]] == ["pooling", "pooling"] and [d["index"] for d in body["data"]] == [0, 1]
+    assert [d["object"] for d in body["data"]] == ["pooling", "pooling"] and [d["index"] for d in body["data"]] == [
+        0,
+        1,
+    ]
     assert [d["data"][0] for d in body["data"]] == pytest.approx([(r - MEAN) / STD for r in raw], abs=1e-5)
     # Token ids are accepted as vLLM accepts them.
     ids = engine.encode(PAIRS[:1])[0].ids
@@ -176,8 +201,13 @@ def test_truncation_is_reported_and_cut_as_training_cuts(server, engine):
     trained = engine.encode([(prompt, response)])[0]
     assert trained.truncated and len(trained.ids) == engine.max_length
     raw = engine.outputs([trained])[0][0]
-    status, body, _ = server.post("/classify", {"messages": [{"role": "user", "content": prompt},
-                                                             {"role": "assistant", "content": response}], "use_activation": False})
+    status, body, _ = server.post(
+        "/classify",
+        {
+            "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}],
+            "use_activation": False,
+        },
+    )
     assert status == 200 and body["data"][0]["truncated"] is True
     assert body["data"][0]["probs"][0] == pytest.approx((raw - MEAN) / STD, abs=1e-5)
     status, body, _ = server.post("/get_reward", {"query": [openrlhf_query(engine, prompt, response)]})
@@ -188,7 +218,10 @@ def test_truncation_is_reported_and_cut_as_training_cuts(server, engine):
 
 def test_same_score_whatever_the_batch(server, engine):
     """40 single-sample requests at once (batched together) score as each one alone."""
-    texts = [openrlhf_query(engine, f"question {i} " + "x " * (i % 7), f"answer {i} " + "y " * (i * 3 % 11)) for i in range(40)]
+    texts = [
+        openrlhf_query(engine, f"question {i} " + "x " * (i % 7), f"answer {i} " + "y " * (i * 3 % 11))
+        for i in range(40)
+    ]
     alone = [server.post("/get_reward", {"query": [t]})[1]["extra_logs"]["raw_reward"][0] for t in texts]
     _, before = server.get("/metrics")
 
@@ -233,7 +266,9 @@ def test_normalization_can_be_switched_off(model_dir, engine, cli, tmp_path):
         assert json.loads(body)["normalize"] is False
         raw = engine.outputs(engine.encode(PAIRS[:2]))
         status, body, _ = proc.post("/get_reward", {"query": [openrlhf_query(engine, p, r) for p, r in PAIRS[:2]]})
-        assert body["rewards"] == pytest.approx([o[0] for o in raw], abs=1e-5) and "raw_reward" not in body["extra_logs"]
+        assert (
+            body["rewards"] == pytest.approx([o[0] for o in raw], abs=1e-5) and "raw_reward" not in body["extra_logs"]
+        )
     finally:
         proc.stop()
     # Asking for normalization a model cannot give is an error, not a silent raw score.

@@ -48,12 +48,27 @@ OPENRLHF_09 = REPO / ".venv" / "openrlhf-0.9.0"  # pip install --no-deps --targe
 CONVERSATIONS = [
     ([{"role": "user", "content": "What colour is the sky?"}], "Blue, on a clear day."),
     ([{"role": "user", "content": "Add 2 and 2."}], "4"),
-    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about rivers in one long sentence please."}],
-     "Rivers carry water from high ground to the sea, shaping valleys and feeding towns along the way."),
-    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}, {"role": "user", "content": "bye?"}], "goodbye"),
+    (
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Tell me about rivers in one long sentence please."},
+        ],
+        "Rivers carry water from high ground to the sea, shaping valleys and feeding towns along the way.",
+    ),
+    (
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "bye?"},
+        ],
+        "goodbye",
+    ),
 ]
-BUILDERS = {"qwen2_chatml": build_qwen2_chatml, "llama3": build_llama3,
-            "bert_pair": lambda d: build_spread_bert(d, mean=None)}
+BUILDERS = {
+    "qwen2_chatml": build_qwen2_chatml,
+    "llama3": build_llama3,
+    "bert_pair": lambda d: build_spread_bert(d, mean=None),
+}
 
 
 @pytest.fixture(scope="module", params=list(BUILDERS))
@@ -64,8 +79,13 @@ def served(request, tmp_path_factory):
     model_dir = BUILDERS[request.param](folder / "model")
     rows = folder / "rows.jsonl"
     rows.write_text("".join(json.dumps({"prompt": p, "response": r}) + "\n" for p, r in CONVERSATIONS))
-    result = subprocess.run([sys.executable, "-m", "rmspec", "score", str(model_dir), str(rows), "--out", str(folder / "scored.jsonl")],
-                            capture_output=True, text=True, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "rmspec", "score", str(model_dir), str(rows), "--out", str(folder / "scored.jsonl")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert result.returncode == 0, result.stderr
     scored = [json.loads(x)["reward"] for x in (folder / "scored.jsonl").read_text().splitlines()]
     assert max(scored) - min(scored) > 0.05  # the conversations really score differently
@@ -84,8 +104,14 @@ def _prompt_text(tok, messages) -> str:
     (--apply_chat_template); a tokenizer without one: [CLS] prompt [SEP], the encoder's pair."""
     if tok.chat_template:
         return tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    text = messages[-1]["content"] if len(messages) == 1 else "\n\n".join(
-        f"{ {'system': 'System', 'user': 'User', 'assistant': 'Assistant'}[m['role']] }: {m['content']}" for m in messages)
+    text = (
+        messages[-1]["content"]
+        if len(messages) == 1
+        else "\n\n".join(
+            f"{ {'system': 'System', 'user': 'User', 'assistant': 'Assistant'}[m['role']] }: {m['content']}"
+            for m in messages
+        )
+    )
     return f"{tok.cls_token} {text} {tok.sep_token}"
 
 
@@ -129,8 +155,9 @@ def _openrlhf_09():
             raise AssertionError(f"{OPENRLHF_09} is missing: run .ci/install_rl_clients.sh")
         pytest.skip("OpenRLHF 0.9.0 is not installed beside 0.11.2 (.ci/install_rl_clients.sh)")
     need("ray")
-    spec = importlib.util.spec_from_file_location("openrlhf_09_remote_rm_utils",
-                                                  OPENRLHF_09 / "openrlhf" / "utils" / "remote_rm_utils.py")
+    spec = importlib.util.spec_from_file_location(
+        "openrlhf_09_remote_rm_utils", OPENRLHF_09 / "openrlhf" / "utils" / "remote_rm_utils.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -147,8 +174,10 @@ def test_openrlhf_0_9_batch_client(served):
         queries.append(tok.decode(ids, skip_special_tokens=False))
         prompts.append(prompt)
     # A rollout batch: 64 copies of each conversation in one request.
-    answer = module.request_api_wrapper(served.server.url + "/get_reward",
-                                        {"query": queries * 64, "prompts": prompts * 64, "labels": [None] * 64 * len(queries)})
+    answer = module.request_api_wrapper(
+        served.server.url + "/get_reward",
+        {"query": queries * 64, "prompts": prompts * 64, "labels": [None] * 64 * len(queries)},
+    )
     assert answer["rewards"] == pytest.approx(served.scored * 64, abs=1e-5)
 
 
@@ -158,8 +187,9 @@ def _verl_worker(served, address: str):
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
     worker = RewardLoopWorker.__new__(RewardLoopWorker)  # see the module docstring
-    worker.config = OmegaConf.create({"reward": {"reward_model": {"rollout": {"name": "vllm"},
-                                                                  "model_path": str(served.model_dir)}}})
+    worker.config = OmegaConf.create(
+        {"reward": {"reward_model": {"rollout": {"name": "vllm"}, "model_path": str(served.model_dir)}}}
+    )
     worker.reward_router_address = address
     worker.input_tokenizer = worker.reward_model_tokenizer = served.tokenizer
     return worker
@@ -169,19 +199,24 @@ def _verl_item(tok, messages, response):
     import numpy as np
     from verl.protocol import DataProto
 
-    prompt_ids = tok(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
-                     add_special_tokens=False)["input_ids"]
+    prompt_ids = tok(
+        tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False), add_special_tokens=False
+    )["input_ids"]
     response_ids = StubVLLM(tok, response).ids + [tok.pad_token_id] * 3  # right-padded, as verl's rollout batch
     mask = [1] * len(prompt_ids) + [1] * (len(response_ids) - 3) + [0] * 3
-    return DataProto.from_dict(tensors={"responses": torch.tensor([response_ids]), "attention_mask": torch.tensor([mask])},
-                               non_tensors={"raw_prompt": np.array([messages], dtype=object)})
+    return DataProto.from_dict(
+        tensors={"responses": torch.tensor([response_ids]), "attention_mask": torch.tensor([mask])},
+        non_tensors={"raw_prompt": np.array([messages], dtype=object)},
+    )
 
 
 def _verl_rewards(served, address: str) -> list[float]:
     worker = _verl_worker(served, address)
 
     async def everything():
-        return await asyncio.gather(*(worker.compute_score_disrm(_verl_item(served.tokenizer, m, r)) for m, r in CONVERSATIONS))
+        return await asyncio.gather(
+            *(worker.compute_score_disrm(_verl_item(served.tokenizer, m, r)) for m, r in CONVERSATIONS)
+        )
 
     return [o["reward_score"] for o in asyncio.run(everything())]
 
@@ -203,8 +238,10 @@ def _verl_item_without_template(tok):
     from verl.protocol import DataProto
 
     ids = tok("a question", add_special_tokens=False)["input_ids"]
-    return DataProto.from_dict(tensors={"responses": torch.tensor([ids]), "attention_mask": torch.tensor([[1] * (2 * len(ids))])},
-                               non_tensors={"raw_prompt": np.array([[{"role": "user", "content": "q"}]], dtype=object)})
+    return DataProto.from_dict(
+        tensors={"responses": torch.tensor([ids]), "attention_mask": torch.tensor([[1] * (2 * len(ids))])},
+        non_tensors={"raw_prompt": np.array([[{"role": "user", "content": "q"}]], dtype=object)},
+    )
 
 
 def test_verl_through_its_naive_router(served):
@@ -238,16 +275,23 @@ def test_openai_package_classify(served):
     client = openai.OpenAI(base_url=served.server.url, api_key="unused")
     for (messages, response), expected in zip(CONVERSATIONS, served.scored):
         # vLLM's chat form: the conversation, laid out on the server as training laid it out.
-        body = {"model": str(served.model_dir), "messages": [*messages, {"role": "assistant", "content": response}],
-                "use_activation": False}
+        body = {
+            "model": str(served.model_dir),
+            "messages": [*messages, {"role": "assistant", "content": response}],
+            "use_activation": False,
+        }
         out = client.post("/classify", cast_to=httpx.Response, body=body).json()
         assert out["data"][-1]["probs"][-1] == pytest.approx(expected, abs=1e-5)
         # vLLM's text form with its default add_special_tokens=True, the text as a client decodes it.
         prompt = _prompt_text(tok, messages)
-        text = tok.decode(tok(prompt, add_special_tokens=False)["input_ids"] + StubVLLM(tok, response).ids,
-                          skip_special_tokens=False)
-        out = client.post("/classify", cast_to=httpx.Response, body={"model": str(served.model_dir), "input": text,
-                                                                      "use_activation": False}).json()
+        text = tok.decode(
+            tok(prompt, add_special_tokens=False)["input_ids"] + StubVLLM(tok, response).ids, skip_special_tokens=False
+        )
+        out = client.post(
+            "/classify",
+            cast_to=httpx.Response,
+            body={"model": str(served.model_dir), "input": text, "use_activation": False},
+        ).json()
         assert out["data"][-1]["probs"][-1] == pytest.approx(expected, abs=1e-5)
     with pytest.raises(openai.NotFoundError):
         client.post("/classify", cast_to=httpx.Response, body={"model": "not-this-one", "input": "x"})

@@ -23,9 +23,17 @@ def trl_prm(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("trl_prm_serve")
     tok = build_tokenizer(folder, unk=True)
-    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                      num_labels=2, pad_token_id=0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        num_labels=2,
+        pad_token_id=0,
+    )
     torch.manual_seed(5)
     model = transformers.AutoModelForTokenClassification.from_config(config)
     with torch.no_grad():

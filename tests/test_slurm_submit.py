@@ -14,8 +14,9 @@ def _run(*args: str, cwd, path: str | None = None) -> subprocess.CompletedProces
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
     if path is not None:
         env["PATH"] = path
-    return subprocess.run([sys.executable, "-m", "rmspec", "run", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rmspec", "run", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_submit_refuses_a_plan_for_one_machine_before_writing_anything(tmp_path):

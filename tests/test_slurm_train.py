@@ -27,8 +27,9 @@ VENV_BIN = str(Path(sys.executable).parent)
 
 
 def _spec(tmp: Path, name: str, model: Path, *, nodes: int) -> Path:
-    spec = make_run_spec(tmp, name=name, training=TRAINING, batch=8, procs=2 if nodes == 1 else 1, rows=120,
-                         model=model)
+    spec = make_run_spec(
+        tmp, name=name, training=TRAINING, batch=8, procs=2 if nodes == 1 else 1, rows=120, model=model
+    )
     if nodes > 1:
         spec.write_text(spec.read_text().replace("gpus_per_node: 1}", f"gpus_per_node: 1, nodes: {nodes}}}"))
     return spec
@@ -52,8 +53,14 @@ def _client_env(cluster) -> dict[str, str]:
 def _written(tmp: Path, name: str, model: Path, cluster) -> tuple[Path, dict, subprocess.CompletedProcess]:
     """`rmspec run SPEC` for 2 nodes: the run directory and launch.slurm, nothing submitted."""
     env = _client_env(cluster)
-    written = subprocess.run([sys.executable, "-m", "rmspec", "run", str(_spec(tmp, name, model, nodes=2))],
-                             cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+    written = subprocess.run(
+        [sys.executable, "-m", "rmspec", "run", str(_spec(tmp, name, model, nodes=2))],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert written.returncode == 0, written.stdout + written.stderr
     return tmp / "runs" / name, env, written
 
@@ -102,8 +109,14 @@ def reference(work):
     tmp, model = work
     spec = _spec(tmp, "local2", model, nodes=1)
     started = time.time()
-    done = subprocess.run([sys.executable, "-m", "rmspec", "run", str(spec)], cwd=tmp, env=_env(),
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "rmspec", "run", str(spec)],
+        cwd=tmp,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     run = tmp / "runs" / "local2"
     assert done.returncode == 0, done.stdout + done.stderr + (run / "train.log").read_text()
     print(f"\nlocal 2-process reference: {time.time() - started:.1f} s")
@@ -120,8 +133,9 @@ def test_launch_slurm_submitted_unchanged_trains_on_two_nodes(work, reference, s
     assert json.loads((run / "plan.json").read_text())["slurm_script"] == text
 
     started = time.time()
-    job = subprocess.run(["sbatch", "--parsable", str(script)], cwd=tmp, env=env, capture_output=True, text=True,
-                         check=True).stdout.strip()
+    job = subprocess.run(
+        ["sbatch", "--parsable", str(script)], cwd=tmp, env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
     try:
         final = slurm_cluster.wait_job(job, timeout=300)
     finally:
@@ -152,8 +166,14 @@ def test_launch_slurm_submitted_unchanged_trains_on_two_nodes(work, reference, s
     ref = json.loads((reference / "status.json").read_text())["metrics"]
     assert status["metrics"]["eval/rm/accuracy"] == pytest.approx(ref["eval/rm/accuracy"], abs=1e-4)
 
-    shown = subprocess.run([sys.executable, "-m", "rmspec", "status", str(run)], cwd=tmp, env=env,
-                           capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "rmspec", "status", str(run)],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "completed" in shown.stdout and f"{job}: COMPLETED" in shown.stdout
 
@@ -165,14 +185,24 @@ def test_requeue_resumes_from_the_last_checkpoint_and_submit_follows_it(work, re
     env = _client_env(slurm_cluster)
     env["PATH"] = os.environ.get("PATH", "")  # --submit finds this venv's accelerate by itself
     started = time.time()
-    parent = subprocess.Popen([sys.executable, "-m", "rmspec", "run", str(spec), "--submit"], cwd=tmp, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "rmspec", "run", str(spec), "--submit"],
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     job = None
     try:
         _wait_for(lambda: _status(run).get("slurm_job_id"), 60, "the submitted job id", slurm_cluster)
         job = _status(run)["slurm_job_id"]
-        _wait_for(lambda: (run / "checkpoints" / "checkpoint-40" / "trainer_state.json").exists(), 240,
-                  "checkpoint-40", slurm_cluster)
+        _wait_for(
+            lambda: (run / "checkpoints" / "checkpoint-40" / "trainer_state.json").exists(),
+            240,
+            "checkpoint-40",
+            slurm_cluster,
+        )
         assert _status(run)["state"] == "running"
         slurm_cluster.run("scontrol", "requeue", job)
         out, _ = parent.communicate(timeout=400)
@@ -205,11 +235,21 @@ def test_scancel_leaves_interrupted_with_the_last_checkpoint(work, slurm_cluster
     tmp, model = work
     run, env, _ = _written(tmp, "cancelled", model, slurm_cluster)
     started = time.time()
-    job = subprocess.run(["sbatch", "--parsable", str(run / "launch.slurm")], cwd=tmp, env=env,
-                         capture_output=True, text=True, check=True).stdout.strip()
+    job = subprocess.run(
+        ["sbatch", "--parsable", str(run / "launch.slurm")],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     try:
-        _wait_for(lambda: (run / "checkpoints" / "checkpoint-20" / "trainer_state.json").exists(), 240,
-                  "checkpoint-20", slurm_cluster)
+        _wait_for(
+            lambda: (run / "checkpoints" / "checkpoint-20" / "trainer_state.json").exists(),
+            240,
+            "checkpoint-20",
+            slurm_cluster,
+        )
         slurm_cluster.run("scancel", job)
         slurm_cluster.wait_job(job, timeout=60)
     finally:
@@ -221,8 +261,14 @@ def test_scancel_leaves_interrupted_with_the_last_checkpoint(work, slurm_cluster
     assert checkpoint.name == f"checkpoint-{status['step']}" and (checkpoint / "trainer_state.json").exists()
     assert status["step"] < 160 and not (run / "model").exists()
 
-    shown = subprocess.run([sys.executable, "-m", "rmspec", "status", str(run)], cwd=tmp, env=env,
-                           capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "rmspec", "status", str(run)],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "interrupted" in shown.stdout and str(checkpoint) in shown.stdout
     assert f"rmspec run --resume {run} --submit" in shown.stdout

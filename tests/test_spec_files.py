@@ -16,8 +16,15 @@ SHIPPED = sorted((REPO / "specs").glob("*.yaml")) + sorted((REPO / "templates").
 
 def test_the_expected_specs_ship():
     names = {p.name for p in (REPO / "specs").glob("*.yaml")}
-    assert {"hh_bt.yaml", "ultrafeedback_bt.yaml", "helpsteer2_pointwise.yaml", "judge_generative.yaml",
-            "quickstart.yaml", "quickstart_prm.yaml", "prm_math_shepherd.yaml"} <= names
+    assert {
+        "hh_bt.yaml",
+        "ultrafeedback_bt.yaml",
+        "helpsteer2_pointwise.yaml",
+        "judge_generative.yaml",
+        "quickstart.yaml",
+        "quickstart_prm.yaml",
+        "prm_math_shepherd.yaml",
+    } <= names
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -46,7 +53,9 @@ def test_init_output_validates_without_edits(cli, tmp_path, approach):
 
 def test_init_with_data_and_model(cli, tmp_path):
     out = tmp_path / "s.yaml"
-    result = cli("init", "--approach", "bradley_terry", "--data", "hh-rlhf", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "-o", out)
+    result = cli(
+        "init", "--approach", "bradley_terry", "--data", "hh-rlhf", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "-o", out
+    )
     assert result.code == 0, result.err
     from rmspec.spec import load_spec
 
@@ -105,16 +114,21 @@ print("HEAVY=" + ",".join(heavy))
 """
 
 
-@pytest.mark.parametrize("args", [
-    ["--help"],
-    ["validate", "specs/hh_bt.yaml"],
-    ["validate", "specs/quickstart.yaml"],
-    ["schema", "--check"],
-    ["init", "--approach", "pointwise", "-o", "{tmp}/x.yaml"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["validate", "specs/hh_bt.yaml"],
+        ["validate", "specs/quickstart.yaml"],
+        ["schema", "--check"],
+        ["init", "--approach", "pointwise", "-o", "{tmp}/x.yaml"],
+    ],
+)
 def test_light_commands_never_import_torch(tmp_path, args):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    proc = subprocess.run([sys.executable, "-c", LIGHT_PROBE, *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", LIGHT_PROBE, *args], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert "HEAVY=\n" in proc.stdout or proc.stdout.strip().endswith("HEAVY="), proc.stdout + proc.stderr
 
 

@@ -18,9 +18,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def write(tmp_path: Path, **sections) -> Path:
     (tmp_path / "d.jsonl").write_text(json.dumps({"prompt": "p", "chosen": "a", "rejected": "b"}) + "\n")
-    doc = {"version": 1, "name": "t", "model": {"name_or_path": "sentence-transformers/all-MiniLM-L6-v2"},
-           "data": {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"}},
-           "approach": {"kind": "bradley_terry"}, "hardware": {"device": "cpu"}}
+    doc = {
+        "version": 1,
+        "name": "t",
+        "model": {"name_or_path": "sentence-transformers/all-MiniLM-L6-v2"},
+        "data": {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"}},
+        "approach": {"kind": "bradley_terry"},
+        "hardware": {"device": "cpu"},
+    }
     for key, value in sections.items():
         doc[key] = {**doc.get(key, {}), **value} if isinstance(value, dict) else value
     path = tmp_path / "spec.yaml"
@@ -38,16 +43,27 @@ def problems(path: Path) -> str:
 
 
 def test_validation_source_alone_turns_the_fraction_off(tmp_path):
-    path = write(tmp_path, data={"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"},
-                                 "split": {"validation_source": {"kind": "files", "paths": ["d.jsonl"]}}})
+    path = write(
+        tmp_path,
+        data={
+            "source": {"kind": "files", "paths": ["d.jsonl"]},
+            "mapping": {"preset": "pairs"},
+            "split": {"validation_source": {"kind": "files", "paths": ["d.jsonl"]}},
+        },
+    )
     split = load_spec(path).spec.data.split
     assert split.validation_source is not None and split.validation_fraction is None
 
 
 def test_both_split_ways_written_is_refused_saying_which_to_delete(tmp_path):
-    path = write(tmp_path, data={"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"},
-                                 "split": {"validation_fraction": 0.1,
-                                           "validation_source": {"kind": "files", "paths": ["d.jsonl"]}}})
+    path = write(
+        tmp_path,
+        data={
+            "source": {"kind": "files", "paths": ["d.jsonl"]},
+            "mapping": {"preset": "pairs"},
+            "split": {"validation_fraction": 0.1, "validation_source": {"kind": "files", "paths": ["d.jsonl"]}},
+        },
+    )
     text = problems(path)
     assert "validation_fraction" in text and "delete" in text
 
@@ -55,22 +71,37 @@ def test_both_split_ways_written_is_refused_saying_which_to_delete(tmp_path):
 # ---------------------------------------------------------------- early stopping
 
 
-@pytest.mark.parametrize(("approach", "expected"), [
-    ({"kind": "process"}, "eval/rm/first_error_accuracy"),
-    ({"kind": "generative"}, "eval/sft/loss"),
-])
+@pytest.mark.parametrize(
+    ("approach", "expected"),
+    [
+        ({"kind": "process"}, "eval/rm/first_error_accuracy"),
+        ({"kind": "generative"}, "eval/sft/loss"),
+    ],
+)
 def test_early_stopping_metric_the_approach_never_produces(tmp_path, approach, expected):
-    data = {"source": {"kind": "files", "paths": ["d.jsonl"]},
-            "mapping": {"preset": "stepwise" if approach["kind"] == "process" else "messages"},
-            "split": {"validation_fraction": 0.1}}
-    path = write(tmp_path, data=data, approach=approach, model={"name_or_path": "Qwen/Qwen2.5-0.5B-Instruct"},
-                 training={"eval_steps": 10, "early_stopping": {}})
+    data = {
+        "source": {"kind": "files", "paths": ["d.jsonl"]},
+        "mapping": {"preset": "stepwise" if approach["kind"] == "process" else "messages"},
+        "split": {"validation_fraction": 0.1},
+    }
+    path = write(
+        tmp_path,
+        data=data,
+        approach=approach,
+        model={"name_or_path": "Qwen/Qwen2.5-0.5B-Instruct"},
+        training={"eval_steps": 10, "early_stopping": {}},
+    )
     text = problems(path)
     assert "eval/rm/accuracy" in text and expected in text
     # what the message says to write is accepted
     mode = "min" if expected.endswith("loss") else "max"
-    path = write(tmp_path, data=data, approach=approach, model={"name_or_path": "Qwen/Qwen2.5-0.5B-Instruct"},
-                 training={"eval_steps": 10, "early_stopping": {"metric": expected, "mode": mode}})
+    path = write(
+        tmp_path,
+        data=data,
+        approach=approach,
+        model={"name_or_path": "Qwen/Qwen2.5-0.5B-Instruct"},
+        training={"eval_steps": 10, "early_stopping": {"metric": expected, "mode": mode}},
+    )
     assert load_spec(path).spec.training.early_stopping.metric == expected
 
 
@@ -82,13 +113,19 @@ def test_pairs_from_scores_reads_the_mapped_score_columns(tmp_path):
     from helpers.data import bert_tokenizer, make_spec, write_jsonl
     from rmspec.data import prepare
 
-    rows = [{"prompt": "q", "chosen": "best", "rejected": "worst", "good": 9.0, "bad": 1.0},
-            {"prompt": "q", "chosen": "fine", "rejected": "meh", "good": 7.0, "bad": 4.0}]
+    rows = [
+        {"prompt": "q", "chosen": "best", "rejected": "worst", "good": 9.0, "bad": 1.0},
+        {"prompt": "q", "chosen": "fine", "rejected": "meh", "good": 7.0, "bad": 4.0},
+    ]
     write_jsonl(tmp_path / "d.jsonl", rows)
-    loaded = make_spec(tmp_path, {"source": {"kind": "files", "paths": ["d.jsonl"]},
-                                  "mapping": {"preset": "pairs",
-                                              "columns": {"score_chosen": "good", "score_rejected": "bad"}},
-                                  "augment": [{"kind": "pairs_from_scores", "min_gap": 2.0}]})
+    loaded = make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["d.jsonl"]},
+            "mapping": {"preset": "pairs", "columns": {"score_chosen": "good", "score_rejected": "bad"}},
+            "augment": [{"kind": "pairs_from_scores", "min_gap": 2.0}],
+        },
+    )
     prepared = prepare(loaded, bert_tokenizer(), cache_dir=tmp_path / "c")
     made = {(r["chosen"], r["rejected"]) for r in prepared.train if r["augmented"]}
     scores = {"best": 9, "fine": 7, "meh": 4, "worst": 1}

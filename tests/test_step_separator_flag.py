@@ -22,9 +22,17 @@ def trl_prm(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("trl_prm")
     tok = build_tokenizer(folder, unk=True)
-    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                      num_labels=2, pad_token_id=0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        num_labels=2,
+        pad_token_id=0,
+    )
     torch.manual_seed(3)
     model = transformers.AutoModelForTokenClassification.from_config(config)
     with torch.no_grad():
@@ -48,8 +56,10 @@ def trl_reference(folder: Path, prompt: str, steps: list[str]) -> list[float]:
     return [probs[e].item() for e in ends]
 
 
-ROWS = [{"id": "a", "problem": "w1 w2", "steps": ["w3 w4", "w5", "w6 w7"]},
-        {"id": "b", "problem": "w8", "steps": ["w9", "w10"]}]
+ROWS = [
+    {"id": "a", "problem": "w1 w2", "steps": ["w3 w4", "w5", "w6 w7"]},
+    {"id": "b", "problem": "w8", "steps": ["w9", "w10"]},
+]
 
 
 def test_score_without_flag_names_the_flag_that_exists(trl_prm, tmp_path, cli):
@@ -76,16 +86,31 @@ def test_score_with_step_separator(trl_prm, tmp_path, cli):
 
 def test_eval_with_step_separator(trl_prm, tmp_path, cli):
     bench = tmp_path / "pb.jsonl"
-    rows = [{"id": "x", "generator": "g", "problem": "w1 w2", "steps": ["w3", "w4 w5"], "label": -1,
-             "final_answer_correct": True},
-            {"id": "y", "generator": "g", "problem": "w6", "steps": ["w7", "w8"], "label": 1,
-             "final_answer_correct": False}]
+    rows = [
+        {
+            "id": "x",
+            "generator": "g",
+            "problem": "w1 w2",
+            "steps": ["w3", "w4 w5"],
+            "label": -1,
+            "final_answer_correct": True,
+        },
+        {
+            "id": "y",
+            "generator": "g",
+            "problem": "w6",
+            "steps": ["w7", "w8"],
+            "label": 1,
+            "final_answer_correct": False,
+        },
+    ]
     bench.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "eval"
     no_flag = cli("eval", trl_prm, "--benchmark", f"processbench={bench}", "--out", out, "--json")
     assert no_flag.code == 2 and "--step-separator" in no_flag.err, no_flag.out + no_flag.err
-    result = cli("eval", trl_prm, "--benchmark", f"processbench={bench}", "--out", out, "--json",
-                 "--step-separator", SEP)
+    result = cli(
+        "eval", trl_prm, "--benchmark", f"processbench={bench}", "--out", out, "--json", "--step-separator", SEP
+    )
     assert result.code == 0, result.out + result.err
     per_example = [json.loads(x) for x in next(out.glob("*.jsonl")).read_text().splitlines()]
     assert len(per_example) == 2

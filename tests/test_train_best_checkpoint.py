@@ -30,18 +30,27 @@ def write_validation(path: Path, n: int = 40, flipped_per_10: int = 3) -> None:
             chosen, rejected = "w1 " + words(rng.randint(0, 5)), "w2 " + words(rng.randint(0, 5))
             if i % 10 < flipped_per_10:
                 chosen, rejected = rejected, chosen
-            handle.write(json.dumps({"id": f"v{i}", "prompt": words(rng.randint(1, 8)),
-                                     "chosen": chosen, "rejected": rejected}) + "\n")
+            handle.write(
+                json.dumps({"id": f"v{i}", "prompt": words(rng.randint(1, 8)), "chosen": chosen, "rejected": rejected})
+                + "\n"
+            )
 
 
 @pytest.fixture(scope="module")
 def best_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("best")
     write_validation(tmp / "val.jsonl")
-    spec = make_run_spec(tmp, name="best", training=f"  max_steps: 12\n  eval_steps: 1\n  final_model: best\n"
-                                                     f"  best_metric: {METRIC}")
-    text = spec.read_text().replace("learning_rate: 3.0e-3", "learning_rate: 1.0e-2").replace(
-        "split: {validation_fraction: 0.2, seed: 0}", "split: {validation_source: {kind: files, paths: [val.jsonl]}}")
+    spec = make_run_spec(
+        tmp, name="best", training=f"  max_steps: 12\n  eval_steps: 1\n  final_model: best\n  best_metric: {METRIC}"
+    )
+    text = (
+        spec.read_text()
+        .replace("learning_rate: 3.0e-3", "learning_rate: 1.0e-2")
+        .replace(
+            "split: {validation_fraction: 0.2, seed: 0}",
+            "split: {validation_source: {kind: files, paths: [val.jsonl]}}",
+        )
+    )
     spec.write_text(text)
     done = rmspec("run", str(spec), cwd=tmp, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -87,8 +96,9 @@ def test_run_model_is_the_best_checkpoint_weight_for_weight_and_score_for_score(
         out = tmp / f"{name}.scored.jsonl"
         done = rmspec("score", str(target), str(tmp / "val.jsonl"), "--out", str(out), "--json", cwd=tmp)
         assert done.returncode == 0, done.stderr[-2000:]
-        scored[name] = [(r["reward_chosen"], r["reward_rejected"])
-                        for r in map(json.loads, out.read_text().splitlines())]
+        scored[name] = [
+            (r["reward_chosen"], r["reward_rejected"]) for r in map(json.loads, out.read_text().splitlines())
+        ]
     assert len(scored["model"]) == 40
     assert scored["model"] == scored["best"]  # exactly, not approximately
     assert scored["model"] != scored["last"]

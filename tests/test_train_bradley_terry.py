@@ -44,8 +44,10 @@ def test_pair_metrics_count_ties_as_wrong():
 
 def test_collator_stacks_chosen_then_rejected_with_right_padding():
     batch = PairCollator(pad_token_id=0)(
-        [{"chosen_input_ids": [5, 6, 7], "rejected_input_ids": [5], "margin": 0.5},
-         {"chosen_input_ids": [8], "rejected_input_ids": [9, 9], "margin": None}]
+        [
+            {"chosen_input_ids": [5, 6, 7], "rejected_input_ids": [5], "margin": 0.5},
+            {"chosen_input_ids": [8], "rejected_input_ids": [9, 9], "margin": None},
+        ]
     )
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0], [5, 0, 0], [9, 9, 0]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0], [1, 0, 0], [1, 1, 0]]
@@ -86,8 +88,9 @@ def test_bert_reward_pools_cls_and_ignores_padding(tiny_models):
     seqs = [tok(t)["input_ids"] for t in TEXTS]
     assert seqs[0][0] == tok.cls_token_id
     with torch.no_grad():
-        alone = torch.stack([forward_scores(model, torch.tensor([s]), torch.ones(1, len(s), dtype=torch.long))[0, 0]
-                             for s in seqs])
+        alone = torch.stack(
+            [forward_scores(model, torch.tensor([s]), torch.ones(1, len(s), dtype=torch.long))[0, 0] for s in seqs]
+        )
         pooled = model.bert(torch.tensor([seqs[1]])).pooler_output  # [CLS] through the pooler
         by_hand = model.classifier(pooled)[0, 0]
         batch = forward_scores(model, *pad_right(seqs, tok.pad_token_id))[:, 0]

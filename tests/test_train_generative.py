@@ -51,8 +51,9 @@ def causal_model(request, tmp_path_factory) -> Path:
 
 
 def test_loss_is_cross_entropy_over_assistant_tokens_only(tmp_path, causal_llama):
-    spec = write_spec(tmp_path, causal_llama, approach="{kind: generative}", mapping="{preset: messages}",
-                      training="{max_steps: 1}").spec
+    spec = write_spec(
+        tmp_path, causal_llama, approach="{kind: generative}", mapping="{preset: messages}", training="{max_steps: 1}"
+    ).spec
     loaded = load_model(str(causal_llama), spec.approach)
     model, tok = loaded.model.eval(), loaded.tokenizer
     rows = _rows(tok, 3, 0)
@@ -71,7 +72,9 @@ def test_loss_is_cross_entropy_over_assistant_tokens_only(tmp_path, causal_llama
 
 def test_generative_judge_learns_its_verdicts(tmp_path, causal_model):
     spec = write_spec(
-        tmp_path, causal_model, approach="{kind: generative, verdict_pattern: 'w5 (w1|w2)', max_new_tokens: 4}",
+        tmp_path,
+        causal_model,
+        approach="{kind: generative, verdict_pattern: 'w5 (w1|w2)', max_new_tokens: 4}",
         mapping="{preset: messages}",
         training="{max_steps: 60, learning_rate: 1.0e-2, global_batch_size: 16, logging_steps: 20, seed: 0}",
     ).spec

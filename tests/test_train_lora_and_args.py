@@ -18,7 +18,9 @@ tiny_models = helpers.models.tiny_models  # the shared fixture
 
 def test_lora_trains_adapters_and_the_head_and_saves_a_plain_model(tmp_path, tiny_models):
     spec = write_spec(
-        tmp_path, tiny_models["llama"], approach="{kind: bradley_terry}",
+        tmp_path,
+        tiny_models["llama"],
+        approach="{kind: bradley_terry}",
         training="{max_steps: 20, learning_rate: 1.0e-2, global_batch_size: 8, logging_steps: 10, seed: 0}",
     ).spec
     loaded = load_model(str(tiny_models["llama"]), spec.approach, seed=0)
@@ -52,7 +54,9 @@ def test_lora_trains_adapters_and_the_head_and_saves_a_plain_model(tmp_path, tin
 
 def test_early_stopping_selects_the_best_checkpoint_on_the_spec_metric(tmp_path, tiny_models):
     spec = write_spec(
-        tmp_path, tiny_models["llama"], approach="{kind: bradley_terry}",
+        tmp_path,
+        tiny_models["llama"],
+        approach="{kind: bradley_terry}",
         training="{max_steps: 50, eval_steps: 5, early_stopping: {metric: eval/rm/loss, mode: min, patience: 2}}",
     ).spec
     args = build_training_arguments(spec, None, tmp_path / "ckpt", has_validation=True, use_cpu=True)

@@ -31,23 +31,32 @@ class StateAfterFirstStep(TrainerCallback):
     def on_step_end(self, args, state, control, optimizer=None, **kwargs):
         if state.global_step == 1:
             inner = getattr(optimizer, "optimizer", optimizer)
-            self.bytes = sum(t.numel() * t.element_size() for s in inner.state.values() for t in s.values()
-                             if hasattr(t, "numel") and t.dim() > 0)
+            self.bytes = sum(
+                t.numel() * t.element_size()
+                for s in inner.state.values()
+                for t in s.values()
+                if hasattr(t, "numel") and t.dim() > 0
+            )
 
 
 def _train(tmp_path, model_dir, optimizer: str, schedule: str, extra: str = ""):
     spec = write_spec(
-        tmp_path, model_dir, approach="{kind: bradley_terry}",
-        training=(f"{{max_steps: 7, learning_rate: 1.0e-2, min_learning_rate: {MIN_LR}, lr_scheduler: {schedule}, "
-                  f"warmup_ratio: 0.2, optimizer: {optimizer}, global_batch_size: 8, logging_steps: 1, seed: 0{extra}}}"),
+        tmp_path,
+        model_dir,
+        approach="{kind: bradley_terry}",
+        training=(
+            f"{{max_steps: 7, learning_rate: 1.0e-2, min_learning_rate: {MIN_LR}, lr_scheduler: {schedule}, "
+            f"warmup_ratio: 0.2, optimizer: {optimizer}, global_batch_size: 8, logging_steps: 1, seed: 0{extra}}}"
+        ),
     ).spec
     from rmspec.train.modeling import load_model
 
     loaded = load_model(str(model_dir), spec.approach, seed=0)
     args = build_training_arguments(spec, None, tmp_path / "ckpt", has_validation=False, use_cpu=True)
     probe = StateAfterFirstStep()
-    trainer = build_trainer(spec, loaded.model, loaded.tokenizer, args,
-                            as_dataset(pair_rows(loaded.tokenizer, 64, 0)), None, [probe])
+    trainer = build_trainer(
+        spec, loaded.model, loaded.tokenizer, args, as_dataset(pair_rows(loaded.tokenizer, 64, 0)), None, [probe]
+    )
     trainer.decay_ratio = spec.training.decay_ratio
     trainer.train()
     return spec, trainer, probe
@@ -55,8 +64,9 @@ def _train(tmp_path, model_dir, optimizer: str, schedule: str, extra: str = ""):
 
 @pytest.mark.parametrize("schedule", ["cosine_with_min_lr", "warmup_stable_decay"])
 @pytest.mark.parametrize("optimizer", CPU_OPTIMIZERS)
-def test_the_last_step_ends_at_min_learning_rate_and_the_plan_sizes_the_state(tmp_path, tiny_models, optimizer,
-                                                                                 schedule):
+def test_the_last_step_ends_at_min_learning_rate_and_the_plan_sizes_the_state(
+    tmp_path, tiny_models, optimizer, schedule
+):
     extra = ", optimizer_args: {momentum: 0.9}" if optimizer == "sgd" else ""
     spec, trainer, probe = _train(tmp_path, tiny_models["llama"], optimizer, schedule, extra)
     logged = [row for row in trainer.state.log_history if "learning_rate" in row]
@@ -76,13 +86,20 @@ def test_the_last_step_ends_at_min_learning_rate_and_the_plan_sizes_the_state(tm
 
 
 def test_optimizer_args_reach_the_optimizer(tmp_path, tiny_models):
-    spec = write_spec(tmp_path, tiny_models["llama"], approach="{kind: bradley_terry}",
-                      training="{max_steps: 1, optimizer: adamw_torch, optimizer_args: {betas: [0.8, 0.95], eps: 1.0e-6}}"
-                      ).spec
+    spec = write_spec(
+        tmp_path,
+        tiny_models["llama"],
+        approach="{kind: bradley_terry}",
+        training="{max_steps: 1, optimizer: adamw_torch, optimizer_args: {betas: [0.8, 0.95], eps: 1.0e-6}}",
+    ).spec
     args = build_training_arguments(spec, None, tmp_path / "ckpt", has_validation=False, use_cpu=True)
     assert (args.optim, args.adam_beta1, args.adam_beta2, args.adam_epsilon) == ("adamw_torch", 0.8, 0.95, 1e-6)
-    sgd = write_spec(tmp_path, tiny_models["llama"], approach="{kind: bradley_terry}",
-                     training="{max_steps: 1, optimizer: sgd, optimizer_args: {momentum: 0.9, nesterov: true}}").spec
+    sgd = write_spec(
+        tmp_path,
+        tiny_models["llama"],
+        approach="{kind: bradley_terry}",
+        training="{max_steps: 1, optimizer: sgd, optimizer_args: {momentum: 0.9, nesterov: true}}",
+    ).spec
     args = build_training_arguments(sgd, None, tmp_path / "ckpt", has_validation=False, use_cpu=True)
     assert args.optim == "sgd" and args.optim_args == "momentum=0.9,nesterov=True"
 
@@ -96,8 +113,12 @@ def test_bitsandbytes_optimizers_are_refused_without_cuda(tmp_path, tiny_models,
     from rmspec.train.arguments import optimizer_arguments
 
     with pytest.raises(SpecError) as err:  # validate: a CPU spec
-        write_spec(tmp_path, tiny_models["llama"], approach="{kind: bradley_terry}",
-                   training=f"{{max_steps: 1, optimizer: {optimizer}}}")
+        write_spec(
+            tmp_path,
+            tiny_models["llama"],
+            approach="{kind: bradley_terry}",
+            training=f"{{max_steps: 1, optimizer: {optimizer}}}",
+        )
     assert "training.optimizer" in str(err.value) and "CUDA" in str(err.value)
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here")
@@ -110,6 +131,10 @@ def test_validate_refuses_a_min_learning_rate_the_schedule_ignores(tmp_path, tin
     from rmspec.errors import SpecError
 
     with pytest.raises(SpecError) as err:
-        write_spec(tmp_path, tiny_models["llama"], approach="{kind: bradley_terry}",
-                   training="{max_steps: 1, min_learning_rate: 1.0e-6}")
+        write_spec(
+            tmp_path,
+            tiny_models["llama"],
+            approach="{kind: bradley_terry}",
+            training="{max_steps: 1, min_learning_rate: 1.0e-6}",
+        )
     assert "min_learning_rate" in str(err.value)

@@ -29,10 +29,18 @@ def test_masked_mse_skips_unscored_attributes():
 def test_ordinal_loss_and_expectation_by_hand():
     logits = torch.tensor([[0.0, 1.0, 2.0]])  # one attribute, scale 0..2
     probs = np.exp([0.0, 1.0, 2.0]) / np.exp([0.0, 1.0, 2.0]).sum()
-    assert ordinal_loss(logits, torch.tensor([[1.0]]), bins=3, low=0.0).item() == pytest.approx(-np.log(probs[1]), rel=1e-5)
+    assert ordinal_loss(logits, torch.tensor([[1.0]]), bins=3, low=0.0).item() == pytest.approx(
+        -np.log(probs[1]), rel=1e-5
+    )
     assert ordinal_expectation(logits, 3, 0.0).item() == pytest.approx(float(probs @ [0, 1, 2]), rel=1e-5)
-    assert num_outputs(SimpleNamespace(kind="pointwise", objective="ordinal", attributes=["a", "b"],
-                                       scale=SimpleNamespace(min=0, max=4))) == 10
+    assert (
+        num_outputs(
+            SimpleNamespace(
+                kind="pointwise", objective="ordinal", attributes=["a", "b"], scale=SimpleNamespace(min=0, max=4)
+            )
+        )
+        == 10
+    )
 
 
 def test_metrics_per_attribute_and_grouped_accuracy():
@@ -49,7 +57,9 @@ def test_metrics_per_attribute_and_grouped_accuracy():
     assert out["safe/spearman"] == pytest.approx(spearmanr(pred[:, 1], gold[:, 1])[0])
     # prompt p: gold 1.0 < 2.5 and pred 1.0 < 2.0 (right); prompt q: gold 3.0 > 0.0, pred 3.5 > 0.2 (right)
     assert out["accuracy"] == 1.0
-    assert grouped_pair_accuracy(np.array([1.0, 1.0, 0.0]), np.array([2.0, 1.0, 0.0]), ["a", "a", "a"]) == pytest.approx(2 / 3)
+    assert grouped_pair_accuracy(
+        np.array([1.0, 1.0, 0.0]), np.array([2.0, 1.0, 0.0]), ["a", "a", "a"]
+    ) == pytest.approx(2 / 3)
 
 
 def _rows(tok, n, seed):
@@ -61,19 +71,32 @@ def _rows(tok, n, seed):
         words = ["w1"] * a + ["w2"] * b + [f"w{rng.randint(10, 70)}" for _ in range(rng.randint(1, 4))]
         rng.shuffle(words)
         text = " ".join(words)
-        rows.append({"id": str(i), "prompt": f"p{i % 7}", "response": text, "scores": [float(a), float(b)],
-                     "input_ids": tok(text)["input_ids"]})
+        rows.append(
+            {
+                "id": str(i),
+                "prompt": f"p{i % 7}",
+                "response": text,
+                "scores": [float(a), float(b)],
+                "input_ids": tok(text)["input_ids"],
+            }
+        )
     return rows
 
 
-@pytest.mark.parametrize("kind,objective,lr,steps", [
-    ("llama", "regression", "1.0e-2", 60), ("qwen2", "regression", "1.0e-2", 60), ("bert", "regression", "1.0e-2", 60),
-    ("gpt2", "ordinal", "1.0e-2", 60),
-    ("bert", "ordinal", "2.0e-3", 160),  # 1e-2 stalls BERT's tanh pooler under a 10-way softmax
-])
+@pytest.mark.parametrize(
+    "kind,objective,lr,steps",
+    [
+        ("llama", "regression", "1.0e-2", 60),
+        ("qwen2", "regression", "1.0e-2", 60),
+        ("bert", "regression", "1.0e-2", 60),
+        ("gpt2", "ordinal", "1.0e-2", 60),
+        ("bert", "ordinal", "2.0e-3", 160),  # 1e-2 stalls BERT's tanh pooler under a 10-way softmax
+    ],
+)
 def test_pointwise_learns_the_scores(tmp_path, tiny_models, kind, objective, lr, steps):
     loaded_spec = write_spec(
-        tmp_path, tiny_models[kind],
+        tmp_path,
+        tiny_models[kind],
         approach=f"{{kind: pointwise, attributes: [helpfulness, verbosity], objective: {objective}}}",
         mapping="{columns: {response: text, scores: {helpfulness: h, verbosity: v}}}",
         training=f"{{max_steps: {steps}, learning_rate: {lr}, global_batch_size: 16, logging_steps: 20, seed: 0}}",

@@ -11,8 +11,13 @@ from helpers.runs import make_run_spec, metrics_rows, rmspec
 from rmspec.train.trackers import numeric
 
 BACKENDS = ["tensorboard", "wandb", "mlflow", "swanlab", "trackio"]
-MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "swanlab": "swanlab",
-           "trackio": "trackio"}
+MODULES = {
+    "tensorboard": "tensorboard",
+    "wandb": "wandb",
+    "mlflow": "mlflow",
+    "swanlab": "swanlab",
+    "trackio": "trackio",
+}
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,9 @@ tiny_models = helpers.models.tiny_models  # the shared fixture
 @pytest.mark.parametrize("kind,steps", [("llama", 40), ("qwen2", 80), ("gpt2", 40), ("bert", 40)])
 def test_bradley_terry_learns_logs_and_reloads_with_the_same_scores(tmp_path, tiny_models, kind, steps):
     loaded_spec = write_spec(
-        tmp_path, tiny_models[kind], approach="{kind: bradley_terry, center_rewards_coefficient: 0.01}",
+        tmp_path,
+        tiny_models[kind],
+        approach="{kind: bradley_terry, center_rewards_coefficient: 0.01}",
         training=f"{{max_steps: {steps}, learning_rate: 3.0e-3, global_batch_size: 8, logging_steps: 10, seed: 1}}",
     )
     spec = loaded_spec.spec
@@ -53,8 +55,14 @@ def test_bradley_terry_learns_logs_and_reloads_with_the_same_scores(tmp_path, ti
     model = trainer.model.eval()
     with torch.no_grad():
         before = forward_scores(model, *pad_right(texts, tok.pad_token_id))[:, 0]
-    save_final_model(trainer, tok, tmp_path / "model", config_extra={"approach": "bradley_terry"}, card="# card\n",
-                     reward_stats={"reward_mean": 0.5, "reward_std": 2.0})
+    save_final_model(
+        trainer,
+        tok,
+        tmp_path / "model",
+        config_extra={"approach": "bradley_terry"},
+        card="# card\n",
+        reward_stats={"reward_mean": 0.5, "reward_std": 2.0},
+    )
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     folder = tmp_path / "model"

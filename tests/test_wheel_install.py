@@ -34,8 +34,16 @@ pytestmark = pytest.mark.slow
 
 def _copy_tree(dest: Path) -> None:
     """The files git would ship (tracked plus new, not ignored), symlinks kept as symlinks."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=REPO, check=True, capture_output=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         if rel.startswith(("tests/", "bench/", "docs/")):
             continue
@@ -63,32 +71,45 @@ def installed(tmp_path_factory):
     src, dist, venv = root / "src", root / "dist", root / "venv"
     _copy_tree(src)
     base_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", dist, src],
-         root, base_env)
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", dist, src],
+        root,
+        base_env,
+    )
     (wheel,) = dist.glob("rmspec-*.whl")
     _run([sys.executable, "-m", "venv", "--without-pip", venv], root, base_env)
     py = venv / "bin" / "python"
     # Install before the .pth exists: pip must not see the repo's rmspec as "already installed".
-    _run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps", "--no-index", wheel],
-         root, base_env)
+    _run(
+        [sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps", "--no-index", wheel], root, base_env
+    )
     where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     purelib = Path(_run([py, "-c", where], root, base_env).stdout.strip())
     (purelib / "zz_repo_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     (accelerate,) = entry_points(group="console_scripts", name="accelerate")
     script = venv / "bin" / "accelerate"
-    script.write_text(f"#!{py}\nimport sys\nfrom {accelerate.module} import {accelerate.attr}\n"
-                      f"sys.exit({accelerate.attr}())\n")
+    script.write_text(
+        f"#!{py}\nimport sys\nfrom {accelerate.module} import {accelerate.attr}\nsys.exit({accelerate.attr}())\n"
+    )
     script.chmod(0o755)
-    env = {**base_env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "PATH": f"{venv / 'bin'}:{base_env.get('PATH', '')}"}
+    env = {
+        **base_env,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "PATH": f"{venv / 'bin'}:{base_env.get('PATH', '')}",
+    }
     return venv, wheel, env
 
 
 def test_the_wheel_holds_the_files_the_commands_read(installed):
     _venv, wheel, _env = installed
     names = set(zipfile.ZipFile(wheel).namelist())
-    expected = {f"rmspec/{folder}/{p.name}" for folder in ("templates", "specs", "schemas")
-                for p in (REPO / folder).iterdir() if p.suffix in (".yaml", ".json")}
+    expected = {
+        f"rmspec/{folder}/{p.name}"
+        for folder in ("templates", "specs", "schemas")
+        for p in (REPO / folder).iterdir()
+        if p.suffix in (".yaml", ".json")
+    }
     expected |= {f"rmspec/data/demo/{p.name}" for p in (REPO / "rmspec" / "data" / "demo").iterdir()}
     assert expected - names == set()
 
@@ -116,8 +137,11 @@ def test_installed_wheel_runs_the_quickstart_from_an_empty_folder(installed, tmp
     _run([rm, "plan", "quickstart.yaml", *short], work, env)
     report = json.loads(_run([rm, "data", "report", "quickstart.yaml", *short, "--json"], work, env).stdout)
     assert report  # a report, not an empty answer
-    _run([rm, "run", "quickstart.yaml", *short, "--set", "training.max_steps=2",
-          "--set", "eval.benchmarks.0.limit=16"], work, env)
+    _run(
+        [rm, "run", "quickstart.yaml", *short, "--set", "training.max_steps=2", "--set", "eval.benchmarks.0.limit=16"],
+        work,
+        env,
+    )
     run_dir = work / "runs" / "quickstart"
     assert (run_dir / "results.json").is_file() and (run_dir / "model" / "config.json").is_file()
 

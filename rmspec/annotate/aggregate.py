@@ -49,8 +49,16 @@ def aggregate(tasks: list[Task], policy: str = "majority", ties: str = "drop") -
             elif a.error or task.error:
                 ann["invalid"] += 1
                 if not task.error:
-                    out.rejects.append(_reject("annotation", task, "invalid_result", a.error, annotator=a.annotator,
-                                               annotation_id=a.annotation_id))
+                    out.rejects.append(
+                        _reject(
+                            "annotation",
+                            task,
+                            "invalid_result",
+                            a.error,
+                            annotator=a.annotator,
+                            annotation_id=a.annotation_id,
+                        )
+                    )
             else:
                 ann["valid"] += 1
                 if a.preference:
@@ -63,12 +71,18 @@ def aggregate(tasks: list[Task], policy: str = "majority", ties: str = "drop") -
             task_rejects[reason] += 1
             out.rejects.append(_reject("task", task, reason, detail))
     out.counts = {
-        "policy": policy, "ties": ties,
-        "tasks_read": len(tasks), "tasks_with_rows": tasks_with_rows, "tasks_rejected": dict(task_rejects),
-        "annotations_read": ann["read"], "annotations_valid": ann["valid"], "annotations_cancelled": ann["cancelled"],
+        "policy": policy,
+        "ties": ties,
+        "tasks_read": len(tasks),
+        "tasks_with_rows": tasks_with_rows,
+        "tasks_rejected": dict(task_rejects),
+        "annotations_read": ann["read"],
+        "annotations_valid": ann["valid"],
+        "annotations_cancelled": ann["cancelled"],
         "annotations_invalid": ann["invalid"],
         "votes": {k: ann[k] for k in (FIRST, SECOND, TIE)} if any(t.kind == "pairwise" for t in tasks) else None,
-        "rows_written": len(out.rows), "ties_kept": sum(1 for r in out.rows if r.get("tie")),
+        "rows_written": len(out.rows),
+        "ties_kept": sum(1 for r in out.rows if r.get("tie")),
     }
     assert out.counts["tasks_read"] == tasks_with_rows + sum(task_rejects.values())
     assert ann["read"] == ann["valid"] + ann["cancelled"] + ann["invalid"]
@@ -76,8 +90,14 @@ def aggregate(tasks: list[Task], policy: str = "majority", ties: str = "drop") -
 
 
 def _reject(level: str, task: Task, reason: str, detail: str | None, **extra: Any) -> dict[str, Any]:
-    return {"level": level, "task_id": task.task_id, "source_id": task.source_id, "reason": reason,
-            "detail": detail or "", **extra}
+    return {
+        "level": level,
+        "task_id": task.task_id,
+        "source_id": task.source_id,
+        "reason": reason,
+        "detail": detail or "",
+        **extra,
+    }
 
 
 def _task_rows(task: Task, policy: str, ties: str, out: Imported) -> tuple[list[dict[str, Any]], str, str]:
@@ -104,8 +124,15 @@ def _base(task: Task) -> dict[str, Any]:
 def _pair(task: Task, winner: str, margin: float, votes: Counter, labels: list[dict[str, Any]]) -> dict[str, Any]:
     first, second = task.responses()
     chosen, rejected = (second, first) if winner == SECOND else (first, second)
-    return {**_base(task), "chosen": chosen, "rejected": rejected, "margin": margin, "tie": winner == TIE,
-            "votes": {k: votes[k] for k in (FIRST, SECOND, TIE)}, "labels": labels}
+    return {
+        **_base(task),
+        "chosen": chosen,
+        "rejected": rejected,
+        "margin": margin,
+        "tie": winner == TIE,
+        "votes": {k: votes[k] for k in (FIRST, SECOND, TIE)},
+        "labels": labels,
+    }
 
 
 def _pairwise_rows(task: Task, valid: list[Any], policy: str, ties: str, out: Imported):
@@ -115,8 +142,16 @@ def _pairwise_rows(task: Task, valid: list[Any], policy: str, ties: str, out: Im
         rows = []
         for a in valid:
             if a.preference == TIE and ties == "drop":
-                out.rejects.append(_reject("annotation", task, "tie", "a tie, dropped (--ties drop)",
-                                           annotator=a.annotator, annotation_id=a.annotation_id))
+                out.rejects.append(
+                    _reject(
+                        "annotation",
+                        task,
+                        "tie",
+                        "a tie, dropped (--ties drop)",
+                        annotator=a.annotator,
+                        annotation_id=a.annotation_id,
+                    )
+                )
                 continue
             rows.append({**_pair(task, a.preference, 0.0, votes, labels), "annotator": a.annotator})
         return (rows, "", "") if rows else ([], "tie", f"all {len(valid)} valid annotation(s) are ties (--ties drop)")

@@ -37,7 +37,9 @@ def labels_by_task(tasks: list[Task]) -> dict[Any, dict[str, str]]:
     for task in tasks:
         if task.error or task.kind != "pairwise":
             continue
-        votes = {a.annotator: a.preference for a in task.annotations if not a.cancelled and not a.error and a.preference}
+        votes = {
+            a.annotator: a.preference for a in task.annotations if not a.cancelled and not a.error and a.preference
+        }
         if votes:
             out[task.task_id] = votes
     return out
@@ -61,8 +63,12 @@ def cohen(labels: dict[Any, dict[str, str]], annotators: list[str]) -> list[dict
     for a, b in itertools.combinations(annotators, 2):
         shared = [votes for votes in labels.values() if a in votes and b in votes]
         y1, y2 = [v[a] for v in shared], [v[b] for v in shared]
-        row: dict[str, Any] = {"a": a, "b": b, "items": len(shared),
-                               "observed": round(sum(x == y for x, y in zip(y1, y2)) / len(shared), 6) if shared else None}
+        row: dict[str, Any] = {
+            "a": a,
+            "b": b,
+            "items": len(shared),
+            "observed": round(sum(x == y for x, y in zip(y1, y2)) / len(shared), 6) if shared else None,
+        }
         if len(shared) < 2:
             row.update(kappa=None, note="fewer than 2 shared items")
         elif len(set(y1) | set(y2)) < 2:
@@ -101,14 +107,20 @@ def krippendorff_alpha(labels: dict[Any, dict[str, str]], annotators: list[str])
     units = [v for v in labels.values() if len(v) >= 2]  # a unit rated once carries no pairable value
     pairable = sum(len(v) for v in units)
     if not units or len({p for v in units for p in v.values()}) < 2:
-        return {"alpha": None, "items": len(units), "pairable_values": pairable,
-                "note": "needs 2+ ratings on some task and 2+ categories"}
+        return {
+            "alpha": None,
+            "items": len(units),
+            "pairable_values": pairable,
+            "note": "needs 2+ ratings on some task and 2+ categories",
+        }
     data = np.full((len(annotators), len(units)), np.nan)
     for j, votes in enumerate(units):
         for i, annotator in enumerate(annotators):
             if annotator in votes:
                 data[i, j] = CODE[votes[annotator]]
-    value = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal", value_domain=list(range(len(CATEGORIES))))
+    value = krippendorff.alpha(
+        reliability_data=data, level_of_measurement="nominal", value_domain=list(range(len(CATEGORIES)))
+    )
     return {"alpha": _finite(value), "items": len(units), "pairable_values": pairable}
 
 
@@ -127,8 +139,11 @@ def versus_majority(labels: dict[Any, dict[str, str]], annotators: list[str]) ->
 
 def disagreements(tasks: list[Task], labels: dict[Any, dict[str, str]]) -> list[dict[str, Any]]:
     ids = {t.task_id: t.source_id for t in tasks}
-    return [{"task_id": tid, "source_id": ids[tid], "labels": votes, "majority": majority(votes)}
-            for tid, votes in labels.items() if len(set(votes.values())) > 1]
+    return [
+        {"task_id": tid, "source_id": ids[tid], "labels": votes, "majority": majority(votes)}
+        for tid, votes in labels.items()
+        if len(set(votes.values())) > 1
+    ]
 
 
 def model_agreement(labels: dict[Any, dict[str, str]], scores: dict[Any, tuple[float, float]]) -> dict[str, Any]:
@@ -145,19 +160,26 @@ def model_agreement(labels: dict[Any, dict[str, str]], scores: dict[Any, tuple[f
 
 def agreement(tasks: list[Task], model_scores: dict[Any, tuple[float, float]] | None = None) -> dict[str, Any]:
     if any(t.kind == "pointwise" for t in tasks if not t.error):
-        raise DataError("agreement is computed on pairwise preferences; this export holds pointwise ratings",
-                        "export a pairwise project (rmspec annotate export of a bradley_terry spec or a file of pairs)")
+        raise DataError(
+            "agreement is computed on pairwise preferences; this export holds pointwise ratings",
+            "export a pairwise project (rmspec annotate export of a bradley_terry spec or a file of pairs)",
+        )
     labels = labels_by_task(tasks)
     if not labels:
-        raise DataError("the export has no valid pairwise annotation to compare",
-                        "label some tasks first; cancelled and invalid annotations do not count")
+        raise DataError(
+            "the export has no valid pairwise annotation to compare",
+            "label some tasks first; cancelled and invalid annotations do not count",
+        )
     annotators = sorted({a for votes in labels.values() for a in votes}, key=lambda s: (len(s), s))
     out = {
-        "tasks": len(tasks), "tasks_labelled": len(labels),
+        "tasks": len(tasks),
+        "tasks_labelled": len(labels),
         "tasks_multiply_labelled": sum(1 for v in labels.values() if len(v) >= 2),
-        "annotators": annotators, "annotations": sum(len(v) for v in labels.values()),
+        "annotators": annotators,
+        "annotations": sum(len(v) for v in labels.values()),
         "categories": list(CATEGORIES),
-        "cohen": cohen(labels, annotators), "fleiss": fleiss(labels),
+        "cohen": cohen(labels, annotators),
+        "fleiss": fleiss(labels),
         "krippendorff": krippendorff_alpha(labels, annotators),
         "versus_majority": versus_majority(labels, annotators),
         "disagreements": disagreements(tasks, labels),

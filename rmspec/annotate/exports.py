@@ -27,8 +27,10 @@ from rmspec.annotate.tasks import ATTRIBUTES_FIELD, ID_FIELD, KIND_FIELD, PROMPT
 from rmspec.errors import DataError
 
 FIRST, SECOND, TIE = "first", "second", "tie"
-EXPORT_HINT = ("export the project from Label Studio as JSON (Export > JSON, or GET /api/projects/ID/export?exportType=JSON) "
-               "or JSON_MIN; its tasks must come from `rmspec annotate export`")
+EXPORT_HINT = (
+    "export the project from Label Studio as JSON (Export > JSON, or GET /api/projects/ID/export?exportType=JSON) "
+    "or JSON_MIN; its tasks must come from `rmspec annotate export`"
+)
 
 
 @dataclass
@@ -69,7 +71,9 @@ def load_export(path: str | Path) -> list[Task]:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         where = f"{path}:{exc.lineno}:{exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(path)
-        raise DataError(f"{where}: not a JSON file ({exc})", EXPORT_HINT + " (CSV and TSV exports cannot be read)") from None
+        raise DataError(
+            f"{where}: not a JSON file ({exc})", EXPORT_HINT + " (CSV and TSV exports cannot be read)"
+        ) from None
     except RecursionError:  # found by tests/fuzz: thousands of nested brackets
         raise DataError(f"{path}: nested too deeply to be a Label Studio export", EXPORT_HINT) from None
     return parse_export(value, str(path))
@@ -90,12 +94,16 @@ def parse_export(value: Any, where: str = "<export>") -> list[Task]:
     else:
         tasks = _json_min_tasks(value)
     if not any(t.error is None for t in tasks):
-        raise DataError(f"{where}: none of its {len(tasks)} task(s) came from `rmspec annotate export` "
-                        f"(first problem: {tasks[0].error})", EXPORT_HINT)
+        raise DataError(
+            f"{where}: none of its {len(tasks)} task(s) came from `rmspec annotate export` "
+            f"(first problem: {tasks[0].error})",
+            EXPORT_HINT,
+        )
     return tasks
 
 
 # ---------------------------------------------------------------- JSON
+
 
 def _json_task(row: dict[str, Any]) -> Task:
     meta = row.get("meta") or {}
@@ -120,8 +128,20 @@ def _json_task(row: dict[str, Any]) -> Task:
 
 # ---------------------------------------------------------------- JSON_MIN
 
-MIN_RESERVED = {"id", "annotator", "annotation_id", "created_at", "updated_at", "lead_time", "agreement", "drafts",
-                "predictions", "total_annotations", "cancelled_annotations", "total_predictions"}
+MIN_RESERVED = {
+    "id",
+    "annotator",
+    "annotation_id",
+    "created_at",
+    "updated_at",
+    "lead_time",
+    "agreement",
+    "drafts",
+    "predictions",
+    "total_annotations",
+    "cancelled_annotations",
+    "total_predictions",
+}
 
 
 def _json_min_tasks(rows: list[dict[str, Any]]) -> list[Task]:
@@ -172,12 +192,15 @@ def _min_to_result(name: str, value: Any) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- shared
 
+
 def _task(task_id: Any, data: dict[str, Any], meta: dict[str, Any]) -> Task:
     source_id = meta.get(ID_FIELD, data.get(ID_FIELD))
     kind = meta.get(KIND_FIELD, data.get(KIND_FIELD))
     task = Task(task_id, str(source_id) if source_id is not None else "", kind or "", data)
     if source_id is None or kind not in ("pairwise", "pointwise", "process"):
-        task.error = f"task {task_id} has no {ID_FIELD}/{KIND_FIELD} in meta or data: not made by `rmspec annotate export`"
+        task.error = (
+            f"task {task_id} has no {ID_FIELD}/{KIND_FIELD} in meta or data: not made by `rmspec annotate export`"
+        )
         return task
     if kind == "process":  # per-step tasks: recognised, so the import can say it does not read them yet
         return task
@@ -256,7 +279,12 @@ def _pointwise(task: Task, record: Annotation, result: list[Any]) -> None:
             record.error = f"unknown from_name {name!r} (the label config rates {', '.join(attrs)})"
             return
         rating = value.get("rating") if isinstance(value, dict) else None
-        if isinstance(rating, bool) or not isinstance(rating, (int, float)) or rating != int(rating) or not 1 <= rating <= stars:
+        if (
+            isinstance(rating, bool)
+            or not isinstance(rating, (int, float))
+            or rating != int(rating)
+            or not 1 <= rating <= stars
+        ):
             record.error = f"{name}: value.rating must be a whole number of stars from 1 to {stars}, got {rating!r}"
             return
         if name in ratings and ratings[name] != low + rating - 1:

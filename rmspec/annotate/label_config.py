@@ -53,16 +53,23 @@ def process_config() -> str:
 def rating_stars(scale: tuple[float, float]) -> int:
     low, high = scale
     if low != int(low) or high != int(high):
-        raise DataError(f"approach.scale {low}..{high} is not an integer scale: Label Studio ratings are whole stars",
-                        "use an integer scale (e.g. min: 0, max: 4) for a spec you label in Label Studio")
+        raise DataError(
+            f"approach.scale {low}..{high} is not an integer scale: Label Studio ratings are whole stars",
+            "use an integer scale (e.g. min: 0, max: 4) for a spec you label in Label Studio",
+        )
     return int(high - low) + 1
 
 
 def pointwise_config(attributes: list[str], scale: tuple[float, float]) -> str:
     stars = rating_stars(scale)
     low, high = (int(v) for v in scale)
-    lines = ["<View>", '  <Header value="Prompt"/>', '  <Text name="prompt" value="$prompt"/>',
-             '  <Header value="Response"/>', '  <Text name="response" value="$response"/>']
+    lines = [
+        "<View>",
+        '  <Header value="Prompt"/>',
+        '  <Text name="prompt" value="$prompt"/>',
+        '  <Header value="Response"/>',
+        '  <Text name="response" value="$response"/>',
+    ]
     for attr in attributes:
         header = f"{attr}: 1 star = {low}, {stars} stars = {high}"
         lines.append(f"  <Header value={quoteattr(header)}/>")
@@ -76,4 +83,3 @@ def render_prompt(prompt: str | list[dict[str, str]]) -> str:
     if isinstance(prompt, str):
         return prompt
     return "\n\n".join(f"{m['role']}: {m['content']}" for m in prompt)
-

@@ -37,24 +37,30 @@ def load_engine(model: str | Path) -> RewardEngine:
 
     path = model if Path(model).exists() else resolve_model_path(str(model))
     if not Path(path).exists():
-        raise RmspecError(f"--model {model}: no such run directory or model folder",
-                          "give runs/NAME (after rmspec run) or a folder with config.json and weights")
+        raise RmspecError(
+            f"--model {model}: no such run directory or model folder",
+            "give runs/NAME (after rmspec run) or a folder with config.json and weights",
+        )
     engine = load_scorer(path)
     if engine.kind == ScorerKind.PROCESS or engine.kind == ScorerKind.JUDGE:
-        raise RmspecError(f"--model {model} is not a score-head reward model",
-                          "active selection ranks pairs by reward margin: use a bradley_terry or pointwise run")
+        raise RmspecError(
+            f"--model {model} is not a score-head reward model",
+            "active selection ranks pairs by reward margin: use a bradley_terry or pointwise run",
+        )
     return engine
 
 
 def margins(engine: RewardEngine, items: list[dict[str, Any]]) -> list[tuple[float, float]]:
     """(reward of first, reward of second) per pairwise item."""
-    first, second = engine.score_pairs([it["prompt"] for it in items], [it["first"] for it in items],
-                                       [it["second"] for it in items])
+    first, second = engine.score_pairs(
+        [it["prompt"] for it in items], [it["first"] for it in items], [it["second"] for it in items]
+    )
     return list(zip(first, second))
 
 
-def scored_pairs(engine: RewardEngine,
-                 items: list[dict[str, Any]]) -> tuple[list[tuple[float, float]], list[float] | None]:
+def scored_pairs(
+    engine: RewardEngine, items: list[dict[str, Any]]
+) -> tuple[list[tuple[float, float]], list[float] | None]:
     """(rewards of first and second, the ensemble's disagreement or None) per pairwise item, in one pass.
 
     Disagreement is the members' std of the margin reward(first) - reward(second): how much the
@@ -63,8 +69,9 @@ def scored_pairs(engine: RewardEngine,
 
     if ensemble_head(engine.model) is None:
         return margins(engine, items), None
-    first, second = pair_members(engine, [it["prompt"] for it in items], [it["first"] for it in items],
-                                 [it["second"] for it in items])
+    first, second = pair_members(
+        engine, [it["prompt"] for it in items], [it["first"] for it in items], [it["second"] for it in items]
+    )
     scores, spread = [], []
     for a, b in zip(first, second):
         diffs = [x - y for x, y in zip(a, b)]
@@ -80,8 +87,10 @@ def stratum(item: dict[str, Any], field: str) -> str:
         return str(fields[field])
     if field == "group":
         return str(item.get("group", ""))
-    raise RmspecError(f"--stratify {field}: row {item['id']!r} has no column {field!r}",
-                      f"name a column every row has (columns: {', '.join(fields) or 'none'}), or use --stratify group")
+    raise RmspecError(
+        f"--stratify {field}: row {item['id']!r} has no column {field!r}",
+        f"name a column every row has (columns: {', '.join(fields) or 'none'}), or use --stratify group",
+    )
 
 
 def quotas(sizes: dict[str, int], n: int) -> dict[str, int]:
@@ -98,9 +107,16 @@ def quotas(sizes: dict[str, int], n: int) -> dict[str, int]:
     return out
 
 
-def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[tuple[float, float]] | None = None,
-           stratify: str | None = None, seed: int = 0,
-           uncertainty: list[float] | None = None) -> list[dict[str, Any]]:
+def select(
+    items: list[dict[str, Any]],
+    criterion: str,
+    n: int,
+    *,
+    scores: list[tuple[float, float]] | None = None,
+    stratify: str | None = None,
+    seed: int = 0,
+    uncertainty: list[float] | None = None,
+) -> list[dict[str, Any]]:
     """The chosen items' audit records: id, group, scores, margin, rank, criterion (best first).
 
     `uncertainty` (an ensemble's members' std of the margin, scored_pairs): `uncertain` picks the
@@ -110,7 +126,9 @@ def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[
     if criterion not in CRITERIA:
         raise RmspecError(f"unknown selection {criterion!r}", f"choose one of {', '.join(CRITERIA)}")
     if criterion != "random" and scores is None:
-        raise RmspecError(f"--select {criterion} needs --model", "give the run or model whose uncertainty guides the choice")
+        raise RmspecError(
+            f"--select {criterion} needs --model", "give the run or model whose uncertainty guides the choice"
+        )
     records = []
     for i, item in enumerate(items):
         rec: dict[str, Any] = {"index": i, "id": item["id"], "group": item.get("group", "")}
@@ -125,12 +143,15 @@ def select(items: list[dict[str, Any]], criterion: str, n: int, *, scores: list[
     if criterion == "disagree":
         unlabelled = [r for r in records if items[r["index"]].get("label") != "first"]
         if unlabelled:
-            raise RmspecError(f"--select disagree needs labelled pairs; {len(unlabelled)} row(s) have no chosen/rejected",
-                              "use --select uncertain for unlabelled pairs")
+            raise RmspecError(
+                f"--select disagree needs labelled pairs; {len(unlabelled)} row(s) have no chosen/rejected",
+                "use --select uncertain for unlabelled pairs",
+            )
         records = [r for r in records if r["margin"] < 0]  # the model prefers the rejected response
     key: Callable[[dict[str, Any]], tuple[Any, Any]] | None
-    key = {"uncertain": lambda r: (abs(r["margin"]), r["index"]),
-           "disagree": lambda r: (r["margin"], r["index"])}.get(criterion)
+    key = {"uncertain": lambda r: (abs(r["margin"]), r["index"]), "disagree": lambda r: (r["margin"], r["index"])}.get(
+        criterion
+    )
     if criterion == "uncertain" and uncertainty is not None:
         key = lambda r: (-r["ensemble_std"] / (abs(r["margin"]) + 1e-9), r["index"])  # noqa: E731
     rng = random.Random(seed)

@@ -29,8 +29,14 @@ SPEC_SUFFIXES = (".yaml", ".yml")
 class Source:
     """What `annotate export` labels: the items, their kind, and (pointwise) attributes and scale."""
 
-    def __init__(self, kind: str, items: list[dict[str, Any]], attributes: list[str] | None = None,
-                 scale: tuple[float, float] | None = None, origin: str = ""):
+    def __init__(
+        self,
+        kind: str,
+        items: list[dict[str, Any]],
+        attributes: list[str] | None = None,
+        scale: tuple[float, float] | None = None,
+        origin: str = "",
+    ):
         self.kind = kind
         self.items = items
         self.attributes = attributes or []
@@ -61,16 +67,21 @@ def _from_spec(path: Path, sets: tuple[str, ...]) -> Source:
     loaded = load_spec(path, sets)
     approach = loaded.spec.approach
     if approach.kind not in EXPORTABLE:
-        raise DataError(f"{path}: approach {approach.kind} has no pairs, scores or steps to label",
-                        f"export from a {', '.join(EXPORTABLE)} spec (pairs, scores, per-step labels), "
-                        "or from a file of pairs")
+        raise DataError(
+            f"{path}: approach {approach.kind} has no pairs, scores or steps to label",
+            f"export from a {', '.join(EXPORTABLE)} spec (pairs, scores, per-step labels), or from a file of pairs",
+        )
     import datasets
 
     datasets.disable_progress_bars()
     rows, _ = load_canonical(loaded)
     items = []
     for row in rows:
-        base = {"id": str(row["id"]), "group": row.get("group") or "", "prompt": prompt_value(row["prompt_messages"] or [])}
+        base = {
+            "id": str(row["id"]),
+            "group": row.get("group") or "",
+            "prompt": prompt_value(row["prompt_messages"] or []),
+        }
         if approach.kind == "pointwise":
             items.append({**base, "response": row["response"], "scores": list(row["scores"])})
         elif approach.kind == "process":
@@ -115,10 +126,14 @@ def _not_object(raw: str) -> Any:
 def _data_error(exc: rows.RowError) -> DataError:
     if exc.code == rows.INVALID_JSON:
         document = exc.detail.startswith("not valid JSON")  # a JSON array: line and column; a JSONL line: its line
-        return DataError(f"{exc.where if document else f'{exc.file}:{exc.line}'}: not valid JSON: {exc.msg}",
-                         "fix the file or write it as JSONL" if document else "one JSON object per line (JSONL)")
+        return DataError(
+            f"{exc.where if document else f'{exc.file}:{exc.line}'}: not valid JSON: {exc.msg}",
+            "fix the file or write it as JSONL" if document else "one JSON object per line (JSONL)",
+        )
     if exc.code == rows.NOT_ARRAY:
-        return DataError(f"{exc.file}: expected a JSON list of rows, {exc.detail.split(', ')[-1]}", "write [ {...}, {...} ] or JSONL")
+        return DataError(
+            f"{exc.file}: expected a JSON list of rows, {exc.detail.split(', ')[-1]}", "write [ {...}, {...} ] or JSONL"
+        )
     return DataError(str(exc), "give a spec (.yaml) or a JSONL/JSON file of rows (UTF-8)")
 
 
@@ -136,14 +151,18 @@ def _from_rows(path: Path) -> Source:
             problems.append(f"{where}: {exc}")
     if problems:
         shown = "\n  ".join(problems[:10]) + (f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else "")
-        raise DataError(f"{len(problems)} row(s) of {path} cannot be labelled:\n  {shown}",
-                        "each row needs prompt and either chosen/rejected (labelled) or response_a/response_b (unlabelled)")
+        raise DataError(
+            f"{len(problems)} row(s) of {path} cannot be labelled:\n  {shown}",
+            "each row needs prompt and either chosen/rejected (labelled) or response_a/response_b (unlabelled)",
+        )
     if not items:
         raise DataError(f"{path}: no rows", "the file must hold at least one pair")
     ids = [it["id"] for it in items]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise DataError(f"{path}: row id {dup!r} appears more than once", "ids must be unique: the import joins labels back by id")
+        raise DataError(
+            f"{path}: row id {dup!r} appears more than once", "ids must be unique: the import joins labels back by id"
+        )
     return Source(PAIRWISE, items, origin=str(path))
 
 
@@ -161,11 +180,22 @@ def _pair_item(row: dict[str, Any], index: int) -> dict[str, Any]:
             raise ValueError(f"{name} must be a non-empty string, got {value!r:.60}")
     prompt = row.get("prompt", "")
     if isinstance(prompt, list):
-        if not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt):
+        if not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt
+        ):
             raise ValueError("prompt as a list must hold {role, content} messages")
     elif not isinstance(prompt, str):
         raise ValueError(f"prompt must be a string or a list of messages, got {type(prompt).__name__}")
     # Scalar columns ride along so --stratify can name any of them (subset, family, source...).
-    fields = {k: v for k, v in row.items() if isinstance(v, (str, int, float, bool)) and k not in names and k != "prompt"}
-    return {"id": str(row.get("id", f"row-{index}")), "group": str(row.get("group", row.get("family", "")) or ""),
-            "prompt": prompt, "first": first, "second": second, "label": label, "fields": fields}
+    fields = {
+        k: v for k, v in row.items() if isinstance(v, (str, int, float, bool)) and k not in names and k != "prompt"
+    }
+    return {
+        "id": str(row.get("id", f"row-{index}")),
+        "group": str(row.get("group", row.get("family", "")) or ""),
+        "prompt": prompt,
+        "first": first,
+        "second": second,
+        "label": label,
+        "fields": fields,
+    }

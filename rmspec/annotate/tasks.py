@@ -18,7 +18,12 @@ from rmspec.annotate.label_config import pairwise_config, pointwise_config, proc
 from rmspec.annotate.source import PAIRWISE, PROCESS, Source
 
 ID_FIELD, SWAP_FIELD, KIND_FIELD = "rmspec_id", "rmspec_swap", "rmspec_kind"
-PROMPT_FIELD, SCALE_FIELD, ATTRIBUTES_FIELD, LABEL_FIELD = "rmspec_prompt", "rmspec_scale", "rmspec_attributes", "rmspec_label"
+PROMPT_FIELD, SCALE_FIELD, ATTRIBUTES_FIELD, LABEL_FIELD = (
+    "rmspec_prompt",
+    "rmspec_scale",
+    "rmspec_attributes",
+    "rmspec_label",
+)
 STEP_LABELS_FIELD = "rmspec_step_labels"
 
 
@@ -29,7 +34,9 @@ def swaps(n: int, seed: int) -> list[bool]:
     return flags
 
 
-def make_tasks(source: Source, seed: int = 0, selection: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def make_tasks(
+    source: Source, seed: int = 0, selection: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Tasks for every item of ``source``; ``selection`` (id -> scores) goes into meta for the audit."""
     selection = selection or {}
     tasks = []
@@ -49,7 +56,9 @@ def make_tasks(source: Source, seed: int = 0, selection: dict[str, dict[str, Any
                 data[STEP_LABELS_FIELD] = [int(v) for v in item["step_labels"]]  # the source's, for audits
         else:
             assert source.scale is not None  # a pointwise source has its rating scale (load_source)
-            data.update(response=item["response"], **{SCALE_FIELD: list(source.scale), ATTRIBUTES_FIELD: source.attributes})
+            data.update(
+                response=item["response"], **{SCALE_FIELD: list(source.scale), ATTRIBUTES_FIELD: source.attributes}
+            )
         meta = {ID_FIELD: item["id"], KIND_FIELD: source.kind, "group": item.get("group", "")}
         if source.kind == PAIRWISE:
             meta[SWAP_FIELD] = swapped
@@ -68,8 +77,9 @@ def label_config(source: Source) -> str:
     return pointwise_config(source.attributes, source.scale)
 
 
-def write_export(source: Source, out_dir: str | Path, seed: int = 0,
-                 selection: dict[str, dict[str, Any]] | None = None) -> tuple[Path, Path, list[dict[str, Any]]]:
+def write_export(
+    source: Source, out_dir: str | Path, seed: int = 0, selection: dict[str, dict[str, Any]] | None = None
+) -> tuple[Path, Path, list[dict[str, Any]]]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tasks = make_tasks(source, seed, selection)

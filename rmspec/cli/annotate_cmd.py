@@ -24,20 +24,61 @@ def annotate() -> None:
 
 @annotate.command()
 @click.argument("source", type=click.Path(dir_okay=False))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder for tasks.json and label_config.xml.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder for tasks.json and label_config.xml.",
+)
 @set_option
 @click.option("--seed", default=0, show_default=True, help="Seed of the A/B order (half the pairs are shown swapped).")
-@click.option("--select", "criterion", type=click.Choice(["uncertain", "disagree", "random"]), default=None,
-              help="Export only N pairs: the model's least sure, the labels it contradicts, or a random sample.")
-@click.option("--model", "model", default=None, help="Run directory or model folder that scores the pairs for --select.")
+@click.option(
+    "--select",
+    "criterion",
+    type=click.Choice(["uncertain", "disagree", "random"]),
+    default=None,
+    help="Export only N pairs: the model's least sure, the labels it contradicts, or a random sample.",
+)
+@click.option(
+    "--model", "model", default=None, help="Run directory or model folder that scores the pairs for --select."
+)
 @click.option("--n", "n", type=click.IntRange(min=1), default=None, help="How many pairs --select picks.")
-@click.option("--stratify", default=None, metavar="FIELD",
-              help="Split N across the values of FIELD by size: group (the spec's group), or a column of the rows, e.g. subset.")
-@click.option("--push", "push_url", default=None, metavar="URL", help="Also create/update a project on this Label Studio and import the tasks.")
-@click.option("--token-env", default=TOKEN_ENV_DEFAULT, show_default=True, help="Environment variable holding the Label Studio API token.")
-@click.option("--project", default=None, help="Project title for --push (created if missing, label config updated if present).")
-def export(source: str, out_dir: str, sets: tuple[str, ...], seed: int, criterion: str | None, model: str | None,
-           n: int | None, stratify: str | None, push_url: str | None, token_env: str, project: str | None) -> None:
+@click.option(
+    "--stratify",
+    default=None,
+    metavar="FIELD",
+    help="Split N across the values of FIELD by size: group (the spec's group), or a column of the rows, e.g. subset.",
+)
+@click.option(
+    "--push",
+    "push_url",
+    default=None,
+    metavar="URL",
+    help="Also create/update a project on this Label Studio and import the tasks.",
+)
+@click.option(
+    "--token-env",
+    default=TOKEN_ENV_DEFAULT,
+    show_default=True,
+    help="Environment variable holding the Label Studio API token.",
+)
+@click.option(
+    "--project", default=None, help="Project title for --push (created if missing, label config updated if present)."
+)
+def export(
+    source: str,
+    out_dir: str,
+    sets: tuple[str, ...],
+    seed: int,
+    criterion: str | None,
+    model: str | None,
+    n: int | None,
+    stratify: str | None,
+    push_url: str | None,
+    token_env: str,
+    project: str | None,
+) -> None:
     """Write Label Studio tasks (tasks.json) and the labelling interface (label_config.xml) for SOURCE.
 
     SOURCE is a spec (its data after mapping and filters) or a JSONL/JSON file of rows with prompt and
@@ -51,7 +92,9 @@ def export(source: str, out_dir: str, sets: tuple[str, ...], seed: int, criterio
     if criterion and not n:
         raise RmspecError(f"--select {criterion} needs --n", "say how many pairs to pick, e.g. --n 200")
     if criterion in ("uncertain", "disagree") and not model:
-        raise RmspecError(f"--select {criterion} needs --model RUN_OR_MODEL", "give the run whose uncertainty guides the choice")
+        raise RmspecError(
+            f"--select {criterion} needs --model RUN_OR_MODEL", "give the run whose uncertainty guides the choice"
+        )
     src = load_source(source, sets)
     selection = None
     audit: list[dict] = []
@@ -77,7 +120,9 @@ def export(source: str, out_dir: str, sets: tuple[str, ...], seed: int, criterio
         from rmspec.rundir import atomic_write_text
 
         sel_path = Path(out_dir) / "selection.jsonl"
-        atomic_write_text(sel_path, "".join(json.dumps({k: v for k, v in r.items() if k != "index"}) + "\n" for r in audit))
+        atomic_write_text(
+            sel_path, "".join(json.dumps({k: v for k, v in r.items() if k != "index"}) + "\n" for r in audit)
+        )
         lines.append(f"selection ({criterion}: {len(audit)} of {total} pairs) with scores -> {sel_path}")
     if push_url:
         from rmspec.annotate.push import push
@@ -86,56 +131,110 @@ def export(source: str, out_dir: str, sets: tuple[str, ...], seed: int, criterio
         assert project is not None  # --push without --project is refused above
         result = push(push_url, token_env, project, label_config(src), tasks)
         verb = "created" if result["created"] else "updated"
-        lines.append(f"project {project!r} (id {result['project_id']}) {verb} on {push_url}: "
-                     f"{result['tasks_imported']} of {result['tasks_sent']} task(s) imported")
+        lines.append(
+            f"project {project!r} (id {result['project_id']}) {verb} on {push_url}: "
+            f"{result['tasks_imported']} of {result['tasks_sent']} task(s) imported"
+        )
     click.echo("\n".join(lines))
 
 
-def _load_tasks(export_file: str | None, from_url: str | None, project_id: int | None, token_env: str, export_type: str):
+def _load_tasks(
+    export_file: str | None, from_url: str | None, project_id: int | None, token_env: str, export_type: str
+):
     from rmspec.annotate.exports import load_export, parse_export
 
     if bool(export_file) == bool(from_url):
-        raise RmspecError("give an EXPORT file or --from URL --project ID (one of them)",
-                          "e.g. rmspec annotate import export.json --out pairs.jsonl")
+        raise RmspecError(
+            "give an EXPORT file or --from URL --project ID (one of them)",
+            "e.g. rmspec annotate import export.json --out pairs.jsonl",
+        )
     if from_url:
         if project_id is None:
-            raise RmspecError("--from needs --project ID (the numeric project id)", "it is in the project's URL: /projects/ID")
+            raise RmspecError(
+                "--from needs --project ID (the numeric project id)", "it is in the project's URL: /projects/ID"
+            )
         from rmspec.annotate.push import pull_export
 
-        return parse_export(pull_export(from_url, token_env, project_id, export_type), f"{from_url} project {project_id}")
+        return parse_export(
+            pull_export(from_url, token_env, project_id, export_type), f"{from_url} project {project_id}"
+        )
     assert export_file is not None  # one of the two is given (checked above)
     return load_export(export_file)
 
 
 def _source_options(f):
-    f = click.option("--format", "export_type", type=click.Choice(["JSON", "JSON_MIN"]), default="JSON", show_default=True,
-                     help="Export format to pull with --from.")(f)
-    f = click.option("--token-env", default=TOKEN_ENV_DEFAULT, show_default=True, help="Environment variable holding the API token.")(f)
+    f = click.option(
+        "--format",
+        "export_type",
+        type=click.Choice(["JSON", "JSON_MIN"]),
+        default="JSON",
+        show_default=True,
+        help="Export format to pull with --from.",
+    )(f)
+    f = click.option(
+        "--token-env", default=TOKEN_ENV_DEFAULT, show_default=True, help="Environment variable holding the API token."
+    )(f)
     f = click.option("--project", "project_id", type=int, default=None, help="Project id for --from.")(f)
-    f = click.option("--from", "from_url", default=None, metavar="URL", help="Pull the export from a running Label Studio.")(f)
+    f = click.option(
+        "--from", "from_url", default=None, metavar="URL", help="Pull the export from a running Label Studio."
+    )(f)
     return click.argument("export_file", required=False, type=click.Path(dir_okay=False))(f)
 
 
 @annotate.command("import")
 @_source_options
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Pairs (JSONL) a spec reads with preset: pairs.")
-@click.option("--policy", type=click.Choice(["majority", "unanimous", "all"]), default="majority", show_default=True,
-              help="One row per task by majority or unanimity, or one row per annotation (all).")
-@click.option("--ties", type=click.Choice(["drop", "keep"]), default="drop", show_default=True, help="Drop ties, or keep them flagged tie: true.")
-@click.option("--rejects", "rejects_path", default=None, type=click.Path(dir_okay=False),
-              help="Where the rejects go (default: beside --out, NAME.rejects.jsonl).")
+@click.option(
+    "--out",
+    "out_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Pairs (JSONL) a spec reads with preset: pairs.",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(["majority", "unanimous", "all"]),
+    default="majority",
+    show_default=True,
+    help="One row per task by majority or unanimity, or one row per annotation (all).",
+)
+@click.option(
+    "--ties",
+    type=click.Choice(["drop", "keep"]),
+    default="drop",
+    show_default=True,
+    help="Drop ties, or keep them flagged tie: true.",
+)
+@click.option(
+    "--rejects",
+    "rejects_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Where the rejects go (default: beside --out, NAME.rejects.jsonl).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
-def import_(export_file: str | None, from_url: str | None, project_id: int | None, token_env: str, export_type: str,
-            out_path: str, policy: str, ties: str, rejects_path: str | None, as_json: bool) -> None:
+def import_(
+    export_file: str | None,
+    from_url: str | None,
+    project_id: int | None,
+    token_env: str,
+    export_type: str,
+    out_path: str,
+    policy: str,
+    ties: str,
+    rejects_path: str | None,
+    as_json: bool,
+) -> None:
     """Turn a Label Studio export (JSON or JSON_MIN) into training pairs, with a rejects file."""
     from rmspec.annotate.aggregate import aggregate
     from rmspec.rundir import atomic_write_text
 
     tasks = _load_tasks(export_file, from_url, project_id, token_env, export_type)
     if any(t.kind == "process" for t in tasks):
-        raise RmspecError("this export holds per-step (process) tasks; `annotate import` turns pairwise and "
-                          "pointwise labels into rows, not first_error labels yet",
-                          "read each task's first_error from the export: steps before it are correct, it is wrong")
+        raise RmspecError(
+            "this export holds per-step (process) tasks; `annotate import` turns pairwise and "
+            "pointwise labels into rows, not first_error labels yet",
+            "read each task's first_error from the export: steps before it are correct, it is wrong",
+        )
     result = aggregate(tasks, policy, ties)
     out = Path(out_path)
     rejects = Path(rejects_path) if rejects_path else out.with_name(out.stem + ".rejects.jsonl")
@@ -152,10 +251,19 @@ def import_(export_file: str | None, from_url: str | None, project_id: int | Non
 
 @annotate.command()
 @_source_options
-@click.option("--model", "model", default=None, help="Also report this run's or model's agreement with the majority label.")
+@click.option(
+    "--model", "model", default=None, help="Also report this run's or model's agreement with the majority label."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def agreement(export_file: str | None, from_url: str | None, project_id: int | None, token_env: str, export_type: str,
-              model: str | None, as_json: bool) -> None:
+def agreement(
+    export_file: str | None,
+    from_url: str | None,
+    project_id: int | None,
+    token_env: str,
+    export_type: str,
+    model: str | None,
+    as_json: bool,
+) -> None:
     """Cohen's kappa per annotator pair, Fleiss' kappa, Krippendorff's alpha; each annotator vs the majority."""
     from rmspec.annotate.agreement import agreement as compute
     from rmspec.annotate.agreement import labels_by_task

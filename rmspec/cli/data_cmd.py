@@ -45,8 +45,13 @@ def preview(spec_file: str, sets: tuple[str, ...], n: int, as_json: bool) -> Non
 @click.argument("spec_file", type=click.Path(dir_okay=False))
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--rejects", "rejects_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write every rejected row (JSONL: source_index, stage, reason, row) here.")
+@click.option(
+    "--rejects",
+    "rejects_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write every rejected row (JSONL: source_index, stage, reason, row) here.",
+)
 @click.option("--no-cache", is_flag=True, help="Prepare again even if a cached result matches.")
 def report(spec_file: str, sets: tuple[str, ...], as_json: bool, rejects_path: str | None, no_cache: bool) -> None:
     """Prepare the data as training would and report: counts per stage and reason, token lengths, length heuristic."""

@@ -15,8 +15,9 @@ def _ask(approach: str | None, data: str | None, model: str | None, out: Path | 
     if not approach:
         approach = Prompt.ask("Approach", choices=list(APPROACHES), default="bradley_terry")
     default_data = {"generative": "judge-demo", "pointwise": "helpsteer2", "process": "prm-demo"}.get(approach, "demo")
-    data = data or Prompt.ask(f"Data (a name: {', '.join(data_names())}; a hub dataset id; or a file path)",
-                              default=default_data)
+    data = data or Prompt.ask(
+        f"Data (a name: {', '.join(data_names())}; a hub dataset id; or a file path)", default=default_data
+    )
     model = model or Prompt.ask("Model (hub id or local path; empty keeps the template's)", default="") or None
     out = out or Path(Prompt.ask("Write the spec to", default="spec.yaml"))
     return approach, data, model, out
@@ -24,18 +25,31 @@ def _ask(approach: str | None, data: str | None, model: str | None, out: Path | 
 
 @click.command()
 @click.option("--approach", type=click.Choice(APPROACHES), help="How the reward model learns.")
-@click.option("--data", "data", metavar="NAME_ID_OR_PATH",
-              help=f"A dataset or mapping preset ({', '.join(data_names())}), a hub dataset id (org/name) "
-                   "or a local .jsonl/.json/.parquet/.csv file.")
-@click.option("--preset", metavar="PRESET",
-              help=f"How a --data hub id or file is laid out ({', '.join(PRESETS)}); "
-                   "default: the approach's usual one.")
-@click.option("--example", metavar="NAME",
-              help=f"Write a shipped example spec instead of a template ({', '.join(example_names())}).")
+@click.option(
+    "--data",
+    "data",
+    metavar="NAME_ID_OR_PATH",
+    help=f"A dataset or mapping preset ({', '.join(data_names())}), a hub dataset id (org/name) "
+    "or a local .jsonl/.json/.parquet/.csv file.",
+)
+@click.option(
+    "--preset",
+    metavar="PRESET",
+    help=f"How a --data hub id or file is laid out ({', '.join(PRESETS)}); default: the approach's usual one.",
+)
+@click.option(
+    "--example",
+    metavar="NAME",
+    help=f"Write a shipped example spec instead of a template ({', '.join(example_names())}).",
+)
 @click.option("--model", metavar="ID_OR_PATH", help="Hub id or local model directory.")
 @click.option("--name", help="Run name (default: the template's).")
-@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Spec file to write (with --example: NAME.yaml here by default).")
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Spec file to write (with --example: NAME.yaml here by default).",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 def init(approach, data, preset, example, model, name, out, force) -> None:
     """Write a commented spec; the comments are the field descriptions.
@@ -53,16 +67,18 @@ def init(approach, data, preset, example, model, name, out, force) -> None:
     note = None
     if example is not None:
         if approach or data or preset:
-            raise RmspecError("--example writes a shipped spec as it is; "
-                              "it does not take --approach, --data or --preset",
-                              hint=f"rmspec init --example {example}, then edit the file or use --set")
+            raise RmspecError(
+                "--example writes a shipped spec as it is; it does not take --approach, --data or --preset",
+                hint=f"rmspec init --example {example}, then edit the file or use --set",
+            )
         out = out or Path(f"{example}.yaml")
     elif approach is None and sys.stdin.isatty():
         approach, data, model, out = _ask(approach, data, model, out)
     if example is None and (approach is None or out is None):
-        raise RmspecError("rmspec init needs --approach and -o FILE (or --example NAME) when not run on a terminal",
-                          hint="e.g. rmspec init --approach bradley_terry -o spec.yaml, "
-                               "or rmspec init --example quickstart")
+        raise RmspecError(
+            "rmspec init needs --approach and -o FILE (or --example NAME) when not run on a terminal",
+            hint="e.g. rmspec init --approach bradley_terry -o spec.yaml, or rmspec init --example quickstart",
+        )
     if out.exists() and not force:
         raise RmspecError(f"{out} exists", hint="pick another -o path or add --force")
     out_dir = out.parent if str(out.parent) else Path(".")
@@ -77,5 +93,7 @@ def init(approach, data, preset, example, model, name, out, force) -> None:
     atomic_write_text(out, text)
     if note:
         click.echo(f"note: {note}", err=True)
-    click.echo(f"wrote {out} ({example or approach}); next: rmspec validate {out} && rmspec plan {out}"
-               + (f", then rmspec run {out}" if example else ""))
+    click.echo(
+        f"wrote {out} ({example or approach}); next: rmspec validate {out} && rmspec plan {out}"
+        + (f", then rmspec run {out}" if example else "")
+    )

@@ -22,8 +22,10 @@ COMMANDS = {
     "run": ("rmspec.cli.run_cmd:run", "Train from a spec or a saved plan, then evaluate and report."),
     "eval": ("rmspec.cli.eval_cmd:eval_", "Score a run or any HF reward model on benchmarks."),
     "report": ("rmspec.cli.report_cmd:report", "Render the report of a run directory again."),
-    "annotate": ("rmspec.cli.annotate_cmd:annotate",
-                 "Label Studio round trip, annotator agreement, pairs worth labelling."),
+    "annotate": (
+        "rmspec.cli.annotate_cmd:annotate",
+        "Label Studio round trip, annotator agreement, pairs worth labelling.",
+    ),
     "score": ("rmspec.cli.score_cmd:score", "Score a file of responses (or pairs) with a reward model or judge."),
     "serve": ("rmspec.cli.serve_cmd:serve", "Serve a reward model over HTTP (OpenRLHF, vLLM, OpenAI protocols)."),
     "status": ("rmspec.cli.status_cmd:status", "State of a run, local or SLURM: live or stopped, last checkpoint."),
@@ -103,8 +105,10 @@ def write_crash_report() -> str | None:
     import traceback
 
     name = f"rmspec-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
-    text = (f"rmspec {' '.join(sys.argv[1:])}\nrmspec {__version__}, Python {platform.python_version()}, "
-            f"{platform.platform()}\n\n{traceback.format_exc()}")
+    text = (
+        f"rmspec {' '.join(sys.argv[1:])}\nrmspec {__version__}, Python {platform.python_version()}, "
+        f"{platform.platform()}\n\n{traceback.format_exc()}"
+    )
     for folder in (crash_report_dir, tempfile.gettempdir()):
         if not folder:
             continue

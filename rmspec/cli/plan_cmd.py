@@ -11,8 +11,13 @@ from rmspec.cli.options import set_option
 @click.argument("spec_file", type=click.Path(dir_okay=False))
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON instead of the view.")
-@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
-              help="Save the plan (with the hash of its spec) for `rmspec run PLAN`.")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Save the plan (with the hash of its spec) for `rmspec run PLAN`.",
+)
 def plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) -> None:
     """Dry run for SPEC_FILE: memory per device, strategy, batch math, precision, time, launch command.
 

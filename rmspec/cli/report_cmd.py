@@ -18,10 +18,15 @@ def report(run_dir: str, html: bool, as_json: bool) -> None:
     """Render the report of RUN_DIR again (console summary and the single-file HTML report)."""
     path = Path(run_dir)
     if not path.is_dir():
-        raise RmspecError(f"{run_dir}: no such run directory", "give the folder a run wrote (output.dir, e.g. runs/quickstart)")
+        raise RmspecError(
+            f"{run_dir}: no such run directory", "give the folder a run wrote (output.dir, e.g. runs/quickstart)"
+        )
     known = ("results.json", "metrics.jsonl", "plan.json", "status.json")
     if not any((path / name).exists() for name in known):
-        raise RmspecError(f"{run_dir} does not look like a run directory (none of {', '.join(known)})", "point at the folder `rmspec run` wrote")
+        raise RmspecError(
+            f"{run_dir} does not look like a run directory (none of {', '.join(known)})",
+            "point at the folder `rmspec run` wrote",
+        )
     if as_json:
         from rmspec.evaluate.results import read_results
 

@@ -26,11 +26,19 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("target", required=False, type=click.Path(dir_okay=False))
 @set_option
-@click.option("--resume", "resume_dir", type=click.Path(file_okay=False), default=None,
-              help="Continue the run in RUN_DIR from its last checkpoint.")
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Continue the run in RUN_DIR from its last checkpoint.",
+)
 @click.option("--overwrite", is_flag=True, help="Start afresh in a run directory that already holds a run.")
-@click.option("--submit", is_flag=True,
-              help="Several nodes: submit launch.slurm with sbatch and follow the job (default: print the command).")
+@click.option(
+    "--submit",
+    is_flag=True,
+    help="Several nodes: submit launch.slurm with sbatch and follow the job (default: print the command).",
+)
 def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overwrite: bool, submit: bool) -> None:
     """Train from a spec (SPEC.yaml) or a saved plan (PLAN.json), then evaluate and report."""
     from rmspec.launch import prepare
@@ -38,8 +46,10 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
 
     if resume_dir is not None:
         if target or sets or overwrite:
-            raise RmspecError("--resume continues a run exactly as planned: give no SPEC, PLAN, --set or --overwrite "
-                              "with it", hint=f"rmspec run --resume {resume_dir}")
+            raise RmspecError(
+                "--resume continues a run exactly as planned: give no SPEC, PLAN, --set or --overwrite with it",
+                hint=f"rmspec run --resume {resume_dir}",
+            )
         run_dir = RunDir(Path(resume_dir))
         lock = prepare.claim(run_dir, resume=True)  # refuses while a trainer or a SLURM job owns it
         try:
@@ -51,8 +61,10 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
             raise
     else:
         if target is None:
-            raise RmspecError("give a spec (SPEC.yaml) or a plan (PLAN.json) to run",
-                              hint="e.g. rmspec init --example quickstart, then rmspec run quickstart.yaml")
+            raise RmspecError(
+                "give a spec (SPEC.yaml) or a plan (PLAN.json) to run",
+                hint="e.g. rmspec init --example quickstart, then rmspec run quickstart.yaml",
+            )
         plan, document = prepare.plan_and_document(target, sets)
         run_dir = RunDir(Path(plan.run_dir))
         _check_submit(plan, submit)
@@ -77,8 +89,10 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
 
 def _check_submit(plan: Plan, submit: bool) -> None:
     if submit and not plan.multi_node:
-        raise RmspecError("--submit hands a plan on several nodes to SLURM; this plan runs on one machine",
-                          hint="run it here without --submit, or plan for several nodes: --set hardware.nodes=2")
+        raise RmspecError(
+            "--submit hands a plan on several nodes to SLURM; this plan runs on one machine",
+            hint="run it here without --submit, or plan for several nodes: --set hardware.nodes=2",
+        )
 
 
 def _preflight(plan: Plan) -> None:
@@ -95,10 +109,12 @@ def _several_nodes(run_dir, plan: Plan, submit: bool) -> None:
     script = run_dir.root / "launch.slurm"  # written with the plan by write_launch_files
     if not submit:
         command = shlex.join(plan.submit_command or ["sbatch", str(script)])
-        click.echo(f"{plan.num_machines} nodes: submit the job with\n  {command}\n"
-                   f"(or run again with --submit), from this folder: the script's paths are relative to it.\n"
-                   f"It writes {run_dir.root} (metrics.jsonl, checkpoints, model); `rmspec status {run_dir.root}` "
-                   "shows its state; a requeued job resumes from the last checkpoint.")
+        click.echo(
+            f"{plan.num_machines} nodes: submit the job with\n  {command}\n"
+            f"(or run again with --submit), from this folder: the script's paths are relative to it.\n"
+            f"It writes {run_dir.root} (metrics.jsonl, checkpoints, model); `rmspec status {run_dir.root}` "
+            "shows its state; a requeued job resumes from the last checkpoint."
+        )
         return
     from rmspec.launch.slurm import follow
     from rmspec.launch.slurm import submit as sbatch
@@ -134,11 +150,16 @@ def conclude(run_dir, code: int, job_state: str | None = None) -> None:
         raise RmspecError(status.error or "the run failed", hint=status.hint)
     job = status.slurm_job_id
     log = run_dir.root / (f"slurm-{job}.out" if job_state is not None and job else "train.log")
-    error = status.error or (f"SLURM job {job} ended {job_state or 'without a state'}" if job_state is not None
-                                    else f"the training process exited with code {code}")
-    raise RunError(f"the run failed: {error}\n--- last lines of {log} ---\n{tail(log, 30)}",
-                   hint=f"fix the cause, then `rmspec run --resume {run_dir.root}"
-                        f"{' --submit' if job_state is not None else ''}` continues from the last checkpoint")
+    error = status.error or (
+        f"SLURM job {job} ended {job_state or 'without a state'}"
+        if job_state is not None
+        else f"the training process exited with code {code}"
+    )
+    raise RunError(
+        f"the run failed: {error}\n--- last lines of {log} ---\n{tail(log, 30)}",
+        hint=f"fix the cause, then `rmspec run --resume {run_dir.root}"
+        f"{' --submit' if job_state is not None else ''}` continues from the last checkpoint",
+    )
 
 
 def _print_summary(run_dir, status: Status) -> None:

@@ -18,8 +18,13 @@ def schema_text() -> str:
 
 
 @click.command()
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_SCHEMA, show_default=True,
-              help="Where the JSON Schema goes.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_SCHEMA,
+    show_default=True,
+    help="Where the JSON Schema goes.",
+)
 @click.option("--check", is_flag=True, help="Fail (exit 1) if the file differs from the models instead of writing it.")
 @click.option("--print", "to_stdout", is_flag=True, help="Write the schema to stdout instead of a file.")
 def schema(out: Path, check: bool, to_stdout: bool) -> None:

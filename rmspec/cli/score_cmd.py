@@ -16,33 +16,67 @@ from rmspec.errors import RmspecError
 @click.command("score")
 @click.argument("target", type=click.Path())
 @click.argument("input_path", metavar="INPUT", type=click.Path())
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
-              help="Scored rows, .jsonl or .csv (default: INPUT's name + .scored.jsonl, here). Rejects go next to it.")
-@click.option("--columns", default=None, metavar="ROLE=COL,...",
-              help="Which columns hold prompt, response, chosen, rejected or messages (default: detected).")
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Scored rows, .jsonl or .csv (default: INPUT's name + .scored.jsonl, here). Rejects go next to it.",
+)
+@click.option(
+    "--columns",
+    default=None,
+    metavar="ROLE=COL,...",
+    help="Which columns hold prompt, response, chosen, rejected or messages (default: detected).",
+)
 @click.option("--split", default=None, help="The split of a save_to_disk DatasetDict.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Sequences per forward pass (sorted by length).")
-@click.option("--chunk-rows", type=click.IntRange(min=1), default=2048, show_default=True,
-              help="Rows read, scored and written at a time (bounds memory).")
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=None, help="Sequences per forward pass (sorted by length)."
+)
+@click.option(
+    "--chunk-rows",
+    type=click.IntRange(min=1),
+    default=2048,
+    show_default=True,
+    help="Rows read, scored and written at a time (bounds memory).",
+)
 @click.option("--resume", is_flag=True, help="Continue an interrupted run into the same --out, skipping finished rows.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out.")
-@click.option("--step-separator", default=None, metavar="TEXT",
-              help="Process reward models: the text after every step, as the model was trained (default: the "
-                   "saved one, else TRL's \"\\n\"); e.g. \" ;\" for a tokenizer that drops newlines.")
+@click.option(
+    "--step-separator",
+    default=None,
+    metavar="TEXT",
+    help="Process reward models: the text after every step, as the model was trained (default: the "
+    'saved one, else TRL\'s "\\n"); e.g. " ;" for a tokenizer that drops newlines.',
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
-def score(target: str, input_path: str, out_path: str | None, columns: str | None, split: str | None,
-          batch_size: int | None, chunk_rows: int, resume: bool, overwrite: bool, step_separator: str | None,
-          as_json: bool) -> None:
+def score(
+    target: str,
+    input_path: str,
+    out_path: str | None,
+    columns: str | None,
+    split: str | None,
+    batch_size: int | None,
+    chunk_rows: int,
+    resume: bool,
+    overwrite: bool,
+    step_separator: str | None,
+    as_json: bool,
+) -> None:
     """Score INPUT (JSONL, JSON, Parquet, CSV or a save_to_disk folder) with TARGET (a run or a model folder)."""
     if resume and overwrite:
         raise RmspecError("--resume and --overwrite contradict each other", "keep one")
     if not Path(target).exists():
-        raise RmspecError(f"{target}: no such run directory or model folder",
-                          "give a run directory (runs/NAME) or a folder with config.json and weights")
+        raise RmspecError(
+            f"{target}: no such run directory or model folder",
+            "give a run directory (runs/NAME) or a folder with config.json and weights",
+        )
     from rmspec.score.reader import detect_format
 
     if not Path(input_path).exists():
-        raise RmspecError(f"{input_path}: file not found", "give a JSONL, JSON, Parquet or CSV file, or a save_to_disk folder")
+        raise RmspecError(
+            f"{input_path}: file not found", "give a JSONL, JSON, Parquet or CSV file, or a save_to_disk folder"
+        )
     detect_format(Path(input_path))
     out = Path(out_path) if out_path else Path(Path(input_path).name.split(".")[0] + ".scored.jsonl")
 
@@ -51,13 +85,35 @@ def score(target: str, input_path: str, out_path: str | None, columns: str | Non
 
     engine = load_scorer(target, batch_size=batch_size, step_separator=step_separator)
     if as_json:
-        summary = score_file(engine, input_path, out, target=target, columns=columns, split=split, chunk_rows=chunk_rows,
-                             batch_size=batch_size, resume=resume, overwrite=overwrite)
+        summary = score_file(
+            engine,
+            input_path,
+            out,
+            target=target,
+            columns=columns,
+            split=split,
+            chunk_rows=chunk_rows,
+            batch_size=batch_size,
+            resume=resume,
+            overwrite=overwrite,
+        )
         click.echo(json.dumps(summary, indent=2))
         return
-    summary = _with_progress_bar(lambda progress: score_file(
-        engine, input_path, out, target=target, columns=columns, split=split, chunk_rows=chunk_rows,
-        batch_size=batch_size, resume=resume, overwrite=overwrite, progress=progress))
+    summary = _with_progress_bar(
+        lambda progress: score_file(
+            engine,
+            input_path,
+            out,
+            target=target,
+            columns=columns,
+            split=split,
+            chunk_rows=chunk_rows,
+            batch_size=batch_size,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+        )
+    )
     _print_summary(summary)
 
 
@@ -79,8 +135,15 @@ def _with_progress_bar(run):
             done = task.completed - (task.fields.get("start_row") or 0)
             return Text(f"{done / task.elapsed if task.elapsed else 0.0:,.0f} rows/s")
 
-    with Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), RowsPerSecond(),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True)) as bar:
+    with Progress(
+        TextColumn("scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RowsPerSecond(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+    ) as bar:
         task = bar.add_task("score", total=None, start_row=None)
 
         def progress(done: int, total: int | None) -> None:
@@ -98,7 +161,9 @@ def _print_summary(s: dict) -> None:
         return
     resumed = f" (resumed after row {s['resumed_from_row']})" if s["resumed_from_row"] else ""
     rate = f", {s['rows_per_second']:,.0f} rows/s" if s.get("rows_per_second") else ""
-    echo(f"{s['rows_read']} rows read{resumed}: {s['scored']} scored, {s['rejected']} rejected{rate}; rows: {s['shape']}")
+    echo(
+        f"{s['rows_read']} rows read{resumed}: {s['scored']} scored, {s['rejected']} rejected{rate}; rows: {s['shape']}"
+    )
     echo(f"scores:  {s['out']}")
     if s["rejected"]:
         reasons = ", ".join(f"{n} {why}" for why, n in sorted(s["rejected_by_reason"].items(), key=lambda kv: -kv[1]))

@@ -14,49 +14,133 @@ from rmspec.serve import MAX_BODY_MB, MAX_ITEMS  # light: constants only, the ar
 
 @click.command("serve")
 @click.argument("target", type=click.Path())
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on. Anything but loopback needs --token-env.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. Anything but loopback needs --token-env.",
+)
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
-@click.option("--token-env", metavar="VAR", default=None,
-              help="Environment variable holding the bearer token clients must send (Authorization: Bearer ...).")
-@click.option("--normalize/--no-normalize", default=None,
-              help="Serve (reward - reward_mean) / reward_std. Default: on when config.json has both.")
-@click.option("--served-model-name", default=None,
-              help="The model name in responses and /v1/models; a request's `model` must be it (else 404). "
-                   "Default: TARGET, also accepted as an absolute path or its model folder.")
-@click.option("--max-body-mb", type=click.FloatRange(min=0.001), default=MAX_BODY_MB, show_default=True,
-              help="Larger request bodies get 413. The default holds an OpenRLHF <= 0.9 rollout batch "
-                   "(16,384 queries of 2,048 tokens).")
-@click.option("--max-items", type=click.IntRange(min=1), default=MAX_ITEMS, show_default=True,
-              help="Most texts in one request (413 above): 1,024 prompts x 16 samples, OpenRLHF <= 0.9's batch.")
-@click.option("--max-queue", type=click.IntRange(min=1), default=MAX_ITEMS, show_default=True,
-              help="Most texts waiting for the model: a request that would overflow it gets 503 + Retry-After, "
-                   "one with more texts than it can ever hold gets 413.")
-@click.option("--max-batch-tokens", type=click.IntRange(min=1), default=16384, show_default=True,
-              help="Token budget of one dynamic batch across requests.")
-@click.option("--max-wait-ms", type=click.FloatRange(min=0), default=5.0, show_default=True,
-              help="How long the first request of a batch waits for others to join it.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None,
-              help="Sequences per forward pass inside a batch (default: the run's eval.batch_size, or 32).")
-@click.option("--segments", type=click.Choice(["training", "plain"]), default="training", show_default=True,
-              help="Encoder segment ids of a served text: `training` as rmspec trained (prompt 0, response 1 after the "
-                   "first [SEP]; equals rmspec score), `plain` all 0 (model(**tokenizer(text)), as OpenRLHF's server and vLLM).")
-@click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
-              help="On SIGTERM/Ctrl-C: seconds to finish in-flight requests before exiting (as vLLM's flag).")
-@click.option("--step-separator", default=None,
-              help="Process reward models: the text after every step, as the model was trained with "
-                   "(default: the one saved in config.json, else TRL's \"\\n\"); e.g. \" ;\" for a "
-                   "tokenizer that drops newlines.")
-@click.option("--ensemble-reduce", type=click.Choice(["mean", "min", "mean_minus_std"]), default="mean", show_default=True,
-              help="A model trained with approach.ensemble: the served reward is the members' mean, their minimum, or "
-                   "mean - coef x std (Coste et al.); every answer also carries reward_std.")
-@click.option("--ensemble-coef", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="The coef of --ensemble-reduce mean_minus_std.")
-@click.option("--access-log", is_flag=True, help="Log one line per request (method, path, status; never bodies or headers).")
-def serve(target: str, host: str, port: int, token_env: str | None, normalize: bool | None, served_model_name: str | None,
-          max_body_mb: float, max_items: int, max_queue: int, max_batch_tokens: int, max_wait_ms: float,
-          batch_size: int | None, segments: str, shutdown_timeout: float, step_separator: str | None,
-          ensemble_reduce: str, ensemble_coef: float, access_log: bool) -> None:
+@click.option(
+    "--token-env",
+    metavar="VAR",
+    default=None,
+    help="Environment variable holding the bearer token clients must send (Authorization: Bearer ...).",
+)
+@click.option(
+    "--normalize/--no-normalize",
+    default=None,
+    help="Serve (reward - reward_mean) / reward_std. Default: on when config.json has both.",
+)
+@click.option(
+    "--served-model-name",
+    default=None,
+    help="The model name in responses and /v1/models; a request's `model` must be it (else 404). "
+    "Default: TARGET, also accepted as an absolute path or its model folder.",
+)
+@click.option(
+    "--max-body-mb",
+    type=click.FloatRange(min=0.001),
+    default=MAX_BODY_MB,
+    show_default=True,
+    help="Larger request bodies get 413. The default holds an OpenRLHF <= 0.9 rollout batch "
+    "(16,384 queries of 2,048 tokens).",
+)
+@click.option(
+    "--max-items",
+    type=click.IntRange(min=1),
+    default=MAX_ITEMS,
+    show_default=True,
+    help="Most texts in one request (413 above): 1,024 prompts x 16 samples, OpenRLHF <= 0.9's batch.",
+)
+@click.option(
+    "--max-queue",
+    type=click.IntRange(min=1),
+    default=MAX_ITEMS,
+    show_default=True,
+    help="Most texts waiting for the model: a request that would overflow it gets 503 + Retry-After, "
+    "one with more texts than it can ever hold gets 413.",
+)
+@click.option(
+    "--max-batch-tokens",
+    type=click.IntRange(min=1),
+    default=16384,
+    show_default=True,
+    help="Token budget of one dynamic batch across requests.",
+)
+@click.option(
+    "--max-wait-ms",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="How long the first request of a batch waits for others to join it.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Sequences per forward pass inside a batch (default: the run's eval.batch_size, or 32).",
+)
+@click.option(
+    "--segments",
+    type=click.Choice(["training", "plain"]),
+    default="training",
+    show_default=True,
+    help="Encoder segment ids of a served text: `training` as rmspec trained (prompt 0, response 1 after the "
+    "first [SEP]; equals rmspec score), `plain` all 0 (model(**tokenizer(text)), as OpenRLHF's server and vLLM).",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="On SIGTERM/Ctrl-C: seconds to finish in-flight requests before exiting (as vLLM's flag).",
+)
+@click.option(
+    "--step-separator",
+    default=None,
+    help="Process reward models: the text after every step, as the model was trained with "
+    '(default: the one saved in config.json, else TRL\'s "\\n"); e.g. " ;" for a '
+    "tokenizer that drops newlines.",
+)
+@click.option(
+    "--ensemble-reduce",
+    type=click.Choice(["mean", "min", "mean_minus_std"]),
+    default="mean",
+    show_default=True,
+    help="A model trained with approach.ensemble: the served reward is the members' mean, their minimum, or "
+    "mean - coef x std (Coste et al.); every answer also carries reward_std.",
+)
+@click.option(
+    "--ensemble-coef",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="The coef of --ensemble-reduce mean_minus_std.",
+)
+@click.option(
+    "--access-log", is_flag=True, help="Log one line per request (method, path, status; never bodies or headers)."
+)
+def serve(
+    target: str,
+    host: str,
+    port: int,
+    token_env: str | None,
+    normalize: bool | None,
+    served_model_name: str | None,
+    max_body_mb: float,
+    max_items: int,
+    max_queue: int,
+    max_batch_tokens: int,
+    max_wait_ms: float,
+    batch_size: int | None,
+    segments: str,
+    shutdown_timeout: float,
+    step_separator: str | None,
+    ensemble_reduce: str,
+    ensemble_coef: float,
+    access_log: bool,
+) -> None:
     """Serve TARGET (a run directory or a reward-model folder) over HTTP."""
     from pathlib import Path
 
@@ -64,14 +148,33 @@ def serve(target: str, host: str, port: int, token_env: str | None, normalize: b
 
     token = read_token(host, token_env)  # before loading anything: an open bind without a token never starts
     if not Path(target).exists():
-        raise RmspecError(f"{target}: no such run directory or model folder",
-                          "give a run directory (runs/NAME) or a folder with config.json and weights")
+        raise RmspecError(
+            f"{target}: no such run directory or model folder",
+            "give a run directory (runs/NAME) or a folder with config.json and weights",
+        )
     from rmspec.serve.server import serve as run_server
     from rmspec.serve.service import Limits
 
-    limits = Limits(max_body_bytes=int(max_body_mb * 1024 * 1024), max_items=max_items, max_queue=max_queue,
-                    max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms)
-    run_server(target, host=host, port=port, token=token, limits=limits, normalize=normalize,
-               model_name=served_model_name, batch_size=batch_size, access_log=access_log,
-               log=lambda message: click.echo(message, err=True), segments=segments, shutdown_timeout=shutdown_timeout,
-               step_separator=step_separator, ensemble_reduce=(ensemble_reduce, ensemble_coef))
+    limits = Limits(
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        max_items=max_items,
+        max_queue=max_queue,
+        max_batch_tokens=max_batch_tokens,
+        max_wait_ms=max_wait_ms,
+    )
+    run_server(
+        target,
+        host=host,
+        port=port,
+        token=token,
+        limits=limits,
+        normalize=normalize,
+        model_name=served_model_name,
+        batch_size=batch_size,
+        access_log=access_log,
+        log=lambda message: click.echo(message, err=True),
+        segments=segments,
+        shutdown_timeout=shutdown_timeout,
+        step_separator=step_separator,
+        ensemble_reduce=(ensemble_reduce, ensemble_coef),
+    )

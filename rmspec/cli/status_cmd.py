@@ -24,8 +24,10 @@ def status(run_dir: str, as_json: bool) -> None:
 
     root = Path(run_dir)
     if not root.is_dir() or not any((root / name).exists() for name in ("plan.json", "status.json")):
-        raise RmspecError(f"{run_dir} is not a run directory (no plan.json or status.json)",
-                          hint="give the folder `rmspec run` wrote (output.dir, e.g. runs/quickstart)")
+        raise RmspecError(
+            f"{run_dir} is not a run directory (no plan.json or status.json)",
+            hint="give the folder `rmspec run` wrote (output.dir, e.g. runs/quickstart)",
+        )
     info = run_status(root)
     if as_json:
         click.echo(json.dumps(info, indent=2, default=str))
@@ -48,8 +50,13 @@ def _lines(info: dict) -> list[tuple[str, str]]:
         rows.append(("last pid", f"{info['pid']} on {info.get('host', '?')}"))
     if info.get("slurm_job_id"):
         restarts = info.get("slurm_restart_count")
-        rows.append(("SLURM job", f"{info['slurm_job_id']}: {info.get('slurm_state') or 'unknown to squeue/sacct'}"
-                     + (f" (restarts {restarts})" if restarts else "")))
+        rows.append(
+            (
+                "SLURM job",
+                f"{info['slurm_job_id']}: {info.get('slurm_state') or 'unknown to squeue/sacct'}"
+                + (f" (restarts {restarts})" if restarts else ""),
+            )
+        )
     if info.get("step") is not None:
         rows.append(("step", f"{info['step']}/{info.get('max_steps', '?')}"))
     if info.get("world_size"):
@@ -62,6 +69,7 @@ def _lines(info: dict) -> list[tuple[str, str]]:
     if info["state"] == "completed" and info.get("model_dir"):
         rows.append(("model", str(info["model_dir"])))
     if info["state"] in ("stopped", "interrupted", "failed"):
-        rows.append(("next", f"rmspec run --resume {info['run_dir']}"
-                     + (" --submit" if info.get("slurm_job_id") else "")))
+        rows.append(
+            ("next", f"rmspec run --resume {info['run_dir']}" + (" --submit" if info.get("slurm_job_id") else ""))
+        )
     return rows

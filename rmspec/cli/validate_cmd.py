@@ -21,8 +21,9 @@ def validate(spec_file: str, sets: tuple[str, ...], show_all: bool) -> None:
         raise
     s = loaded.spec
     if s.data.sources:
-        data = ", ".join(f"{e.name}: {e.source.kind}" + (f" x {e.weight:g}" if e.weight is not None else "")
-                         for e in s.data.sources)
+        data = ", ".join(
+            f"{e.name}: {e.source.kind}" + (f" x {e.weight:g}" if e.weight is not None else "") for e in s.data.sources
+        )
     else:
         assert s.data.source is not None  # DataSpec._one_form: no sources means one source
         data = s.data.source.kind

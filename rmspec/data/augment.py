@@ -16,26 +16,50 @@ from rmspec.data.records import PAIRS
 from rmspec.errors import DataError
 
 
-def augment_rows(rows: list[dict[str, Any]], specs: list[Any], approach: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def augment_rows(
+    rows: list[dict[str, Any]], specs: list[Any], approach: str
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """New canonical pair records from the (kept, non-augmented) training rows."""
     if not specs:
         return [], {}
     if approach != PAIRS:
-        raise DataError(f"data.augment makes pairs, but approach.kind is {approach}", "remove data.augment or train bradley_terry")
+        raise DataError(
+            f"data.augment makes pairs, but approach.kind is {approach}", "remove data.augment or train bradley_terry"
+        )
     made: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
     for spec in specs:
-        new = {"cross_prompt_negatives": _cross_prompt, "truncated_negatives": _truncated,
-               "pairs_from_scores": _from_scores}[spec.kind](rows, spec)
+        new = {
+            "cross_prompt_negatives": _cross_prompt,
+            "truncated_negatives": _truncated,
+            "pairs_from_scores": _from_scores,
+        }[spec.kind](rows, spec)
         counts[spec.kind] = len(new)
         made.extend(new)
     return made, counts
 
 
-def _record(row: dict[str, Any], chosen: str, rejected: str, suffix: str, margin: float = 0.0,
-            sc: float | None = None, sr: float | None = None) -> dict[str, Any]:
-    return {**row, "id": f"{row['id']}-{suffix}", "chosen": chosen, "rejected": rejected, "margin": margin,
-            "score_chosen": sc, "score_rejected": sr, "augmented": True, "raw": "", "tie": False}
+def _record(
+    row: dict[str, Any],
+    chosen: str,
+    rejected: str,
+    suffix: str,
+    margin: float = 0.0,
+    sc: float | None = None,
+    sr: float | None = None,
+) -> dict[str, Any]:
+    return {
+        **row,
+        "id": f"{row['id']}-{suffix}",
+        "chosen": chosen,
+        "rejected": rejected,
+        "margin": margin,
+        "score_chosen": sc,
+        "score_rejected": sr,
+        "augmented": True,
+        "raw": "",
+        "tie": False,
+    }
 
 
 def _cross_prompt(rows: list[dict[str, Any]], spec: Any) -> list[dict[str, Any]]:
@@ -82,7 +106,7 @@ def _from_scores(rows: list[dict[str, Any]], spec: Any) -> list[dict[str, Any]]:
     for key, responses in by_prompt.items():
         items = sorted(responses.items(), key=lambda kv: -kv[1])
         for i, (a, sa) in enumerate(items):
-            for b, sb in items[i + 1:]:
+            for b, sb in items[i + 1 :]:
                 if sa - sb >= spec.min_gap and (key, a, b) not in existing:
                     out.append(_record(first[key], a, b, f"score{len(out)}", sa - sb, sa, sb))
     return out

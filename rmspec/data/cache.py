@@ -73,8 +73,13 @@ def tokenizer_key(tokenizer: Any, layout: Any) -> str:
         backend = tokenizer.backend_tokenizer.to_str()
     except Exception:  # slow tokenizers: the vocabulary stands in
         backend = json.dumps(sorted(tokenizer.get_vocab().items()))
-    return _hash(type(tokenizer).__name__, backend, getattr(tokenizer, "chat_template", None) or "",
-                 json.dumps(tokenizer.special_tokens_map, sort_keys=True, default=str), layout.kind)
+    return _hash(
+        type(tokenizer).__name__,
+        backend,
+        getattr(tokenizer, "chat_template", None) or "",
+        json.dumps(tokenizer.special_tokens_map, sort_keys=True, default=str),
+        layout.kind,
+    )
 
 
 def cache_key(config: str, tokenizer: str, sources: list[Any], base_dir: Path) -> str | None:
@@ -95,8 +100,9 @@ def _stamps(files: Any) -> list[str]:
     return sorted(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files if f.is_file())
 
 
-def save_cache(folder: Path, train: Any, validation: Any, report: DataReport,
-               rejected_parts: list[tuple[str, Any]]) -> None:
+def save_cache(
+    folder: Path, train: Any, validation: Any, report: DataReport, rejected_parts: list[tuple[str, Any]]
+) -> None:
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

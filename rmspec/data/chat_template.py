@@ -28,9 +28,11 @@ def read_chat_template(value: str, base_dir: Path) -> str:
     path = Path(value).expanduser()
     path = path if path.is_absolute() else base_dir / path
     if not path.is_file():
-        raise DataError(f"model.chat_template: no file {path} (and the value is not a template: it has no "
-                        f"{' or '.join(INLINE_MARKERS)})",
-                        "give the path of a Jinja file (relative to the spec) or write the template inline")
+        raise DataError(
+            f"model.chat_template: no file {path} (and the value is not a template: it has no "
+            f"{' or '.join(INLINE_MARKERS)})",
+            "give the path of a Jinja file (relative to the spec) or write the template inline",
+        )
     text = path.read_text(encoding="utf-8")
     if not text.strip():
         raise DataError(f"model.chat_template: {path} is empty", "put the Jinja chat template in the file")
@@ -49,7 +51,9 @@ def use_chat_template(tokenizer: Any, model: Any, base_dir: Path) -> Any:
         ImmutableSandboxedEnvironment().parse(template)
     except Exception as exc:  # jinja2's TemplateSyntaxError: say where, not a traceback
         line = getattr(exc, "lineno", None)
-        raise DataError(f"model.chat_template does not compile{f' (line {line})' if line else ''}: {exc}",
-                        "fix the Jinja syntax; transformers renders the template with jinja2") from None
+        raise DataError(
+            f"model.chat_template does not compile{f' (line {line})' if line else ''}: {exc}",
+            "fix the Jinja syntax; transformers renders the template with jinja2",
+        ) from None
     tokenizer.chat_template = template
     return tokenizer

@@ -16,15 +16,35 @@ from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS
 PARALLEL_FROM_ROWS = 100_000  # below this, extra processes cost more than they save
 
 OUTPUT_COLUMNS = {
-    PAIRS: ["id", "group", "augmented", "prompt", "chosen", "rejected", "margin", "chosen_input_ids",
-            "rejected_input_ids", "chosen_token_type_ids", "rejected_token_type_ids", "tie"],
-    LISTWISE: ["id", "group", "augmented", "prompt", "responses", "scores", "responses_input_ids",
-               "responses_token_type_ids", "length"],
+    PAIRS: [
+        "id",
+        "group",
+        "augmented",
+        "prompt",
+        "chosen",
+        "rejected",
+        "margin",
+        "chosen_input_ids",
+        "rejected_input_ids",
+        "chosen_token_type_ids",
+        "rejected_token_type_ids",
+        "tie",
+    ],
+    LISTWISE: [
+        "id",
+        "group",
+        "augmented",
+        "prompt",
+        "responses",
+        "scores",
+        "responses_input_ids",
+        "responses_token_type_ids",
+        "length",
+    ],
     POINTWISE: ["id", "group", "augmented", "prompt", "response", "scores", "input_ids", "token_type_ids"],
     GENERATIVE: ["id", "group", "augmented", "messages", "input_ids", "labels"],
     PROCESS: ["id", "group", "augmented", "prompt", "steps", "step_labels", "input_ids", "labels", "token_type_ids"],
 }
-
 
 
 def mark_indices(batch: dict[str, list], indices: list[int], drop: set[int], stage: str, reason: str, detail: str):
@@ -35,13 +55,21 @@ def mark_indices(batch: dict[str, list], indices: list[int], drop: set[int], sta
 
 
 def alive(ds: Any) -> Any:
-    return ds.filter(lambda rs: [not r for r in rs], input_columns=["reject_reason"], batched=True,
-                     new_fingerprint=stable_hash(ds._fingerprint, "alive"))
+    return ds.filter(
+        lambda rs: [not r for r in rs],
+        input_columns=["reject_reason"],
+        batched=True,
+        new_fingerprint=stable_hash(ds._fingerprint, "alive"),
+    )
 
 
 def rejected(ds: Any) -> Any:
-    return ds.filter(lambda rs: [bool(r) for r in rs], input_columns=["reject_reason"], batched=True,
-                     new_fingerprint=stable_hash(ds._fingerprint, "rejected"))
+    return ds.filter(
+        lambda rs: [bool(r) for r in rs],
+        input_columns=["reject_reason"],
+        batched=True,
+        new_fingerprint=stable_hash(ds._fingerprint, "rejected"),
+    )
 
 
 def output(ds: Any, approach: str, keep_source: bool = False) -> Any:
@@ -62,13 +90,34 @@ def write_rejects(path: str | Path, parts: list[tuple[str, Any]]) -> int:
             for batch in ds.iter(batch_size=1000):
                 for j in range(len(batch["id"])):
                     raw = batch["raw"][j]
-                    row = json.loads(raw) if raw else {k: v[j] for k, v in batch.items()
-                                                       if k not in skip and not k.endswith("input_ids")
-                                                       and not k.endswith("token_type_ids") and k != "labels"}
-                    fh.write(json.dumps({"source": name, "source_index": batch["source_index"][j], "id": batch["id"][j],
-                                         "stage": batch["reject_stage"][j], "reason": batch["reject_reason"][j],
-                                         "detail": batch["reject_detail"][j], "row": row},
-                                        ensure_ascii=False, default=str) + "\n")
+                    row = (
+                        json.loads(raw)
+                        if raw
+                        else {
+                            k: v[j]
+                            for k, v in batch.items()
+                            if k not in skip
+                            and not k.endswith("input_ids")
+                            and not k.endswith("token_type_ids")
+                            and k != "labels"
+                        }
+                    )
+                    fh.write(
+                        json.dumps(
+                            {
+                                "source": name,
+                                "source_index": batch["source_index"][j],
+                                "id": batch["id"][j],
+                                "stage": batch["reject_stage"][j],
+                                "reason": batch["reject_reason"][j],
+                                "detail": batch["reject_detail"][j],
+                                "row": row,
+                            },
+                            ensure_ascii=False,
+                            default=str,
+                        )
+                        + "\n"
+                    )
                     n += 1
     return n
 

@@ -24,8 +24,10 @@ def resolve_paths(patterns: list[str], base_dir: Path, where: str) -> list[str]:
     try:
         return rows.resolve_paths(patterns, base_dir)
     except rows.RowError as exc:
-        raise DataError(f"{where}.{exc.field}: {exc.detail}", "paths are relative to the spec file's folder; check "
-                        "the name, or use a glob such as data/*.jsonl") from None
+        raise DataError(
+            f"{where}.{exc.field}: {exc.detail}",
+            "paths are relative to the spec file's folder; check the name, or use a glob such as data/*.jsonl",
+        ) from None
 
 
 def _format(paths: list[str], declared: str, where: str) -> str:
@@ -36,8 +38,10 @@ def _format(paths: list[str], declared: str, where: str) -> str:
     fmts = {"json" if f == "jsonl" else f for f in (rows.format_of(p) for p in paths)}
     if None in fmts or len(fmts) != 1:
         suffixes = sorted({Path(p).suffix or "(none)" for p in paths})
-        raise DataError(f"{where}: cannot tell the file format from the extension(s) {', '.join(suffixes)}",
-                        "set format: json, jsonl, parquet or csv, and keep one format per source")
+        raise DataError(
+            f"{where}: cannot tell the file format from the extension(s) {', '.join(suffixes)}",
+            "set format: json, jsonl, parquet or csv, and keep one format per source",
+        )
     fmt = fmts.pop()
     assert fmt is not None  # refused above
     return fmt
@@ -60,17 +64,21 @@ def files_source(source: Any, base_dir: Path, where: str) -> Any:
             if by_hand_ok:
                 return json_lines_by_hand(paths, encoding, where)  # only the bad rows leave, as `encoding` rejects
             path, (line, col, detail) = bad
-            raise DataError(f"{where}: {path}:{line}:{col}: not {encoding} text: {detail}",
-                            "set data.source.encoding to the file's encoding (e.g. latin-1 or cp1252), or convert "
-                            "the file to UTF-8")
+            raise DataError(
+                f"{where}: {path}:{line}:{col}: not {encoding} text: {detail}",
+                "set data.source.encoding to the file's encoding (e.g. latin-1 or cp1252), or convert "
+                "the file to UTF-8",
+            )
     if builder == "json":
         nulls = [(p, n) for p in paths if (n := rows.bare_null_line(p)) is not None]
         if nulls:  # pyarrow's JSON reader dies with SIGSEGV on such a line (pyarrow 26): never hand it one
             if by_hand_ok:
                 return json_lines_by_hand(paths, encoding, where)  # the null line leaves as invalid_json
             path, line = nulls[0]
-            raise DataError(f"{where}: {path}:{line}: a bare null where a row (a JSON object) belongs",
-                            "remove the null entries, or write the rows as JSON Lines (one object per line)")
+            raise DataError(
+                f"{where}: {path}:{line}: a bare null where a row (a JSON object) belongs",
+                "remove the null entries, or write the rows as JSON Lines (one object per line)",
+            )
     try:
         ds = datasets.load_dataset(builder, data_files=paths, split="train", **kwargs)
     except Exception as exc:  # the builders raise many types; all mean "this file is not that format"
@@ -95,16 +103,24 @@ def check_files(paths: list[str], fmt: str, where: str) -> None:
         try:
             rows.check_magic(path, fmt)
         except rows.RowError as exc:
-            hint = ("rename it, or set format: to what it is" if exc.field == "Parquet" else
-                    "decompress or convert it to JSON Lines, CSV or Parquet") if exc.detail.startswith("is a ") else \
-                "rename it to what it is (.jsonl, .json, .csv), or set format: to what it is"
+            hint = (
+                (
+                    "rename it, or set format: to what it is"
+                    if exc.field == "Parquet"
+                    else "decompress or convert it to JSON Lines, CSV or Parquet"
+                )
+                if exc.detail.startswith("is a ")
+                else "rename it to what it is (.jsonl, .json, .csv), or set format: to what it is"
+            )
             raise DataError(f"{where}: {exc}", hint) from None
         if rows.is_blank(path):
             empty.append(path)
     if empty and len(empty) == len(paths):
-        raise DataError(f"{where}: {', '.join(empty[:3])}{' ...' if len(empty) > 3 else ''} "
-                        f"{'is' if len(empty) == 1 else 'are'} empty: no rows to read",
-                        "point data.source.paths at the file that holds the data (was it written completely?)")
+        raise DataError(
+            f"{where}: {', '.join(empty[:3])}{' ...' if len(empty) > 3 else ''} "
+            f"{'is' if len(empty) == 1 else 'are'} empty: no rows to read",
+            "point data.source.paths at the file that holds the data (was it written completely?)",
+        )
 
 
 def short(exc: Exception, limit: int = 300) -> str:

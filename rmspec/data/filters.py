@@ -97,13 +97,20 @@ def _identical(b: dict[str, list], i: int):
 
 
 def _regex_fields(field: str, approach: str) -> list[str]:
-    available = {PAIRS: ["prompt", "chosen", "rejected"], POINTWISE: ["prompt", "response"], GENERATIVE: ["prompt", "response"],
-                 PROCESS: ["prompt", "response"], LISTWISE: ["prompt", "response"]}[approach]
+    available = {
+        PAIRS: ["prompt", "chosen", "rejected"],
+        POINTWISE: ["prompt", "response"],
+        GENERATIVE: ["prompt", "response"],
+        PROCESS: ["prompt", "response"],
+        LISTWISE: ["prompt", "response"],
+    }[approach]
     if field == "any":
         return available
     if field not in available:
-        raise DataError(f"data.filters: regex field {field!r} does not exist for approach {approach}",
-                        f"use one of {', '.join(available)} or any")
+        raise DataError(
+            f"data.filters: regex field {field!r} does not exist for approach {approach}",
+            f"use one of {', '.join(available)} or any",
+        )
     return [field]
 
 

@@ -19,9 +19,17 @@ def fit(seq: Segments, limit: int, policy: str, prompt_cut: int | None = None) -
         cut = prompt_cut if prompt_cut is not None else n - limit
         if cut > len(seq.prompt):
             need = n - len(seq.prompt)
-            return None, "response_too_long", f"the response alone needs {need} tokens > max {limit} (prompt already empty)"
+            return (
+                None,
+                "response_too_long",
+                f"the response alone needs {need} tokens > max {limit} (prompt already empty)",
+            )
         return Segments(seq.head, seq.prompt[cut:], seq.mid, seq.body, seq.tail, seq.types), "", ""
     over = n - limit
     if over >= len(seq.body):
-        return None, "prompt_too_long", f"the prompt leaves no room for the response ({n - len(seq.body)} tokens without it, max {limit})"
+        return (
+            None,
+            "prompt_too_long",
+            f"the prompt leaves no room for the response ({n - len(seq.body)} tokens without it, max {limit})",
+        )
     return Segments(seq.head, seq.prompt, seq.mid, seq.body[: len(seq.body) - over], seq.tail, seq.types), "", ""

@@ -32,8 +32,11 @@ def _read(path: str, encoding: str) -> Iterator[tuple[int, dict[str, Any] | None
     """(line number, row or None, (reason, detail) or None) for each non-blank line."""
     for number, text, problem in rows.decoded_lines(path, encoding):
         if problem is not None:
-            yield number, None, ("encoding", f"{problem.detail}; set data.source.encoding if the file is in "
-                                             "another encoding")
+            yield (
+                number,
+                None,
+                ("encoding", f"{problem.detail}; set data.source.encoding if the file is in another encoding"),
+            )
             continue
         assert text is not None  # decoded_lines gives a text or a problem
         try:
@@ -63,20 +66,27 @@ def json_lines_by_hand(paths: list[str], encoding: str = "utf-8", where: str = "
             columns.update(dict.fromkeys(row))
     if good == 0:
         if bad == 0:
-            raise DataError(f"{where}: {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''} holds no rows",
-                            "point data.source.paths at the file that holds the data")
+            raise DataError(
+                f"{where}: {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''} holds no rows",
+                "point data.source.paths at the file that holds the data",
+            )
         expected_from = "the extension" if all(p.endswith(".jsonl") for p in paths) else "format: json"
-        raise DataError(f"{where}: not one of {bad:,} lines could be read as JSON Lines (one JSON object per line), "
-                        f"the format expected from {expected_from}; "
-                        f"first: {first_bad}",
-                        "check the file is JSON Lines text; if it is one JSON array name it .json, and for CSV or "
-                        "Parquet set format: csv or parquet (or use the matching extension)")
+        raise DataError(
+            f"{where}: not one of {bad:,} lines could be read as JSON Lines (one JSON object per line), "
+            f"the format expected from {expected_from}; "
+            f"first: {first_bad}",
+            "check the file is JSON Lines text; if it is one JSON array name it .json, and for CSV or "
+            "Parquet set format: csv or parquet (or use the matching extension)",
+        )
     names = [*columns, BAD_LINE]
     features = datasets.Features({c: datasets.Value("string") for c in names})
     stamp = _hash_files(paths) + encoding
-    ds = datasets.Dataset.from_generator(_encoded_rows, gen_kwargs={"paths": tuple(paths), "names": tuple(names),
-                                                                    "encoding": encoding},
-                                         features=features, fingerprint=stamp)
+    ds = datasets.Dataset.from_generator(
+        _encoded_rows,
+        gen_kwargs={"paths": tuple(paths), "names": tuple(names), "encoding": encoding},
+        features=features,
+        fingerprint=stamp,
+    )
     ds.info.description = ENCODED_MARK
     return ds
 

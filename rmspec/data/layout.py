@@ -67,11 +67,15 @@ class Layout:
         self.tok = tokenizer
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if chat_template == "tokenizer" and not has_template:
-            raise DataError("data.mapping.chat_template is 'tokenizer' but this tokenizer has no chat template",
-                            "use chat_template: auto or plain, or a chat model's tokenizer")
+            raise DataError(
+                "data.mapping.chat_template is 'tokenizer' but this tokenizer has no chat template",
+                "use chat_template: auto or plain, or a chat model's tokenizer",
+            )
         is_encoder = architecture == "encoder" or (
-            architecture is None and getattr(tokenizer, "cls_token_id", None) is not None
-            and getattr(tokenizer, "sep_token_id", None) is not None)
+            architecture is None
+            and getattr(tokenizer, "cls_token_id", None) is not None
+            and getattr(tokenizer, "sep_token_id", None) is not None
+        )
         if has_template and chat_template != "plain":
             self.kind = TEMPLATE
         elif is_encoder:
@@ -89,7 +93,7 @@ class Layout:
         x, y = enc("x"), enc("y")
         single = enc("x", True)
         i = _find(single, x)
-        self.single_head, self.single_tail = single[:i], single[i + len(x):]
+        self.single_head, self.single_tail = single[:i], single[i + len(x) :]
         self.pair_head = self.pair_mid = self.pair_tail = []
         self.pair_types = None
         if self.kind == PAIR:
@@ -97,10 +101,16 @@ class Layout:
             ids = out["input_ids"]
             i = _find(ids, x)
             j = _find(ids, y, i + len(x))
-            self.pair_head, self.pair_mid, self.pair_tail = ids[:i], ids[i + len(x):j], ids[j + len(y):]
+            self.pair_head, self.pair_mid, self.pair_tail = ids[:i], ids[i + len(x) : j], ids[j + len(y) :]
             tt = out.get("token_type_ids")
             if tt is not None:
-                self.pair_types = (tt[0] if i else tt[i], tt[i], tt[i + len(x)] if j > i + len(x) else tt[i], tt[j], tt[-1])
+                self.pair_types = (
+                    tt[0] if i else tt[i],
+                    tt[i],
+                    tt[i + len(x)] if j > i + len(x) else tt[i],
+                    tt[j],
+                    tt[-1],
+                )
         eos = getattr(self.tok, "eos_token_id", None)
         self.plain_tail = list(self.single_tail)
         if eos is not None and eos not in self.plain_tail:
@@ -113,18 +123,24 @@ class Layout:
         if self.kind == TEMPLATE:
             return [self._render(p, generation_prompt=True) for p in prompts]
         if self.kind == PAIR:
-            return [p[0]["content"] if len(p) == 1 and p[0]["role"] == "user" else plain_conversation(p) for p in prompts]
+            return [
+                p[0]["content"] if len(p) == 1 and p[0]["role"] == "user" else plain_conversation(p) for p in prompts
+            ]
         return [(plain_conversation(p) + "\n\n" if p else "") + "Assistant:" for p in prompts]
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool = False) -> str:
         try:
             return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
         except Exception as exc:
-            raise DataError(f"the tokenizer's chat template failed on a conversation: {' '.join(str(exc).split())[:200]}",
-                            "check the roles (some templates refuse a system turn or two user turns in a row), "
-                            "or set data.mapping.chat_template: plain") from None
+            raise DataError(
+                f"the tokenizer's chat template failed on a conversation: {' '.join(str(exc).split())[:200]}",
+                "check the roles (some templates refuse a system turn or two user turns in a row), "
+                "or set data.mapping.chat_template: plain",
+            ) from None
 
-    def split_response(self, prompts: list[list[dict[str, str]]], responses: list[str]) -> list[tuple[str, str, str, str]]:
+    def split_response(
+        self, prompts: list[list[dict[str, str]]], responses: list[str]
+    ) -> list[tuple[str, str, str, str]]:
         """Per row: (prompt text, mid text, response text, tail text) whose concatenation is the full rendering."""
         pre = self.prompt_texts(prompts)
         if self.kind == PAIR:
@@ -135,19 +151,23 @@ class Layout:
         for p_msgs, p_text, resp in zip(prompts, pre, responses):
             full = self._render([*p_msgs, {"role": "assistant", "content": resp}])
             if full.startswith(p_text):
-                rest, start = full[len(p_text):], p_text
+                rest, start = full[len(p_text) :], p_text
             else:  # templates that change earlier turns once a reply exists: split where the reply is
                 cut = full.rfind(resp.strip()) if resp.strip() else -1
                 if cut < 0:
-                    raise DataError("the chat template does not reproduce the response text, so the response cannot be located",
-                                    "set data.mapping.chat_template: plain")
+                    raise DataError(
+                        "the chat template does not reproduce the response text, so the response cannot be located",
+                        "set data.mapping.chat_template: plain",
+                    )
                 rest, start = full[cut:], full[:cut]
             core = resp.strip()
             j = rest.find(core) if core else 0
             if j < 0:
-                raise DataError("the chat template does not reproduce the response text, so the response cannot be located",
-                                "set data.mapping.chat_template: plain")
-            out.append((start, rest[:j], rest[j:j + len(core)], rest[j + len(core):]))
+                raise DataError(
+                    "the chat template does not reproduce the response text, so the response cannot be located",
+                    "set data.mapping.chat_template: plain",
+                )
+            out.append((start, rest[:j], rest[j : j + len(core)], rest[j + len(core) :]))
         return out
 
     # ------------------------------------------------------------ tokens
@@ -173,14 +193,20 @@ class Layout:
         parts = [self.split_response(prompts, responses) for responses in sides]
         texts = [piece for side in parts for row in side for piece in row]
         ids = self.encode(texts)
-        return [self._assemble([ids[4 * (k * len(prompts) + i): 4 * (k * len(prompts) + i) + 4] for i in range(len(prompts))])
-                for k in range(len(sides))]
+        return [
+            self._assemble(
+                [ids[4 * (k * len(prompts) + i) : 4 * (k * len(prompts) + i) + 4] for i in range(len(prompts))]
+            )
+            for k in range(len(sides))
+        ]
 
     def _assemble(self, rows: list[list[list[int]]]) -> list[Segments]:
         out = []
         for p, m, b, t in rows:
             if self.kind == PAIR:
-                out.append(Segments(list(self.pair_head), p, list(self.pair_mid), b, list(self.pair_tail), self.pair_types))
+                out.append(
+                    Segments(list(self.pair_head), p, list(self.pair_mid), b, list(self.pair_tail), self.pair_types)
+                )
             elif self.kind == PLAIN:
                 out.append(Segments(list(self.single_head), p, m, b, list(self.plain_tail)))
             else:
@@ -201,16 +227,20 @@ class Layout:
                     header = self._render(conversation[:k], generation_prompt=True) if k else ""
                     upto = self._render(conversation[: k + 1])
                     if not header.startswith(previous) or not upto.startswith(header):
-                        raise DataError("the chat template renders earlier turns differently as the conversation grows",
-                                        "set data.mapping.chat_template: plain")
-                    turns.pieces += self.encode([header[len(previous):], upto[len(header):]])
+                        raise DataError(
+                            "the chat template renders earlier turns differently as the conversation grows",
+                            "set data.mapping.chat_template: plain",
+                        )
+                    turns.pieces += self.encode([header[len(previous) :], upto[len(header) :]])
                     turns.learn += [False, True]
                 else:
                     upto = self._render(conversation[: k + 1])
                     if not upto.startswith(previous):
-                        raise DataError("the chat template renders earlier turns differently as the conversation grows",
-                                        "set data.mapping.chat_template: plain")
-                    turns.pieces += self.encode([upto[len(previous):]])
+                        raise DataError(
+                            "the chat template renders earlier turns differently as the conversation grows",
+                            "set data.mapping.chat_template: plain",
+                        )
+                    turns.pieces += self.encode([upto[len(previous) :]])
                     turns.learn.append(False)
                 previous = upto
             return turns
@@ -231,7 +261,9 @@ class Layout:
 
 def _find(seq: list[int], sub: list[int], start: int = 0) -> int:
     for i in range(start, len(seq) - len(sub) + 1):
-        if seq[i:i + len(sub)] == sub:
+        if seq[i : i + len(sub)] == sub:
             return i
-    raise DataError("could not find where this tokenizer puts its special tokens (probe failed)",
-                    "use a tokenizer from transformers' AutoTokenizer")
+    raise DataError(
+        "could not find where this tokenizer puts its special tokens (probe failed)",
+        "use a tokenizer from transformers' AutoTokenizer",
+    )

@@ -33,11 +33,19 @@ class MapBatch:
             except Reject as rej:
                 recs, bad = [{**R.empty_record(self.kind), "id": _safe_id(row, self.mapper, index), "group": ""}], rej
             for rec in recs:
-                rec.update(source_index=index, augmented=False, reject_stage="", reject_reason="", reject_detail="",
-                           raw="", source=self.source)
+                rec.update(
+                    source_index=index,
+                    augmented=False,
+                    reject_stage="",
+                    reject_reason="",
+                    reject_detail="",
+                    raw="",
+                    source=self.source,
+                )
                 if bad is not None:
-                    rec.update(reject_stage="map", reject_reason=bad.reason, reject_detail=bad.detail,
-                               raw=R.to_json_row(row))
+                    rec.update(
+                        reject_stage="map", reject_reason=bad.reason, reject_detail=bad.detail, raw=R.to_json_row(row)
+                    )
                 rec["prompt_key"] = R.prompt_key(rec) if bad is None else ""
                 for k in self.names:
                     out[k].append(rec.get(k))
@@ -77,30 +85,73 @@ def pair_by_prompt(ds: Any, attribute: str) -> Any:
         ranked = sorted(members, key=lambda i: -rows[i]["scores"][0])
         best, worst = rows[ranked[0]], rows[ranked[-1]]
         if len(members) < 2 or best["scores"][0] == worst["scores"][0]:
-            reason, detail = (("no_pair_partner", "the only response to its prompt") if len(members) < 2
-                              else ("tie", f"all responses to the prompt score {best['scores'][0]:g} on {attribute}"))
+            reason, detail = (
+                ("no_pair_partner", "the only response to its prompt")
+                if len(members) < 2
+                else ("tie", f"all responses to the prompt score {best['scores'][0]:g} on {attribute}")
+            )
             for i in members:
                 rows[i].update(reject_stage="map:pair_by", reject_reason=reason, reject_detail=detail)
             continue
         shared = ("source_index", "source", "id", "group", "augmented", "prompt_key", "prompt_messages")
-        out.append({**{k: best[k] for k in shared},
-                    "reject_stage": "", "reject_reason": "", "reject_detail": "", "raw": "",
-                    "chosen": best["response"], "rejected": worst["response"],
-                    "margin": best["scores"][0] - worst["scores"][0],
-                    "score_chosen": best["scores"][0], "score_rejected": worst["scores"][0], "tie": False})
+        out.append(
+            {
+                **{k: best[k] for k in shared},
+                "reject_stage": "",
+                "reject_reason": "",
+                "reject_detail": "",
+                "raw": "",
+                "chosen": best["response"],
+                "rejected": worst["response"],
+                "margin": best["scores"][0] - worst["scores"][0],
+                "score_chosen": best["scores"][0],
+                "score_rejected": worst["scores"][0],
+                "tie": False,
+            }
+        )
         done.update((ranked[0], ranked[-1]))
         for i in ranked[1:-1]:
-            rows[i].update(reject_stage="map:pair_by", reject_reason="not_paired",
-                           reject_detail="between the best and the worst response of its prompt")
+            rows[i].update(
+                reject_stage="map:pair_by",
+                reject_reason="not_paired",
+                reject_detail="between the best and the worst response of its prompt",
+            )
     for i, r in enumerate(rows):
         if i in done:
             continue
         if not r["reject_reason"]:  # cannot happen: every live row was paired or marked
             raise AssertionError("pair_by left a row unaccounted")
-        out.append({**{k: r[k] for k in ("source_index", "source", "id", "group", "augmented", "prompt_key", "prompt_messages",
-                                            "reject_stage", "reject_reason", "reject_detail")},
-                    "raw": r["raw"] or R.to_json_row({"prompt": r["prompt_messages"], "response": r["response"],
-                                                      attribute: r["scores"][0] if r["scores"] else None}),
-                    "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None,
-                    "tie": False})
+        out.append(
+            {
+                **{
+                    k: r[k]
+                    for k in (
+                        "source_index",
+                        "source",
+                        "id",
+                        "group",
+                        "augmented",
+                        "prompt_key",
+                        "prompt_messages",
+                        "reject_stage",
+                        "reject_reason",
+                        "reject_detail",
+                    )
+                },
+                "raw": r["raw"]
+                or R.to_json_row(
+                    {
+                        "prompt": r["prompt_messages"],
+                        "response": r["response"],
+                        attribute: r["scores"][0] if r["scores"] else None,
+                    }
+                ),
+                "chosen": "",
+                "rejected": "",
+                "margin": 0.0,
+                "score_chosen": None,
+                "score_rejected": None,
+                "tie": False,
+            }
+        )
     return datasets.Dataset.from_list(out, features=R.features(PAIRS))

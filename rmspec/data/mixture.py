@@ -49,9 +49,11 @@ def targets(sizes: dict[str, int], entries: list[Any], strategy: str) -> dict[st
     for i, e in enumerate(entries):
         if sizes[e.name] == 0 and (e.weight is not None or e.rows != "all"):
             asked = f"weight {e.weight:g}" if e.weight is not None else f"rows {e.rows}"
-            raise DataError(f"data.sources[{i}] ({e.name}): no training rows left after mapping, filters and the "
-                            f"split, but it has {asked}",
-                            f"check {e.name}'s source and mapping (see the rejects file), or remove it from the mix")
+            raise DataError(
+                f"data.sources[{i}] ({e.name}): no training rows left after mapping, filters and the "
+                f"split, but it has {asked}",
+                f"check {e.name}'s source and mapping (see the rejects file), or remove it from the mix",
+            )
     if not weighted:
         return {e.name: sizes[e.name] if e.rows == "all" else int(e.rows) for e in entries}
     ratios = [sizes[e.name] / e.weight for e in entries]
@@ -70,18 +72,24 @@ def draw(train: Any, target: int, seed: int, name: str) -> Drawn:
         kept = set(keep)
         out = [i for i in range(n) if i not in kept]
         dropped = train.select(out).map(
-            mark_indices, batched=True, with_indices=True,
+            mark_indices,
+            batched=True,
+            with_indices=True,
             new_fingerprint=_hash(train._fingerprint, SAMPLE_STAGE, seed, name, target),
-            fn_kwargs={"drop": set(range(len(out))), "stage": SAMPLE_STAGE, "reason": "sampled_out",
-                       "detail": f"not drawn for the mix ({target} of {n} training rows, seed {seed})"})
+            fn_kwargs={
+                "drop": set(range(len(out))),
+                "stage": SAMPLE_STAGE,
+                "reason": "sampled_out",
+                "detail": f"not drawn for the mix ({target} of {n} training rows, seed {seed})",
+            },
+        )
         return Drawn(train.select(keep), dropped, 0, target)
     whole, rest = divmod(target, n)
     index = list(range(n)) * whole + sorted(rng.sample(range(n), rest))
     return Drawn(train.select(index), None, target - n, target)
 
 
-def interleave(streams: list[Any], weights: list[float], seed: int, strategy: str, features: Any,
-               folder: Path) -> Any:
+def interleave(streams: list[Any], weights: list[float], seed: int, strategy: str, features: Any, folder: Path) -> Any:
     """The datasets' canonical records drawn by `datasets.interleave_datasets` (weights as
     probabilities, the split seed, the stopping strategy), written to Arrow."""
     import datasets
@@ -92,8 +100,12 @@ def interleave(streams: list[Any], weights: list[float], seed: int, strategy: st
 
 def part_of(mixed: Any, name: str) -> Any:
     """The rows of one dataset in the interleaved stream."""
-    return mixed.filter(lambda names: [s == name for s in names], input_columns=["source"], batched=True,
-                        new_fingerprint=_hash(mixed._fingerprint, "part", name))
+    return mixed.filter(
+        lambda names: [s == name for s in names],
+        input_columns=["source"],
+        batched=True,
+        new_fingerprint=_hash(mixed._fingerprint, "part", name),
+    )
 
 
 def drawn_rows(part: Any) -> int:
@@ -101,21 +113,38 @@ def drawn_rows(part: Any) -> int:
     return len(set(column(part, "source_index")))
 
 
-def describe(entries: list[Any], strategy: str, seed: int, streamed: bool, sizes: dict[str, int],
-             wanted: dict[str, int]) -> dict[str, Any]:
+def describe(
+    entries: list[Any], strategy: str, seed: int, streamed: bool, sizes: dict[str, int], wanted: dict[str, int]
+) -> dict[str, Any]:
     """The report's `mixture`: how the datasets were mixed."""
     weighted = any(e.weight is not None for e in entries)
-    method = ("datasets.interleave_datasets (weights as probabilities, before the split)" if streamed else
-              "seeded draw per dataset after its split" if weighted else "row counts per dataset")
-    return {"method": method, "stopping_strategy": strategy if weighted else None, "seed": seed,
-            "weights": {e.name: e.weight for e in entries} if weighted else None,
-            "rows_asked": {e.name: e.rows for e in entries} if not weighted else None,
-            "training_rows_available": sizes, "training_rows_drawn": wanted}
+    method = (
+        "datasets.interleave_datasets (weights as probabilities, before the split)"
+        if streamed
+        else "seeded draw per dataset after its split"
+        if weighted
+        else "row counts per dataset"
+    )
+    return {
+        "method": method,
+        "stopping_strategy": strategy if weighted else None,
+        "seed": seed,
+        "weights": {e.name: e.weight for e in entries} if weighted else None,
+        "rows_asked": {e.name: e.rows for e in entries} if not weighted else None,
+        "training_rows_available": sizes,
+        "training_rows_drawn": wanted,
+    }
 
 
-def mix_parts(parts: dict[str, tuple[Any, Any]], entries: list[Any], data: Any, streamed: bool,
-              sources: dict[str, SourceCounts], not_drawn: dict[str, int],
-              rejected_parts: list[tuple[str, Any]]) -> tuple[dict[str, tuple[Any, Any]], Any]:
+def mix_parts(
+    parts: dict[str, tuple[Any, Any]],
+    entries: list[Any],
+    data: Any,
+    streamed: bool,
+    sources: dict[str, SourceCounts],
+    not_drawn: dict[str, int],
+    rejected_parts: list[tuple[str, Any]],
+) -> tuple[dict[str, tuple[Any, Any]], Any]:
     """Each dataset's training rows drawn to its weight or row count (sized datasets; an
     interleaved stream is mixed already); the counts say what was sampled out and repeated.
     Returns the parts and the unique kept rows (what the report's figures describe)."""

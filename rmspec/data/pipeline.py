@@ -88,8 +88,11 @@ class Context:
     @cached_property
     def layout(self) -> Any:
         shape = self.spec.model.shape
-        return Layout(self.tokenizer, self.data.mapping.chat_template, shape.architecture if shape else None) \
-            if self.tokenizer else None
+        return (
+            Layout(self.tokenizer, self.data.mapping.chat_template, shape.architecture if shape else None)
+            if self.tokenizer
+            else None
+        )
 
     @cached_property
     def config_key(self) -> str:
@@ -125,8 +128,14 @@ def make_context(loaded: Any, tokenizer: Any, limit: int | None, cache_dir: str 
     return Context(loaded, tokenizer, limit, root / "streams")
 
 
-def prepare(loaded: Any, tokenizer: Any, *, rejects_path: str | Path | None = None, cache_dir: str | Path | None = None,
-            limit: int | None = None) -> Prepared:
+def prepare(
+    loaded: Any,
+    tokenizer: Any,
+    *,
+    rejects_path: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    limit: int | None = None,
+) -> Prepared:
     """Tokenized train/validation sets for the spec's approach, its report, and the rejects file."""
     import datasets
 
@@ -136,8 +145,12 @@ def prepare(loaded: Any, tokenizer: Any, *, rejects_path: str | Path | None = No
     ctx = make_context(loaded, tokenizer, limit, cache_dir)
     data, approach = ctx.data, ctx.approach
     cache_root = Path(cache_dir) if cache_dir else cache.default_cache_dir()
-    key = cache.cache_key(ctx.config_key, ctx.tokenizer_key,
-                          [*(e.source for e in data.mixture()), data.split.validation_source], loaded.base_dir)
+    key = cache.cache_key(
+        ctx.config_key,
+        ctx.tokenizer_key,
+        [*(e.source for e in data.mixture()), data.split.validation_source],
+        loaded.base_dir,
+    )
     hit = cache_root / key if key else None
     if hit is not None and (hit / "report.json").is_file():
         return Prepared(*cache.load_cache(hit, rejects_path, t0))
@@ -149,10 +162,13 @@ def prepare(loaded: Any, tokenizer: Any, *, rejects_path: str | Path | None = No
     rejected_parts = [(name, rejected(r.ds)) for name, r in results.items()]
     main = next(iter(results.values()))  # its max_length limit and policy serve the augmentation
     split = data.split
-    kept = alive(main.ds) if len(results) == 1 else datasets.concatenate_datasets([alive(r.ds) for r in results.values()])
+    kept = (
+        alive(main.ds) if len(results) == 1 else datasets.concatenate_datasets([alive(r.ds) for r in results.values()])
+    )
     if split.validation_source is not None:
-        other = read_source(ctx, _entry("validation", split.validation_source, data.mapping),
-                            "data.split.validation_source")
+        other = read_source(
+            ctx, _entry("validation", split.validation_source, data.mapping), "data.split.validation_source"
+        )
         sources["validation"] = other.counts
         notes += other.filtered.notes
         rejected_parts.append(("validation", rejected(other.ds)))
@@ -173,23 +189,41 @@ def prepare(loaded: Any, tokenizer: Any, *, rejects_path: str | Path | None = No
         if made:
             # the max_length filter ran (augmented rows need the tokenizer too): reuse its limit and policy
             assert main.filtered.max_tokens is not None and main.filtered.policy is not None
-            stage = TokenizeStage(ctx.layout, approach, main.filtered.max_tokens, main.filtered.policy,
-                                  "augment:max_length")
+            stage = TokenizeStage(
+                ctx.layout, approach, main.filtered.max_tokens, main.filtered.policy, "augment:max_length"
+            )
             extra = datasets.Dataset.from_list(made, features=R.features(approach))
             extra = extra.map(stage, batched=True, features=train.features)
             augmented_rejected, _ = count_rejects(arrow(extra, "reject_stage"), arrow(extra, "reject_reason"))
             rejected_parts.append(("train-augmented", rejected(extra)))
             train = datasets.concatenate_datasets([train, alive(extra)])
 
-    report = summarize(approach, ctx.layout, main.filtered.max_tokens, notes, sources,
-                       {"train": train, "validation": validation}, kept, validation, augmented_counts,
-                       augmented_rejected, 0.0)
+    report = summarize(
+        approach,
+        ctx.layout,
+        main.filtered.max_tokens,
+        notes,
+        sources,
+        {"train": train, "validation": validation},
+        kept,
+        validation,
+        augmented_counts,
+        augmented_rejected,
+        0.0,
+    )
     report.fingerprint = key or ""
     if data.is_mixture:
         drawn = {n: sources[n].rows_train for n in results}
-        available = {n: drawn[n] - sources[n].rows_repeated
-                     + sources[n].rejected_by_stage.get(mix.SAMPLE_STAGE, {}).get("sampled_out", 0)
-                     for n in results} if split.validation_source is None else {}
+        available = (
+            {
+                n: drawn[n]
+                - sources[n].rows_repeated
+                + sources[n].rejected_by_stage.get(mix.SAMPLE_STAGE, {}).get("sampled_out", 0)
+                for n in results
+            }
+            if split.validation_source is None
+            else {}
+        )
         report.mixture = mix.describe(entries, data.stopping_strategy, split.seed, streamed, available, drawn)
     if not report.reconciled:  # a bug, not the user's: say so loudly
         raise AssertionError(f"data counts do not reconcile: {report.to_json()['sources']}")
@@ -200,15 +234,18 @@ def prepare(loaded: Any, tokenizer: Any, *, rejects_path: str | Path | None = No
         write_rejects(rejects_path, rejected_parts)
     if len(train) == 0:
         where = f" (see {rejects_path})" if rejects_path else ""
-        raise DataError(f"no training rows left after mapping and filters: rejected {report.rejected}{where}",
-                        "check the mapping (preset, columns) against the data, and the filters' limits")
+        raise DataError(
+            f"no training rows left after mapping and filters: rejected {report.rejected}{where}",
+            "check the mapping (preset, columns) against the data, and the filters' limits",
+        )
     if hit is not None:
         cache.save_cache(hit, train, validation, report, rejected_parts)
     return Prepared(train, validation, report)
 
 
-def load_canonical(loaded: Any, tokenizer: Any = None, *, limit: int | None = None,
-                   rejects_path: str | Path | None = None) -> tuple[Any, DataReport]:
+def load_canonical(
+    loaded: Any, tokenizer: Any = None, *, limit: int | None = None, rejects_path: str | Path | None = None
+) -> tuple[Any, DataReport]:
     """Mapped and filtered rows of the main source, before the split (what `data preview` shows).
 
     Without a tokenizer the max_length filter cannot run and is skipped (the report says so);
@@ -221,9 +258,19 @@ def load_canonical(loaded: Any, tokenizer: Any = None, *, limit: int | None = No
     if rejects_path:
         write_rejects(rejects_path, [(name, rejected(r.ds)) for name, r in results.items()])
     notes = [n for r in results.values() for n in r.filtered.notes] + notes
-    report = summarize(ctx.approach, ctx.layout, main.filtered.max_tokens, notes,
-                       {name: r.counts for name, r in results.items()}, {"train": kept}, kept, None, {}, {},
-                       time.time() - t0)
+    report = summarize(
+        ctx.approach,
+        ctx.layout,
+        main.filtered.max_tokens,
+        notes,
+        {name: r.counts for name, r in results.items()},
+        {"train": kept},
+        kept,
+        None,
+        {},
+        {},
+        time.time() - t0,
+    )
     return kept, report
 
 
@@ -245,19 +292,27 @@ def read_sources(ctx: Context, entries: list[Any]) -> tuple[dict[str, SourceResu
     interleaved as a stream, rows of sized datasets the stream never drew)."""
     import datasets
 
-    opened = [open_source(e.source, ctx.loaded.base_dir, limit=ctx.limit, where=f"{_where(ctx, i)}.source")
-              for i, e in enumerate(entries)]
+    opened = [
+        open_source(e.source, ctx.loaded.base_dir, limit=ctx.limit, where=f"{_where(ctx, i)}.source")
+        for i, e in enumerate(entries)
+    ]
     streaming = any(isinstance(ds, datasets.IterableDataset) for ds in opened)
     if not (streaming and ctx.data.weighted):
-        return ({e.name: read_source(ctx, e, _where(ctx, i), ds) for i, (e, ds) in enumerate(zip(entries, opened))},
-                [], False, {})
+        return (
+            {e.name: read_source(ctx, e, _where(ctx, i), ds) for i, (e, ds) in enumerate(zip(entries, opened))},
+            [],
+            False,
+            {},
+        )
     streams, feats = [], None
     for i, (e, ds) in enumerate(zip(entries, opened)):
         stream, kind, feats = map_rows(ctx, e, ds, _where(ctx, i), as_stream=True)
         if kind != ctx.approach:
-            raise DataError(f"{_where(ctx, i)}.mapping.pair_by: pairs by prompt need the whole dataset, which a "
-                            "mixture with a streaming dataset does not read at once",
-                            "mix by rows instead of weights, or prepare this dataset as pairs beforehand")
+            raise DataError(
+                f"{_where(ctx, i)}.mapping.pair_by: pairs by prompt need the whole dataset, which a "
+                "mixture with a streaming dataset does not read at once",
+                "mix by rows instead of weights, or prepare this dataset as pairs beforehand",
+            )
         streams.append(stream)
     seed, strategy = ctx.data.split.seed, ctx.data.stopping_strategy
     weights = [e.weight for e in entries]
@@ -269,8 +324,10 @@ def read_sources(ctx: Context, entries: list[Any]) -> tuple[dict[str, SourceResu
         out[e.name] = filter_source(ctx, e, part, read)
         if not isinstance(ds, datasets.IterableDataset):
             not_drawn[e.name] = len(ds) - read
-    note = (f"datasets mixed by datasets.interleave_datasets(probabilities={weights}, seed={seed}, "
-            f"stopping_strategy={strategy!r}) before the split: rows per dataset follow the weights in expectation")
+    note = (
+        f"datasets mixed by datasets.interleave_datasets(probabilities={weights}, seed={seed}, "
+        f"stopping_strategy={strategy!r}) before the split: rows per dataset follow the weights in expectation"
+    )
     return out, [note], True, not_drawn
 
 
@@ -294,8 +351,9 @@ def map_rows(ctx: Context, entry: Any, ds: Any, where: str, as_stream: bool = Fa
 
     streaming = isinstance(ds, datasets.IterableDataset)
     columns = ds.column_names if not streaming else (ds.column_names or list(next(iter(ds)).keys()))
-    mapper = RowMapper(entry.mapping, ctx.spec.approach, [c for c in columns if c != BAD_LINE],
-                       where=f"{where}.mapping")
+    mapper = RowMapper(
+        entry.mapping, ctx.spec.approach, [c for c in columns if c != BAD_LINE], where=f"{where}.mapping"
+    )
     kind = mapper.output_approach()
     feats = R.features(kind)
     fn = MapBatch(mapper, kind, is_encoded(ds), entry.name)
@@ -306,10 +364,16 @@ def map_rows(ctx: Context, entry: Any, ds: Any, where: str, as_stream: bool = Fa
         mapped_iter = ds.map(fn, batched=True, with_indices=True, remove_columns=columns, features=feats)
         return materialise(mapped_iter, feats, ctx.stream_dir), kind, feats
     rows = len(ds)
-    mapped = ds.map(fn, batched=True, with_indices=True, remove_columns=columns, features=feats,
-                    new_fingerprint=_hash(ds._fingerprint, ctx.config_key, "map", entry.name),
-                    num_proc=procs(rows, ctx.data.num_proc),
-                    desc=f"mapping {entry.name}")
+    mapped = ds.map(
+        fn,
+        batched=True,
+        with_indices=True,
+        remove_columns=columns,
+        features=feats,
+        new_fingerprint=_hash(ds._fingerprint, ctx.config_key, "map", entry.name),
+        num_proc=procs(rows, ctx.data.num_proc),
+        desc=f"mapping {entry.name}",
+    )
     return mapped, kind, feats
 
 
@@ -318,9 +382,14 @@ def filter_source(ctx: Context, entry: Any, mapped: Any, rows_read: int) -> Sour
     out = filtered.ds
     by_reason, by_stage = count_rejects(arrow(out, "reject_stage"), arrow(out, "reject_reason"))
     n_rej = sum(by_reason.values())
-    counts = SourceCounts(rows_read=rows_read, rows_added_by_mapping=len(out) - rows_read,
-                          rows_kept=len(out) - n_rej, rows_rejected=n_rej, rejected=by_reason,
-                          rejected_by_stage=by_stage)
+    counts = SourceCounts(
+        rows_read=rows_read,
+        rows_added_by_mapping=len(out) - rows_read,
+        rows_kept=len(out) - n_rej,
+        rows_rejected=n_rej,
+        rejected=by_reason,
+        rejected_by_stage=by_stage,
+    )
     return SourceResult(out, counts, filtered)
 
 
@@ -333,8 +402,10 @@ def apply_filters(ctx: Context, ds: Any, entry: Any) -> Filtered:
         from rmspec.spec.data import MaxLengthFilter
 
         specs.append(MaxLengthFilter(kind="max_length"))
-        result.notes.append(f"no max_length filter in the spec: applied one at the end (policy truncate_prompt_left, "
-                            f"max {ctx.default_max} tokens)")
+        result.notes.append(
+            f"no max_length filter in the spec: applied one at the end (policy truncate_prompt_left, "
+            f"max {ctx.default_max} tokens)"
+        )
     approach = ctx.approach
     for k, f in enumerate(specs):
         ds = result.ds
@@ -345,26 +416,50 @@ def apply_filters(ctx: Context, ds: Any, entry: Any) -> Filtered:
                 result.notes.append("max_length not applied: no tokenizer")
                 continue
             limit = f.max_tokens or ctx.default_max
-            stage_fn = TokenizeStage(ctx.layout, approach, limit, f.policy, stage,
-                                     step_separator=getattr(ctx.spec.approach, "step_separator", None))
+            stage_fn = TokenizeStage(
+                ctx.layout,
+                approach,
+                limit,
+                f.policy,
+                stage,
+                step_separator=getattr(ctx.spec.approach, "step_separator", None),
+            )
             feats = ds.features.copy()
             feats.update(token_columns(approach, ctx.layout))
-            result.ds = ds.map(stage_fn, batched=True, features=feats, new_fingerprint=fp,
-                               num_proc=procs(len(ds), ctx.data.num_proc),
-                               desc="tokenizing")
+            result.ds = ds.map(
+                stage_fn,
+                batched=True,
+                features=feats,
+                new_fingerprint=fp,
+                num_proc=procs(len(ds), ctx.data.num_proc),
+                desc="tokenizing",
+            )
             result.max_tokens, result.policy = limit, f.policy
         elif f.kind == "dedup":
             result.ds = ds.map(Dedup(f.on, approach, stage), batched=True, new_fingerprint=fp, desc=stage)
         elif f.kind == "sample":
             live = [i for i, r in enumerate(column(ds, "reject_reason")) if not r]
             drop = set(live) - sample_keep(live, f.n, f.fraction, f.seed)
-            result.ds = ds.map(mark_indices, batched=True, with_indices=True, new_fingerprint=fp,
-                               fn_kwargs={"drop": drop, "stage": stage, "reason": "sampled_out",
-                                          "detail": f"not in the seeded sample (seed {f.seed})"})
+            result.ds = ds.map(
+                mark_indices,
+                batched=True,
+                with_indices=True,
+                new_fingerprint=fp,
+                fn_kwargs={
+                    "drop": drop,
+                    "stage": stage,
+                    "reason": "sampled_out",
+                    "detail": f"not in the seeded sample (seed {f.seed})",
+                },
+            )
         else:
             check = row_filter(f, approach, ctx.margin_mapped(entry.mapping))
             assert check is not None  # row_filter is None only for max_length, dedup and sample (above)
-            result.ds = ds.map(map_row_check(check, stage), batched=True, new_fingerprint=fp,
-                               num_proc=procs(len(ds), ctx.data.num_proc),
-                               desc=stage)
+            result.ds = ds.map(
+                map_row_check(check, stage),
+                batched=True,
+                new_fingerprint=fp,
+                num_proc=procs(len(ds), ctx.data.num_proc),
+                desc=stage,
+            )
     return result

@@ -38,9 +38,18 @@ DEFAULTS: dict[str | None, dict[str, str]] = {
     **PROCESS_DEFAULTS,
 }
 APPROACH_OF_PRESET = {
-    "pairs": PAIRS, "hh-rlhf": PAIRS, "conversational": PAIRS, "ultrafeedback-binarized": PAIRS, "shp": PAIRS,
-    "ultrafeedback": PAIRS, "helpsteer2": POINTWISE, "messages": GENERATIVE,
-    "stepwise": PROCESS, "math-shepherd": PROCESS, "processbench": PROCESS, "ranked": LISTWISE,
+    "pairs": PAIRS,
+    "hh-rlhf": PAIRS,
+    "conversational": PAIRS,
+    "ultrafeedback-binarized": PAIRS,
+    "shp": PAIRS,
+    "ultrafeedback": PAIRS,
+    "helpsteer2": POINTWISE,
+    "messages": GENERATIVE,
+    "stepwise": PROCESS,
+    "math-shepherd": PROCESS,
+    "processbench": PROCESS,
+    "ranked": LISTWISE,
 }
 
 
@@ -56,7 +65,12 @@ class RowMapper:
         explicit = {k: v for k, v in mapping.columns.model_dump().items() if v is not None}
         self.cols: dict[str, Any] = {**DEFAULTS[self.preset], **explicit}
         # Optional columns the presets read when the data has them.
-        optional = [("id", "id"), ("score_chosen", "score_chosen"), ("score_rejected", "score_rejected"), ("tie", "tie")]
+        optional = [
+            ("id", "id"),
+            ("score_chosen", "score_chosen"),
+            ("score_rejected", "score_rejected"),
+            ("tie", "tie"),
+        ]
         if self.preset in ("conversational", "ultrafeedback-binarized"):
             optional.append(("prompt", "prompt"))  # TRL's explicit-prompt layout; ignored for full conversations
         for field, col in optional:
@@ -79,16 +93,24 @@ class RowMapper:
         if self.preset == "ultrafeedback" and self.binarize == "ranked":
             preset_kind = LISTWISE  # every rated completion in one row
         if self.preset == "helpsteer2" and self.approach == PAIRS and not self.pair_by:
-            raise DataError(f"{self.where}: the helpsteer2 preset gives scored single responses, but approach is bradley_terry",
-                            "set mapping.pair_by: helpfulness to build pairs per prompt, or use approach kind: pointwise")
+            raise DataError(
+                f"{self.where}: the helpsteer2 preset gives scored single responses, but approach is bradley_terry",
+                "set mapping.pair_by: helpfulness to build pairs per prompt, or use approach kind: pointwise",
+            )
         if self.pair_by and self.preset != "helpsteer2":
-            raise DataError(f"{self.where}.pair_by only applies to the helpsteer2 preset (preset is {self.preset!r})",
-                            "remove pair_by")
+            raise DataError(
+                f"{self.where}.pair_by only applies to the helpsteer2 preset (preset is {self.preset!r})",
+                "remove pair_by",
+            )
         if preset_kind and not (preset_kind == self.approach or (self.preset == "helpsteer2" and self.pair_by)):
-            raise DataError(f"{self.where}.preset: {self.preset!r} gives {preset_kind} data, but approach.kind is {self.approach}",
-                            "choose a preset that matches the approach, or map the columns explicitly")
+            raise DataError(
+                f"{self.where}.preset: {self.preset!r} gives {preset_kind} data, but approach.kind is {self.approach}",
+                "choose a preset that matches the approach, or map the columns explicitly",
+            )
         if self.preset is None and not need:
-            raise DataError(f"{self.where}: no preset and no columns", "set preset: (e.g. pairs) or map columns: explicitly")
+            raise DataError(
+                f"{self.where}: no preset and no columns", "set preset: (e.g. pairs) or map columns: explicitly"
+            )
         missing = [f"{field} -> {col!r}" for field, col in need.items() if col not in columns]
         if missing:
             raise DataError(
@@ -107,8 +129,10 @@ class RowMapper:
             score_cols = c.get("scores") or {a: a for a in HELPSTEER2_ATTRIBUTES}
             unknown = [a for a in attrs if a not in score_cols]
             if unknown:
-                raise DataError(f"{self.where}: no score column for attribute(s) {', '.join(unknown)}",
-                                f"map them under data.mapping.columns.scores (known: {', '.join(score_cols)})")
+                raise DataError(
+                    f"{self.where}: no score column for attribute(s) {', '.join(unknown)}",
+                    f"map them under data.mapping.columns.scores (known: {', '.join(score_cols)})",
+                )
             return {"prompt": c["prompt"], "response": c["response"], **{a: score_cols[a] for a in attrs}}
         if self.approach == GENERATIVE:
             return {"messages": c.get("messages", "messages")}
@@ -124,10 +148,15 @@ class RowMapper:
             scores = c.get("scores") or {}
             unknown = [a for a in self.attributes if a not in scores]
             if unknown:
-                raise DataError(f"{self.where}.columns.scores: no column for attribute(s) {', '.join(unknown)}",
-                                "map each approach.attributes entry to a column under data.mapping.columns.scores")
-            return {"response": c.get("response", "response"), **{a: scores[a] for a in self.attributes},
-                    **({"prompt": c["prompt"]} if "prompt" in c else {})}
+                raise DataError(
+                    f"{self.where}.columns.scores: no column for attribute(s) {', '.join(unknown)}",
+                    "map each approach.attributes entry to a column under data.mapping.columns.scores",
+                )
+            return {
+                "response": c.get("response", "response"),
+                **{a: scores[a] for a in self.attributes},
+                **({"prompt": c["prompt"]} if "prompt" in c else {}),
+            }
         need = {"chosen": c.get("chosen", "chosen"), "rejected": c.get("rejected", "rejected")}
         if "prompt" in c:
             need["prompt"] = c["prompt"]
@@ -150,7 +179,13 @@ class RowMapper:
         elif self.approach == PROCESS:
             records = [steps_record(self.preset, row, self.cols, messages)]
         elif self.approach == GENERATIVE:
-            records = [{"messages": messages(_get(row, self.cols.get("messages", "messages")), "messages", need_last_assistant=True)}]
+            records = [
+                {
+                    "messages": messages(
+                        _get(row, self.cols.get("messages", "messages")), "messages", need_last_assistant=True
+                    )
+                }
+            ]
         elif self.approach == POINTWISE:
             records = [self._pointwise(row, None)]
         elif self.approach == LISTWISE:
@@ -192,7 +227,8 @@ class RowMapper:
         prompt_col = self.cols.get("prompt")
         if isinstance(chosen_v, list) or isinstance(rejected_v, list):
             prompt_msgs, chosen, rejected = conversation_pair(
-                chosen_v, rejected_v, _get(row, prompt_col) if prompt_col and row.get(prompt_col) is not None else None)
+                chosen_v, rejected_v, _get(row, prompt_col) if prompt_col and row.get(prompt_col) is not None else None
+            )
         else:
             chosen = text(chosen_v, "chosen")
             rejected = text(rejected_v, "rejected")
@@ -201,8 +237,14 @@ class RowMapper:
         if "margin" in self.cols:
             margin = number(_get(row, self.cols["margin"]), "margin")
         sc, sr = self._scores_pair(row)
-        return {"prompt_messages": prompt_msgs, "chosen": chosen, "rejected": rejected, "margin": margin,
-                "score_chosen": sc, "score_rejected": sr}
+        return {
+            "prompt_messages": prompt_msgs,
+            "chosen": chosen,
+            "rejected": rejected,
+            "margin": margin,
+            "score_chosen": sc,
+            "score_rejected": sr,
+        }
 
     def _tie_and_margin(self, row: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
         """A tie is never trained as a win: a reject (reason `tie`) unless ties: davidson trains it.
@@ -217,8 +259,11 @@ class RowMapper:
         if self.margin_map is not None:
             value = rec.get("margin") or 0.0
             if float(value) not in self.margin_map:
-                raise Reject("margin_not_in_map", f"margin {value:g} is not a key of approach.margin_map "
-                                                  f"({', '.join(f'{k:g}' for k in sorted(self.margin_map))})")
+                raise Reject(
+                    "margin_not_in_map",
+                    f"margin {value:g} is not a key of approach.margin_map "
+                    f"({', '.join(f'{k:g}' for k in sorted(self.margin_map))})",
+                )
             rec["margin"] = float(self.margin_map[float(value)])
         return rec
 
@@ -237,8 +282,11 @@ class RowMapper:
         values = [number(s, f"scores[{k}]") for k, s in enumerate(scores)]
         if len(set(values)) < 2:
             raise Reject("tie", f"all responses score {values[0]:g}")
-        return {"prompt_messages": messages(_get(row, prompt_col), "prompt") if prompt_col else [],
-                "responses": texts, "scores": values}
+        return {
+            "prompt_messages": messages(_get(row, prompt_col), "prompt") if prompt_col else [],
+            "responses": texts,
+            "scores": values,
+        }
 
     def _hh(self, row: dict[str, Any]) -> dict[str, Any]:
         chosen_t = text(_get(row, self.cols["chosen"]), "chosen")
@@ -247,8 +295,14 @@ class RowMapper:
         prefix_r, rejected = split_hh(rejected_t, "rejected")
         if prefix_c.strip() != prefix_r.strip():
             raise Reject("malformed", "chosen and rejected transcripts differ before the last Assistant turn")
-        return {"prompt_messages": hh_turns(prefix_c), "chosen": chosen, "rejected": rejected, "margin": 0.0,
-                "score_chosen": None, "score_rejected": None}
+        return {
+            "prompt_messages": hh_turns(prefix_c),
+            "chosen": chosen,
+            "rejected": rejected,
+            "margin": 0.0,
+            "score_chosen": None,
+            "score_rejected": None,
+        }
 
     def _shp(self, row: dict[str, Any]) -> dict[str, Any]:
         prompt = messages(_get(row, self.cols["prompt"]), "history")
@@ -262,8 +316,14 @@ class RowMapper:
         chosen, rejected, sc, sr = (a, b, score_a, score_b) if label == 1 else (b, a, score_b, score_a)
         # Margin from the vote ratio (the SHP paper filters on score_ratio): log(preferred/other).
         margin = math.log(sc / sr) if sc and sr and sc > 0 and sr > 0 else 0.0
-        return {"prompt_messages": prompt, "chosen": chosen, "rejected": rejected, "margin": margin,
-                "score_chosen": sc, "score_rejected": sr}
+        return {
+            "prompt_messages": prompt,
+            "chosen": chosen,
+            "rejected": rejected,
+            "margin": margin,
+            "score_chosen": sc,
+            "score_rejected": sr,
+        }
 
     def _pointwise(self, row: dict[str, Any], attrs: list[str] | None) -> dict[str, Any]:
         attrs = attrs or self.attributes
@@ -301,9 +361,18 @@ class RowMapper:
             lower = [s for s in scored[1:] if s[0] < best[0]]
             pairs = [(best, random.Random(index).choice(lower))]
         else:
-            pairs = [(a, b) for i, a in enumerate(scored) for b in scored[i + 1:] if a[0] > b[0]]
-        return [{"prompt_messages": prompt, "chosen": a[1], "rejected": b[1], "margin": a[0] - b[0],
-                 "score_chosen": a[0], "score_rejected": b[0]} for a, b in pairs]
+            pairs = [(a, b) for i, a in enumerate(scored) for b in scored[i + 1 :] if a[0] > b[0]]
+        return [
+            {
+                "prompt_messages": prompt,
+                "chosen": a[1],
+                "rejected": b[1],
+                "margin": a[0] - b[0],
+                "score_chosen": a[0],
+                "score_rejected": b[0],
+            }
+            for a, b in pairs
+        ]
 
 
 # ---------------------------------------------------------------- value checks
@@ -345,11 +414,15 @@ def messages(value: Any, field: str, need_last_assistant: bool = False) -> list[
         return ends_with_reply(out, field) if need_last_assistant else out
     except Invalid as exc:
         if exc.problem == Problem.NOT_TEXT_OR_MESSAGES:
-            raise Reject("wrong_type", f"{field} must be text or a list of messages, got {type(value).__name__}") from None
+            raise Reject(
+                "wrong_type", f"{field} must be text or a list of messages, got {type(value).__name__}"
+            ) from None
         if exc.problem == Problem.NO_REPLY:
             raise Reject("malformed", f"{field} must end with an assistant message (the turn to learn)") from None
-        raise Reject("wrong_type", f"{field}[{exc.index}] must be {{role: system|user|assistant, content: text}}, "
-                                   f"got {str(exc.value)[:80]}") from None
+        raise Reject(
+            "wrong_type",
+            f"{field}[{exc.index}] must be {{role: system|user|assistant, content: text}}, got {str(exc.value)[:80]}",
+        ) from None
 
 
 def conversation_pair(chosen: Any, rejected: Any, prompt: Any) -> tuple[list[dict[str, str]], str, str]:
@@ -365,7 +438,9 @@ def conversation_pair(chosen: Any, rejected: Any, prompt: Any) -> tuple[list[dic
         prompt_msgs = messages(prompt, "prompt")
     else:
         prompt_msgs = c[:-1]
-        if [(m["role"], m["content"].strip()) for m in r[:-1]] != [(m["role"], m["content"].strip()) for m in prompt_msgs]:
+        if [(m["role"], m["content"].strip()) for m in r[:-1]] != [
+            (m["role"], m["content"].strip()) for m in prompt_msgs
+        ]:
             raise Reject("malformed", "chosen and rejected conversations differ before the last message")
     return prompt_msgs, c[-1]["content"], r[-1]["content"]
 
@@ -379,7 +454,7 @@ def split_hh(transcript: str, field: str) -> tuple[str, str]:
     cut = transcript.rfind(HH_ASSISTANT)
     if cut < 0 or "\n\nHuman:" not in transcript[:cut]:
         raise Reject("malformed", f"{field} has no '\\n\\nHuman:' turn followed by a '\\n\\nAssistant:' turn")
-    return transcript[:cut], transcript[cut + len(HH_ASSISTANT):].lstrip(" ")
+    return transcript[:cut], transcript[cut + len(HH_ASSISTANT) :].lstrip(" ")
 
 
 def hh_turns(prefix: str) -> list[dict[str, str]]:

@@ -24,17 +24,25 @@ def preview_records(loaded: Any, tokenizer: Any, n: int) -> tuple[list[dict[str,
             if row["margin"]:
                 rec["margin"] = row["margin"]
         elif approach.kind == LISTWISE:
-            rec.update(prompt=row["prompt"], responses=[{"score": s, "response": r} for s, r in
-                                                        zip(row["scores"], row["responses"])])
+            rec.update(
+                prompt=row["prompt"],
+                responses=[{"score": s, "response": r} for s, r in zip(row["scores"], row["responses"])],
+            )
         elif approach.kind == GENERATIVE:
             rec.update(messages=row["messages"], text=tokenizer.decode(row["input_ids"]))
         elif approach.kind == PROCESS:  # each step with its label, as the model learns it
-            rec.update(prompt=row["prompt"], steps="\n".join(f"[{'+' if lab else '-'}] {step}" for step, lab in
-                                                         zip(row["steps"], row["step_labels"])))
+            rec.update(
+                prompt=row["prompt"],
+                steps="\n".join(
+                    f"[{'+' if lab else '-'}] {step}" for step, lab in zip(row["steps"], row["step_labels"])
+                ),
+            )
             if row.get("steps_dropped"):
                 rec["steps_dropped_past_max_length"] = row["steps_dropped"]
         else:
-            rec.update(prompt=row["prompt"], response=row["response"], scores=dict(zip(approach.attributes, row["scores"])))
+            rec.update(
+                prompt=row["prompt"], response=row["response"], scores=dict(zip(approach.attributes, row["scores"]))
+            )
         if row.get("truncated"):
             rec["truncated"] = True
         out.append(rec)

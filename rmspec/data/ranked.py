@@ -18,9 +18,14 @@ COLUMNS = ("prompt", "responses_input_ids", "prompt_tokens", "response_tokens", 
 def ranked_columns(types: bool) -> dict[str, Any]:
     from datasets import List, Value
 
-    cols = {"prompt": Value("string"), "responses_input_ids": List(List(Value("int32"))),
-            "prompt_tokens": Value("int32"), "response_tokens": List(Value("int32")), "length": Value("int32"),
-            "truncated": Value("bool")}
+    cols = {
+        "prompt": Value("string"),
+        "responses_input_ids": List(List(Value("int32"))),
+        "prompt_tokens": Value("int32"),
+        "response_tokens": List(Value("int32")),
+        "length": Value("int32"),
+        "truncated": Value("bool"),
+    }
     if types:
         cols["responses_token_type_ids"] = List(List(Value("int8")))
     return cols

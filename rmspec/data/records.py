@@ -64,9 +64,15 @@ def features(approach: str):
         "source": Value("string"),  # the name of the dataset the row came from (data.sources[].name; 'train')
     }
     if approach == PAIRS:
-        body = {"prompt_messages": message, "chosen": Value("string"), "rejected": Value("string"),
-                "margin": Value("float64"), "score_chosen": Value("float64"), "score_rejected": Value("float64"),
-                "tie": Value("bool")}
+        body = {
+            "prompt_messages": message,
+            "chosen": Value("string"),
+            "rejected": Value("string"),
+            "margin": Value("float64"),
+            "score_chosen": Value("float64"),
+            "score_rejected": Value("float64"),
+            "tie": Value("bool"),
+        }
     elif approach == LISTWISE:
         body = {"prompt_messages": message, "responses": List(Value("string")), "scores": List(Value("float64"))}
     elif approach == POINTWISE:
@@ -80,8 +86,15 @@ def features(approach: str):
 
 def empty_record(approach: str) -> dict[str, Any]:
     if approach == PAIRS:
-        return {"prompt_messages": [], "chosen": "", "rejected": "", "margin": 0.0, "score_chosen": None, "score_rejected": None,
-                "tie": False}
+        return {
+            "prompt_messages": [],
+            "chosen": "",
+            "rejected": "",
+            "margin": 0.0,
+            "score_chosen": None,
+            "score_rejected": None,
+            "tie": False,
+        }
     if approach == LISTWISE:
         return {"prompt_messages": [], "responses": [], "scores": []}
     if approach == POINTWISE:

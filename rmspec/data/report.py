@@ -55,7 +55,9 @@ class DataReport:
     duplicate_rate: float = 0.0
     ties: int = 0
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
-    steps: dict[str, Any] = field(default_factory=dict)  # process data: steps, wrong steps, steps dropped past max_length
+    steps: dict[str, Any] = field(
+        default_factory=dict
+    )  # process data: steps, wrong steps, steps dropped past max_length
     notes: list[str] = field(default_factory=list)
     # data.sources: how the datasets were mixed (method, stopping strategy, seed, weights, sizes).
     mixture: dict[str, Any] | None = None
@@ -93,8 +95,10 @@ class DataReport:
             "length_heuristic_accuracy": self.length_heuristic_accuracy,
         }
         body = asdict(self)
-        body["sources"] = {k: {**_counts_json(v, self.mixture is not None), "reconciled": v.reconciled}
-                           for k, v in self.sources.items()}
+        body["sources"] = {
+            k: {**_counts_json(v, self.mixture is not None), "reconciled": v.reconciled}
+            for k, v in self.sources.items()
+        }
         if self.mixture is None:  # one dataset: the report keeps the keys it always had
             body.pop("mixture")
         return {**out, **body}
@@ -103,8 +107,10 @@ class DataReport:
     def from_json(cls, data: dict[str, Any]) -> DataReport:
         names = set(cls.__dataclass_fields__)
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["sources"] = {k: SourceCounts(**{f: v[f] for f in SourceCounts.__dataclass_fields__ if f in v})
-                             for k, v in data["sources"].items()}
+        kwargs["sources"] = {
+            k: SourceCounts(**{f: v[f] for f in SourceCounts.__dataclass_fields__ if f in v})
+            for k, v in data["sources"].items()
+        }
         return cls(**kwargs)
 
 
@@ -123,8 +129,14 @@ def count_rejects(stages: Any, reasons: Any) -> tuple[dict[str, int], dict[str, 
     """Rejects per reason and per (stage, reason), counted in Arrow (no per-row Python objects)."""
     import pyarrow as pa
 
-    table = pa.table({"stage": pa.array(stages, pa.string()) if not isinstance(stages, (pa.Array, pa.ChunkedArray)) else stages,
-                      "reason": pa.array(reasons, pa.string()) if not isinstance(reasons, (pa.Array, pa.ChunkedArray)) else reasons})
+    table = pa.table(
+        {
+            "stage": pa.array(stages, pa.string()) if not isinstance(stages, (pa.Array, pa.ChunkedArray)) else stages,
+            "reason": pa.array(reasons, pa.string())
+            if not isinstance(reasons, (pa.Array, pa.ChunkedArray))
+            else reasons,
+        }
+    )
     table = table.filter(pa.compute.not_equal(table["reason"], ""))
     grouped = table.group_by(["stage", "reason"]).aggregate([("reason", "count")]).to_pylist()
     by_reason: Counter[str] = Counter()
@@ -143,8 +155,15 @@ def distribution(values: Any, limit: int | None) -> dict[str, float]:
     if not n:
         return {"count": 0}
     q = lambda p: float(ordered[min(n - 1, int(p * (n - 1) + 0.5))])  # noqa: E731
-    out = {"count": n, "min": float(ordered[0]), "mean": round(float(ordered.mean()), 2), "p50": q(0.5), "p90": q(0.9),
-           "p99": q(0.99), "max": float(ordered[-1])}
+    out = {
+        "count": n,
+        "min": float(ordered[0]),
+        "mean": round(float(ordered.mean()), 2),
+        "p50": q(0.5),
+        "p90": q(0.9),
+        "p99": q(0.99),
+        "max": float(ordered[-1]),
+    }
     if limit:
         out["over_max_length"] = int((ordered > limit).sum())
     return out

@@ -63,12 +63,16 @@ def _disk(source, base_dir: Path, where: str):
     try:
         loaded = datasets.load_from_disk(str(path))
     except Exception as exc:
-        raise DataError(f"{where}.path: {path} is not a save_to_disk folder: {_short(exc)}",
-                        "write it with Dataset.save_to_disk or DatasetDict.save_to_disk") from None
+        raise DataError(
+            f"{where}.path: {path} is not a save_to_disk folder: {_short(exc)}",
+            "write it with Dataset.save_to_disk or DatasetDict.save_to_disk",
+        ) from None
     if isinstance(loaded, datasets.DatasetDict):
         if source.split is None:
-            raise DataError(f"{where}: {path} holds several splits ({', '.join(loaded)})",
-                            f"name one with split: (one of {', '.join(loaded)})")
+            raise DataError(
+                f"{where}: {path} holds several splits ({', '.join(loaded)})",
+                f"name one with split: (one of {', '.join(loaded)})",
+            )
         if source.split not in loaded:
             raise DataError(f"{where}.split: no split {source.split!r} in {path}", f"choose one of {', '.join(loaded)}")
         return loaded[source.split]
@@ -85,22 +89,35 @@ def _huggingface(source, base_dir: Path, where: str):
     if source.token_env:
         token = os.environ.get(source.token_env)
         if not token:
-            raise DataError(f"{where}.token_env: the environment variable {source.token_env} is not set",
-                            f"export {source.token_env}=<your hub token> (a read token from huggingface.co/settings/tokens)")
+            raise DataError(
+                f"{where}.token_env: the environment variable {source.token_env} is not set",
+                f"export {source.token_env}=<your hub token> (a read token from huggingface.co/settings/tokens)",
+            )
     path = source.path
     local = base_dir / path
     if not os.path.isabs(path) and local.exists():  # a local copy or dataset folder next to the spec
         path = str(local)
     try:
-        return datasets.load_dataset(path, name=source.name, data_dir=source.data_dir, split=source.split,
-                                     revision=source.revision, streaming=source.streaming, token=token)
+        return datasets.load_dataset(
+            path,
+            name=source.name,
+            data_dir=source.data_dir,
+            split=source.split,
+            revision=source.revision,
+            streaming=source.streaming,
+            token=token,
+        )
     except Exception as exc:
         offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
-        hint = ("the hub is not reachable (offline mode): download the data where the hub is reachable, "
-                "save it with save_to_disk or as JSONL, and point the spec at it with kind: disk or kind: files"
-                if offline or "offline" in str(exc).lower() or "connect" in str(exc).lower()
-                else "check the dataset id, config name (name:), data_dir and split; gated datasets need token_env")
-        raise DataError(f"{where}: could not load {source.path!r} split {source.split!r}: {_short(exc)}", hint) from None
+        hint = (
+            "the hub is not reachable (offline mode): download the data where the hub is reachable, "
+            "save it with save_to_disk or as JSONL, and point the spec at it with kind: disk or kind: files"
+            if offline or "offline" in str(exc).lower() or "connect" in str(exc).lower()
+            else "check the dataset id, config name (name:), data_dir and split; gated datasets need token_env"
+        )
+        raise DataError(
+            f"{where}: could not load {source.path!r} split {source.split!r}: {_short(exc)}", hint
+        ) from None
 
 
 # ---------------------------------------------------------------- custom
@@ -114,15 +131,21 @@ def _custom(source, base_dir: Path, where: str):
 
     matches = [ep for ep in entry_points(group="rmspec.sources") if ep.name == source.kind]
     if not matches:
-        raise DataError(f"{where}.kind: no source {source.kind!r} is registered under the rmspec.sources entry point",
-                        "install the package that provides it")
+        raise DataError(
+            f"{where}.kind: no source {source.kind!r} is registered under the rmspec.sources entry point",
+            "install the package that provides it",
+        )
     try:
         factory = matches[0].load()
     except Exception as exc:
-        raise DataError(f"{where}.kind: the source {source.kind!r} ({matches[0].value}) failed to import: {_short(exc)}",
-                        "reinstall the package that provides it") from None
+        raise DataError(
+            f"{where}.kind: the source {source.kind!r} ({matches[0].value}) failed to import: {_short(exc)}",
+            "reinstall the package that provides it",
+        ) from None
     ds = factory(dict(source.options), base_dir)
     if isinstance(ds, datasets.DatasetDict) or not isinstance(ds, (datasets.Dataset, datasets.IterableDataset)):
-        raise DataError(f"{where}.kind: the source {source.kind!r} returned {type(ds).__name__}, not a datasets.Dataset",
-                        "a custom source must return one datasets.Dataset or IterableDataset")
+        raise DataError(
+            f"{where}.kind: the source {source.kind!r} returned {type(ds).__name__}, not a datasets.Dataset",
+            "a custom source must return one datasets.Dataset or IterableDataset",
+        )
     return ds

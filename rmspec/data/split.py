@@ -11,8 +11,9 @@ from rmspec.data.columns import column
 from rmspec.errors import DataError
 
 
-def validation_mask(prompt_keys: list[str], fraction: float, seed: int, *, strata: list[str] | None = None,
-                    group_by_prompt: bool = True) -> list[bool]:
+def validation_mask(
+    prompt_keys: list[str], fraction: float, seed: int, *, strata: list[str] | None = None, group_by_prompt: bool = True
+) -> list[bool]:
     """One flag per row: True = validation. Units are prompts (or rows); a unit's stratum is its first row's."""
     units: OrderedDict[str, str] = OrderedDict()
     unit_of = []
@@ -42,9 +43,16 @@ def split_rows(kept: Any, split: Any) -> tuple[Any, Any]:
     strata = None
     if split.stratify_by:
         if split.stratify_by not in kept.column_names:
-            raise DataError(f"data.split.stratify_by: no canonical column {split.stratify_by!r}",
-                            "stratify by group (map the column with data.mapping.columns.group)")
+            raise DataError(
+                f"data.split.stratify_by: no canonical column {split.stratify_by!r}",
+                "stratify by group (map the column with data.mapping.columns.group)",
+            )
         strata = [str(v) for v in column(kept, split.stratify_by)]
-    mask = validation_mask(column(kept, "prompt_key"), split.validation_fraction, split.seed, strata=strata,
-                           group_by_prompt=split.group_by_prompt)
+    mask = validation_mask(
+        column(kept, "prompt_key"),
+        split.validation_fraction,
+        split.seed,
+        strata=strata,
+        group_by_prompt=split.group_by_prompt,
+    )
     return kept.select([i for i, v in enumerate(mask) if not v]), kept.select([i for i, v in enumerate(mask) if v])

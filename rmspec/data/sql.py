@@ -25,13 +25,16 @@ def sql_url(source: Any, base_dir: Path, where: str) -> str:
     try:
         url = make_url(source.url)
     except Exception as exc:
-        raise DataError(f"{where}.url: not an SQLAlchemy URL: {_short(exc)}",
-                        "write it as dialect+driver://user@host:port/database") from None
+        raise DataError(
+            f"{where}.url: not an SQLAlchemy URL: {_short(exc)}", "write it as dialect+driver://user@host:port/database"
+        ) from None
     if source.password_env:
         password = os.environ.get(source.password_env)
         if password is None:
-            raise DataError(f"{where}.password_env: the environment variable {source.password_env} is not set",
-                            f"export {source.password_env}=<the database password>")
+            raise DataError(
+                f"{where}.password_env: the environment variable {source.password_env} is not set",
+                f"export {source.password_env}=<the database password>",
+            )
         url = url.set(password=password)
     return url.render_as_string(hide_password=False)
 
@@ -44,16 +47,20 @@ def sql_source(source: Any, base_dir: Path, where: str):
     try:
         engine = sqlalchemy.create_engine(url)
     except Exception as exc:  # e.g. a driver that is not installed
-        raise DataError(f"{where}: cannot connect with {source.url or source.sqlite!r}: {_short(exc)}",
-                        "install the database driver (e.g. psycopg for postgresql) and check the URL") from None
+        raise DataError(
+            f"{where}: cannot connect with {source.url or source.sqlite!r}: {_short(exc)}",
+            "install the database driver (e.g. psycopg for postgresql) and check the URL",
+        ) from None
     # Probe the query first so that a typo is a located error, not a failure inside a generator.
     try:
         with engine.connect() as conn:
             columns = list(conn.execute(sqlalchemy.text(source.query)).keys())
     except Exception as exc:
         engine.dispose()
-        raise DataError(f"{where}.query: the query failed: {_short(exc)}",
-                        "run it in your SQL client first; it must be a SELECT returning the mapped columns") from None
+        raise DataError(
+            f"{where}.query: the query failed: {_short(exc)}",
+            "run it in your SQL client first; it must be a SELECT returning the mapped columns",
+        ) from None
     # A live database has no version to cache by; an SQLite file has its size and mtime.
     if source.sqlite is not None:
         stat = Path(url.removeprefix("sqlite:///")).stat()

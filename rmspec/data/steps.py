@@ -111,20 +111,24 @@ def math_shepherd(text: Any, label_text: Any) -> tuple[str, list[str], list[int]
     if not marks:
         raise Reject("no_steps", f"no {MATH_SHEPHERD_MARK!r} step marker in the input")
     if len(label_text) != len(flat):
-        raise Reject("label_count_mismatch",
-                     f"the label text ({len(label_text)} characters) does not line up with the input ({len(flat)} once each "
-                     f"{MATH_SHEPHERD_MARK!r} is one character)")
+        raise Reject(
+            "label_count_mismatch",
+            f"the label text ({len(label_text)} characters) does not line up with the input ({len(flat)} once each "
+            f"{MATH_SHEPHERD_MARK!r} is one character)",
+        )
     labels = []
     for i in marks:
         if label_text[i] not in "+-":
-            raise Reject("label_count_mismatch", f"the label text has {label_text[i]!r} where a step marker needs + or -")
+            raise Reject(
+                "label_count_mismatch", f"the label text has {label_text[i]!r} where a step marker needs + or -"
+            )
         labels.append(1 if label_text[i] == "+" else 0)
     pieces = flat.split("\x00")[: len(marks)]
     match = FIRST_STEP.search(pieces[0])
     if match is None:
         raise Reject("malformed", "cannot tell the question from the first step (no 'Step 1:')")
     question = pieces[0][: match.start()].strip()
-    steps = [pieces[0][match.start():].strip(), *(p.strip() for p in pieces[1:])]
+    steps = [pieces[0][match.start() :].strip(), *(p.strip() for p in pieces[1:])]
     if not question:
         raise Reject("missing_field", "the input has no question before 'Step 1:'")
     if any(not s for s in steps):
@@ -151,9 +155,11 @@ class StepSequence:
 def separator_ids(layout: Layout, separator: str) -> list[int]:
     ids = layout.encode([separator])[0]
     if not ids:
-        raise DataError(f"approach.step_separator {separator!r} tokenizes to nothing with this tokenizer, so a step's label "
-                        "has no token of its own",
-                        "choose a separator the tokenizer keeps (encoders drop newlines: try ' ;' or ' ки')")
+        raise DataError(
+            f"approach.step_separator {separator!r} tokenizes to nothing with this tokenizer, so a step's label "
+            "has no token of its own",
+            "choose a separator the tokenizer keeps (encoders drop newlines: try ' ;' or ' ки')",
+        )
     return ids
 
 
@@ -185,8 +191,13 @@ class StepEncoder:
                 out.append((list(self.layout.single_head), p))
         return out
 
-    def encode(self, prompts: list[list[dict[str, str]]], steps: list[list[str]], labels: list[list[int]] | None,
-               max_tokens: int) -> list[StepSequence | None]:
+    def encode(
+        self,
+        prompts: list[list[dict[str, str]]],
+        steps: list[list[str]],
+        labels: list[list[int]] | None,
+        max_tokens: int,
+    ) -> list[StepSequence | None]:
         """One StepSequence per row, or None when not even the first step fits."""
         heads = self._prompt_parts(prompts)
         flat = [s for row in steps for s in row]
@@ -196,7 +207,7 @@ class StepEncoder:
         out: list[StepSequence | None] = []
         cursor = 0
         for r, (head, prompt) in enumerate(heads):
-            pieces = [ids + self.sep for ids in step_ids[cursor: cursor + len(steps[r])]]
+            pieces = [ids + self.sep for ids in step_ids[cursor : cursor + len(steps[r])]]
             cursor += len(steps[r])
             fixed = len(head) + len(prompt) + len(self.mid) + len(tail)
             total = fixed + sum(len(p) for p in pieces)
@@ -221,8 +232,13 @@ class StepEncoder:
             type_ids = None
             if types is not None:
                 n_first = len(head) + len(prompt)
-                type_ids = ([types[0]] * len(head) + [types[1]] * len(prompt) + [types[2]] * len(self.mid)
-                            + [types[3]] * (len(ids) - n_first - len(self.mid) - len(tail)) + [types[4]] * len(tail))
+                type_ids = (
+                    [types[0]] * len(head)
+                    + [types[1]] * len(prompt)
+                    + [types[2]] * len(self.mid)
+                    + [types[3]] * (len(ids) - n_first - len(self.mid) - len(tail))
+                    + [types[4]] * len(tail)
+                )
             out.append(StepSequence(ids, token_labels, type_ids, ends, len(prompt), total, len(pieces) - keep))
         return out
 
@@ -230,9 +246,16 @@ class StepEncoder:
 def process_columns(layout: Layout) -> dict[str, Any]:
     from datasets import List, Value
 
-    cols = {"prompt": Value("string"), "input_ids": List(Value("int32")), "labels": List(Value("int32")),
-            "prompt_tokens": Value("int32"), "length": Value("int32"), "total_tokens": Value("int32"),
-            "steps_dropped": Value("int32"), "truncated": Value("bool")}
+    cols = {
+        "prompt": Value("string"),
+        "input_ids": List(Value("int32")),
+        "labels": List(Value("int32")),
+        "prompt_tokens": Value("int32"),
+        "length": Value("int32"),
+        "total_tokens": Value("int32"),
+        "steps_dropped": Value("int32"),
+        "truncated": Value("bool"),
+    }
     if layout.kind == PAIR and layout.pair_types is not None:
         cols["token_type_ids"] = List(Value("int8"))
     return cols
@@ -255,12 +278,25 @@ class StepTokenizeStage:
         prompts = [batch["prompt_messages"][i] for i in live]
         # policy drop: a row that does not fit whole leaves whole (encode with no limit, then check).
         limit = 10**9 if self.policy == "drop" else self.max_tokens
-        seqs = dict(zip(live, self.encoder.encode(prompts, [batch["steps"][i] for i in live],
-                                                  [batch["step_labels"][i] for i in live], limit)))
+        seqs = dict(
+            zip(
+                live,
+                self.encoder.encode(
+                    prompts, [batch["steps"][i] for i in live], [batch["step_labels"][i] for i in live], limit
+                ),
+            )
+        )
         shown = dict(zip(live, self.layout.prompt_texts(prompts)))
-        out: dict[str, list] = {"prompt": [""] * n, "input_ids": [[] for _ in range(n)], "labels": [[] for _ in range(n)],
-                                "prompt_tokens": [0] * n, "length": [0] * n, "total_tokens": [0] * n,
-                                "steps_dropped": [0] * n, "truncated": [False] * n}
+        out: dict[str, list] = {
+            "prompt": [""] * n,
+            "input_ids": [[] for _ in range(n)],
+            "labels": [[] for _ in range(n)],
+            "prompt_tokens": [0] * n,
+            "length": [0] * n,
+            "total_tokens": [0] * n,
+            "steps_dropped": [0] * n,
+            "truncated": [False] * n,
+        }
         if self.types:
             out["token_type_ids"] = [[] for _ in range(n)]
         for i in live:
@@ -271,12 +307,20 @@ class StepTokenizeStage:
                 continue
             if s is None:
                 labels = batch["step_labels"][i]
-                self._reject(batch, i, "no_step_fits",
-                             f"the prompt and the first step exceed max {self.max_tokens} tokens; all "
-                             f"{len(labels)} step label(s) dropped: {list(labels)}")
+                self._reject(
+                    batch,
+                    i,
+                    "no_step_fits",
+                    f"the prompt and the first step exceed max {self.max_tokens} tokens; all "
+                    f"{len(labels)} step label(s) dropped: {list(labels)}",
+                )
                 continue
             out["input_ids"][i], out["labels"][i] = s.ids, s.labels
-            out["prompt_tokens"][i], out["length"][i], out["total_tokens"][i] = s.prompt_tokens, len(s.ids), s.total_tokens
+            out["prompt_tokens"][i], out["length"][i], out["total_tokens"][i] = (
+                s.prompt_tokens,
+                len(s.ids),
+                s.total_tokens,
+            )
             out["steps_dropped"][i], out["truncated"][i] = s.steps_dropped, s.steps_dropped > 0
             if s.steps_dropped:  # the record says what the model learns from
                 kept = len(s.ends)

@@ -10,15 +10,32 @@ from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS
 from rmspec.data.report import DataReport, SourceCounts, distribution, length_heuristic
 
 
-def summarize(approach: str, layout: Any, max_length: int | None, notes: list[str], sources: dict[str, SourceCounts],
-              splits: dict[str, Any], kept: Any, validation: Any, augmented: dict[str, int],
-              augmented_rejected: dict[str, int], seconds: float) -> DataReport:
+def summarize(
+    approach: str,
+    layout: Any,
+    max_length: int | None,
+    notes: list[str],
+    sources: dict[str, SourceCounts],
+    splits: dict[str, Any],
+    kept: Any,
+    validation: Any,
+    augmented: dict[str, int],
+    augmented_rejected: dict[str, int],
+    seconds: float,
+) -> DataReport:
     """The report of one preparation: `max_length` is the limit the max_length filter applied (None
     when none ran), `notes` what the stages said, in order (repeats dropped)."""
-    report = DataReport(approach=approach, layout=layout.kind if layout else None, max_length=max_length,
-                        sources=sources, splits={k: len(v) for k, v in splits.items() if v is not None},
-                        augmented=augmented, augmented_rejected=augmented_rejected, notes=list(dict.fromkeys(notes)),
-                        seconds=round(seconds, 2))
+    report = DataReport(
+        approach=approach,
+        layout=layout.kind if layout else None,
+        max_length=max_length,
+        sources=sources,
+        splits={k: len(v) for k, v in splits.items() if v is not None},
+        augmented=augmented,
+        augmented_rejected=augmented_rejected,
+        notes=list(dict.fromkeys(notes)),
+        seconds=round(seconds, 2),
+    )
     pool = kept
     if validation is not None and "validation" in sources:  # a separate validation source: both sides
         import datasets
@@ -31,22 +48,28 @@ def summarize(approach: str, layout: Any, max_length: int | None, notes: list[st
         report.length_heuristic_accuracy = length_heuristic(chosen, rejected)
         prompts = numbers(pool, "prompt_tokens")
         # Responses alone, and whole sequences (special tokens included, before any cut) against the limit.
-        report.token_lengths = {"prompt": distribution(prompts, None),
-                                "chosen": distribution(chosen, None),
-                                "rejected": distribution(rejected, None),
-                                "chosen_sequence": distribution(numbers(pool, "chosen_length"), report.max_length),
-                                "rejected_sequence": distribution(numbers(pool, "rejected_length"), report.max_length)}
+        report.token_lengths = {
+            "prompt": distribution(prompts, None),
+            "chosen": distribution(chosen, None),
+            "rejected": distribution(rejected, None),
+            "chosen_sequence": distribution(numbers(pool, "chosen_length"), report.max_length),
+            "rejected_sequence": distribution(numbers(pool, "rejected_length"), report.max_length),
+        }
     elif approach == POINTWISE and "response_tokens" in cols:
-        report.token_lengths = {"prompt": distribution(numbers(pool, "prompt_tokens"), None),
-                                "response": distribution(numbers(pool, "response_tokens"), None),
-                                "sequence": distribution(numbers(pool, "length"), report.max_length)}
+        report.token_lengths = {
+            "prompt": distribution(numbers(pool, "prompt_tokens"), None),
+            "response": distribution(numbers(pool, "response_tokens"), None),
+            "sequence": distribution(numbers(pool, "length"), report.max_length),
+        }
     elif approach == GENERATIVE and "total_tokens" in cols:
         report.token_lengths = {"sequence": distribution(numbers(pool, "total_tokens"), report.max_length)}
     elif approach == PROCESS and "total_tokens" in cols:
         from rmspec.data.steps import step_report
 
-        report.token_lengths = {"prompt": distribution(numbers(pool, "prompt_tokens"), None),
-                                "sequence": distribution(numbers(pool, "total_tokens"), report.max_length)}
+        report.token_lengths = {
+            "prompt": distribution(numbers(pool, "prompt_tokens"), None),
+            "sequence": distribution(numbers(pool, "total_tokens"), report.max_length),
+        }
         report.steps = step_report(pool)
     if "truncated" in cols and n:
         report.truncation_rate = round(float(numbers(pool, "truncated").sum()) / n, 4)
@@ -71,8 +94,12 @@ def _row_hashes(ds: Any, approach: str) -> Any:
     from rmspec.data.filters import row_hash
 
     out = np.empty(len(ds), dtype=np.uint64)
-    body = {PAIRS: ["chosen", "rejected"], POINTWISE: ["response", "scores"], PROCESS: ["steps", "step_labels"],
-            LISTWISE: ["responses", "scores"]}
+    body = {
+        PAIRS: ["chosen", "rejected"],
+        POINTWISE: ["response", "scores"],
+        PROCESS: ["steps", "step_labels"],
+        LISTWISE: ["responses", "scores"],
+    }
     cols = ["prompt_key", "id", *body.get(approach, ["messages"])]
     k = 0
     for batch in ds.select_columns(cols).iter(batch_size=2000):

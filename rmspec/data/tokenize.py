@@ -21,15 +21,29 @@ def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
 
     ids = List(Value("int32"))
     if approach == PAIRS:
-        cols = {"prompt": Value("string"), "chosen_input_ids": ids, "rejected_input_ids": ids,
-                "prompt_tokens": Value("int32"), "chosen_tokens": Value("int32"), "rejected_tokens": Value("int32"),
-                "chosen_length": Value("int32"), "rejected_length": Value("int32"), "truncated": Value("bool"),
-                "shared_prefix_cut": Value("bool")}
+        cols = {
+            "prompt": Value("string"),
+            "chosen_input_ids": ids,
+            "rejected_input_ids": ids,
+            "prompt_tokens": Value("int32"),
+            "chosen_tokens": Value("int32"),
+            "rejected_tokens": Value("int32"),
+            "chosen_length": Value("int32"),
+            "rejected_length": Value("int32"),
+            "truncated": Value("bool"),
+            "shared_prefix_cut": Value("bool"),
+        }
         if layout.kind == PAIR and layout.pair_types is not None:
             cols.update({"chosen_token_type_ids": List(Value("int8")), "rejected_token_type_ids": List(Value("int8"))})
     elif approach == POINTWISE:
-        cols = {"prompt": Value("string"), "input_ids": ids, "prompt_tokens": Value("int32"),
-                "response_tokens": Value("int32"), "length": Value("int32"), "truncated": Value("bool")}
+        cols = {
+            "prompt": Value("string"),
+            "input_ids": ids,
+            "prompt_tokens": Value("int32"),
+            "response_tokens": Value("int32"),
+            "length": Value("int32"),
+            "truncated": Value("bool"),
+        }
         if layout.kind == PAIR and layout.pair_types is not None:
             cols["token_type_ids"] = List(Value("int8"))
     elif approach == LISTWISE:
@@ -39,7 +53,12 @@ def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
 
         cols = process_columns(layout)
     else:
-        cols = {"input_ids": ids, "labels": List(Value("int32")), "total_tokens": Value("int32"), "truncated": Value("bool")}
+        cols = {
+            "input_ids": ids,
+            "labels": List(Value("int32")),
+            "total_tokens": Value("int32"),
+            "truncated": Value("bool"),
+        }
     return cols
 
 
@@ -56,8 +75,15 @@ def shared_prefix_cut(chosen_len: int, rejected_len: int, limit: int, cut: int |
 class TokenizeStage:
     """Callable for `datasets.map(batched=True)`: adds token columns, rejects what cannot fit."""
 
-    def __init__(self, layout: Layout, approach: str, max_tokens: int, policy: str, stage: str = "filter:max_length",
-                 step_separator: str | None = None):
+    def __init__(
+        self,
+        layout: Layout,
+        approach: str,
+        max_tokens: int,
+        policy: str,
+        stage: str = "filter:max_length",
+        step_separator: str | None = None,
+    ):
         self.layout = layout
         self.step_separator = step_separator
         self.approach = approach
@@ -81,7 +107,9 @@ class TokenizeStage:
         from rmspec.data.steps import StepTokenizeStage
 
         if not hasattr(self, "_step_stage"):
-            self._step_stage = StepTokenizeStage(self.layout, self.step_separator or "\n", self.max_tokens, self.policy, self.stage)
+            self._step_stage = StepTokenizeStage(
+                self.layout, self.step_separator or "\n", self.max_tokens, self.policy, self.stage
+            )
         return self._step_stage(batch)
 
     def _reject(self, batch: dict[str, list], i: int, reason: str, detail: str) -> None:
@@ -97,12 +125,25 @@ class TokenizeStage:
         live = [i for i in range(n) if not batch["reject_reason"][i]]
         prompts = [batch["prompt_messages"][i] for i in live]
         chosen_segs, rejected_segs = self.layout.segments_many(
-            prompts, [[batch["chosen"][i] for i in live], [batch["rejected"][i] for i in live]])
+            prompts, [[batch["chosen"][i] for i in live], [batch["rejected"][i] for i in live]]
+        )
         seg_c, seg_r = dict(zip(live, chosen_segs)), dict(zip(live, rejected_segs))
         shown = dict(zip(live, self.layout.prompt_texts(prompts)))
-        out: dict[str, list[Any]] = {k: [None] * n for k in ("prompt", "chosen_input_ids", "rejected_input_ids", "prompt_tokens",
-                                         "chosen_tokens", "rejected_tokens", "chosen_length", "rejected_length", "truncated",
-                                         "shared_prefix_cut")}
+        out: dict[str, list[Any]] = {
+            k: [None] * n
+            for k in (
+                "prompt",
+                "chosen_input_ids",
+                "rejected_input_ids",
+                "prompt_tokens",
+                "chosen_tokens",
+                "rejected_tokens",
+                "chosen_length",
+                "rejected_length",
+                "truncated",
+                "shared_prefix_cut",
+            )
+        }
         if self.types:
             out["chosen_token_type_ids"] = [None] * n
             out["rejected_token_type_ids"] = [None] * n
@@ -117,7 +158,11 @@ class TokenizeStage:
                 continue
             c, r = seg_c[i], seg_r[i]
             out["prompt"][i] = shown[i]
-            out["prompt_tokens"][i], out["chosen_tokens"][i], out["rejected_tokens"][i] = len(c.prompt), len(c.body), len(r.body)
+            out["prompt_tokens"][i], out["chosen_tokens"][i], out["rejected_tokens"][i] = (
+                len(c.prompt),
+                len(c.body),
+                len(r.body),
+            )
             out["chosen_length"][i], out["rejected_length"][i] = len(c), len(r)
             longest = max(len(c), len(r))
             # Both sides lose the same prompt tokens, so they still answer the same prompt.
@@ -129,8 +174,12 @@ class TokenizeStage:
                 continue
             truncated = len(fc) < len(c) or len(fr) < len(r)
             if truncated and fc.ids() == fr.ids():
-                self._reject(batch, i, "identical_after_truncation",
-                             f"chosen and rejected are the same {len(fc)} tokens once cut to max {self.max_tokens}")
+                self._reject(
+                    batch,
+                    i,
+                    "identical_after_truncation",
+                    f"chosen and rejected are the same {len(fc)} tokens once cut to max {self.max_tokens}",
+                )
                 continue
             out["truncated"][i] = truncated
             out["shared_prefix_cut"][i] = shared_prefix_cut(len(c), len(r), self.max_tokens, cut)
@@ -152,7 +201,9 @@ class TokenizeStage:
         prompts = [batch["prompt_messages"][i] for i in live]
         segs = dict(zip(live, self.layout.segments(prompts, [batch["response"][i] for i in live])))
         shown = dict(zip(live, self.layout.prompt_texts(prompts)))
-        out: dict[str, list] = {k: [None] * n for k in ("prompt", "input_ids", "prompt_tokens", "response_tokens", "length", "truncated")}
+        out: dict[str, list] = {
+            k: [None] * n for k in ("prompt", "input_ids", "prompt_tokens", "response_tokens", "length", "truncated")
+        }
         if self.types:
             out["token_type_ids"] = [[] for _ in range(n)]
         for i in range(n):
@@ -179,8 +230,12 @@ class TokenizeStage:
 
     def _generative(self, batch: dict[str, list]) -> dict[str, list]:
         n = len(batch["id"])
-        out: dict[str, list] = {"input_ids": [[] for _ in range(n)], "labels": [[] for _ in range(n)],
-                                "total_tokens": [0] * n, "truncated": [False] * n}
+        out: dict[str, list] = {
+            "input_ids": [[] for _ in range(n)],
+            "labels": [[] for _ in range(n)],
+            "total_tokens": [0] * n,
+            "truncated": [False] * n,
+        }
         for i in range(n):
             if batch["reject_reason"][i]:
                 continue
@@ -202,16 +257,26 @@ class TokenizeStage:
                     continue
                 if self.policy == CUT_PROMPT:
                     if over > last_header - head:
-                        self._reject(batch, i, "response_too_long", f"the final reply needs {len(ids) - last_header + head} tokens > max {self.max_tokens}")
+                        self._reject(
+                            batch,
+                            i,
+                            "response_too_long",
+                            f"the final reply needs {len(ids) - last_header + head} tokens > max {self.max_tokens}",
+                        )
                         continue
-                    ids, labels = ids[:head] + ids[head + over:], labels[:head] + labels[head + over:]
+                    ids, labels = ids[:head] + ids[head + over :], labels[:head] + labels[head + over :]
                 else:
                     reply = turns.pieces[-1]
                     keep_tail = 0
                     while keep_tail < len(reply) and reply[len(reply) - 1 - keep_tail] in self.layout.special_ids:
                         keep_tail += 1
                     if over >= len(reply) - keep_tail:
-                        self._reject(batch, i, "prompt_too_long", f"the conversation before the reply fills max {self.max_tokens}")
+                        self._reject(
+                            batch,
+                            i,
+                            "prompt_too_long",
+                            f"the conversation before the reply fills max {self.max_tokens}",
+                        )
                         continue
                     end = len(ids) - keep_tail
                     ids = ids[: end - over] + ids[end:]

@@ -17,14 +17,17 @@ def load_tokenizer(loaded: Any) -> Any:
     model = loaded.spec.model
     path = resolve_model_path(model.name_or_path, loaded.base_dir)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, revision=model.revision,
-                                                  trust_remote_code=model.trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(
+            path, revision=model.revision, trust_remote_code=model.trust_remote_code
+        )
     except Exception as exc:  # OSError offline, ValueError for odd configs: all "cannot load it here"
         local = path != model.name_or_path
         reason = " ".join(str(exc).split())[:240]
         if local:
-            raise DataError(f"cannot load a tokenizer from {path} (model.name_or_path): {reason}",
-                            "the folder needs tokenizer files (tokenizer.json or vocab files and tokenizer_config.json)") from None
+            raise DataError(
+                f"cannot load a tokenizer from {path} (model.name_or_path): {reason}",
+                "the folder needs tokenizer files (tokenizer.json or vocab files and tokenizer_config.json)",
+            ) from None
         raise DataError(
             f"the tokenizer of {model.name_or_path!r} is not available here: it is not a local folder, not a packaged "
             f"model, and the hub cannot be reached (or the id is wrong): {reason}",

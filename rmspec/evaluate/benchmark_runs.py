@@ -40,8 +40,11 @@ def say(progress: Callable[[str], None] | None, message: str) -> None:
 def _not_scored(kind: str, scorer: str) -> str:
     if scorer == PROCESS:
         return f"a process reward model is scored on {', '.join(kinds_scored_by(PROCESS))}"
-    return f"{kind} needs a process reward model (per-step scores)" if PROCESS in CATALOGUE[kind].scorers \
+    return (
+        f"{kind} needs a process reward model (per-step scores)"
+        if PROCESS in CATALOGUE[kind].scorers
         else f"{kind} is not scored by a reward model"
+    )
 
 
 def evaluate_benchmarks(
@@ -62,12 +65,21 @@ def evaluate_benchmarks(
         if info is not None and scorer not in info.scorers:
             results["notes"].append(f"{request.kind}: not scored: {_not_scored(request.kind, scorer)}")
             continue
-        data = load_benchmark(request.kind, request.path, split=request.split, preset=request.preset, limit=request.limit, base_dir=base_dir)
+        data = load_benchmark(
+            request.kind,
+            request.path,
+            split=request.split,
+            preset=request.preset,
+            limit=request.limit,
+            base_dir=base_dir,
+        )
         say(progress, f"scoring {request.kind}: {len(data.examples)} examples from {data.source}")
         rows = registry.get(request.kind).scored_rows(engine, data)
         name = res.unique_name(request.kind, request.path, taken)
         path = out_dir / f"{name}.jsonl"
         res.write_jsonl(path, rows)
-        results["benchmarks"][name] = res.entry(name, request.kind, rows, path, source=data.source, split=data.split, scorer=scorer)
+        results["benchmarks"][name] = res.entry(
+            name, request.kind, rows, path, source=data.source, split=data.split, scorer=scorer
+        )
         results["benchmarks"][name]["notes"] += data.notes
     return results

@@ -60,8 +60,14 @@ def accuracy_by_length(pairs: Sequence[Pair], buckets: int = 4) -> list[dict[str
     for b in range(len(edges) - 1):
         members = [p for p, i in zip(usable, index) if i == b]
         if members:
-            out.append({"lo": float(edges[b]), "hi": float(edges[b + 1]), "count": len(members),
-                        "accuracy": float(np.mean([p.correct for p in members]))})
+            out.append(
+                {
+                    "lo": float(edges[b]),
+                    "hi": float(edges[b + 1]),
+                    "count": len(members),
+                    "accuracy": float(np.mean([p.correct for p in members])),
+                }
+            )
     return out
 
 
@@ -89,11 +95,15 @@ def calibration(margins: Sequence[float], bins: int = 10) -> dict[str, Any]:
         mask = index == b
         n = int(mask.sum())
         if n == 0:
-            table.append({"lo": float(edges[b]), "hi": float(edges[b + 1]), "count": 0, "confidence": None, "accuracy": None})
+            table.append(
+                {"lo": float(edges[b]), "hi": float(edges[b + 1]), "count": 0, "confidence": None, "accuracy": None}
+            )
             continue
         conf, acc = float(confidence[mask].mean()), float(correct[mask].mean())
         ece += n / m.size * abs(acc - conf)
-        table.append({"lo": float(edges[b]), "hi": float(edges[b + 1]), "count": n, "confidence": conf, "accuracy": acc})
+        table.append(
+            {"lo": float(edges[b]), "hi": float(edges[b + 1]), "count": n, "confidence": conf, "accuracy": acc}
+        )
     return {"bins": table, "ece": float(ece), "n": int(m.size)}
 
 
@@ -145,12 +155,22 @@ def length_bias(pairs: Sequence[Pair]) -> dict[str, Any]:
 def _stats(values: np.ndarray) -> dict[str, float | None]:
     if values.size == 0:
         return {"mean": None, "std": None, "min": None, "max": None}
-    return {"mean": float(values.mean()), "std": float(values.std()), "min": float(values.min()), "max": float(values.max())}
+    return {
+        "mean": float(values.mean()),
+        "std": float(values.std()),
+        "min": float(values.min()),
+        "max": float(values.max()),
+    }
 
 
 def reward_distribution(chosen: Sequence[float], rejected: Sequence[float]) -> dict[str, Any]:
     c, r = np.asarray(chosen, dtype=float), np.asarray(rejected, dtype=float)
-    return {"chosen": _stats(c), "rejected": _stats(r), "all": _stats(np.concatenate([c, r])), "margin": _stats(c - r) if c.size == r.size else None}
+    return {
+        "chosen": _stats(c),
+        "rejected": _stats(r),
+        "all": _stats(np.concatenate([c, r])),
+        "margin": _stats(c - r) if c.size == r.size else None,
+    }
 
 
 def reward_normalization(chosen: Sequence[float], rejected: Sequence[float]) -> dict[str, float]:
@@ -180,8 +200,9 @@ def save_reward_stats(model_dir: str | Path, stats: Mapping[str, float], source:
     return config
 
 
-def pair_diagnostics(kind: str, rows: Sequence[Mapping[str, Any]], calibration_bins: int = 10,
-                     scorer: str | None = None) -> dict[str, Any]:
+def pair_diagnostics(
+    kind: str, rows: Sequence[Mapping[str, Any]], calibration_bins: int = 10, scorer: str | None = None
+) -> dict[str, Any]:
     """Every diagnostic of one benchmark (or the validation split), as a JSON-ready dict.
 
     scorer: the model that wrote the rows (REWARD / JUDGE / PROCESS); None: read from the rows.
@@ -194,7 +215,11 @@ def pair_diagnostics(kind: str, rows: Sequence[Mapping[str, Any]], calibration_b
         return kind_obj.step_diagnostics(rows)
     if scorer == JUDGE:  # no scores, verdicts in two orders
         letters = [{"A>B": "A", "B>A": "B"}.get(r["label"]) for r in rows]
-        return {"verdicts": verdict_consistency([r.get("verdict") for r in rows], [r.get("verdict_swapped") for r in rows], letters)}
+        return {
+            "verdicts": verdict_consistency(
+                [r.get("verdict") for r in rows], [r.get("verdict_swapped") for r in rows], letters
+            )
+        }
     pairs = kind_obj.pairs(rows)
     if not pairs:
         return {}
@@ -219,8 +244,9 @@ def pair_diagnostics(kind: str, rows: Sequence[Mapping[str, Any]], calibration_b
 # ----------------------------------------------------------------- generative judge
 
 
-def verdict_consistency(verdicts: Sequence[str | None], verdicts_swapped: Sequence[str | None],
-                        labels: Sequence[str | None] | None = None) -> dict[str, Any]:
+def verdict_consistency(
+    verdicts: Sequence[str | None], verdicts_swapped: Sequence[str | None], labels: Sequence[str | None] | None = None
+) -> dict[str, Any]:
     """Does the judge pick the same response when the two swap places?
 
     verdicts: "A"/"B" (or None when unparsed) on (first, second); verdicts_swapped: on (second, first).
@@ -245,8 +271,10 @@ def verdict_consistency(verdicts: Sequence[str | None], verdicts_swapped: Sequen
             raise ValueError("labels and verdicts differ in length")
         first = [v == lab for v, lab in zip(verdicts, labels)]
         second = [s == flip.get(lab) for s, lab in zip(verdicts_swapped, labels)]
-        outcomes = [a - (v in flip and not a) + b - (s in flip and not b)
-                    for a, b, v, s in zip(first, second, verdicts, verdicts_swapped)]
+        outcomes = [
+            a - (v in flip and not a) + b - (s in flip and not b)
+            for a, b, v, s in zip(first, second, verdicts, verdicts_swapped)
+        ]
         out["accuracy_first_order"] = sum(first) / n if n else None
         out["accuracy_swapped_order"] = sum(second) / n if n else None
         out["double_game"] = {
@@ -255,4 +283,3 @@ def verdict_consistency(verdicts: Sequence[str | None], verdicts_swapped: Sequen
             "tie": sum(o == 0 for o in outcomes) / n if n else None,
         }
     return out
-

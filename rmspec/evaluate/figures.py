@@ -74,7 +74,9 @@ def check_lengths(**columns: Sequence[Any]) -> None:
         raise ValueError(f"columns differ in length: {lengths}")
 
 
-def accuracy_by_subset(subsets: Sequence[str], chosen: Sequence[float], rejected: Sequence[float]) -> tuple[dict[str, float], dict[str, int]]:
+def accuracy_by_subset(
+    subsets: Sequence[str], chosen: Sequence[float], rejected: Sequence[float]
+) -> tuple[dict[str, float], dict[str, int]]:
     check_lengths(subsets=subsets, chosen=chosen, rejected=rejected)
     hits: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)

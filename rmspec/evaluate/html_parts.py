@@ -23,7 +23,9 @@ def img(data: str | None, alt: str) -> str:
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{esc(c)}</td>' for i, c in enumerate(row)) + "</tr>"
+        "<tr>"
+        + "".join(f"<td{' class=num' if i in numeric else ''}>{esc(c)}</td>" for i, c in enumerate(row))
+        + "</tr>"
         for row in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"

@@ -60,7 +60,10 @@ def resolve_source(kind: str, path: str | None, base_dir: Path | None = None) ->
     looks_local = candidate.suffix in LOCAL_FORMATS or path.startswith((".", "/", "~")) or path.count("/") != 1
     if looks_local:
         where = f" (looked in {base_dir})" if base_dir is not None and not Path(path).is_absolute() else ""
-        raise DataError(f"benchmark {kind!r}: file not found: {path}{where}", "check the path; relative paths resolve against the spec file's folder")
+        raise DataError(
+            f"benchmark {kind!r}: file not found: {path}{where}",
+            "check the path; relative paths resolve against the spec file's folder",
+        )
     return path, False
 
 
@@ -73,13 +76,19 @@ def guard_file(kind: str, source: str, builder: str) -> None:
     try:
         preflight(source, builder)
     except RowError as exc:
-        hint = {ENCODING: "convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)", BARE_NULL: "remove the null lines"}
-        raise DataError(f"benchmark {kind!r}: {exc.where}: {exc.detail}",
-                        hint.get(exc.code, f"use a {builder} file, or rename it to its real format")) from None
+        hint = {
+            ENCODING: "convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)",
+            BARE_NULL: "remove the null lines",
+        }
+        raise DataError(
+            f"benchmark {kind!r}: {exc.where}: {exc.detail}",
+            hint.get(exc.code, f"use a {builder} file, or rename it to its real format"),
+        ) from None
 
 
-def load_rows(kind: str, source: str, local: bool, split: str | None,
-              columns: Sequence[str] = ()) -> tuple[list[dict[str, Any]], str | None]:
+def load_rows(
+    kind: str, source: str, local: bool, split: str | None, columns: Sequence[str] = ()
+) -> tuple[list[dict[str, Any]], str | None]:
     """The rows of a local file (any split) or of a hub dataset's split (default: the kind's
     official one), checked for the official schema's `columns`."""
     import datasets
@@ -103,7 +112,9 @@ def load_rows(kind: str, source: str, local: bool, split: str | None,
         raise
     except Exception as exc:  # the hub offline, a missing split, a malformed file
         raise DataError(
-            f"benchmark {kind!r}: cannot load {source}" + (f" (split {split or default_split})" if not local else "") + f": {exc}",
+            f"benchmark {kind!r}: cannot load {source}"
+            + (f" (split {split or default_split})" if not local else "")
+            + f": {exc}",
             "offline, point --path (or the spec's path) at a local JSON/JSONL/Parquet file in the benchmark's official schema",
         ) from None
     missing = [c for c in columns if c not in dataset.column_names]
@@ -117,5 +128,8 @@ def load_rows(kind: str, source: str, local: bool, split: str | None,
 
 def as_text_list(value: Any, what: str, where: str) -> list[str]:
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise DataError(f"{where}: {what} must be a list of responses, got {type(value).__name__}", "use the benchmark's official schema")
+        raise DataError(
+            f"{where}: {what} must be a list of responses, got {type(value).__name__}",
+            "use the benchmark's official schema",
+        )
     return [str(v) for v in value]

@@ -27,23 +27,44 @@ def validation_step_rows(engine: Any, validation: Any, threshold: float) -> list
     from rmspec.inference.process import token_probabilities
 
     rows = list(validation)
-    probs = token_probabilities(engine.model, [r["input_ids"] for r in rows], [r.get("token_type_ids") for r in rows],
-                                engine.tokenizer.pad_token_id, engine.batch_size)
+    probs = token_probabilities(
+        engine.model,
+        [r["input_ids"] for r in rows],
+        [r.get("token_type_ids") for r in rows],
+        engine.tokenizer.pad_token_id,
+        engine.batch_size,
+    )
     out = []
     for i, (r, p) in enumerate(zip(rows, probs)):
         at = [k for k, lab in enumerate(r["labels"]) if lab != IGNORE]
         labels = [int(r["labels"][k]) for k in at]
         scores = [round(float(p[k]), 6) for k in at]
-        out.append({"id": str(r.get("id", i)), "subset": str(r.get("group") or "all"),
-                    "label": next((k for k, y in enumerate(labels) if y == 0), -1),
-                    "prediction": first_error(scores, threshold), "step_scores": scores, "step_labels": labels,
-                    "threshold": threshold})
+        out.append(
+            {
+                "id": str(r.get("id", i)),
+                "subset": str(r.get("group") or "all"),
+                "label": next((k for k, y in enumerate(labels) if y == 0), -1),
+                "prediction": first_error(scores, threshold),
+                "step_scores": scores,
+                "step_labels": labels,
+                "threshold": threshold,
+            }
+        )
     return out
 
 
-def evaluate_process_run(rd: RunDir, loaded_spec: Any, results: dict[str, Any], *, model: Any, tokenizer: Any,
-                         validation: Any, requests: Sequence[Any], batch_size: int | None,
-                         progress: Callable[[str], None] | None) -> None:
+def evaluate_process_run(
+    rd: RunDir,
+    loaded_spec: Any,
+    results: dict[str, Any],
+    *,
+    model: Any,
+    tokenizer: Any,
+    validation: Any,
+    requests: Sequence[Any],
+    batch_size: int | None,
+    progress: Callable[[str], None] | None,
+) -> None:
     from rmspec.inference.process import StepEngine, load_token_classifier
 
     spec = loaded_spec.spec
@@ -61,13 +82,18 @@ def evaluate_process_run(rd: RunDir, loaded_spec: Any, results: dict[str, Any], 
             rows = validation_step_rows(engine, validation, threshold)
             path = rd.eval_dir / "validation.jsonl"
             res.write_jsonl(path, rows)
-            results["validation"] = res.entry("validation", "process_validation", rows, path, source="validation split",
-                                              scorer=PROCESS)
+            results["validation"] = res.entry(
+                "validation", "process_validation", rows, path, source="validation split", scorer=PROCESS
+            )
             if spec.approach.tune_threshold:
                 value, f1 = tune_threshold(rows)
                 tuned = value
-                results["threshold"]["tuned"] = {"value": value, "validation_f1": f1, "tuned_on": "validation split",
-                                                 "used_for_headline": False}
+                results["threshold"]["tuned"] = {
+                    "value": value,
+                    "validation_f1": f1,
+                    "tuned_on": "validation split",
+                    "used_for_headline": False,
+                }
     if spec.approach.tune_threshold and tuned is None:
         results["notes"].append("tune_threshold: no validation rows, so no threshold was tuned")
     evaluate_benchmarks(engine, requests, rd.eval_dir, results, base_dir=loaded_spec.base_dir, progress=progress)

@@ -94,8 +94,11 @@ def curve_series(metrics: Sequence[Mapping[str, Any]], what: str) -> dict[str, l
     step whose weights it scored (model_step: with final_model best, the selected checkpoint's)."""
     series = {}
     for key in (*CURVE_KEYS[what], *SECOND_AXIS.get(what, ())):
-        points = [(r.get("model_step", r["step"]), r[key]) for r in metrics
-                  if r.get(key) is not None and r.get("step") is not None]
+        points = [
+            (r.get("model_step", r["step"]), r[key])
+            for r in metrics
+            if r.get(key) is not None and r.get("step") is not None
+        ]
         if points:
             series[key] = points
     return series
@@ -110,8 +113,14 @@ def curve_plot(metrics: Sequence[Mapping[str, Any]], what: str) -> str | None:
     for key, points in series.items():
         steps, values = zip(*points)
         on = second if second is not None and key in SECOND_AXIS[what] else ax
-        on.plot(steps, values, marker="o" if len(points) < 30 else None, markersize=3, label=key,
-                **({"color": "#868e96", "linestyle": "--"} if on is second else {}))
+        on.plot(
+            steps,
+            values,
+            marker="o" if len(points) < 30 else None,
+            markersize=3,
+            label=key,
+            **({"color": "#868e96", "linestyle": "--"} if on is second else {}),
+        )
     ax.set_xlabel("step")
     ax.set_ylabel(what)
     ax.set_title(f"{what} during training" + (" (gradient norm on the right)" if second is not None else ""))
@@ -126,18 +135,31 @@ def curve_plot(metrics: Sequence[Mapping[str, Any]], what: str) -> str | None:
 def histogram_plot(name: str, chosen: Sequence[float], rejected: Sequence[float]) -> str:
     low, high = min(*chosen, *rejected), max(*chosen, *rejected)
     bins = [low + (high - low) * i / 30 for i in range(31)] if high > low else 10
-    return _two_histograms(bins, (f"chosen (n={len(chosen)})", chosen), (f"rejected (n={len(rejected)})", rejected),
-                           "reward", "responses", f"{name}: rewards of chosen vs rejected")
+    return _two_histograms(
+        bins,
+        (f"chosen (n={len(chosen)})", chosen),
+        (f"rejected (n={len(rejected)})", rejected),
+        "reward",
+        "responses",
+        f"{name}: rewards of chosen vs rejected",
+    )
 
 
 def step_score_plot(name: str, correct: Sequence[float], wrong: Sequence[float]) -> str:
     """A PRM's P(correct) for steps known correct and steps known wrong."""
-    return _two_histograms([i / 20 for i in range(21)], (f"correct steps (n={len(correct)})", correct),
-                           (f"wrong steps (n={len(wrong)})", wrong), "P(step correct)", "steps", f"{name}: step scores")
+    return _two_histograms(
+        [i / 20 for i in range(21)],
+        (f"correct steps (n={len(correct)})", correct),
+        (f"wrong steps (n={len(wrong)})", wrong),
+        "P(step correct)",
+        "steps",
+        f"{name}: step scores",
+    )
 
 
-def _two_histograms(bins: Any, good: tuple[str, Sequence[float]], bad: tuple[str, Sequence[float]],
-                    xlabel: str, ylabel: str, title: str) -> str:
+def _two_histograms(
+    bins: Any, good: tuple[str, Sequence[float]], bad: tuple[str, Sequence[float]], xlabel: str, ylabel: str, title: str
+) -> str:
     fig, ax = _figure()
     for (label, values), colour in ((good, CHOSEN_COLOUR), (bad, REJECTED_COLOUR)):
         ax.hist(values, bins=bins, alpha=0.6, color=colour, label=label)
@@ -156,7 +178,9 @@ def calibration_plot(name: str, calibration: Mapping[str, Any]) -> str | None:
     ax.plot([0.5, 1.0], [0.5, 1.0], linestyle="--", color="#888", label="perfect calibration")
     ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], marker="o", label="this model")
     for b in bins:
-        ax.annotate(str(b["count"]), (b["confidence"], b["accuracy"]), fontsize=7, textcoords="offset points", xytext=(3, 3))
+        ax.annotate(
+            str(b["count"]), (b["confidence"], b["accuracy"]), fontsize=7, textcoords="offset points", xytext=(3, 3)
+        )
     ax.set_xlim(0.48, 1.02)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("confidence max(p, 1-p), p = sigmoid(margin)")
@@ -171,8 +195,17 @@ def length_bias_plot(name: str, pairs: Sequence[Any], bias: Mapping[str, Any]) -
     if not usable or not bias:
         return None
     fig, ax = _figure()
-    ax.scatter([p.len_chosen for p in usable], [p.chosen for p in usable], s=9, alpha=0.6, color=CHOSEN_COLOUR, label="chosen")
-    ax.scatter([p.len_rejected for p in usable], [p.rejected for p in usable], s=9, alpha=0.6, color=REJECTED_COLOUR, label="rejected")
+    ax.scatter(
+        [p.len_chosen for p in usable], [p.chosen for p in usable], s=9, alpha=0.6, color=CHOSEN_COLOUR, label="chosen"
+    )
+    ax.scatter(
+        [p.len_rejected for p in usable],
+        [p.rejected for p in usable],
+        s=9,
+        alpha=0.6,
+        color=REJECTED_COLOUR,
+        label="rejected",
+    )
     corr = bias.get("pearson")
     ax.set_title(f"{name}: reward vs length (r = {corr:.2f})" if corr is not None else f"{name}: reward vs length")
     ax.set_xlabel("response length (characters)")
@@ -200,19 +233,31 @@ def bars_plot(title: str, values: Mapping[str, float]) -> str | None:
 
 
 def _entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[str, int]:
-    parts = [f"<h3>{esc(name)} <span class=muted>({esc(entry.get('kind'))}, {entry.get('num_examples')} examples"
-             f"{', ' + esc(entry['source']) if entry.get('source') else ''})</span></h3>",
-             f"<p>Overall: <b>{pct(entry.get('overall'))}</b></p>"]
+    parts = [
+        f"<h3>{esc(name)} <span class=muted>({esc(entry.get('kind'))}, {entry.get('num_examples')} examples"
+        f"{', ' + esc(entry['source']) if entry.get('source') else ''})</span></h3>",
+        f"<p>Overall: <b>{pct(entry.get('overall'))}</b></p>",
+    ]
     counts = entry.get("counts") or {}
     subsets = entry.get("subsets") or {}
     if entry.get("sections"):
         parts.append(table(("section", "score"), [(k, pct(v)) for k, v in entry["sections"].items()], numeric=(1,)))
     if subsets:
-        parts.append(table(("subset", "score", "examples"), [(k, pct(v), counts.get(k, "")) for k, v in sorted(subsets.items())], numeric=(1, 2)))
+        parts.append(
+            table(
+                ("subset", "score", "examples"),
+                [(k, pct(v), counts.get(k, "")) for k, v in sorted(subsets.items())],
+                numeric=(1, 2),
+            )
+        )
     if entry.get("per_source"):  # a mixture: accuracy per dataset
-        parts.append(table(("dataset", "accuracy", "examples"),
-                           [(k, pct(v.get("accuracy")), v.get("count", "")) for k, v in entry["per_source"].items()],
-                           numeric=(1, 2)))
+        parts.append(
+            table(
+                ("dataset", "accuracy", "examples"),
+                [(k, pct(v.get("accuracy")), v.get("count", "")) for k, v in entry["per_source"].items()],
+                numeric=(1, 2),
+            )
+        )
     kind = registry.get(entry.get("kind", "pairs"))
     parts += kind.report_html(entry)
     for note in entry.get("notes") or []:
@@ -228,14 +273,25 @@ def _entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[
     pairs = kind.pairs(rows) if rows and scorer == REWARD else []
     if verdicts:
         games = verdicts.get("double_game") or {}
-        parts.append(table(("judge verdicts (both orders)", "value"), [
-            ("consistent when the responses swap places", pct(verdicts.get("consistency"))),
-            ("share of verdicts naming the first position (0.5 = no position bias)", pct(verdicts.get("position_bias_A"))),
-            ("accuracy, original order", pct(verdicts.get("accuracy_first_order"))),
-            ("accuracy, swapped order", pct(verdicts.get("accuracy_swapped_order"))),
-            ("two games: correct / incorrect / tie", " / ".join(pct(games.get(k)) for k in ("correct", "incorrect", "tie"))),
-            ("unparsed verdicts", verdicts.get("n_unparsed")),
-        ]))
+        parts.append(
+            table(
+                ("judge verdicts (both orders)", "value"),
+                [
+                    ("consistent when the responses swap places", pct(verdicts.get("consistency"))),
+                    (
+                        "share of verdicts naming the first position (0.5 = no position bias)",
+                        pct(verdicts.get("position_bias_A")),
+                    ),
+                    ("accuracy, original order", pct(verdicts.get("accuracy_first_order"))),
+                    ("accuracy, swapped order", pct(verdicts.get("accuracy_swapped_order"))),
+                    (
+                        "two games: correct / incorrect / tie",
+                        " / ".join(pct(games.get(k)) for k in ("correct", "incorrect", "tie")),
+                    ),
+                    ("unparsed verdicts", verdicts.get("n_unparsed")),
+                ],
+            )
+        )
     if pairs:
         plots.append(histogram_plot(name, [p.chosen for p in pairs], [p.rejected for p in pairs]))
     if diag.get("calibration"):
@@ -250,25 +306,61 @@ def _entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[
     parts.append('<div class="plots">' + "".join(img(p, f"{name} plot") for p in plots) + "</div>")
     bias = diag.get("length_bias") or {}
     if bias:
-        parts.append(table(
-            ("length bias", "value"),
-            [("corr(reward, length), Pearson", f"{bias['pearson']:.3f}" if bias.get("pearson") is not None else "-"),
-             ("corr(reward, length), Spearman", f"{bias['spearman']:.3f}" if bias.get("spearman") is not None else "-"),
-             (f"accuracy when chosen is longer (n={bias.get('n_chosen_longer')})", pct(bias.get("accuracy_chosen_longer"))),
-             (f"accuracy when chosen is shorter (n={bias.get('n_chosen_shorter')})", pct(bias.get("accuracy_chosen_shorter"))),
-             ("accuracy of 'the longer response wins'", pct(bias.get("length_heuristic_accuracy")))],
-        ))
+        parts.append(
+            table(
+                ("length bias", "value"),
+                [
+                    (
+                        "corr(reward, length), Pearson",
+                        f"{bias['pearson']:.3f}" if bias.get("pearson") is not None else "-",
+                    ),
+                    (
+                        "corr(reward, length), Spearman",
+                        f"{bias['spearman']:.3f}" if bias.get("spearman") is not None else "-",
+                    ),
+                    (
+                        f"accuracy when chosen is longer (n={bias.get('n_chosen_longer')})",
+                        pct(bias.get("accuracy_chosen_longer")),
+                    ),
+                    (
+                        f"accuracy when chosen is shorter (n={bias.get('n_chosen_shorter')})",
+                        pct(bias.get("accuracy_chosen_shorter")),
+                    ),
+                    ("accuracy of 'the longer response wins'", pct(bias.get("length_heuristic_accuracy"))),
+                ],
+            )
+        )
     cal = diag.get("calibration") or {}
     if cal.get("bins"):
-        parts.append("<details><summary>reliability table</summary>" + table(
-            ("confidence bin", "pairs", "mean confidence", "accuracy"),
-            [(f"{b['lo']:.2f}-{b['hi']:.2f}", b["count"], "-" if b["confidence"] is None else f"{b['confidence']:.3f}",
-              pct(b["accuracy"])) for b in cal["bins"]], numeric=(1, 2, 3)) + "</details>")
+        parts.append(
+            "<details><summary>reliability table</summary>"
+            + table(
+                ("confidence bin", "pairs", "mean confidence", "accuracy"),
+                [
+                    (
+                        f"{b['lo']:.2f}-{b['hi']:.2f}",
+                        b["count"],
+                        "-" if b["confidence"] is None else f"{b['confidence']:.3f}",
+                        pct(b["accuracy"]),
+                    )
+                    for b in cal["bins"]
+                ],
+                numeric=(1, 2, 3),
+            )
+            + "</details>"
+        )
     rewards = diag.get("rewards") or {}
     if rewards.get("chosen"):
-        parts.append(table(("rewards", "mean", "std", "min", "max"), [
-            (side, *(f"{rewards[side][k]:.3f}" for k in ("mean", "std", "min", "max"))) for side in ("chosen", "rejected", "all")
-        ], numeric=(1, 2, 3, 4)))
+        parts.append(
+            table(
+                ("rewards", "mean", "std", "min", "max"),
+                [
+                    (side, *(f"{rewards[side][k]:.3f}" for k in ("mean", "std", "min", "max")))
+                    for side in ("chosen", "rejected", "all")
+                ],
+                numeric=(1, 2, 3, 4),
+            )
+        )
     return "\n".join(parts), len(plots)
 
 
@@ -281,22 +373,43 @@ def process_section(name: str, entry: Mapping[str, Any], rows: Sequence[Mapping[
     diag = entry.get("diagnostics") or {}
     parts = []
     if details.get("splits"):
-        parts.append(table(("split", "acc_error", "acc_correct", "F1", "erroneous", "correct"), [
-            (k, pct(v["acc_error"]), pct(v["acc_correct"]), pct(v["f1"]), v["num_error"], v["num_correct"])
-            for k, v in details["splits"].items()], numeric=(1, 2, 3, 4, 5)))
-    rows_kv = [("decision threshold (P(correct) < t marks a wrong step)", diag.get("threshold", details.get("threshold")))]
+        parts.append(
+            table(
+                ("split", "acc_error", "acc_correct", "F1", "erroneous", "correct"),
+                [
+                    (k, pct(v["acc_error"]), pct(v["acc_correct"]), pct(v["f1"]), v["num_error"], v["num_correct"])
+                    for k, v in details["splits"].items()
+                ],
+                numeric=(1, 2, 3, 4, 5),
+            )
+        )
+    rows_kv = [
+        ("decision threshold (P(correct) < t marks a wrong step)", diag.get("threshold", details.get("threshold")))
+    ]
     tuned = details.get("tuned")
     if tuned:
-        rows_kv.append((f"tuned threshold (on the {tuned['tuned_on']}; NOT the headline)",
-                        f"{tuned['threshold']}: mean F1 {pct(tuned['overall'])}"))
-    rows_kv += [("step accuracy", pct(diag.get("step_accuracy"))), ("step AUROC", "-" if diag.get("auroc") is None else f"{diag['auroc']:.3f}"),
-                ("first-error accuracy", pct(diag.get("first_error_accuracy")))]
+        rows_kv.append(
+            (
+                f"tuned threshold (on the {tuned['tuned_on']}; NOT the headline)",
+                f"{tuned['threshold']}: mean F1 {pct(tuned['overall'])}",
+            )
+        )
+    rows_kv += [
+        ("step accuracy", pct(diag.get("step_accuracy"))),
+        ("step AUROC", "-" if diag.get("auroc") is None else f"{diag['auroc']:.3f}"),
+        ("first-error accuracy", pct(diag.get("first_error_accuracy"))),
+    ]
     parts.append(table(("", "value"), rows_kv))
     conf = diag.get("first_error_confusion") or {}
     if conf.get("labels"):
-        parts.append("<h4>first wrong step: gold (rows) x predicted (columns)</h4>" + table(
-            ("gold \\ predicted", *conf["labels"]), [(g, *row) for g, row in zip(conf["labels"], conf["matrix"])],
-            numeric=tuple(range(1, len(conf["labels"]) + 1))))
+        parts.append(
+            "<h4>first wrong step: gold (rows) x predicted (columns)</h4>"
+            + table(
+                ("gold \\ predicted", *conf["labels"]),
+                [(g, *row) for g, row in zip(conf["labels"], conf["matrix"])],
+                numeric=tuple(range(1, len(conf["labels"]) + 1)),
+            )
+        )
     good, bad = step_score_split(list(rows))
     plot = step_score_plot(name, good, bad) if good or bad else None
     parts.append('<div class="plots">' + img(plot, f"{name} step scores") + "</div>")
@@ -306,11 +419,27 @@ def process_section(name: str, entry: Mapping[str, Any], rows: Sequence[Mapping[
 def _plan_section(plan: Mapping[str, Any] | None) -> str:
     if not plan:
         return "<p class=muted>plan.json not found.</p>"
-    keys = ("strategy", "precision", "num_processes", "num_machines", "micro_batch_size", "gradient_accumulation_steps",
-            "global_batch_size", "gradient_checkpointing", "memory_per_device_gb", "device_capacity_gb", "model_path",
-            "attn_implementation", "launch_command", "spec_hash")
+    keys = (
+        "strategy",
+        "precision",
+        "num_processes",
+        "num_machines",
+        "micro_batch_size",
+        "gradient_accumulation_steps",
+        "global_batch_size",
+        "gradient_checkpointing",
+        "memory_per_device_gb",
+        "device_capacity_gb",
+        "model_path",
+        "attn_implementation",
+        "launch_command",
+        "spec_hash",
+    )
     shown = {k: plan[k] for k in keys if k in plan}
-    return kv_table(shown) + f"<details><summary>full plan.json</summary><pre>{esc(json.dumps(plan, indent=2))}</pre></details>"
+    return (
+        kv_table(shown)
+        + f"<details><summary>full plan.json</summary><pre>{esc(json.dumps(plan, indent=2))}</pre></details>"
+    )
 
 
 def _data_section(report: Mapping[str, Any] | None) -> str:
@@ -323,7 +452,9 @@ def _data_section(report: Mapping[str, Any] | None) -> str:
     for key, value in report.items():
         if isinstance(value, dict) and value and all(not isinstance(v, (dict, list)) for v in value.values()):
             parts.append(f"<h4>{esc(key)}</h4>" + table((key, "value"), list(value.items()), numeric=(1,)))
-    parts.append(f"<details><summary>full data_report.json</summary><pre>{esc(json.dumps(report, indent=2))}</pre></details>")
+    parts.append(
+        f"<details><summary>full data_report.json</summary><pre>{esc(json.dumps(report, indent=2))}</pre></details>"
+    )
     return "\n".join(parts)
 
 
@@ -336,20 +467,29 @@ def build_html(run_dir: Path) -> str:
     if state == "evaluating":  # the end-of-run evaluation writes this report before marking the run done
         state = "training completed"
 
-    body = [f"<h1>rmspec report: {esc(name)}</h1>",
-            f"<p class=muted>run directory {esc(rd.root.resolve())}; status {esc(state)}"
-            f"{'; evaluated ' + esc(results['created']) if results else ''}</p>"]
+    body = [
+        f"<h1>rmspec report: {esc(name)}</h1>",
+        f"<p class=muted>run directory {esc(rd.root.resolve())}; status {esc(state)}"
+        f"{'; evaluated ' + esc(results['created']) if results else ''}</p>",
+    ]
 
     body.append("<h2>Summary</h2>")
     if results:
         entries = dict(results.get("benchmarks") or {})
         if results.get("validation"):
             entries = {"validation": results["validation"], **entries}
-        body.append(table(("evaluation", "kind", "overall", "examples"),
-                           [(n, e.get("kind"), pct(e.get("overall")), e.get("num_examples")) for n, e in entries.items()], numeric=(2, 3)))
+        body.append(
+            table(
+                ("evaluation", "kind", "overall", "examples"),
+                [(n, e.get("kind"), pct(e.get("overall")), e.get("num_examples")) for n, e in entries.items()],
+                numeric=(2, 3),
+            )
+        )
         stats = results.get("reward_stats")
         if stats:
-            body.append(f"<p>Reward mean {stats['mean']:.4f}, std {stats['std']:.4f} (from {esc(stats['source'])}), saved in model/config.json as reward_mean / reward_std.</p>")
+            body.append(
+                f"<p>Reward mean {stats['mean']:.4f}, std {stats['std']:.4f} (from {esc(stats['source'])}), saved in model/config.json as reward_mean / reward_std.</p>"
+            )
         for note in results.get("notes") or []:
             body.append(f"<p class=note>note: {esc(note)}</p>")
     else:
@@ -361,7 +501,9 @@ def build_html(run_dir: Path) -> str:
     if curves:
         body.append('<div class="plots">' + "".join(img(c, "training curve") for c in curves) + "</div>")
         last = metrics[-1]
-        body.append(f"<p class=muted>{len(metrics)} logged steps; last step {last.get('step')}, epoch {last.get('epoch')}.</p>")
+        body.append(
+            f"<p class=muted>{len(metrics)} logged steps; last step {last.get('step')}, epoch {last.get('epoch')}.</p>"
+        )
     else:
         body.append("<p class=muted>metrics.jsonl not found or empty.</p>")
     chosen = final_model_line(read_status(rd).get("final_model"))
@@ -380,10 +522,16 @@ def build_html(run_dir: Path) -> str:
     body.append("<h2>Data</h2>" + _data_section(_read_json(rd.data_report)))
     body.append("<h2>Plan that ran</h2>" + _plan_section(_read_json(rd.plan)))
     versions = _read_json(rd.versions)
-    body.append("<h2>Environment</h2>" + (kv_table(versions) if isinstance(versions, dict) else "<p class=muted>versions.json not found.</p>"))
-    return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-            f"<title>rmspec report: {esc(name)}</title><style>{CSS}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    body.append(
+        "<h2>Environment</h2>"
+        + (kv_table(versions) if isinstance(versions, dict) else "<p class=muted>versions.json not found.</p>")
+    )
+    return (
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        f"<title>rmspec report: {esc(name)}</title><style>{CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
 
 
 def write_html_report(run_dir: Path, out: Path | None = None) -> Path:

@@ -19,19 +19,42 @@ from rmspec.rundir.results import (
     write_results,
 )
 
-__all__ = ["SCHEMA_VERSION", "cli_summary", "entry", "new_results", "read_jsonl", "read_results", "unique_name",
-           "write_jsonl", "write_results"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "cli_summary",
+    "entry",
+    "new_results",
+    "read_jsonl",
+    "read_results",
+    "unique_name",
+    "write_jsonl",
+    "write_results",
+]
 
 
-def entry(name: str, kind: str, rows: list[dict[str, Any]], per_example_path: Path, *, source: str | None = None, split: str | None = None, score: BenchmarkScore | None = None, scorer: str | None = None) -> dict[str, Any]:
+def entry(
+    name: str,
+    kind: str,
+    rows: list[dict[str, Any]],
+    per_example_path: Path,
+    *,
+    source: str | None = None,
+    split: str | None = None,
+    score: BenchmarkScore | None = None,
+    scorer: str | None = None,
+) -> dict[str, Any]:
     """A benchmark's entry in results.json, computed from its per-example rows. scorer: the model
     that wrote them (reward, judge, process; None: read from the rows), recorded for the report."""
     scorer = scorer or infer_scorer(kind, rows)
     score = score or score_rows(kind, rows, scorer)
     data = score.to_json()
     data.update(
-        name=name, source=source, split=split, per_example_path=str(Path(per_example_path).resolve()),
-        diagnostics=pair_diagnostics(kind, rows, scorer=scorer), scorer=scorer,
+        name=name,
+        source=source,
+        split=split,
+        per_example_path=str(Path(per_example_path).resolve()),
+        diagnostics=pair_diagnostics(kind, rows, scorer=scorer),
+        scorer=scorer,
     )
     if rows and all(r.get("source") for r in rows):  # a mixture's validation: accuracy per dataset
         data["per_source"] = per_source(kind, rows, scorer)
@@ -44,8 +67,10 @@ def per_source(kind: str, rows: list[dict[str, Any]], scorer: str) -> dict[str, 
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(row["source"], []).append(row)
-    return {name: {"accuracy": score_rows(kind, group, scorer).overall, "count": len(group)}
-            for name, group in sorted(groups.items())}
+    return {
+        name: {"accuracy": score_rows(kind, group, scorer).overall, "count": len(group)}
+        for name, group in sorted(groups.items())
+    }
 
 
 def unique_name(kind: str, path: str | None, taken: set[str]) -> str:

@@ -83,9 +83,17 @@ def evaluate_run(
     if spec.approach.kind == "process":
         from rmspec.evaluate.process_run import evaluate_process_run
 
-        evaluate_process_run(rd, loaded_spec, results, model=model, tokenizer=tokenizer, validation=validation,
-                             requests=requests_from_spec(loaded_spec) if requests is None else requests,
-                             batch_size=batch_size, progress=progress)
+        evaluate_process_run(
+            rd,
+            loaded_spec,
+            results,
+            model=model,
+            tokenizer=tokenizer,
+            validation=validation,
+            requests=requests_from_spec(loaded_spec) if requests is None else requests,
+            batch_size=batch_size,
+            progress=progress,
+        )
         res.write_results(rd.results, results)
         return _finish(rd, results, write_report and "html" in spec.output.report, console)
     from rmspec.inference.engine import RewardEngine
@@ -107,7 +115,9 @@ def evaluate_run(
             if rows:
                 path = rd.eval_dir / "validation.jsonl"
                 res.write_jsonl(path, rows)
-                results["validation"] = res.entry("validation", "validation", rows, path, source="validation split", scorer=REWARD)
+                results["validation"] = res.entry(
+                    "validation", "validation", rows, path, source="validation split", scorer=REWARD
+                )
 
     requests = requests_from_spec(loaded_spec) if requests is None else requests
     evaluate_benchmarks(engine, requests, rd.eval_dir, results, base_dir=loaded_spec.base_dir, progress=progress)
@@ -116,8 +126,14 @@ def evaluate_run(
     return _finish(rd, results, write_report and "html" in spec.output.report, console)
 
 
-def evaluate_judge(rd: RunDir, loaded_spec: Any, results: dict[str, Any], requests: Sequence[BenchmarkRequest] | None,
-                   batch_size: int | None, progress: Callable[[str], None] | None) -> None:
+def evaluate_judge(
+    rd: RunDir,
+    loaded_spec: Any,
+    results: dict[str, Any],
+    requests: Sequence[BenchmarkRequest] | None,
+    batch_size: int | None,
+    progress: Callable[[str], None] | None,
+) -> None:
     """A generative judge: each pair benchmark judged in both orders (see rmspec.inference.judge)."""
     from rmspec.evaluate.benchmarks import load_benchmark
     from rmspec.inference.engine import RewardEngine
@@ -128,21 +144,39 @@ def evaluate_judge(rd: RunDir, loaded_spec: Any, results: dict[str, Any], reques
     usable = [r for r in requests if r.kind in JUDGE_KINDS]
     for r in requests:
         if r.kind not in JUDGE_KINDS:
-            results["notes"].append(f"{r.kind}: not scored for a generative judge (pairwise benchmarks only: {', '.join(JUDGE_KINDS)})")
+            results["notes"].append(
+                f"{r.kind}: not scored for a generative judge (pairwise benchmarks only: {', '.join(JUDGE_KINDS)})"
+            )
     if not usable:
         return
     engine = RewardEngine.load_judge(rd.model, spec, batch_size=batch_size)
     taken = set(results["benchmarks"])
     for request in usable:
-        data = load_benchmark(request.kind, request.path, split=request.split, preset=request.preset, limit=request.limit, base_dir=loaded_spec.base_dir)
+        data = load_benchmark(
+            request.kind,
+            request.path,
+            split=request.split,
+            preset=request.preset,
+            limit=request.limit,
+            base_dir=loaded_spec.base_dir,
+        )
         say(progress, f"judging {request.kind}: {len(data.examples)} pairs, both orders")
         assert engine.verdict_pattern is not None  # load_judge sets it from approach.verdict_pattern
-        rows = judge_rows(engine.model, engine.tokenizer, data, pattern=engine.verdict_pattern,
-                          max_new_tokens=engine.max_new_tokens, layout=engine.layout, batch_size=engine.batch_size)
+        rows = judge_rows(
+            engine.model,
+            engine.tokenizer,
+            data,
+            pattern=engine.verdict_pattern,
+            max_new_tokens=engine.max_new_tokens,
+            layout=engine.layout,
+            batch_size=engine.batch_size,
+        )
         name = res.unique_name(request.kind, request.path, taken)
         path = rd.eval_dir / f"{name}.jsonl"
         res.write_jsonl(path, rows)
-        results["benchmarks"][name] = res.entry(name, request.kind, rows, path, source=data.source, split=data.split, scorer=JUDGE)
+        results["benchmarks"][name] = res.entry(
+            name, request.kind, rows, path, source=data.source, split=data.split, scorer=JUDGE
+        )
 
 
 def _reward_stats(rd: RunDir, results: dict[str, Any]) -> None:

@@ -45,17 +45,50 @@ from rmspec.evaluate.verdicts import double_game_outcome, flip_decision, verdict
 from rmspec.spec.benchmarks import JUDGE
 
 __all__ = [
-    "BenchmarkScore", "JUDGEBENCH_CATEGORIES", "PROCESSBENCH_SPLITS", "RB1_EXAMPLE_COUNTS", "RB1_PRIOR_SECTION",
-    "RB1_PRIOR_SUBSETS", "RB1_SECTIONS", "RB1_SECTION_WEIGHTS", "RB2_SUBSETS", "RM_BENCH_DOMAIN_ALIASES", "RM_BENCH_STYLES",
-    "accuracy_by_subset", "best_of_n_credit", "double_game_outcome", "first_error", "flip_decision", "judgebench_category",
-    "pair_correct", "processbench_split", "reward_model_decision", "rewardbench_overall", "rewardbench_sections",
-    "rm_bench_levels", "rm_bench_matrix", "score_judge", "score_judgebench", "score_pairs", "score_processbench",
-    "score_rewardbench", "score_rewardbench2", "score_rm_bench", "score_rows", "ties_score", "verdict_decision",
+    "BenchmarkScore",
+    "JUDGEBENCH_CATEGORIES",
+    "PROCESSBENCH_SPLITS",
+    "RB1_EXAMPLE_COUNTS",
+    "RB1_PRIOR_SECTION",
+    "RB1_PRIOR_SUBSETS",
+    "RB1_SECTIONS",
+    "RB1_SECTION_WEIGHTS",
+    "RB2_SUBSETS",
+    "RM_BENCH_DOMAIN_ALIASES",
+    "RM_BENCH_STYLES",
+    "accuracy_by_subset",
+    "best_of_n_credit",
+    "double_game_outcome",
+    "first_error",
+    "flip_decision",
+    "judgebench_category",
+    "pair_correct",
+    "processbench_split",
+    "reward_model_decision",
+    "rewardbench_overall",
+    "rewardbench_sections",
+    "rm_bench_levels",
+    "rm_bench_matrix",
+    "score_judge",
+    "score_judgebench",
+    "score_pairs",
+    "score_processbench",
+    "score_rewardbench",
+    "score_rewardbench2",
+    "score_rm_bench",
+    "score_rows",
+    "ties_score",
+    "verdict_decision",
 ]
 
 
-def score_judge(kind: str, subsets: Sequence[str], labels: Sequence[str], verdicts: Sequence[str | None],
-                verdicts_swapped: Sequence[str | None]) -> BenchmarkScore:
+def score_judge(
+    kind: str,
+    subsets: Sequence[str],
+    labels: Sequence[str],
+    verdicts: Sequence[str | None],
+    verdicts_swapped: Sequence[str | None],
+) -> BenchmarkScore:
     """A generative judge on benchmark `kind`: JudgeBench's two games, with the kind's sections."""
     from rmspec.evaluate.verdicts import score_two_games
 

@@ -15,7 +15,9 @@ def prepare_validation(loaded_spec: Any, tokenizer: Any, notes: list[str], cache
 
     try:
         # The run's own cache (RUN/cache) holds the split training used: same rows, no recomputation.
-        return prepare(loaded_spec, tokenizer, cache_dir=cache_dir if cache_dir and cache_dir.is_dir() else None).validation
+        return prepare(
+            loaded_spec, tokenizer, cache_dir=cache_dir if cache_dir and cache_dir.is_dir() else None
+        ).validation
     except RmspecError as exc:
         notes.append(f"validation split not scored: {exc.message}")
         return None
@@ -27,15 +29,19 @@ def validation_rows(validation: Iterable[dict[str, Any]], engine: Any) -> list[d
 
     rows = list(validation)
     # Encoders were trained with segment ids (prompt 0, response 1); score with them too.
-    encoded = [Encoded(r["chosen_input_ids"], r.get("chosen_token_type_ids")) for r in rows] + \
-              [Encoded(r["rejected_input_ids"], r.get("rejected_token_type_ids")) for r in rows]
+    encoded = [Encoded(r["chosen_input_ids"], r.get("chosen_token_type_ids")) for r in rows] + [
+        Encoded(r["rejected_input_ids"], r.get("rejected_token_type_ids")) for r in rows
+    ]
     scores = [values[0] for values in engine.outputs(encoded)]
     n = len(rows)
     return [
         {
-            "id": str(r.get("id", i)), "subset": str(r.get("group") or "all"),
-            "score_chosen": scores[i], "score_rejected": scores[n + i],
-            "len_chosen": len(r.get("chosen") or ""), "len_rejected": len(r.get("rejected") or ""),
+            "id": str(r.get("id", i)),
+            "subset": str(r.get("group") or "all"),
+            "score_chosen": scores[i],
+            "score_rejected": scores[n + i],
+            "len_chosen": len(r.get("chosen") or ""),
+            "len_rejected": len(r.get("rejected") or ""),
             # a mixture's rows name their dataset (data.sources[].name): accuracy per dataset
             **({"source": r["source"]} if r.get("source") else {}),
         }

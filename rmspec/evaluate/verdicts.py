@@ -35,8 +35,14 @@ def verdict_decision(verdict: str | None) -> str | None:
     return {"A": "A>B", "B": "B>A"}.get(verdict) if verdict is not None else None
 
 
-def score_two_games(kind: str, subsets: Sequence[str], labels: Sequence[str], verdicts: Sequence[str | None],
-                    verdicts_swapped: Sequence[str | None], section_of: Callable[[str], str] | None = None) -> BenchmarkScore:
+def score_two_games(
+    kind: str,
+    subsets: Sequence[str],
+    labels: Sequence[str],
+    verdicts: Sequence[str | None],
+    verdicts_swapped: Sequence[str | None],
+    section_of: Callable[[str], str] | None = None,
+) -> BenchmarkScore:
     """A generative judge, JudgeBench's two games: each pair judged as (A, B) and as (B, A).
 
     A pair is correct when the two verdicts (the second flipped back) lean to the label
@@ -58,5 +64,11 @@ def score_two_games(kind: str, subsets: Sequence[str], labels: Sequence[str], ve
     sections = {c: mean([float(v) for v in oks]) for c, oks in by_section.items()}
     subset_scores = {s: mean([float(v) for v in oks]) for s, oks in by_subset.items()}
     counts = {s: len(oks) for s, oks in by_subset.items()}
-    return BenchmarkScore(kind, mean([float(v) for v in correct]), sections, subset_scores, counts,
-                          notes=["generative judge: two games per pair (responses swapped), JudgeBench's rule"])
+    return BenchmarkScore(
+        kind,
+        mean([float(v) for v in correct]),
+        sections,
+        subset_scores,
+        counts,
+        notes=["generative judge: two games per pair (responses swapped), JudgeBench's rule"],
+    )

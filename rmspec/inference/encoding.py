@@ -35,7 +35,9 @@ class Encoded(NamedTuple):
     truncated: bool = False  # the text was longer than max_length and lost tokens
 
 
-def encode_many(tokenizer: Any, items: Sequence[tuple[Prompt, str]], max_length: int, layout: Any = None) -> list[Encoded]:
+def encode_many(
+    tokenizer: Any, items: Sequence[tuple[Prompt, str]], max_length: int, layout: Any = None
+) -> list[Encoded]:
     """(prompt, response) items as the model reads them (rmspec.data's layout and cut).
 
     Too long: the prompt is cut from the left; if the response alone does not fit, its end is cut

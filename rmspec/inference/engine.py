@@ -29,8 +29,14 @@ from rmspec.inference.scoring import head_outputs
 from rmspec.inference.target import Target, resolve_target
 
 
-def load_scorer(model_or_run: str | Path, *, dtype: str = "float32", device: str | None = None,
-                batch_size: int | None = None, step_separator: str | None = None) -> RewardEngine | StepEngine:
+def load_scorer(
+    model_or_run: str | Path,
+    *,
+    dtype: str = "float32",
+    device: str | None = None,
+    batch_size: int | None = None,
+    step_separator: str | None = None,
+) -> RewardEngine | StepEngine:
     """The scorer a run directory (its spec decides layout, max_length, approach) or a model folder
     holds: a generative judge or a score-head model (`RewardEngine`), or a process reward model,
     rmspec's or any token classifier (`StepEngine`); dispatch on its `kind`. `step_separator`
@@ -42,13 +48,16 @@ def load_scorer(model_or_run: str | Path, *, dtype: str = "float32", device: str
     if step_separator is not None and not is_process:
         from rmspec.errors import RmspecError
 
-        raise RmspecError(f"--step-separator is for process reward models; {model_or_run} is not one",
-                          "leave out --step-separator (it has no effect on a reward model or a judge)")
+        raise RmspecError(
+            f"--step-separator is for process reward models; {model_or_run} is not one",
+            "leave out --step-separator (it has no effect on a reward model or a judge)",
+        )
     if spec is not None and spec.approach.kind == "generative":
         return RewardEngine.load_judge(target.model_dir, spec, target=target, batch_size=batch_size)
     if is_process:
-        return StepEngine.load(model_or_run, dtype=dtype, device=device, batch_size=batch_size,
-                               separator=step_separator)
+        return StepEngine.load(
+            model_or_run, dtype=dtype, device=device, batch_size=batch_size, separator=step_separator
+        )
     model, tokenizer = load_reward_model(target.model_dir, dtype=dtype, device=device)
     return RewardEngine.from_parts(model, tokenizer, spec, target=target, batch_size=batch_size)
 
@@ -71,14 +80,27 @@ class RewardEngine:
     # ------------------------------------------------------------------ loading
 
     @classmethod
-    def load(cls, model_or_run: str | Path, *, dtype: str = "float32", device: str | None = None,
-             batch_size: int | None = None) -> RewardEngine | StepEngine:
+    def load(
+        cls,
+        model_or_run: str | Path,
+        *,
+        dtype: str = "float32",
+        device: str | None = None,
+        batch_size: int | None = None,
+    ) -> RewardEngine | StepEngine:
         """`load_scorer`, by the name older callers use: a PRM folder gives a `StepEngine`."""
         return load_scorer(model_or_run, dtype=dtype, device=device, batch_size=batch_size)
 
     @classmethod
-    def from_parts(cls, model: Any, tokenizer: Any, spec: Any = None, *, target: Target | None = None,
-                   batch_size: int | None = None) -> RewardEngine:
+    def from_parts(
+        cls,
+        model: Any,
+        tokenizer: Any,
+        spec: Any = None,
+        *,
+        target: Target | None = None,
+        batch_size: int | None = None,
+    ) -> RewardEngine:
         """A loaded score-head model; `spec` (rmspec.spec.Spec of its run, or None) sets the layout,
         chat template and max_length the model was trained with."""
         chat_template = spec.data.mapping.chat_template if spec is not None else "auto"
@@ -88,24 +110,45 @@ class RewardEngine:
         config = model.config
         labels = _head_labels(config)
         kind: Literal[ScorerKind.REWARD, ScorerKind.POINTWISE] = (
-            ScorerKind.POINTWISE if (spec is not None and spec.approach.kind == "pointwise") or len(labels) > 1
-            else ScorerKind.REWARD)
-        return cls(model, tokenizer, make_layout(tokenizer, chat_template, architecture), max_length, kind, labels,
-                   _finite(getattr(config, "reward_mean", None)), _finite(getattr(config, "reward_std", None)),
-                   target, batch_size or (spec.eval.batch_size if spec is not None else 32))
+            ScorerKind.POINTWISE
+            if (spec is not None and spec.approach.kind == "pointwise") or len(labels) > 1
+            else ScorerKind.REWARD
+        )
+        return cls(
+            model,
+            tokenizer,
+            make_layout(tokenizer, chat_template, architecture),
+            max_length,
+            kind,
+            labels,
+            _finite(getattr(config, "reward_mean", None)),
+            _finite(getattr(config, "reward_std", None)),
+            target,
+            batch_size or (spec.eval.batch_size if spec is not None else 32),
+        )
 
     @classmethod
-    def load_judge(cls, model_dir: str | Path, spec: Any, *, target: Target | None = None,
-                   batch_size: int | None = None) -> RewardEngine:
+    def load_judge(
+        cls, model_dir: str | Path, spec: Any, *, target: Target | None = None, batch_size: int | None = None
+    ) -> RewardEngine:
         """A generative judge (causal LM) with its run's layout and verdict pattern."""
         from rmspec.inference.judge import load_judge
 
         model, tokenizer = load_judge(model_dir)
         architecture = spec.model.shape.architecture if spec.model.shape else None
         layout = make_layout(tokenizer, spec.data.mapping.chat_template, architecture)
-        return cls(model, tokenizer, layout, min(spec.training.max_length, max_length_for(model, tokenizer)), ScorerKind.JUDGE,
-                   ["verdict"], target=target, batch_size=batch_size or 8,
-                   verdict_pattern=spec.approach.verdict_pattern, max_new_tokens=spec.approach.max_new_tokens)
+        return cls(
+            model,
+            tokenizer,
+            layout,
+            min(spec.training.max_length, max_length_for(model, tokenizer)),
+            ScorerKind.JUDGE,
+            ["verdict"],
+            target=target,
+            batch_size=batch_size or 8,
+            verdict_pattern=spec.approach.verdict_pattern,
+            max_new_tokens=spec.approach.max_new_tokens,
+        )
 
     # ------------------------------------------------------------------ encoding
 
@@ -151,7 +194,7 @@ class RewardEngine:
             keep = 0
             while keep < len(ids) and ids[keep] in special and keep < limit - 1:
                 keep += 1
-            ids = ids[:keep] + ids[len(ids) - (limit - keep):]
+            ids = ids[:keep] + ids[len(ids) - (limit - keep) :]
         return Encoded(ids, self._pair_type_ids(ids), truncated)
 
     def _pair_type_ids(self, ids: list[int]) -> list[int] | None:
@@ -163,7 +206,7 @@ class RewardEngine:
         first, second = layout.pair_types[1], layout.pair_types[3]
         mid, start = list(layout.pair_mid), len(layout.pair_head)
         for j in range(start, len(ids) - len(mid) + 1) if mid else ():
-            if ids[j:j + len(mid)] == mid:
+            if ids[j : j + len(mid)] == mid:
                 cut = j + len(mid)
                 return [first] * cut + [second] * (len(ids) - cut)
         return [first] * len(ids)
@@ -176,15 +219,21 @@ class RewardEngine:
             raise TypeError("a generative judge has no score head: use rmspec.inference.judge")
         if not encoded:
             return []
-        return head_outputs(self.model, [e.ids for e in encoded], self.tokenizer.pad_token_id,
-                            batch_size or self.batch_size, type_ids=[e.type_ids for e in encoded])
+        return head_outputs(
+            self.model,
+            [e.ids for e in encoded],
+            self.tokenizer.pad_token_id,
+            batch_size or self.batch_size,
+            type_ids=[e.type_ids for e in encoded],
+        )
 
     def rewards(self, items: Sequence[tuple[Prompt, str]], batch_size: int | None = None) -> list[float]:
         """Raw reward (head output 0) per (prompt, response)."""
         return [values[0] for values in self.outputs(self.encode(items), batch_size)]
 
-    def score_pairs(self, prompts: Sequence[Prompt], chosen: Sequence[str], rejected: Sequence[str],
-                    batch_size: int | None = None) -> tuple[list[float], list[float]]:
+    def score_pairs(
+        self, prompts: Sequence[Prompt], chosen: Sequence[str], rejected: Sequence[str], batch_size: int | None = None
+    ) -> tuple[list[float], list[float]]:
         """(chosen rewards, rejected rewards); each prompt computed once where the model allows
         (score_groups), else all sequences in one pool so batches pack well."""
         n = len(prompts)
@@ -204,36 +253,54 @@ class RewardEngine:
             self._prompt_once = can_share_prompt(self.model)
         return self._prompt_once
 
-    def score_groups(self, groups: Sequence[tuple[Prompt, Sequence[str]]],
-                     batch_size: int | None = None) -> list[list[float]]:
+    def score_groups(
+        self, groups: Sequence[tuple[Prompt, Sequence[str]]], batch_size: int | None = None
+    ) -> list[list[float]]:
         """Raw rewards of several responses per prompt (pairs, best-of-N), in input order. Each
         response is encoded and cut as when scored alone; the prompt is computed once per group
         where prompt_once holds (same scores, rmspec.inference.shared_prefix)."""
         encoded = self.encode([(p, r) for p, responses in groups for r in responses])
-        return [[values[0] for values in group]
-                for group in self.grouped_outputs(_split(encoded, [len(r) for _, r in groups]), batch_size)]
+        return [
+            [values[0] for values in group]
+            for group in self.grouped_outputs(_split(encoded, [len(r) for _, r in groups]), batch_size)
+        ]
 
-    def grouped_outputs(self, groups: Sequence[Sequence[Encoded]], batch_size: int | None = None) -> list[list[list[float]]]:
+    def grouped_outputs(
+        self, groups: Sequence[Sequence[Encoded]], batch_size: int | None = None
+    ) -> list[list[list[float]]]:
         """Every head output of already encoded groups (responses to one prompt), in input order:
         one row per group where prompt_once holds, else the ordinary length-sorted batches."""
         if not self.prompt_once:
             return _split(self.outputs([e for group in groups for e in group], batch_size), [len(g) for g in groups])
         from rmspec.inference.shared_prefix import grouped_head_outputs
 
-        return grouped_head_outputs(self.model, [[e.ids for e in group] for group in groups],
-                                    self.tokenizer.pad_token_id, batch_size or self.batch_size)
+        return grouped_head_outputs(
+            self.model,
+            [[e.ids for e in group] for group in groups],
+            self.tokenizer.pad_token_id,
+            batch_size or self.batch_size,
+        )
 
     # ------------------------------------------------------------------ judges
 
-    def generate(self, conversations: Sequence[Sequence[dict[str, str]]], max_new_tokens: int | None = None,
-                 batch_size: int | None = None) -> list[str]:
+    def generate(
+        self,
+        conversations: Sequence[Sequence[dict[str, str]]],
+        max_new_tokens: int | None = None,
+        batch_size: int | None = None,
+    ) -> list[str]:
         """A judge's greedy replies to whole conversations, laid out by its run's layout."""
         from rmspec.inference.judge import generate
 
         if self.kind != ScorerKind.JUDGE:
             raise TypeError("only a generative judge generates text")
-        return generate(self.model, self.tokenizer, self.judge_prompt_ids(conversations),
-                        max_new_tokens or self.max_new_tokens, batch_size or self.batch_size)
+        return generate(
+            self.model,
+            self.tokenizer,
+            self.judge_prompt_ids(conversations),
+            max_new_tokens or self.max_new_tokens,
+            batch_size or self.batch_size,
+        )
 
     def judge_prompt_ids(self, conversations: Sequence[Sequence[dict[str, str]]]) -> list[list[int]]:
         """Token ids of each conversation followed by the assistant's turn, left-cut to max_length."""
@@ -243,12 +310,19 @@ class RewardEngine:
         head = [] if layout.kind == "template" else list(layout.single_head)
         return [self.encode_ids(head + list(ids)).ids for ids in encoded]
 
-    def verdicts(self, prompts: Sequence[Prompt], responses_a: Sequence[str], responses_b: Sequence[str],
-                 batch_size: int | None = None) -> list[tuple[str | None, str]]:
+    def verdicts(
+        self,
+        prompts: Sequence[Prompt],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        batch_size: int | None = None,
+    ) -> list[tuple[str | None, str]]:
         """(verdict, generated text) per pair, with the judge prompt its training data used."""
         from rmspec.inference.judge import judge_message, parse_verdict
 
-        messages = [[{"role": "user", "content": judge_message(p, a, b)}] for p, a, b in zip(prompts, responses_a, responses_b)]
+        messages = [
+            [{"role": "user", "content": judge_message(p, a, b)}] for p, a, b in zip(prompts, responses_a, responses_b)
+        ]
         texts = self.generate(messages, batch_size=batch_size)
         return [(parse_verdict(t, self.verdict_pattern or r"\[\[([AB])\]\]"), t) for t in texts]
 
@@ -277,7 +351,7 @@ def preference_probability(chosen: float, rejected: float) -> float:
 def _split(flat: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
     out, cursor = [], 0
     for size in sizes:
-        out.append(list(flat[cursor:cursor + size]))
+        out.append(list(flat[cursor : cursor + size]))
         cursor += size
     return out
 

@@ -104,23 +104,36 @@ def attach_ensemble(model: Any, model_dir: str | Path) -> int:
         tensors = load_file(str(path))
         weight = tensors["weight"]
     except Exception as exc:  # a damaged or foreign file: say which
-        raise RmspecError(f"{path} is not an rmspec ensemble file ({type(exc).__name__}: {exc})",
-                          f"remove {ENSEMBLE_FILE} to score with the saved head alone") from None
+        raise RmspecError(
+            f"{path} is not an rmspec ensemble file ({type(exc).__name__}: {exc})",
+            f"remove {ENSEMBLE_FILE} to score with the saved head alone",
+        ) from None
     name = next((n for n in HEAD_NAMES if isinstance(getattr(model, n, None), torch.nn.Linear)), None)
     if name is None:
-        raise RmspecError(f"{model_dir} holds {ENSEMBLE_FILE} but the model has no linear score head",
-                          f"remove {ENSEMBLE_FILE} to score with the model as it is")
+        raise RmspecError(
+            f"{model_dir} holds {ENSEMBLE_FILE} but the model has no linear score head",
+            f"remove {ENSEMBLE_FILE} to score with the model as it is",
+        )
     head = getattr(model, name)
     bias = tensors.get("bias")
-    if weight.dim() != 2 or weight.shape[1] != head.in_features or head.out_features != 1 \
-            or (bias is None) != (head.bias is None):
-        raise RmspecError(f"{path}: members of shape {tuple(weight.shape)} do not fit the score head "
-                          f"({head.in_features} -> {head.out_features})", f"remove {ENSEMBLE_FILE} or re-save the run")
+    if (
+        weight.dim() != 2
+        or weight.shape[1] != head.in_features
+        or head.out_features != 1
+        or (bias is None) != (head.bias is None)
+    ):
+        raise RmspecError(
+            f"{path}: members of shape {tuple(weight.shape)} do not fit the score head "
+            f"({head.in_features} -> {head.out_features})",
+            f"remove {ENSEMBLE_FILE} or re-save the run",
+        )
     mean = weight.mean(0, keepdim=True).to(head.weight.dtype)
     tolerance = 1e-3 if head.weight.dtype != torch.float32 else 1e-5
     if not torch.allclose(mean, head.weight.detach().cpu(), atol=tolerance):
-        raise RmspecError(f"{path}: the members' mean is not the saved score head",
-                          "the folder was changed after training; re-save the run or remove the file")
+        raise RmspecError(
+            f"{path}: the members' mean is not the saved score head",
+            "the folder was changed after training; re-save the run or remove the file",
+        )
     members = _head_class()(weight.to(head.weight.dtype), None if bias is None else bias.to(head.weight.dtype))
     members.to(head.weight.device)
     setattr(model, name, members)
@@ -142,16 +155,19 @@ def set_reduce(model: Any, how: str, coef: float = 1.0) -> None:
     if head is None:
         if how == "mean":
             return
-        raise RmspecError(f"--ensemble-reduce {how}: this model is not an ensemble (no {ENSEMBLE_FILE})",
-                          "train with approach.ensemble: {members: N}, or leave out --ensemble-reduce")
+        raise RmspecError(
+            f"--ensemble-reduce {how}: this model is not an ensemble (no {ENSEMBLE_FILE})",
+            "train with approach.ensemble: {members: N}, or leave out --ensemble-reduce",
+        )
     head.set_reduce(how, coef)
 
 
-def pair_members(engine: Any, prompts: Sequence[Any], first: Sequence[str],
-                 second: Sequence[str]) -> tuple[list[list[float]], list[list[float]]]:
+def pair_members(
+    engine: Any, prompts: Sequence[Any], first: Sequence[str], second: Sequence[str]
+) -> tuple[list[list[float]], list[list[float]]]:
     """Every member's reward of both sides of each pair (one pass; prompts computed once where the
     engine allows): ([n][N], [n][N])."""
     encoded = engine.encode([(p, r) for p, a, b in zip(prompts, first, second) for r in (a, b)])
-    groups = [encoded[i:i + 2] for i in range(0, len(encoded), 2)]
+    groups = [encoded[i : i + 2] for i in range(0, len(encoded), 2)]
     outputs = engine.grouped_outputs(groups)
     return [g[0][1:] for g in outputs], [g[1][1:] for g in outputs]

@@ -47,7 +47,10 @@ def parse_verdict(text: str, pattern: str) -> str | None:
 def load_judge(model_dir: str | Path):
     path = Path(model_dir)
     if not (path / "config.json").exists():
-        raise RmspecError(f"{model_dir}: no config.json, not a model folder", "point at the folder with the judge's weights (RUN/model)")
+        raise RmspecError(
+            f"{model_dir}: no config.json, not a model folder",
+            "point at the folder with the judge's weights (RUN/model)",
+        )
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(path))
@@ -64,14 +67,19 @@ def _prompt_ids(layout: Any, tokenizer: Any, messages: Sequence[str]) -> list[li
     return [list(layout.single_head) + ids for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
-def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int, batch_size: int = 8) -> list[str]:
+def generate(
+    model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int, batch_size: int = 8
+) -> list[str]:
     """Greedy continuations of token-id prompts, batched by length with left padding."""
-    return [tokenizer.decode(ids, skip_special_tokens=True)
-            for ids in generate_ids(model, tokenizer, prompts, max_new_tokens, batch_size)]
+    return [
+        tokenizer.decode(ids, skip_special_tokens=True)
+        for ids in generate_ids(model, tokenizer, prompts, max_new_tokens, batch_size)
+    ]
 
 
-def generate_ids(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-                 batch_size: int = 8) -> list[list[int]]:
+def generate_ids(
+    model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int, batch_size: int = 8
+) -> list[list[int]]:
     """The generated token ids of each greedy continuation (a finished row is padded after its
     stop token; generated_length finds where it ended)."""
     import torch
@@ -87,10 +95,11 @@ def generate_ids(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], m
             mask = torch.zeros((len(batch), width), dtype=torch.long)
             for row, i in enumerate(batch):
                 seq = prompts[i]
-                ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
-                mask[row, width - len(seq):] = 1
-            generated = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                       do_sample=False, pad_token_id=pad)
+                ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+                mask[row, width - len(seq) :] = 1
+            generated = model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad
+            )
             for row, i in enumerate(batch):
                 out[i] = generated[row, width:].tolist()
     return out
@@ -105,10 +114,14 @@ def generated_length(ids: Sequence[int], stops: set[int]) -> tuple[int, bool]:
     return len(ids), False
 
 
-def judge_rows(model: Any, tokenizer: Any, data: Any, *, pattern: str, max_new_tokens: int, layout: Any, batch_size: int = 8) -> list[dict[str, Any]]:
+def judge_rows(
+    model: Any, tokenizer: Any, data: Any, *, pattern: str, max_new_tokens: int, layout: Any, batch_size: int = 8
+) -> list[dict[str, Any]]:
     """Per-example rows: id, subset, label, the verdicts in both orders and the generated texts."""
     if data.kind not in JUDGE_KINDS:
-        raise RmspecError(f"a generative judge cannot be scored on {data.kind!r}", f"use one of: {', '.join(JUDGE_KINDS)}")
+        raise RmspecError(
+            f"a generative judge cannot be scored on {data.kind!r}", f"use one of: {', '.join(JUDGE_KINDS)}"
+        )
     firsts, seconds = [], []
     for ex in data.examples:
         a, b = ex.responses[0], ex.responses[1]
@@ -120,9 +133,15 @@ def judge_rows(model: Any, tokenizer: Any, data: Any, *, pattern: str, max_new_t
     for i, ex in enumerate(data.examples):
         # pairs / rewardbench list the chosen response first: the label is A>B.
         label = ex.meta.get("label", "A>B")
-        row = {"id": ex.id, "subset": ex.subset, "label": label,
-               "verdict": parse_verdict(texts[i], pattern), "verdict_swapped": parse_verdict(texts[n + i], pattern),
-               "output": texts[i], "output_swapped": texts[n + i]}
+        row = {
+            "id": ex.id,
+            "subset": ex.subset,
+            "label": label,
+            "verdict": parse_verdict(texts[i], pattern),
+            "verdict_swapped": parse_verdict(texts[n + i], pattern),
+            "output": texts[i],
+            "output_swapped": texts[n + i],
+        }
         if "source" in ex.meta:
             row["source"] = ex.meta["source"]
         rows.append(row)

@@ -18,9 +18,15 @@ def load_reward_model(model_dir: str | Path, *, dtype: str = "float32", device: 
     """(model, tokenizer) from a local directory, offline; clear errors for what is missing."""
     path = Path(model_dir)
     if not path.is_dir():
-        raise RmspecError(f"model directory not found: {model_dir}", "give a folder with config.json, weights and tokenizer files (e.g. RUN/model)")
+        raise RmspecError(
+            f"model directory not found: {model_dir}",
+            "give a folder with config.json, weights and tokenizer files (e.g. RUN/model)",
+        )
     if not (path / "config.json").exists():
-        raise RmspecError(f"{model_dir} has no config.json: not a Hugging Face model folder", "point at the folder that holds config.json and the weights")
+        raise RmspecError(
+            f"{model_dir} has no config.json: not a Hugging Face model folder",
+            "point at the folder that holds config.json and the weights",
+        )
     architectures = json.loads((path / "config.json").read_text(encoding="utf-8")).get("architectures") or []
     if architectures and all(a.endswith("ForCausalLM") for a in architectures):
         raise RmspecError(
@@ -36,7 +42,10 @@ def load_reward_model(model_dir: str | Path, *, dtype: str = "float32", device: 
             str(path), dtype=getattr(torch, dtype), output_loading_info=True
         )
     except (OSError, ValueError) as exc:
-        raise RmspecError(f"cannot load a sequence-classification model from {model_dir}: {exc}", "the folder needs weights, config.json and tokenizer files") from None
+        raise RmspecError(
+            f"cannot load a sequence-classification model from {model_dir}: {exc}",
+            "the folder needs weights, config.json and tokenizer files",
+        ) from None
     # A backbone without a trained head (e.g. a sentence encoder) gets a random one: say so in the results.
     model.rmspec_fresh_head = [k for k in info.get("missing_keys", ()) if k.split(".")[0] in ("score", "classifier")]
     from rmspec.inference.ensemble import attach_ensemble

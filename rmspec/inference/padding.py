@@ -11,7 +11,9 @@ from collections.abc import Sequence
 import torch
 
 
-def pad_right(sequences: Sequence[Sequence[int]], pad_id: int, pad_to_multiple_of: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_right(
+    sequences: Sequence[Sequence[int]], pad_id: int, pad_to_multiple_of: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask) padded on the right to the longest row."""
     width = max(len(s) for s in sequences)
     if pad_to_multiple_of:

@@ -92,8 +92,14 @@ def assign_rows(lengths: list[int], capacity: int) -> list[list[int]]:
     return rows
 
 
-def pack_groups(groups: list[Group], pad_token_id: int, *, capacity: int | None = None,
-                pad_side: str = "right", several_per_row: bool = True) -> PackedRows:
+def pack_groups(
+    groups: list[Group],
+    pad_token_id: int,
+    *,
+    capacity: int | None = None,
+    pad_side: str = "right",
+    several_per_row: bool = True,
+) -> PackedRows:
     """Lay ``groups`` out in rows; ``capacity`` defaults to the longest group (so packing never
     makes a row longer than the batch needs)."""
     lengths = [len(g) for g in groups]
@@ -112,20 +118,21 @@ def pack_groups(groups: list[Group], pad_token_id: int, *, capacity: int | None 
             prefix = groups[g].prefix
             p = len(prefix)
             if p:
-                ids[r, col:col + p] = torch.tensor(prefix, dtype=torch.long)
-                pos[r, col:col + p] = torch.arange(p)
-                grp[r, col:col + p] = g
+                ids[r, col : col + p] = torch.tensor(prefix, dtype=torch.long)
+                pos[r, col : col + p] = torch.arange(p)
+                grp[r, col : col + p] = g
             col += p
             for k, resp in enumerate(groups[g].responses):
                 n = len(resp)
-                ids[r, col:col + n] = torch.tensor(resp, dtype=torch.long)
-                pos[r, col:col + n] = torch.arange(p, p + n)
-                grp[r, col:col + n] = g
-                br[r, col:col + n] = k + 1
+                ids[r, col : col + n] = torch.tensor(resp, dtype=torch.long)
+                pos[r, col : col + n] = torch.arange(p, p + n)
+                grp[r, col : col + n] = g
+                br[r, col : col + n] = k + 1
                 end_of[(g, k)] = r * width + col + n - 1
                 col += n
-    ends = torch.tensor([end_of[(g, k)] for g in range(len(groups)) for k in range(len(groups[g].responses))],
-                        dtype=torch.long)
+    ends = torch.tensor(
+        [end_of[(g, k)] for g in range(len(groups)) for k in range(len(groups[g].responses))], dtype=torch.long
+    )
     return PackedRows(ids, pos, grp, br, ends)
 
 
@@ -162,15 +169,27 @@ def attention_implementation(config: Any) -> str:
 def check_packable(config: Any) -> None:
     """Raise NotPackable with the reason when this model cannot take a shared-prefix row."""
     if getattr(config, "is_encoder_decoder", False) or not is_causal(config):
-        raise NotPackable(f"{config.model_type} attends in both directions, so a prompt's states depend on the "
-                          "response after it")
+        raise NotPackable(
+            f"{config.model_type} attends in both directions, so a prompt's states depend on the response after it"
+        )
     impl = attention_implementation(config)
     if impl not in MASKED_ATTENTION:
         raise NotPackable(f"attention {impl!r} takes no custom 4D mask (shared-prefix rows need sdpa or eager)")
 
 
-ENCODER_TYPES = ("bert", "roberta", "deberta", "deberta-v2", "electra", "xlm-roberta", "distilbert", "albert",
-                 "modernbert", "camembert", "mpnet")
+ENCODER_TYPES = (
+    "bert",
+    "roberta",
+    "deberta",
+    "deberta-v2",
+    "electra",
+    "xlm-roberta",
+    "distilbert",
+    "albert",
+    "modernbert",
+    "camembert",
+    "mpnet",
+)
 
 
 def is_causal(config: Any) -> bool:
@@ -191,8 +210,10 @@ def model_masks(config: Any, rows: PackedRows, dtype: torch.dtype) -> torch.Tens
             return _as_mask(allowed(rows), impl, dtype)
         if not kinds <= {"full_attention", "sliding_attention"}:
             raise NotPackable(f"layer types {sorted(kinds)} (only full and sliding-window attention are packed)")
-        return {kind: _as_mask(allowed(rows, window if kind == "sliding_attention" else None), impl, dtype)
-                for kind in kinds}
+        return {
+            kind: _as_mask(allowed(rows, window if kind == "sliding_attention" else None), impl, dtype)
+            for kind in kinds
+        }
     return _as_mask(allowed(rows, window), impl, dtype)
 
 

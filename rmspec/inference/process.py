@@ -57,8 +57,13 @@ class StepScores:
     steps_total: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "step_scores": self.scores, "prediction": self.prediction,
-                "steps_scored": self.steps_scored, "steps_total": self.steps_total}
+        return {
+            "id": self.id,
+            "step_scores": self.scores,
+            "prediction": self.prediction,
+            "steps_scored": self.steps_scored,
+            "steps_total": self.steps_total,
+        }
 
 
 class _TrlEncoder:
@@ -68,8 +73,10 @@ class _TrlEncoder:
         self.tok = tokenizer
         self.sep = tokenizer(separator, add_special_tokens=False)["input_ids"]
         if not self.sep:
-            raise RmspecError(f"the step separator {separator!r} tokenizes to nothing with this tokenizer",
-                              "pass the separator the model was trained with (--step-separator)")
+            raise RmspecError(
+                f"the step separator {separator!r} tokenizes to nothing with this tokenizer",
+                "pass the separator the model was trained with (--step-separator)",
+            )
 
     def encode(self, prompts, steps, labels, max_tokens):
         from rmspec.data.steps import IGNORE, StepSequence
@@ -90,8 +97,9 @@ class _TrlEncoder:
                 ids = ids + p
                 token_labels += [IGNORE] * len(p)
                 ends.append(len(ids) - 1)
-            out.append(StepSequence(ids, token_labels, None, ends, n_prompt, total, len(pieces) - len(ends))
-                       if ends else None)
+            out.append(
+                StepSequence(ids, token_labels, None, ends, n_prompt, total, len(pieces) - len(ends)) if ends else None
+            )
         return out
 
 
@@ -109,8 +117,16 @@ class StepEngine:
     kind: ClassVar[Literal[ScorerKind.PROCESS]] = ScorerKind.PROCESS
 
     @classmethod
-    def load(cls, model_or_run: str | Path, *, dtype: str = "float32", device: str | None = None,
-             batch_size: int | None = None, separator: str | None = None, threshold: float | None = None) -> StepEngine:
+    def load(
+        cls,
+        model_or_run: str | Path,
+        *,
+        dtype: str = "float32",
+        device: str | None = None,
+        batch_size: int | None = None,
+        separator: str | None = None,
+        threshold: float | None = None,
+    ) -> StepEngine:
         from rmspec.inference.target import resolve_target
 
         target = resolve_target(model_or_run)
@@ -119,15 +135,26 @@ class StepEngine:
         return cls.from_parts(model, tokenizer, spec, batch_size=batch_size, separator=separator, threshold=threshold)
 
     @classmethod
-    def from_parts(cls, model: Any, tokenizer: Any, spec: Any = None, *, batch_size: int | None = None,
-                   separator: str | None = None, threshold: float | None = None) -> StepEngine:
+    def from_parts(
+        cls,
+        model: Any,
+        tokenizer: Any,
+        spec: Any = None,
+        *,
+        batch_size: int | None = None,
+        separator: str | None = None,
+        threshold: float | None = None,
+    ) -> StepEngine:
         from rmspec.inference.loading import max_length_for
 
         saved = dict(getattr(model.config, "rmspec", None) or {})
         limit = max_length_for(model, tokenizer)
         if spec is not None and spec.approach.kind == "process":
-            saved.update(step_separator=spec.approach.step_separator, threshold=spec.approach.threshold,
-                         chat_template=spec.data.mapping.chat_template)
+            saved.update(
+                step_separator=spec.approach.step_separator,
+                threshold=spec.approach.threshold,
+                chat_template=spec.data.mapping.chat_template,
+            )
             limit = min(limit, spec.training.max_length)
         elif saved.get("max_length"):
             limit = min(limit, int(saved["max_length"]))
@@ -148,23 +175,34 @@ class StepEngine:
     # ------------------------------------------------------------------ scoring
 
     def encode(self, items: Sequence[tuple[Prompt, Sequence[str]]]):
-        return self.encoder.encode([as_messages(p) for p, _ in items], [list(s) for _, s in items], None, self.max_length)
+        return self.encoder.encode(
+            [as_messages(p) for p, _ in items], [list(s) for _, s in items], None, self.max_length
+        )
 
     def step_probabilities(self, items: Sequence[tuple[Prompt, Sequence[str]]]) -> list[list[float]]:
         """P(correct) per step of each item (steps past max_length get none)."""
         seqs = self.encode(items)
         live = [i for i, s in enumerate(seqs) if s is not None]
-        probs = token_probabilities(self.model, [seqs[i].ids for i in live], [seqs[i].type_ids for i in live],
-                                    self.tokenizer.pad_token_id, self.batch_size)
+        probs = token_probabilities(
+            self.model,
+            [seqs[i].ids for i in live],
+            [seqs[i].type_ids for i in live],
+            self.tokenizer.pad_token_id,
+            self.batch_size,
+        )
         out: list[list[float]] = [[] for _ in items]
         for i, p in zip(live, probs):
             out[i] = [p[e] for e in seqs[i].ends]
         return out
 
-    def score_steps(self, items: Sequence[tuple[Prompt, Sequence[str]]], ids: Sequence[str] | None = None) -> list[StepScores]:
+    def score_steps(
+        self, items: Sequence[tuple[Prompt, Sequence[str]]], ids: Sequence[str] | None = None
+    ) -> list[StepScores]:
         probs = self.step_probabilities(items)
         ids = list(ids) if ids is not None else [str(i) for i in range(len(items))]
-        return [StepScores(ids[k], p, first_error(p, self.threshold), len(p), len(items[k][1])) for k, p in enumerate(probs)]
+        return [
+            StepScores(ids[k], p, first_error(p, self.threshold), len(p), len(items[k][1])) for k, p in enumerate(probs)
+        ]
 
     # ------------------------------------------------------------------ what the server needs
 
@@ -181,12 +219,18 @@ class StepEngine:
     def outputs(self, encoded: Sequence[Encoded], batch_size: int | None = None) -> list[list[list[float]]]:
         """Raw head logits per token of each encoded sequence ([tokens][labels]), input order
         (vLLM's token_classify)."""
-        return token_logits(self.model, [e.ids for e in encoded], [getattr(e, "type_ids", None) for e in encoded],
-                            self.tokenizer.pad_token_id, batch_size or self.batch_size)
+        return token_logits(
+            self.model,
+            [e.ids for e in encoded],
+            [getattr(e, "type_ids", None) for e in encoded],
+            self.tokenizer.pad_token_id,
+            batch_size or self.batch_size,
+        )
 
 
-def token_logits(model: Any, sequences: Sequence[Sequence[int]], type_ids: Sequence[Any], pad_token_id: int,
-                 batch_size: int = 16) -> list[list[list[float]]]:
+def token_logits(
+    model: Any, sequences: Sequence[Sequence[int]], type_ids: Sequence[Any], pad_token_id: int, batch_size: int = 16
+) -> list[list[list[float]]]:
     """Head logits at every token of each sequence ([tokens][labels]); length-sorted batches,
     right padding and segment ids as in training; results in input order."""
     import torch
@@ -198,19 +242,22 @@ def token_logits(model: Any, sequences: Sequence[Sequence[int]], type_ids: Seque
     out: list[list[list[float]]] = [[] for _ in sequences]
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
-            batch = order[start: start + batch_size]
+            batch = order[start : start + batch_size]
             input_ids, mask = pad_right([sequences[i] for i in batch], pad_token_id)
             extra = {}
             if any(type_ids[i] is not None for i in batch):
-                extra["token_type_ids"] = pad_right([type_ids[i] or [0] * len(sequences[i]) for i in batch], 0)[0].to(device)
+                extra["token_type_ids"] = pad_right([type_ids[i] or [0] * len(sequences[i]) for i in batch], 0)[0].to(
+                    device
+                )
             logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device), **extra).logits.float()
             for i, row in zip(batch, logits.cpu().tolist()):
                 out[i] = row[: len(sequences[i])]
     return out
 
 
-def token_probabilities(model: Any, sequences: Sequence[Sequence[int]], type_ids: Sequence[Any], pad_token_id: int,
-                        batch_size: int = 16) -> list[list[float]]:
+def token_probabilities(
+    model: Any, sequences: Sequence[Sequence[int]], type_ids: Sequence[Any], pad_token_id: int, batch_size: int = 16
+) -> list[list[float]]:
     """P(correct) at every token of each sequence (see token_logits)."""
     import torch
 
@@ -229,8 +276,10 @@ def load_token_classifier(model_dir: str | Path, *, dtype: str = "float32", devi
     """(model, tokenizer) of a token-classification PRM folder (rmspec's or TRL's)."""
     path = Path(model_dir)
     if not (path / "config.json").exists():
-        raise RmspecError(f"{model_dir} has no config.json: not a Hugging Face model folder",
-                          "point at the folder that holds config.json and the weights")
+        raise RmspecError(
+            f"{model_dir} has no config.json: not a Hugging Face model folder",
+            "point at the folder that holds config.json and the weights",
+        )
     import torch
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
@@ -240,11 +289,16 @@ def load_token_classifier(model_dir: str | Path, *, dtype: str = "float32", devi
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         model = AutoModelForTokenClassification.from_pretrained(str(path), dtype=getattr(torch, dtype))
     except (OSError, ValueError) as exc:
-        raise RmspecError(f"cannot load a token-classification PRM from {model_dir}: {exc}",
-                          "the folder needs weights, config.json and tokenizer files") from None
+        raise RmspecError(
+            f"cannot load a token-classification PRM from {model_dir}: {exc}",
+            "the folder needs weights, config.json and tokenizer files",
+        ) from None
     if model.config.num_labels not in (1, 2):
-        raise RmspecError(f"{model_dir}: a PRM head has 2 labels (wrong, correct) or 1 (a sigmoid), this one has "
-                          f"{model.config.num_labels}", "point at a process reward model")
+        raise RmspecError(
+            f"{model_dir}: a PRM head has 2 labels (wrong, correct) or 1 (a sigmoid), this one has "
+            f"{model.config.num_labels}",
+            "point at a process reward model",
+        )
     prepare_tokenizer(tokenizer, model)
     model.eval()
     if device:

@@ -31,8 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-PROBES = (([{"role": "user", "content": "Is the sky blue?"}], "Yes, on a clear day."),
-          ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}], "4"))
+PROBES = (
+    ([{"role": "user", "content": "Is the sky blue?"}], "Yes, on a clear day."),
+    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}], "4"),
+)
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,11 @@ class ReadPoint:
         from rmspec.data.layout import PAIR, PLAIN, TEMPLATE
 
         special = frozenset(getattr(layout, "special_ids", ()) or ())
-        filler = frozenset(t for t in (getattr(tokenizer, "eos_token_id", None), getattr(tokenizer, "pad_token_id", None))
-                           if isinstance(t, int))
+        filler = frozenset(
+            t
+            for t in (getattr(tokenizer, "eos_token_id", None), getattr(tokenizer, "pad_token_id", None))
+            if isinstance(t, int)
+        )
         kind = getattr(layout, "kind", None)
         if kind == PAIR:
             return cls(tuple(layout.pair_tail), tuple(layout.pair_head), filler, special)
@@ -81,7 +86,7 @@ class ReadPoint:
             return ids
         if self.head:
             h = len(self.head)
-            while tuple(end[:2 * h]) == self.head * 2:
+            while tuple(end[: 2 * h]) == self.head * 2:
                 end = end[h:]
             if tuple(end[:h]) != self.head:
                 end = list(self.head) + end
@@ -94,7 +99,7 @@ class ReadPoint:
         # 1. a complete tail, after dropping as much trailing filler as still leaves one
         best, j = None, len(ids)
         while j > 0:
-            if j >= len(tail) and ids[j - len(tail):j] == tail:
+            if j >= len(tail) and ids[j - len(tail) : j] == tail:
                 best = j
             if ids[j - 1] not in self.filler:
                 break
@@ -107,7 +112,7 @@ class ReadPoint:
         #    (again after as much trailing filler as still leaves one: the EOS may be the mark itself)
         found, j = None, len(ids)
         while j > 0:
-            k = next((k for k in range(len(tail) - 1, 0, -1) if j >= k and ids[j - k:j] == tail[:k]), None)
+            k = next((k for k in range(len(tail) - 1, 0, -1) if j >= k and ids[j - k : j] == tail[:k]), None)
             if k is not None:
                 found = (j, k)
             if ids[j - 1] not in self.filler:
@@ -122,8 +127,8 @@ class ReadPoint:
         """`add_special_tokens=True` (vLLM's default) without doubling what the text already holds:
         the tokenizer's head and tail are added only where the text does not start/end with them."""
         ids, head, tail = list(ids), list(head), list(tail)
-        front = [] if head and ids[:len(head)] == head else head
-        back = [] if tail and len(ids) >= len(tail) and ids[len(ids) - len(tail):] == tail else tail
+        front = [] if head and ids[: len(head)] == head else head
+        back = [] if tail and len(ids) >= len(tail) and ids[len(ids) - len(tail) :] == tail else tail
         return front + ids + back
 
     def describe(self, tokenizer: Any) -> dict[str, Any]:

@@ -13,8 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def head_outputs(model: Any, sequences: Sequence[Sequence[int]], pad_token_id: int, batch_size: int = 32,
-                 type_ids: Sequence[Sequence[int] | None] | None = None) -> list[list[float]]:
+def head_outputs(
+    model: Any,
+    sequences: Sequence[Sequence[int]],
+    pad_token_id: int,
+    batch_size: int = 32,
+    type_ids: Sequence[Sequence[int] | None] | None = None,
+) -> list[list[float]]:
     """Every head output per sequence (one for a reward model, one per attribute for pointwise),
     batches sorted by length, results in input order.
 
@@ -45,7 +50,12 @@ def head_outputs(model: Any, sequences: Sequence[Sequence[int]], pad_token_id: i
     return outputs
 
 
-def score_token_ids(model: Any, sequences: Sequence[Sequence[int]], pad_token_id: int, batch_size: int = 32,
-                    type_ids: Sequence[Sequence[int] | None] | None = None) -> list[float]:
+def score_token_ids(
+    model: Any,
+    sequences: Sequence[Sequence[int]],
+    pad_token_id: int,
+    batch_size: int = 32,
+    type_ids: Sequence[Sequence[int] | None] | None = None,
+) -> list[float]:
     """One reward per sequence: head output 0 (see head_outputs)."""
     return [values[0] for values in head_outputs(model, sequences, pad_token_id, batch_size, type_ids)]

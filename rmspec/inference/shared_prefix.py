@@ -27,8 +27,9 @@ def can_share_prompt(model: Any) -> bool:
     return True
 
 
-def grouped_head_outputs(model: Any, groups: Sequence[Sequence[Sequence[int]]], pad_token_id: int,
-                         batch_size: int = 32) -> list[list[list[float]]]:
+def grouped_head_outputs(
+    model: Any, groups: Sequence[Sequence[Sequence[int]]], pad_token_id: int, batch_size: int = 32
+) -> list[list[list[float]]]:
     """Head outputs per sequence of each group (sequences that answer one prompt), in input order;
     about ``batch_size`` sequences per forward pass, groups sorted by length."""
     import torch
@@ -55,6 +56,6 @@ def grouped_head_outputs(model: Any, groups: Sequence[Sequence[Sequence[int]]], 
             cursor = 0
             for i in batch:
                 n = len(built[i].responses)
-                out[i] = [[float(v) for v in row] for row in values[cursor:cursor + n]]
+                out[i] = [[float(v) for v in row] for row in values[cursor : cursor + n]]
                 cursor += n
     return out

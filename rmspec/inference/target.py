@@ -26,11 +26,15 @@ def is_run_dir(path: Path) -> bool:
 def resolve_target(target: str | Path) -> Target:
     path = Path(target)
     if not path.exists():
-        raise RmspecError(f"{target}: no such run directory or model folder",
-                          "give a run directory (runs/NAME) or a folder with config.json and weights")
+        raise RmspecError(
+            f"{target}: no such run directory or model folder",
+            "give a run directory (runs/NAME) or a folder with config.json and weights",
+        )
     if is_run_dir(path):
         return Target(path / "model", path, load_run_spec(path))
     if not (path / "config.json").exists():
-        raise RmspecError(f"{target} has no config.json: neither a run directory nor a Hugging Face model folder",
-                          "give runs/NAME (after rmspec run) or the folder that holds config.json and the weights")
+        raise RmspecError(
+            f"{target} has no config.json: neither a run directory nor a Hugging Face model folder",
+            "give runs/NAME (after rmspec run) or the folder that holds config.json and the weights",
+        )
     return Target(path)

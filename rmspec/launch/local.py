@@ -45,8 +45,9 @@ def launch(run_dir: RunDir, plan: Plan, resume: bool) -> int:
         view.note("$ " + " ".join(argv))
         # A session of its own: the terminal's Ctrl-C reaches this process only, which then asks
         # the training processes (not the launcher between us) to save and stop.
-        child = subprocess.Popen(argv, env=launch_environment(plan), stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+        child = subprocess.Popen(
+            argv, env=launch_environment(plan), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         interrupts = 0
         while True:
             try:

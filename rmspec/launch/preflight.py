@@ -35,7 +35,7 @@ def check_devices(plan: Plan | Mapping[str, Any], host: HostFacts) -> None:
     raise RmspecError(
         f"this plan trains on {need} x {hw.label} per node, but this machine has {found}",
         hint="run it where those GPUs are (`rmspec run plan.json` there), or plan for this machine: "
-             f"--set hardware.device=auto --set hardware.gpus_per_node={max(have, 1)}",
+        f"--set hardware.device=auto --set hardware.gpus_per_node={max(have, 1)}",
     )
 
 
@@ -47,7 +47,7 @@ def check_model(plan: Plan | Mapping[str, Any], env) -> None:
         f"model {path!r} is not available offline: it is not a local folder, not a packaged model, "
         "and not in the Hugging Face cache, while HF_HUB_OFFLINE is set",
         hint="run once with the hub reachable (it is cached), point model.name_or_path at a local copy, "
-             "or try the packaged model: --set model.name_or_path=sentence-transformers/all-MiniLM-L6-v2",
+        "or try the packaged model: --set model.name_or_path=sentence-transformers/all-MiniLM-L6-v2",
     )
 
 

@@ -18,8 +18,19 @@ from rmspec.plan import Plan, read_plan
 from rmspec.rundir import LOCK_FILES, RunDir, atomic_write_json, atomic_write_text, read_status
 from rmspec.rundir.lock import Lock, RunLocked, claim_lock
 
-PACKAGES = ("rmspec", "torch", "transformers", "accelerate", "datasets", "peft", "huggingface_hub", "safetensors",
-            "tokenizers", "trl", "pydantic")
+PACKAGES = (
+    "rmspec",
+    "torch",
+    "transformers",
+    "accelerate",
+    "datasets",
+    "peft",
+    "huggingface_hub",
+    "safetensors",
+    "tokenizers",
+    "trl",
+    "pydantic",
+)
 
 
 def plan_and_document(target: str, sets: tuple[str, ...]) -> tuple[Plan, dict]:
@@ -29,8 +40,10 @@ def plan_and_document(target: str, sets: tuple[str, ...]) -> tuple[Plan, dict]:
 
     if target.endswith(".json"):
         if sets:
-            raise RmspecError("a saved plan runs as it was planned: --set does not apply to PLAN.json",
-                              hint="plan again with the overrides: rmspec plan SPEC --set ... --out plan.json")
+            raise RmspecError(
+                "a saved plan runs as it was planned: --set does not apply to PLAN.json",
+                hint="plan again with the overrides: rmspec plan SPEC --set ... --out plan.json",
+            )
         plan = read_plan(target)  # refuses a plan whose spec changed since
         loaded = load_spec(plan.spec_path, plan.sets)
         return plan, loaded.document
@@ -70,7 +83,7 @@ def claim(run_dir: RunDir, *, overwrite: bool = False, resume: bool = False) -> 
             raise RmspecError(
                 f"{root} already holds a run (state: {state})",
                 hint=f"resume it with `rmspec run --resume {root}`, start afresh with --overwrite, "
-                     "or give this run another name (--set name=...) or output.dir",
+                "or give this run another name (--set name=...) or output.dir",
             )
         for path in _contents(root):  # the lock files stay: a new file would be a new, unheld lock
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
@@ -92,7 +105,7 @@ def _refuse_live_job(run_dir: RunDir) -> None:
         raise RunLocked(
             f"{run_dir.root} is in use by SLURM job {job} ({state})",
             hint=f"follow it with `rmspec status {run_dir.root}`, wait for it to end, or cancel it "
-                 f"(scancel {job}) and then `rmspec run --resume {run_dir.root}`",
+            f"(scancel {job}) and then `rmspec run --resume {run_dir.root}`",
         )
 
 

@@ -20,10 +20,24 @@ from rmspec.plan import Plan
 from rmspec.rundir import RunDir, update_status
 
 # Job states in which the job still owns its run directory (squeue's long names).
-ALIVE = frozenset({
-    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "RESIZING",
-    "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "STAGE_OUT", "RESV_DEL_HOLD", "SPECIAL_EXIT",
-})
+ALIVE = frozenset(
+    {
+        "PENDING",
+        "CONFIGURING",
+        "RUNNING",
+        "COMPLETING",
+        "SUSPENDED",
+        "STOPPED",
+        "SIGNALING",
+        "RESIZING",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "STAGE_OUT",
+        "RESV_DEL_HOLD",
+        "SPECIAL_EXIT",
+    }
+)
 
 
 def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess | None:
@@ -65,14 +79,18 @@ def submit(run_dir: RunDir, plan: Plan) -> str:
     """sbatch the run's launch.slurm unchanged; records the job id in RUN/status.json."""
     script = run_dir.root / "launch.slurm"
     if shutil.which("sbatch") is None:
-        raise RmspecError("sbatch is not on PATH: --submit needs a SLURM client (a login node of the cluster)",
-                          hint=f"submit it where SLURM is: sbatch {script}")
-    done = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=60,
-                          env=submit_environment())
+        raise RmspecError(
+            "sbatch is not on PATH: --submit needs a SLURM client (a login node of the cluster)",
+            hint=f"submit it where SLURM is: sbatch {script}",
+        )
+    done = subprocess.run(
+        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=60, env=submit_environment()
+    )
     if done.returncode != 0:
-        raise RunError(f"sbatch refused {script}: {done.stderr.strip() or done.stdout.strip()}",
-                       hint="fix the cause (partition, node count, account), then `rmspec run --submit --resume "
-                            f"{run_dir.root}`")
+        raise RunError(
+            f"sbatch refused {script}: {done.stderr.strip() or done.stdout.strip()}",
+            hint=f"fix the cause (partition, node count, account), then `rmspec run --submit --resume {run_dir.root}`",
+        )
     job = done.stdout.strip().split(";")[0]
     update_status(run_dir, state="submitted", slurm_job_id=job, submitted=time.time())
     return job

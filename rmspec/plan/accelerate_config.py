@@ -14,28 +14,63 @@ from rmspec.errors import PlanError
 
 # Options of `accelerate launch` that an fsdp_config / deepspeed_config key may set
 # (accelerate 1.x: fsdp_config keys map to --fsdp_<key>; deepspeed_config keys map as they are).
-FSDP_KEYS = frozenset({
-    "fsdp_version", "fsdp_offload_params", "fsdp_min_num_params", "fsdp_sharding_strategy",
-    "fsdp_reshard_after_forward", "fsdp_auto_wrap_policy", "fsdp_transformer_layer_cls_to_wrap",
-    "fsdp_backward_prefetch", "fsdp_state_dict_type", "fsdp_forward_prefetch", "fsdp_use_orig_params",
-    "fsdp_cpu_ram_efficient_loading", "fsdp_sync_module_states", "fsdp_activation_checkpointing",
-    "fsdp_activation_checkpointing_offload",
-})
-FSDP1_ONLY = frozenset({"fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch",
-                        "fsdp_use_orig_params"})
-DEEPSPEED_KEYS = frozenset({
-    "deepspeed_config_file", "zero_stage", "offload_optimizer_device", "offload_param_device",
-    "offload_optimizer_nvme_path", "offload_param_nvme_path", "gradient_accumulation_steps",
-    "gradient_clipping", "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_hostfile",
-    "deepspeed_exclusion_filter", "deepspeed_inclusion_filter", "deepspeed_multinode_launcher",
-    "deepspeed_moe_layer_cls_names",
-})
+FSDP_KEYS = frozenset(
+    {
+        "fsdp_version",
+        "fsdp_offload_params",
+        "fsdp_min_num_params",
+        "fsdp_sharding_strategy",
+        "fsdp_reshard_after_forward",
+        "fsdp_auto_wrap_policy",
+        "fsdp_transformer_layer_cls_to_wrap",
+        "fsdp_backward_prefetch",
+        "fsdp_state_dict_type",
+        "fsdp_forward_prefetch",
+        "fsdp_use_orig_params",
+        "fsdp_cpu_ram_efficient_loading",
+        "fsdp_sync_module_states",
+        "fsdp_activation_checkpointing",
+        "fsdp_activation_checkpointing_offload",
+    }
+)
+FSDP1_ONLY = frozenset(
+    {"fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_use_orig_params"}
+)
+DEEPSPEED_KEYS = frozenset(
+    {
+        "deepspeed_config_file",
+        "zero_stage",
+        "offload_optimizer_device",
+        "offload_param_device",
+        "offload_optimizer_nvme_path",
+        "offload_param_nvme_path",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+        "zero3_init_flag",
+        "zero3_save_16bit_model",
+        "deepspeed_hostfile",
+        "deepspeed_exclusion_filter",
+        "deepspeed_inclusion_filter",
+        "deepspeed_multinode_launcher",
+        "deepspeed_moe_layer_cls_names",
+    }
+)
 
 DEFAULT_PORT = 29500
 
 
-def build_config(*, strategy: str, mixed_precision: str, num_processes: int, num_machines: int, use_cpu: bool,
-                 layer_class: str | None, checkpointing: bool, grad_accum: int, max_grad_norm: float) -> dict:
+def build_config(
+    *,
+    strategy: str,
+    mixed_precision: str,
+    num_processes: int,
+    num_machines: int,
+    use_cpu: bool,
+    layer_class: str | None,
+    checkpointing: bool,
+    grad_accum: int,
+    max_grad_norm: float,
+) -> dict:
     """The config dict for one plan (written as YAML into the run directory)."""
     if use_cpu:
         # CPU processes: accelerate starts several of them only through its multi-GPU launcher
@@ -111,8 +146,10 @@ def check_nested_keys(config: dict) -> None:
         if key not in DEEPSPEED_KEYS:
             bad.append(f"deepspeed_config.{key}")
     if bad:
-        raise PlanError(f"accelerate config has keys accelerate launch does not know: {', '.join(bad)}",
-                        hint="see `accelerate launch --help` for the fsdp_/deepspeed options")
+        raise PlanError(
+            f"accelerate config has keys accelerate launch does not know: {', '.join(bad)}",
+            hint="see `accelerate launch --help` for the fsdp_/deepspeed options",
+        )
 
 
 def to_yaml(config: dict) -> str:

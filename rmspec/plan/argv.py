@@ -15,15 +15,23 @@ from pathlib import Path
 ENTRYPOINT = "rmspec.launch.entrypoint"
 
 
-def launch_argv(config_file: str | Path, plan_file: str | Path, *, module: str = ENTRYPOINT,
-                module_args: list[str] | None = None, multi_node: dict | None = None) -> list[str]:
+def launch_argv(
+    config_file: str | Path,
+    plan_file: str | Path,
+    *,
+    module: str = ENTRYPOINT,
+    module_args: list[str] | None = None,
+    multi_node: dict | None = None,
+) -> list[str]:
     """argv for one node. `multi_node` (num_processes, num_machines, main_process_ip, main_process_port,
     optionally machine_rank and rdzv_conf) adds the rendezvous flags each node passes under SLURM."""
     argv = ["accelerate", "launch", "--config_file", str(config_file)]
     if multi_node:
         argv += [
-            "--num_processes", str(multi_node["num_processes"]),
-            "--num_machines", str(multi_node["num_machines"]),
+            "--num_processes",
+            str(multi_node["num_processes"]),
+            "--num_machines",
+            str(multi_node["num_machines"]),
         ]
         if "machine_rank" in multi_node:  # accelerate checks the port only on rank 0
             argv += ["--machine_rank", str(multi_node["machine_rank"])]
@@ -31,8 +39,10 @@ def launch_argv(config_file: str | Path, plan_file: str | Path, *, module: str =
         if "rdzv_conf" in multi_node:
             argv += ["--rdzv_conf", str(multi_node["rdzv_conf"])]
         argv += [
-            "--main_process_ip", str(multi_node["main_process_ip"]),
-            "--main_process_port", str(multi_node["main_process_port"]),
+            "--main_process_ip",
+            str(multi_node["main_process_ip"]),
+            "--main_process_port",
+            str(multi_node["main_process_port"]),
         ]
     argv += ["-m", module]
     argv += list(module_args) if module_args is not None else [str(plan_file)]

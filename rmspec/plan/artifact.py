@@ -34,22 +34,28 @@ def load_plan(path: str | Path, *, check_spec: bool = True) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise PlanError(f"cannot read plan {path}: {exc}",
-                        hint="write one with `rmspec plan SPEC --out plan.json`") from None
+        raise PlanError(
+            f"cannot read plan {path}: {exc}", hint="write one with `rmspec plan SPEC --out plan.json`"
+        ) from None
     if not isinstance(data, dict) or "spec_hash" not in data or "spec_path" not in data:
-        raise PlanError(f"{path} is not an rmspec plan (no spec_hash/spec_path)",
-                        hint="write one with `rmspec plan SPEC --out plan.json`")
+        raise PlanError(
+            f"{path} is not an rmspec plan (no spec_hash/spec_path)",
+            hint="write one with `rmspec plan SPEC --out plan.json`",
+        )
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise PlanError(f"{path}: plan schema_version {data.get('schema_version')!r}, "
-                        f"this rmspec reads {SCHEMA_VERSION}",
-                        hint="plan again with this version of rmspec")
+        raise PlanError(
+            f"{path}: plan schema_version {data.get('schema_version')!r}, this rmspec reads {SCHEMA_VERSION}",
+            hint="plan again with this version of rmspec",
+        )
     if check_spec:
         from rmspec.spec import load_spec
 
         spec_path = Path(data["spec_path"])
         if not spec_path.exists():
-            raise PlanError(f"{path}: its spec {spec_path} no longer exists",
-                            hint="plan again from the spec: `rmspec plan SPEC --out PLAN`")
+            raise PlanError(
+                f"{path}: its spec {spec_path} no longer exists",
+                hint="plan again from the spec: `rmspec plan SPEC --out PLAN`",
+            )
         current = load_spec(spec_path, data.get("sets", ())).spec_hash
         if current != data["spec_hash"]:
             raise PlanError(

@@ -11,39 +11,89 @@ import re
 
 
 def _llama(h, layers, heads, kv, inter, vocab=128256, tie=False, head_dim=None):
-    cfg = dict(model_type="llama", hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-               num_key_value_heads=kv, intermediate_size=inter, vocab_size=vocab, tie_word_embeddings=tie)
+    cfg = dict(
+        model_type="llama",
+        hidden_size=h,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        tie_word_embeddings=tie,
+    )
     if head_dim:
         cfg["head_dim"] = head_dim
     return cfg
 
 
 def _qwen2(h, layers, heads, kv, inter, vocab, tie):
-    return dict(model_type="qwen2", hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                num_key_value_heads=kv, intermediate_size=inter, vocab_size=vocab, tie_word_embeddings=tie)
+    return dict(
+        model_type="qwen2",
+        hidden_size=h,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        tie_word_embeddings=tie,
+    )
 
 
 def _qwen3(h, layers, heads, kv, inter, tie):
-    return dict(model_type="qwen3", hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                num_key_value_heads=kv, head_dim=128, intermediate_size=inter, vocab_size=151936,
-                tie_word_embeddings=tie)
+    return dict(
+        model_type="qwen3",
+        hidden_size=h,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=128,
+        intermediate_size=inter,
+        vocab_size=151936,
+        tie_word_embeddings=tie,
+    )
 
 
 def _gemma2(h, layers, heads, kv, head_dim, inter):
-    return dict(model_type="gemma2", hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                num_key_value_heads=kv, head_dim=head_dim, intermediate_size=inter, vocab_size=256000,
-                tie_word_embeddings=True)
+    return dict(
+        model_type="gemma2",
+        hidden_size=h,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=head_dim,
+        intermediate_size=inter,
+        vocab_size=256000,
+        tie_word_embeddings=True,
+    )
 
 
 def _bert(h, layers, heads, inter, vocab=30522):
-    return dict(model_type="bert", hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                intermediate_size=inter, vocab_size=vocab, max_position_embeddings=512, type_vocab_size=2)
+    return dict(
+        model_type="bert",
+        hidden_size=h,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+    )
 
 
 def _deberta_v3(h, layers, heads, inter):
-    return dict(model_type="deberta-v2", hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                intermediate_size=inter, vocab_size=128100, max_position_embeddings=512, type_vocab_size=0,
-                relative_attention=True, position_buckets=256, position_biased_input=False)
+    return dict(
+        model_type="deberta-v2",
+        hidden_size=h,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=inter,
+        vocab_size=128100,
+        max_position_embeddings=512,
+        type_vocab_size=0,
+        relative_attention=True,
+        position_buckets=256,
+        position_biased_input=False,
+    )
 
 
 CATALOG: dict[str, dict] = {
@@ -80,20 +130,66 @@ CATALOG: dict[str, dict] = {
     "gemma-2-9b": _gemma2(3584, 42, 16, 8, 256, 14336),
     "gemma-2-27b": _gemma2(4608, 46, 32, 16, 128, 36864),
     # Phi-3 / Phi-4 (fused qkv and gate_up in the checkpoint; same counts)
-    "phi-3-mini-4k": dict(model_type="phi3", hidden_size=3072, num_hidden_layers=32, num_attention_heads=32,
-                          num_key_value_heads=32, intermediate_size=8192, vocab_size=32064, tie_word_embeddings=False),
-    "phi-3-mini-128k": dict(model_type="phi3", hidden_size=3072, num_hidden_layers=32, num_attention_heads=32,
-                            num_key_value_heads=32, intermediate_size=8192, vocab_size=32064,
-                            tie_word_embeddings=False),
-    "phi-3-medium-4k": dict(model_type="phi3", hidden_size=5120, num_hidden_layers=40, num_attention_heads=40,
-                            num_key_value_heads=10, intermediate_size=17920, vocab_size=32064,
-                            tie_word_embeddings=False),
-    "phi-3.5-mini": dict(model_type="phi3", hidden_size=3072, num_hidden_layers=32, num_attention_heads=32,
-                         num_key_value_heads=32, intermediate_size=8192, vocab_size=32064, tie_word_embeddings=False),
-    "phi-4": dict(model_type="phi3", hidden_size=5120, num_hidden_layers=40, num_attention_heads=40,
-                  num_key_value_heads=10, intermediate_size=17920, vocab_size=100352, tie_word_embeddings=False),
-    "phi-4-mini": dict(model_type="phi3", hidden_size=3072, num_hidden_layers=32, num_attention_heads=24,
-                       num_key_value_heads=8, intermediate_size=8192, vocab_size=200064, tie_word_embeddings=True),
+    "phi-3-mini-4k": dict(
+        model_type="phi3",
+        hidden_size=3072,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        intermediate_size=8192,
+        vocab_size=32064,
+        tie_word_embeddings=False,
+    ),
+    "phi-3-mini-128k": dict(
+        model_type="phi3",
+        hidden_size=3072,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        intermediate_size=8192,
+        vocab_size=32064,
+        tie_word_embeddings=False,
+    ),
+    "phi-3-medium-4k": dict(
+        model_type="phi3",
+        hidden_size=5120,
+        num_hidden_layers=40,
+        num_attention_heads=40,
+        num_key_value_heads=10,
+        intermediate_size=17920,
+        vocab_size=32064,
+        tie_word_embeddings=False,
+    ),
+    "phi-3.5-mini": dict(
+        model_type="phi3",
+        hidden_size=3072,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        intermediate_size=8192,
+        vocab_size=32064,
+        tie_word_embeddings=False,
+    ),
+    "phi-4": dict(
+        model_type="phi3",
+        hidden_size=5120,
+        num_hidden_layers=40,
+        num_attention_heads=40,
+        num_key_value_heads=10,
+        intermediate_size=17920,
+        vocab_size=100352,
+        tie_word_embeddings=False,
+    ),
+    "phi-4-mini": dict(
+        model_type="phi3",
+        hidden_size=3072,
+        num_hidden_layers=32,
+        num_attention_heads=24,
+        num_key_value_heads=8,
+        intermediate_size=8192,
+        vocab_size=200064,
+        tie_word_embeddings=True,
+    ),
     # Encoders
     "bert-base-uncased": _bert(768, 12, 12, 3072),
     "bert-base-cased": _bert(768, 12, 12, 3072, vocab=28996),
@@ -121,7 +217,7 @@ def candidates(name: str) -> list[str]:
         key = stripped
         out.append(key)
     out += [re.sub(r"-(instruct|chat|it)(?=-)", "", k) for k in out]  # Mistral-7B-Instruct-v0.3
-    out += [k[len("meta-"):] for k in out if k.startswith("meta-llama-")]
+    out += [k[len("meta-") :] for k in out if k.startswith("meta-llama-")]
     return out
 
 

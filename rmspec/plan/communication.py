@@ -37,9 +37,18 @@ GATHER_ONCE = ("fsdp_shard_grad_op",)
 GATHER_TWICE = ("fsdp_full_shard", "fsdp_full_shard_offload", "deepspeed_zero3", "deepspeed_zero3_offload")
 
 
-def communication(*, strategy: str, num_processes: int, is_gpu: bool, interconnect: str, num_parameters: int,
-                  trainable_parameters: int, precision: str, master_fp32: bool,
-                  gradient_accumulation_steps: int) -> dict[str, Any] | None:
+def communication(
+    *,
+    strategy: str,
+    num_processes: int,
+    is_gpu: bool,
+    interconnect: str,
+    num_parameters: int,
+    trainable_parameters: int,
+    precision: str,
+    master_fp32: bool,
+    gradient_accumulation_steps: int,
+) -> dict[str, Any] | None:
     """Bytes each device sends per optimizer step and their time on `interconnect`; None when nothing
     is modelled (one process, or CPU processes)."""
     n = num_processes
@@ -56,8 +65,10 @@ def communication(*, strategy: str, num_processes: int, is_gpu: bool, interconne
         gathers = 1 if strategy in GATHER_ONCE else 2
         per_micro = ring * (gathers * num_parameters + trainable_parameters) * comm_bytes
         moved = per_micro * gradient_accumulation_steps
-        pattern = (f"per micro step: {'one all-gather' if gathers == 1 else 'two all-gathers (forward, backward)'} "
-                   "of the parameters + a reduce-scatter of the gradients, each (n-1)/n x their bytes")
+        pattern = (
+            f"per micro step: {'one all-gather' if gathers == 1 else 'two all-gathers (forward, backward)'} "
+            "of the parameters + a reduce-scatter of the gradients, each (n-1)/n x their bytes"
+        )
     else:
         return None
     bandwidth = BANDWIDTH_GB_S[interconnect]
@@ -84,5 +95,6 @@ def with_communication(estimate: dict[str, Any], comm: dict[str, Any] | None) ->
     out["note"] = out["note"].replace(
         "compute only (communication not modelled)",
         f"compute + communication over {comm['interconnect']} ({comm['bandwidth_gb_per_s']:g} GB/s, "
-        "no overlap assumed)")
+        "no overlap assumed)",
+    )
     return out

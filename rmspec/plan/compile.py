@@ -41,8 +41,19 @@ from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, 
 from rmspec.rundir import RunDir
 
 LORA_ROLES = {
-    "q_proj": "q", "query": "q", "k_proj": "k", "key": "k", "v_proj": "v", "value": "v", "o_proj": "o",
-    "dense": "o", "gate_proj": "gate", "up_proj": "up", "intermediate": "up", "down_proj": "down", "output": "down",
+    "q_proj": "q",
+    "query": "q",
+    "k_proj": "k",
+    "key": "k",
+    "v_proj": "v",
+    "value": "v",
+    "o_proj": "o",
+    "dense": "o",
+    "gate_proj": "gate",
+    "up_proj": "up",
+    "intermediate": "up",
+    "down_proj": "down",
+    "output": "down",
 }
 
 
@@ -57,9 +68,15 @@ def run_dir_of(spec) -> Path:
     return Path(spec.output.dir.replace("{name}", spec.name))
 
 
-def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwareProfile | None = None,
-                 shape: ModelShape | None = None, hub_cache: Path | None = None,
-                 sets: tuple[str, ...] | list[str] = ()) -> Plan:
+def compile_plan(
+    loaded,
+    *,
+    host: HostFacts | None = None,
+    hardware: HardwareProfile | None = None,
+    shape: ModelShape | None = None,
+    hub_cache: Path | None = None,
+    sets: tuple[str, ...] | list[str] = (),
+) -> Plan:
     """The plan for a loaded spec. `hardware`/`shape` replace detection and lookup (tests, what-ifs);
     `sets` are the --set overrides the spec was loaded with (kept so load_plan can re-check the hash)."""
     spec = loaded.spec
@@ -71,27 +88,37 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
     approach = spec.approach.kind
     lora = spec.model.lora
     if approach == "generative" and shape.architecture == "encoder":
-        raise PlanError(f"model {spec.model.name_or_path!r} is an encoder; the generative approach needs a causal LM",
-                        hint="pick a decoder model or approach kind: bradley_terry")
+        raise PlanError(
+            f"model {spec.model.name_or_path!r} is an encoder; the generative approach needs a causal LM",
+            hint="pick a decoder model or approach kind: bradley_terry",
+        )
 
     precision = choose_precision(spec.model.dtype, hw, lora is not None)
     attn = "sdpa" if spec.model.attn_implementation == "auto" else spec.model.attn_implementation
-    attn_reason = ("auto: PyTorch SDPA (memory-efficient kernels, no seq x seq matrix kept)"
-                   if spec.model.attn_implementation == "auto" else "model.attn_implementation in the spec")
+    attn_reason = (
+        "auto: PyTorch SDPA (memory-efficient kernels, no seq x seq matrix kept)"
+        if spec.model.attn_implementation == "auto"
+        else "model.attn_implementation in the spec"
+    )
     sft = approach == "bradley_terry" and spec.approach.sft_weight > 0
     if sft and shape.architecture == "encoder":
-        raise PlanError(f"model {spec.model.name_or_path!r} is an encoder; approach.sft_weight adds a next-token loss "
-                        "that needs a causal LM", hint="remove approach.sft_weight, or pick a decoder model")
+        raise PlanError(
+            f"model {spec.model.name_or_path!r} is an encoder; approach.sft_weight adds a next-token loss "
+            "that needs a causal LM",
+            hint="remove approach.sft_weight, or pick a decoder model",
+        )
     n_list, list_how = list_size(spec, loaded.base_dir) if approach == "listwise" else (None, None)
     packing, packing_reason = plan_packing(training.packing, approach, shape.architecture, attn, sft)
     packed = packing == SHARED_PREFIX
     if packed and approach == "listwise":  # one row [prompt | r_1 | ... | r_N] per prompt
         assert n_list is not None, "list_size ran above for a listwise approach"
         row_tokens, row_bound, pair_tokens, packed_how = packed_list_lengths(
-            spec.data, approach, loaded.base_dir, training.max_length, n_list)
+            spec.data, approach, loaded.base_dir, training.max_length, n_list
+        )
     elif packed:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
         row_tokens, row_bound, pair_tokens, packed_how = packed_lengths(
-            spec.data.mixture()[0].source, spec.data.mixture()[0].mapping, loaded.base_dir, training.max_length)
+            spec.data.mixture()[0].source, spec.data.mixture()[0].mapping, loaded.base_dir, training.max_length
+        )
     base = TrainingShape(
         micro_batch=1,
         seqs_per_example=1 if packed else n_list or (2 if approach == "bradley_terry" else 1),
@@ -108,32 +135,65 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         optimizer=planned_optimizer(training),
     )
     fixed_micro = None if training.micro_batch_size == "auto" else training.micro_batch_size
-    choice = choose(shape, base, hw, global_batch=training.global_batch_size,
-                    checkpointing=training.gradient_checkpointing, fixed_micro=fixed_micro)
+    choice = choose(
+        shape,
+        base,
+        hw,
+        global_batch=training.global_batch_size,
+        checkpointing=training.gradient_checkpointing,
+        fixed_micro=fixed_micro,
+    )
     if choice is None:
-        _raise_nothing_fits(shape, base, hw, training, lora is not None, fixed_micro,
-                            n_list if packed and approach == "listwise" else None)
+        _raise_nothing_fits(
+            shape,
+            base,
+            hw,
+            training,
+            lora is not None,
+            fixed_micro,
+            n_list if packed and approach == "listwise" else None,
+        )
 
     rung = choice.rung
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, n_list, list_how), *head_notes(spec, shape.hidden_size)]
     run = RunDir(run_dir_of(spec))
     config = accel.build_config(
-        strategy=rung.strategy, mixed_precision=precision.mixed_precision, num_processes=hw.num_processes,
-        num_machines=hw.nodes, use_cpu=not hw.is_gpu, layer_class=shape.layer_class,
-        checkpointing=rung.checkpointing, grad_accum=choice.grad_accum, max_grad_norm=training.max_grad_norm,
+        strategy=rung.strategy,
+        mixed_precision=precision.mixed_precision,
+        num_processes=hw.num_processes,
+        num_machines=hw.nodes,
+        use_cpu=not hw.is_gpu,
+        layer_class=shape.layer_class,
+        checkpointing=rung.checkpointing,
+        grad_accum=choice.grad_accum,
+        max_grad_norm=training.max_grad_norm,
     )
     argv = launch_argv(run.accelerate_config, run.plan)
     slurm = None
     files = [str(p) for p in run.files()]
     if hw.nodes > 1:
-        slurm = slurm_script(name=spec.name, nodes=hw.nodes, gpus_per_node=hw.gpus_per_node,
-                             config_file=str(run.accelerate_config), plan_file=str(run.plan), run_dir=str(run.root),
-                             is_gpu=hw.is_gpu, env=launch_env(not hw.is_gpu))
+        slurm = slurm_script(
+            name=spec.name,
+            nodes=hw.nodes,
+            gpus_per_node=hw.gpus_per_node,
+            config_file=str(run.accelerate_config),
+            plan_file=str(run.plan),
+            run_dir=str(run.root),
+            is_gpu=hw.is_gpu,
+            env=launch_env(not hw.is_gpu),
+        )
         files.append(str(run.root / "launch.slurm"))
-        argv = launch_argv(run.accelerate_config, run.plan, multi_node={
-            "num_processes": hw.num_processes, "num_machines": hw.nodes,
-            "main_process_ip": "$HEAD_NODE", "main_process_port": accel.DEFAULT_PORT})
+        argv = launch_argv(
+            run.accelerate_config,
+            run.plan,
+            multi_node={
+                "num_processes": hw.num_processes,
+                "num_machines": hw.nodes,
+                "main_process_ip": "$HEAD_NODE",
+                "main_process_port": accel.DEFAULT_PORT,
+            },
+        )
 
     tokens_per_step = training.global_batch_size * base.seqs_per_example * base.seq_len
     rows, rows_how = data_rows(spec.data, loaded.base_dir)
@@ -144,29 +204,57 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         seq_len, seq_len_how = row_tokens, packed_how
     cpu_cores = None if hw.is_gpu else (host.cpu_count if host is not None else os.cpu_count())
     estimate = time_estimate(
-        shape=shape, rows=rows, rows_how=rows_how,
+        shape=shape,
+        rows=rows,
+        rows_how=rows_how,
         validation_fraction=None if split.validation_source is not None else split.validation_fraction,
-        global_batch=training.global_batch_size, sequences_per_example=base.seqs_per_example, seq_len=seq_len,
-        seq_len_how=seq_len_how, max_length=training.max_length,
-        lora=lora is not None, checkpointing=rung.checkpointing, lm_head=approach == "generative" or sft,
-        num_processes=hw.num_processes, nodes=hw.nodes, peak_tflops=hw.peak_tflops, is_gpu=hw.is_gpu,
-        offload=rung.strategy.endswith("offload"), cpu_cores=cpu_cores,
-        epochs=training.epochs, max_steps=training.max_steps,
+        global_batch=training.global_batch_size,
+        sequences_per_example=base.seqs_per_example,
+        seq_len=seq_len,
+        seq_len_how=seq_len_how,
+        max_length=training.max_length,
+        lora=lora is not None,
+        checkpointing=rung.checkpointing,
+        lm_head=approach == "generative" or sft,
+        num_processes=hw.num_processes,
+        nodes=hw.nodes,
+        peak_tflops=hw.peak_tflops,
+        is_gpu=hw.is_gpu,
+        offload=rung.strategy.endswith("offload"),
+        cpu_cores=cpu_cores,
+        epochs=training.epochs,
+        max_steps=training.max_steps,
     )
     trained = shape.trained_parameters(base.head) + extra_head_parameters(spec, shape.hidden_size)
     trainable = (lora_parameters(shape, lora.r, base.lora_targets) + shape.hidden_size) if lora else trained
-    estimate = with_communication(estimate, communication(  # hardware.interconnect: gradient/parameter traffic
-        strategy=rung.strategy, num_processes=hw.num_processes, is_gpu=hw.is_gpu, interconnect=hw.interconnect,
-        num_parameters=shape.num_parameters, trainable_parameters=trainable, precision=precision.compute,
-        master_fp32=precision.master_fp32, gradient_accumulation_steps=choice.grad_accum))
+    estimate = with_communication(
+        estimate,
+        communication(  # hardware.interconnect: gradient/parameter traffic
+            strategy=rung.strategy,
+            num_processes=hw.num_processes,
+            is_gpu=hw.is_gpu,
+            interconnect=hw.interconnect,
+            num_parameters=shape.num_parameters,
+            trainable_parameters=trainable,
+            precision=precision.compute,
+            master_fp32=precision.master_fp32,
+            gradient_accumulation_steps=choice.grad_accum,
+        ),
+    )
     fsdp = rung.strategy.startswith("fsdp")
     ckpt_reason = {
         "on": "training.gradient_checkpointing: on",
         "off": "training.gradient_checkpointing: off",
-    }.get(training.gradient_checkpointing,
-          "auto: needed to fit" if rung.checkpointing else "auto: not needed, activations fit")
-    liger = liger_decision(training.liger_kernel, is_gpu=hw.is_gpu, model_type=shape.model_type,
-                           model_types=host.liger_model_types if host is not None else installed_model_types())
+    }.get(
+        training.gradient_checkpointing,
+        "auto: needed to fit" if rung.checkpointing else "auto: not needed, activations fit",
+    )
+    liger = liger_decision(
+        training.liger_kernel,
+        is_gpu=hw.is_gpu,
+        model_type=shape.model_type,
+        model_types=host.liger_model_types if host is not None else installed_model_types(),
+    )
     step_separator = None
     if approach == "process":  # a PRM: how the separator that carries each step's label tokenizes
         from rmspec.plan.separator import separator_check
@@ -192,9 +280,12 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         ),
         hardware=hw,
         strategy=rung.strategy,
-        strategy_reason=(f"hardware.strategy: {hw.strategy} in the spec" if hw.strategy != "auto" else
-                         f"cheapest of {', '.join(r.label for r in ladder(hw, training.gradient_checkpointing))} "
-                         f"that fits at micro batch 1"),
+        strategy_reason=(
+            f"hardware.strategy: {hw.strategy} in the spec"
+            if hw.strategy != "auto"
+            else f"cheapest of {', '.join(r.label for r in ladder(hw, training.gradient_checkpointing))} "
+            f"that fits at micro batch 1"
+        ),
         refused=tuple({"strategy": label, "reason": why} for label, why in choice.refused),
         precision=precision.compute,
         mixed_precision=precision.mixed_precision,
@@ -217,11 +308,21 @@ def compile_plan(loaded, *, host: HostFacts | None = None, hardware: HardwarePro
         tokens_per_step=tokens_per_step,
         packing=packing,
         packing_reason=packing_reason,
-        packing_tokens=({"row_tokens_expected": row_tokens, "pair_tokens_unpacked_expected": pair_tokens,
-                         "row_tokens_bound": row_bound, "source": packed_how} if packed else None),
+        packing_tokens=(
+            {
+                "row_tokens_expected": row_tokens,
+                "pair_tokens_unpacked_expected": pair_tokens,
+                "row_tokens_bound": row_bound,
+                "source": packed_how,
+            }
+            if packed
+            else None
+        ),
         memory_per_device_gb=choice.memory.gb(),
-        memory_rule=("peak = weights + optimizer + buffers + overhead + max(activations + temporary"
-                     f"{' + gradients' if choice.memory.grads_held else ''}, gradients + step_temporary)"),
+        memory_rule=(
+            "peak = weights + optimizer + buffers + overhead + max(activations + temporary"
+            f"{' + gradients' if choice.memory.grads_held else ''}, gradients + step_temporary)"
+        ),
         device_capacity_gb=round(hw.capacity_per_process_gb, 3),
         device_usable_gb=round(hw.usable_gb, 3),
         cpu_memory_per_node_gb=round(choice.memory.cpu_per_node / GIB, 3),
@@ -250,28 +351,45 @@ def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro, packed
         mem = evaluate(shape, base, rung, hw, micro, training.global_batch_size)
         extra = f", host {mem.cpu_per_node / GIB:.0f} GB per node" if mem.cpu_per_node else ""
         _, why = fits(mem, hw)
-        lines.append(f"  {rung.label}: {why}" if why.startswith("needs") else
-                     f"  {rung.label}: {mem.total / GIB:.1f} GB per device{extra}" + (f": {why}" if why else ""))
+        lines.append(
+            f"  {rung.label}: {why}"
+            if why.startswith("needs")
+            else f"  {rung.label}: {mem.total / GIB:.1f} GB per device{extra}" + (f": {why}" if why else "")
+        )
     seq_len_for = None
     if packed_list:  # a listwise row is bounded by N x max_length
         seq_len_for = lambda length: packed_list * length  # noqa: E731
     elif base.packed:  # a row is max_length + the longest response (<= max_length): shorter max_length, shorter row
         longest_response = base.seq_len - training.max_length
         seq_len_for = lambda length: length + min(longest_response, length)  # noqa: E731
-    alternatives = what_would_fit(shape, base, hw, checkpointing=training.gradient_checkpointing, has_lora=has_lora,
-                                  seq_len_for=seq_len_for)
+    alternatives = what_would_fit(
+        shape, base, hw, checkpointing=training.gradient_checkpointing, has_lora=has_lora, seq_len_for=seq_len_for
+    )
     if fixed_micro is not None and fixed_micro > 1:
         from rmspec.plan.strategy import choose
 
-        found = choose(shape, base, hw, global_batch=training.global_batch_size,
-                       checkpointing=training.gradient_checkpointing, fixed_micro=None)
+        found = choose(
+            shape,
+            base,
+            hw,
+            global_batch=training.global_batch_size,
+            checkpointing=training.gradient_checkpointing,
+            fixed_micro=None,
+        )
         if found:
-            alternatives.insert(0, f"a smaller micro batch: training.micro_batch_size: auto (picks {found.micro_batch} "
-                                   f"with {found.rung.label}, {found.memory.total / GIB:.1f} GB per device)")
+            alternatives.insert(
+                0,
+                f"a smaller micro batch: training.micro_batch_size: auto (picks {found.micro_batch} "
+                f"with {found.rung.label}, {found.memory.total / GIB:.1f} GB per device)",
+            )
     n = hw.num_processes
-    message = (f"nothing fits: {shape.num_parameters / 1e9:.2f}B parameters, max_length {training.max_length}, "
-               f"micro batch {micro} on {n} x {hw.label} ({hw.usable_gb:.1f} GB usable per device):\n"
-               + "\n".join(lines))
-    hint = ("what would fit:\n    - " + "\n    - ".join(alternatives)) if alternatives else (
-        "no single change fits; combine LoRA, a shorter max_length and more devices")
+    message = (
+        f"nothing fits: {shape.num_parameters / 1e9:.2f}B parameters, max_length {training.max_length}, "
+        f"micro batch {micro} on {n} x {hw.label} ({hw.usable_gb:.1f} GB usable per device):\n" + "\n".join(lines)
+    )
+    hint = (
+        ("what would fit:\n    - " + "\n    - ".join(alternatives))
+        if alternatives
+        else ("no single change fits; combine LoRA, a shorter max_length and more devices")
+    )
     raise PlanError(message, hint=hint)

@@ -213,8 +213,10 @@ def sequence_length(source, mapping, approach: str, base_dir: Path, max_length: 
         return max_length, f"max_length {max_length} (sampled rows lack the mapped columns)"
     mean = sum(tokens) / len(tokens)
     per_sequence = min(math.ceil(mean * (1 + PADDING_ALLOWANCE)), max_length)
-    return per_sequence, (f"mean {mean:.0f} tokens from {len(rows)} sampled rows at {CHARS_PER_TOKEN:g} chars/token, "
-                          f"+{PADDING_ALLOWANCE:.0%} padding: {per_sequence} of max_length {max_length}")
+    return per_sequence, (
+        f"mean {mean:.0f} tokens from {len(rows)} sampled rows at {CHARS_PER_TOKEN:g} chars/token, "
+        f"+{PADDING_ALLOWANCE:.0%} padding: {per_sequence} of max_length {max_length}"
+    )
 
 
 def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[int, int, int, str]:
@@ -227,8 +229,12 @@ def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[in
     (P + C <= max_length, so P + C + R <= max_length + R), or 2 x max_length without a sample.
     """
     bound = 2 * max_length
-    unknown = (bound, bound, bound,
-               f"max_length {max_length} x 2 per prompt-once row (no pair lengths could be sampled)")
+    unknown = (
+        bound,
+        bound,
+        bound,
+        f"max_length {max_length} x 2 per prompt-once row (no pair lengths could be sampled)",
+    )
     columns = text_columns(mapping, "bradley_terry")
     if columns is None or source.kind not in ("files", "sql") or (source.kind == "sql" and not source.sqlite):
         return unknown
@@ -254,8 +260,10 @@ def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[in
     mean_row = min(math.ceil(sum(packed) / len(packed) * grow), bound)
     pair = min(math.ceil(sum(unpacked) / len(unpacked) * grow), bound)
     row_bound = min(bound, max_length + math.ceil(longest))
-    how = (f"mean prompt-once row {mean_row} vs {pair} tokens per pair unpacked, from {len(packed)} "
-           f"sampled pairs at {CHARS_PER_TOKEN:g} chars/token, +{PADDING_ALLOWANCE:.0%} padding")
+    how = (
+        f"mean prompt-once row {mean_row} vs {pair} tokens per pair unpacked, from {len(packed)} "
+        f"sampled pairs at {CHARS_PER_TOKEN:g} chars/token, +{PADDING_ALLOWANCE:.0%} padding"
+    )
     return mean_row, row_bound, pair, how
 
 
@@ -267,17 +275,37 @@ def flops_per_token(shape: ModelShape, *, seq_len: int, lora: bool, checkpointin
     return dense + attention + head
 
 
-def time_estimate(*, shape: ModelShape, rows: int | None, rows_how: str, validation_fraction: float | None,
-                  global_batch: int, sequences_per_example: int, seq_len: int, seq_len_how: str, max_length: int,
-                  lora: bool, checkpointing: bool, lm_head: bool, num_processes: int, nodes: int,
-                  peak_tflops: float, is_gpu: bool, offload: bool, cpu_cores: int | None,
-                  epochs: float | None, max_steps: int | None) -> dict:
+def time_estimate(
+    *,
+    shape: ModelShape,
+    rows: int | None,
+    rows_how: str,
+    validation_fraction: float | None,
+    global_batch: int,
+    sequences_per_example: int,
+    seq_len: int,
+    seq_len_how: str,
+    max_length: int,
+    lora: bool,
+    checkpointing: bool,
+    lm_head: bool,
+    num_processes: int,
+    nodes: int,
+    peak_tflops: float,
+    is_gpu: bool,
+    offload: bool,
+    cpu_cores: int | None,
+    epochs: float | None,
+    max_steps: int | None,
+) -> dict:
     """`seq_len`: tokens per sequence for time (from sequence_length); `peak_tflops`: per GPU, or for
     CPU per CPU_CATALOG_CORES cores, scaled by `cpu_cores` per node (processes on a node share its cores)."""
     mfu = (MFU_GPU_OFFLOAD if offload else MFU_GPU) if is_gpu else MFU_CPU
     tokens_per_step = global_batch * sequences_per_example * seq_len
-    flops_step = flops_per_token(shape, seq_len=seq_len, lora=lora, checkpointing=checkpointing,
-                                 lm_head=lm_head) * tokens_per_step
+    flops_step = (
+        flops_per_token(shape, seq_len=seq_len, lora=lora, checkpointing=checkpointing, lm_head=lm_head)
+        * tokens_per_step
+    )
     if is_gpu:
         peak_total = num_processes * peak_tflops
         compute = f"{num_processes} device(s)"
@@ -286,8 +314,11 @@ def time_estimate(*, shape: ModelShape, rows: int | None, rows_how: str, validat
         peak_total = nodes * peak_tflops * cores / CPU_CATALOG_CORES
         compute = f"{nodes} node(s) x {cores} cores{'' if cpu_cores else ' (core count unknown, assumed)'}"
     seconds_per_step = flops_step / (peak_total * 1e12 * mfu)
-    length_note = (f"every sequence counted at {seq_len_how}" if seq_len_how.startswith("max_length")
-                   else f"tokens per sequence guessed: {seq_len_how}")
+    length_note = (
+        f"every sequence counted at {seq_len_how}"
+        if seq_len_how.startswith("max_length")
+        else f"tokens per sequence guessed: {seq_len_how}"
+    )
     out = {
         "flops_per_step": flops_step,
         "assumed_mfu": mfu,
@@ -352,5 +383,6 @@ def data_sequence_length(data, approach: str, base_dir: Path, max_length: int) -
     weights = [e.weight if e.weight is not None else 1 / len(entries) for e in entries]
     guesses = [sequence_length(e.source, e.mapping, approach, base_dir, max_length)[0] for e in entries]
     mean = round(sum(w * g for w, g in zip(weights, guesses)) / sum(weights))
-    return min(mean, max_length), "mixture: " + ", ".join(f"{e.name} {g}" for e, g in zip(entries, guesses)) + \
-        " tokens per sequence, weighted"
+    return min(mean, max_length), "mixture: " + ", ".join(
+        f"{e.name} {g}" for e, g in zip(entries, guesses)
+    ) + " tokens per sequence, weighted"

@@ -51,7 +51,10 @@ def detect_host() -> HostFacts:
         try:
             out = subprocess.run(
                 ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=5, check=True,
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=True,
             ).stdout
             for row in out.strip().splitlines():
                 name, mib = (part.strip() for part in row.rsplit(",", 1))
@@ -122,12 +125,18 @@ def hardware_profile(hw, host: HostFacts | None = None) -> HardwareProfile:
             key = _gpu_key(name, mem)
             info = DEVICE_CATALOG[key] if key else None
             return HardwareProfile(
-                device=key or "custom", label=name, is_gpu=True, memory_gb=hw.memory_gb or mem,
+                device=key or "custom",
+                label=name,
+                is_gpu=True,
+                memory_gb=hw.memory_gb or mem,
                 bf16_native=hw.bf16 if hw.bf16 is not None else (info.bf16 if info else True),
                 peak_tflops=info.peak_tflops_bf16 if info else 100.0,
-                gpus_per_node=len(host.gpus) if hw.gpus_per_node == 1 else hw.gpus_per_node, nodes=hw.nodes,
-                cpu_memory_gb=hw.cpu_memory_gb or host.ram_gb, headroom=hw.headroom,
-                interconnect=hw.interconnect, source=f"detected: nvidia-smi ({len(host.gpus)} x {name})",
+                gpus_per_node=len(host.gpus) if hw.gpus_per_node == 1 else hw.gpus_per_node,
+                nodes=hw.nodes,
+                cpu_memory_gb=hw.cpu_memory_gb or host.ram_gb,
+                headroom=hw.headroom,
+                interconnect=hw.interconnect,
+                source=f"detected: nvidia-smi ({len(host.gpus)} x {name})",
                 strategy=hw.strategy,
             )
         device = "cpu"
@@ -149,25 +158,48 @@ def hardware_profile(hw, host: HostFacts | None = None) -> HardwareProfile:
         elif detected and flags:
             native = True
             label = f"CPU with native bf16 ({', '.join(flags)})"
-            note = (f"detected {', '.join(flags)} in /proc/cpuinfo; a bf16-autocast training step took 0.8 to 1.0x "
-                    "the fp32 time on such a CPU (bench/results/plan_cpu_bf16.md)")
+            note = (
+                f"detected {', '.join(flags)} in /proc/cpuinfo; a bf16-autocast training step took 0.8 to 1.0x "
+                "the fp32 time on such a CPU (bench/results/plan_cpu_bf16.md)"
+            )
         elif detected:
             native = False
             note = "the CPU has no native bf16 (no avx512_bf16/amx_bf16 flag in /proc/cpuinfo)"
         else:
             native = False
-            note = ("hardware.device: cpu assumes no native bf16; use device: auto to detect it from /proc/cpuinfo, "
-                    "or set hardware.bf16: true")
+            note = (
+                "hardware.device: cpu assumes no native bf16; use device: auto to detect it from /proc/cpuinfo, "
+                "or set hardware.bf16: true"
+            )
         return HardwareProfile(
-            device="cpu", label=label, is_gpu=False, memory_gb=float(host_ram),
-            bf16_native=native, peak_tflops=DEVICE_CATALOG["cpu"].peak_tflops_bf16,
-            gpus_per_node=hw.gpus_per_node, nodes=hw.nodes, cpu_memory_gb=float(host_ram), headroom=hw.headroom,
-            interconnect=hw.interconnect, source=source, bf16_note=note, strategy=hw.strategy,
+            device="cpu",
+            label=label,
+            is_gpu=False,
+            memory_gb=float(host_ram),
+            bf16_native=native,
+            peak_tflops=DEVICE_CATALOG["cpu"].peak_tflops_bf16,
+            gpus_per_node=hw.gpus_per_node,
+            nodes=hw.nodes,
+            cpu_memory_gb=float(host_ram),
+            headroom=hw.headroom,
+            interconnect=hw.interconnect,
+            source=source,
+            bf16_note=note,
+            strategy=hw.strategy,
         )
     info = hw.resolved_device()
     return HardwareProfile(
-        device=device, label=info.label, is_gpu=True, memory_gb=float(info.memory_gb), bf16_native=info.bf16,
-        peak_tflops=info.peak_tflops_bf16, gpus_per_node=hw.gpus_per_node, nodes=hw.nodes,
-        cpu_memory_gb=hw.cpu_memory_gb, headroom=hw.headroom, interconnect=hw.interconnect, source=source,
+        device=device,
+        label=info.label,
+        is_gpu=True,
+        memory_gb=float(info.memory_gb),
+        bf16_native=info.bf16,
+        peak_tflops=info.peak_tflops_bf16,
+        gpus_per_node=hw.gpus_per_node,
+        nodes=hw.nodes,
+        cpu_memory_gb=hw.cpu_memory_gb,
+        headroom=hw.headroom,
+        interconnect=hw.interconnect,
+        source=source,
         strategy=hw.strategy,
     )

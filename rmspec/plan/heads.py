@@ -29,9 +29,13 @@ def head_notes(spec: Any, hidden_size: int) -> list[str]:
         return []
     cost = f"+{extra:,} parameters ({extra * BYTES_TRAINED / 1024:.1f} KiB with gradients and AdamW moments)"
     if approach.length_debias is not None:
-        return [f"length_debias (ODIN): a quality head and a length head while training, {cost}; the saved model "
-                "is the quality head alone (a plain one-output classifier)"]
+        return [
+            f"length_debias (ODIN): a quality head and a length head while training, {cost}; the saved model "
+            "is the quality head alone (a plain one-output classifier)"
+        ]
     members = approach.ensemble.members
     sample = "each on its bootstrap resample" if approach.ensemble.bootstrap else "each on every pair"
-    return [f"ensemble: {members} heads on the shared backbone ({sample}), {cost}; the forward pass is shared. "
-            f"Saved: the mean head (what transformers loads) + ensemble_heads.safetensors (the members, for reward_std)"]
+    return [
+        f"ensemble: {members} heads on the shared backbone ({sample}), {cost}; the forward pass is shared. "
+        f"Saved: the mean head (what transformers loads) + ensemble_heads.safetensors (the members, for reward_std)"
+    ]

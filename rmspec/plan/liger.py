@@ -31,15 +31,20 @@ def installed_model_types() -> tuple[str, ...] | None:
     except (OSError, SyntaxError, UnicodeDecodeError):
         return ()
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
-                and any(isinstance(t, ast.Name) and t.id == TABLE for t in node.targets)):
-            return tuple(sorted(k.value for k in node.value.keys
-                                if isinstance(k, ast.Constant) and isinstance(k.value, str)))
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Dict)
+            and any(isinstance(t, ast.Name) and t.id == TABLE for t in node.targets)
+        ):
+            return tuple(
+                sorted(k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+            )
     return ()
 
 
-def liger_decision(setting: str, *, is_gpu: bool, model_type: str,
-                   model_types: tuple[str, ...] | None) -> dict[str, Any] | None:
+def liger_decision(
+    setting: str, *, is_gpu: bool, model_type: str, model_types: tuple[str, ...] | None
+) -> dict[str, Any] | None:
     """{"enabled", "reason"} for the plan, or None for the default case that changes nothing (auto on
     CPU, or auto where liger_kernel is not installed): plan.json then has no liger_kernel key.
     `on` where it cannot apply is a PlanError saying what to write."""
@@ -55,20 +60,28 @@ def liger_decision(setting: str, *, is_gpu: bool, model_type: str,
         why_not = f"the installed liger_kernel has no kernels for model type {model_type!r} (it patches: {listed})"
     if setting == "on":
         if why_not is not None:
-            hint = ("pip install liger-kernel (on the GPU machine), or write training.liger_kernel: auto"
-                    if is_gpu and model_types is None else "write training.liger_kernel: auto (or off)")
+            hint = (
+                "pip install liger-kernel (on the GPU machine), or write training.liger_kernel: auto"
+                if is_gpu and model_types is None
+                else "write training.liger_kernel: auto (or off)"
+            )
             raise PlanError(f"training.liger_kernel: on cannot apply: {why_not}", hint=hint)
         return {"enabled": True, "reason": f"training.liger_kernel: on (fused RMSNorm/SwiGLU/RoPE for {model_type})"}
     if not is_gpu or model_types is None:
         return None
     if why_not is not None:
         return {"enabled": False, "reason": f"auto: {why_not}"}
-    return {"enabled": True,
-            "reason": f"auto: liger_kernel is installed and patches model type {model_type} "
-                      "(fused RMSNorm/SwiGLU/RoPE; training.liger_kernel: off to train without)"}
+    return {
+        "enabled": True,
+        "reason": f"auto: liger_kernel is installed and patches model type {model_type} "
+        "(fused RMSNorm/SwiGLU/RoPE; training.liger_kernel: off to train without)",
+    }
 
 
 def default_reason(uses_cpu: bool) -> str:
     """Why a plan without a liger_kernel entry trains without Liger (the two cases liger_decision omits)."""
-    return ("auto: off on CPU (Triton GPU kernels)" if uses_cpu
-            else "auto: off, liger_kernel was not installed where this plan was made")
+    return (
+        "auto: off on CPU (Triton GPU kernels)"
+        if uses_cpu
+        else "auto: off, liger_kernel was not installed where this plan was made"
+    )

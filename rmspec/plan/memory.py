@@ -21,8 +21,14 @@ from rmspec.plan.shapes import ModelShape
 GIB = 1024**3
 
 STRATEGIES = (
-    "single", "ddp", "fsdp_shard_grad_op", "fsdp_full_shard", "fsdp_full_shard_offload",
-    "deepspeed_zero2", "deepspeed_zero3", "deepspeed_zero3_offload",
+    "single",
+    "ddp",
+    "fsdp_shard_grad_op",
+    "fsdp_full_shard",
+    "fsdp_full_shard_offload",
+    "deepspeed_zero2",
+    "deepspeed_zero3",
+    "deepspeed_zero3_offload",
 )
 GPU_OVERHEAD_GB = 1.5  # CUDA context, cuBLAS workspace, NCCL buffers
 CPU_OVERHEAD_GB = 1.0  # Python, torch and transformers resident in each process
@@ -76,9 +82,19 @@ class MemoryEstimate:
         return steady + max(fwbw, step)
 
     def gb(self) -> dict[str, float]:
-        out = {name: round(getattr(self, name) / GIB, 3) for name in
-               ("weights", "gradients", "optimizer", "activations", "temporary", "buffers", "step_temporary",
-                "overhead")}
+        out = {
+            name: round(getattr(self, name) / GIB, 3)
+            for name in (
+                "weights",
+                "gradients",
+                "optimizer",
+                "activations",
+                "temporary",
+                "buffers",
+                "step_temporary",
+                "overhead",
+            )
+        }
         out["total"] = round(self.total / GIB, 3)
         return out
 
@@ -88,8 +104,9 @@ class MemoryEstimate:
 
 def lora_parameters(shape: ModelShape, rank: int, targets: tuple[str, ...] | None) -> int:
     """r * (in + out) for each adapted linear of every block."""
-    per_layer = sum(rank * (i + o) for role, (i, o) in shape.linear_shapes().items()
-                    if targets is None or role in targets)
+    per_layer = sum(
+        rank * (i + o) for role, (i, o) in shape.linear_shapes().items() if targets is None or role in targets
+    )
     return per_layer * shape.num_layers
 
 
@@ -115,7 +132,7 @@ def layer_activation_bytes_per_token(shape: ModelShape, t: TrainingShape) -> flo
     r = 4 if t.fp32_stream else e  # dtype of the residual stream, norms and RoPE outputs
     h, i, kvd, qd = shape.hidden_size, shape.intermediate_size, shape.kv_dim, shape.q_dim
     if shape.architecture == "decoder":
-        norm = (4 * h + r * h)  # fp32 upcast of the input + normalised output in the stream's dtype
+        norm = 4 * h + r * h  # fp32 upcast of the input + normalised output in the stream's dtype
         norms = shape.norms_per_layer * norm
         attn = e * (qd + kvd + kvd)  # q, k, v projections
         attn += r * (qd + kvd)  # rotated q and k (fp32 under autocast: cos/sin follow the stream)
@@ -151,8 +168,9 @@ def _lora_layer_bytes_per_token(shape: ModelShape, t: TrainingShape, e: int, r: 
         base += e * (3 * i if shape.gated_mlp else i)
     else:
         base = shape.norms_per_layer * (r * h + 4) + e * (qd + 2 * kvd) + e * qd + e * i
-    inputs = sum(i_dim for role, (i_dim, _) in shape.linear_shapes().items()
-                 if t.lora_targets is None or role in t.lora_targets)
+    inputs = sum(
+        i_dim for role, (i_dim, _) in shape.linear_shapes().items() if t.lora_targets is None or role in t.lora_targets
+    )
     per_element = e + 1.1 + (4.1 if t.lora_dropout > 0 else 0)
     return base + inputs * per_element
 
@@ -191,8 +209,16 @@ def packed_mask_bytes(t: TrainingShape) -> float:
 # ---------------------------------------------------------------- the estimate
 
 
-def estimate(shape: ModelShape, t: TrainingShape, strategy: str, *, num_processes: int, gpus_per_node: int,
-             nodes: int, is_gpu: bool = True) -> MemoryEstimate:
+def estimate(
+    shape: ModelShape,
+    t: TrainingShape,
+    strategy: str,
+    *,
+    num_processes: int,
+    gpus_per_node: int,
+    nodes: int,
+    is_gpu: bool = True,
+) -> MemoryEstimate:
     """Memory per device (bytes) for `strategy` with `num_processes` data-parallel processes."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}")
@@ -271,6 +297,15 @@ def estimate(shape: ModelShape, t: TrainingShape, strategy: str, *, num_processe
     activations = activation_bytes(shape, replace(t, fp32_stream=mixed_autocast and strategy in ("single", "ddp")))
     overhead = (GPU_OVERHEAD_GB if is_gpu else CPU_OVERHEAD_GB) * GIB
     return MemoryEstimate(
-        weights=weights, gradients=grads, optimizer=opt, activations=activations, temporary=tmp, buffers=buffers,
-        step_temporary=step_tmp, overhead=overhead, grads_held=t.grad_accum > 1, cpu_per_node=cpu, notes=notes,
+        weights=weights,
+        gradients=grads,
+        optimizer=opt,
+        activations=activations,
+        temporary=tmp,
+        buffers=buffers,
+        step_temporary=step_tmp,
+        overhead=overhead,
+        grads_held=t.grad_accum > 1,
+        cpu_per_node=cpu,
+        notes=notes,
     )

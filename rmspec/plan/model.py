@@ -124,15 +124,20 @@ class Plan:
         if not isinstance(data, Mapping):
             raise PlanError(f"{where} is not an rmspec plan (not a JSON object)", hint=REPLAN)
         if data.get("schema_version") != SCHEMA_VERSION:
-            raise PlanError(f"{where}: plan schema_version {data.get('schema_version')!r}, this rmspec reads "
-                            f"{SCHEMA_VERSION}", hint=REPLAN)
+            raise PlanError(
+                f"{where}: plan schema_version {data.get('schema_version')!r}, this rmspec reads {SCHEMA_VERSION}",
+                hint=REPLAN,
+            )
         names = [f.name for f in dataclasses.fields(cls)]
         missing = [n for n in names if n not in data and n not in OPTIONAL_KEYS]
         unknown = [k for k in data if k not in names]
         if missing or unknown:
-            raise PlanError(f"{where} is not a plan this rmspec can run"
-                            + (f"; missing: {', '.join(missing)}" if missing else "")
-                            + (f"; unknown: {', '.join(unknown)}" if unknown else ""), hint=REPLAN)
+            raise PlanError(
+                f"{where} is not a plan this rmspec can run"
+                + (f"; missing: {', '.join(missing)}" if missing else "")
+                + (f"; unknown: {', '.join(unknown)}" if unknown else ""),
+                hint=REPLAN,
+            )
         values = dict(data)
         try:
             values["model"] = PlanModel(**data["model"])

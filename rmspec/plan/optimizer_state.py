@@ -84,9 +84,16 @@ def state_bytes(shape: ModelShape, head: str, optim: str, param_bytes: int) -> f
 def bytes_per_element(optim: str, param_bytes: int) -> float:
     """For LoRA adapters (small matrices): the state per trained element, unfactored."""
     kind = family(optim)
-    return {"adamw": 2.0 * param_bytes, "schedule_free_adamw": 2.0 * param_bytes, "sgd": 0.0,
-            "sgd_momentum": float(param_bytes), "adafactor": float(param_bytes), "lion_32bit": 4.0,
-            "adamw_8bit": 8.0, "lion_8bit": 4.0}.get(kind, 2.0 * param_bytes)
+    return {
+        "adamw": 2.0 * param_bytes,
+        "schedule_free_adamw": 2.0 * param_bytes,
+        "sgd": 0.0,
+        "sgd_momentum": float(param_bytes),
+        "adafactor": float(param_bytes),
+        "lion_32bit": 4.0,
+        "adamw_8bit": 8.0,
+        "lion_8bit": 4.0,
+    }.get(kind, 2.0 * param_bytes)
 
 
 def planned_optimizer(training: object) -> str:

@@ -13,8 +13,9 @@ SHARED_PREFIX, OFF = "shared_prefix", "off"
 MASKED_ATTENTION = ("sdpa", "eager")
 
 
-def plan_packing(setting: str, approach: str, architecture: str | None, attn: str,
-                 sft: bool = False) -> tuple[str, str]:
+def plan_packing(
+    setting: str, approach: str, architecture: str | None, attn: str, sft: bool = False
+) -> tuple[str, str]:
     """(path, reason); ``shared_prefix`` where it cannot apply is a PlanError with the fix."""
     if setting == OFF:
         return OFF, "training.packing: off"
@@ -28,12 +29,18 @@ def plan_packing(setting: str, approach: str, architecture: str | None, attn: st
     elif attn not in MASKED_ATTENTION:
         why = f"attention {attn!r} takes no custom 4D mask (shared-prefix rows need sdpa or eager)"
     if why is None:
-        return SHARED_PREFIX, ("training.packing: shared_prefix" if setting == SHARED_PREFIX else
-                               "auto: a causal decoder in Bradley-Terry: each prompt computed once per pair, "
-                               "one row [prompt | chosen | rejected]" if approach == "bradley_terry" else
-                               "auto: a causal decoder in listwise training: each prompt computed once, one row "
-                               "[prompt | r_1 | ... | r_N]")
+        return SHARED_PREFIX, (
+            "training.packing: shared_prefix"
+            if setting == SHARED_PREFIX
+            else "auto: a causal decoder in Bradley-Terry: each prompt computed once per pair, "
+            "one row [prompt | chosen | rejected]"
+            if approach == "bradley_terry"
+            else "auto: a causal decoder in listwise training: each prompt computed once, one row "
+            "[prompt | r_1 | ... | r_N]"
+        )
     if setting == SHARED_PREFIX:
-        raise PlanError(f"training.packing: shared_prefix cannot apply: {why}",
-                        hint="set training.packing: auto (or off) to train with one sequence per response")
+        raise PlanError(
+            f"training.packing: shared_prefix cannot apply: {why}",
+            hint="set training.packing: auto (or off) to train with one sequence per response",
+        )
     return OFF, f"auto: {why}"

@@ -28,16 +28,19 @@ def list_size(spec: Any, base_dir: Path) -> tuple[int, str]:
     return DEFAULT_LIST_SIZE, f"not read from the data: {DEFAULT_LIST_SIZE} (UltraFeedback's rated completions)"
 
 
-def packed_list_lengths(data: Any, approach: str, base_dir: Path, max_length: int,
-                        n: int) -> tuple[int, int, int, str]:
+def packed_list_lengths(data: Any, approach: str, base_dir: Path, max_length: int, n: int) -> tuple[int, int, int, str]:
     """Shared-prefix listwise rows [prompt | r_1 | ... | r_N]: (tokens per row for time, the row bound
     for memory, tokens per prompt unpacked, how). Each [prompt | r_k] fits max_length, so a row is
     at most N x max_length; for time the row is counted as its N sequences' tokens (the prompt's
     saving is not estimated here: an upper bound)."""
     per_sequence, how = data_sequence_length(data, approach, base_dir, max_length)
     tokens = n * per_sequence
-    return tokens, n * max_length, tokens, (f"{n} x {how} (prompt-once saving not estimated; the row bound is "
-                                            f"{n} x max_length)")
+    return (
+        tokens,
+        n * max_length,
+        tokens,
+        (f"{n} x {how} (prompt-once saving not estimated; the row bound is {n} x max_length)"),
+    )
 
 
 def recipe_notes(spec: Any, n_list: int | None, list_how: str | None) -> list[str]:
@@ -46,15 +49,21 @@ def recipe_notes(spec: Any, n_list: int | None, list_how: str | None) -> list[st
     approach = spec.approach
     notes = []
     if approach.kind == "listwise":
-        notes.append(f"listwise: {n_list} responses per prompt ({list_how}); on a decoder with training.packing "
-                     "auto they share one row [prompt | r_1 | ... | r_N] (the prompt computed once), otherwise each "
-                     "[prompt | response] is its own sequence")
+        notes.append(
+            f"listwise: {n_list} responses per prompt ({list_how}); on a decoder with training.packing "
+            "auto they share one row [prompt | r_1 | ... | r_N] (the prompt computed once), otherwise each "
+            "[prompt | response] is its own sequence"
+        )
     if getattr(approach, "sft_weight", 0.0):
-        notes.append(f"sft_weight {approach.sft_weight}: the LM head is kept during training (sized here: its "
-                     "weights, and its logits over the chosen sequence); the saved model is the score head only")
+        notes.append(
+            f"sft_weight {approach.sft_weight}: the LM head is kept during training (sized here: its "
+            "weights, and its logits over the chosen sequence); the saved model is the score head only"
+        )
     if spec.model.init_from:
         folder = Path(spec.model.init_from)
         there = "" if (folder / "model" / "config.json").exists() else " (not there yet: run that stage first)"
-        notes.append(f"model.init_from: weights from {folder / 'model'}{there}: the backbone, and the score head "
-                     "where its shape agrees")
+        notes.append(
+            f"model.init_from: weights from {folder / 'model'}{there}: the backbone, and the score head "
+            "where its shape agrees"
+        )
     return notes

@@ -28,13 +28,18 @@ def tokenizer_file(name_or_path: str, model_path: str, hub_cache: Path | None = 
     return None
 
 
-def separator_check(separator: str, name_or_path: str, model_path: str,
-                    hub_cache: Path | None = None) -> dict[str, Any]:
+def separator_check(
+    separator: str, name_or_path: str, model_path: str, hub_cache: Path | None = None
+) -> dict[str, Any]:
     """{separator, tokens, ids, how} for the plan; raises PlanError when it gives no token."""
     path = tokenizer_file(name_or_path, model_path, hub_cache)
     if path is None:
-        return {"separator": separator, "tokens": None, "ids": None,
-                "how": "not checked here: the tokenizer is not on this machine (checked when the data is prepared)"}
+        return {
+            "separator": separator,
+            "tokens": None,
+            "ids": None,
+            "how": "not checked here: the tokenizer is not on this machine (checked when the data is prepared)",
+        }
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(path))
@@ -42,11 +47,19 @@ def separator_check(separator: str, name_or_path: str, model_path: str,
     tok.no_truncation()
     enc = tok.encode(separator, add_special_tokens=False)
     if not enc.ids:
-        raise PlanError(f"approach.step_separator {separator!r} tokenizes to nothing with {name_or_path}'s "
-                        "tokenizer, so a step's label would have no token of its own",
-                        hint="choose a separator it keeps, e.g. --set \"approach.step_separator= ;\" "
-                             "(encoders drop newlines)")
-    how = (f"one token {enc.tokens[0]!r} (id {enc.ids[0]})" if len(enc.ids) == 1 else
-           f"a fixed sequence of {len(enc.ids)} tokens {enc.tokens} (ids {enc.ids}); the label sits on the last")
-    return {"separator": separator, "tokens": list(enc.tokens), "ids": list(enc.ids),
-            "how": how + "; tokenized once, alone, and appended after every step"}
+        raise PlanError(
+            f"approach.step_separator {separator!r} tokenizes to nothing with {name_or_path}'s "
+            "tokenizer, so a step's label would have no token of its own",
+            hint='choose a separator it keeps, e.g. --set "approach.step_separator= ;" (encoders drop newlines)',
+        )
+    how = (
+        f"one token {enc.tokens[0]!r} (id {enc.ids[0]})"
+        if len(enc.ids) == 1
+        else f"a fixed sequence of {len(enc.ids)} tokens {enc.tokens} (ids {enc.ids}); the label sits on the last"
+    )
+    return {
+        "separator": separator,
+        "tokens": list(enc.tokens),
+        "ids": list(enc.ids),
+        "how": how + "; tokenized once, alone, and appended after every step",
+    }

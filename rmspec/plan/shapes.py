@@ -20,22 +20,70 @@ from rmspec.errors import PlanError
 FAMILIES: dict[str, dict[str, Any]] = {
     "llama": dict(architecture="decoder", gated_mlp=True, norm="rms", layer_class="LlamaDecoderLayer", tie=False),
     "mistral": dict(architecture="decoder", gated_mlp=True, norm="rms", layer_class="MistralDecoderLayer", tie=False),
-    "qwen2": dict(architecture="decoder", gated_mlp=True, norm="rms", layer_class="Qwen2DecoderLayer", tie=False,
-                  attention_bias=True),
-    "qwen3": dict(architecture="decoder", gated_mlp=True, norm="rms", layer_class="Qwen3DecoderLayer", tie=False,
-                  qk_norm=True),
+    "qwen2": dict(
+        architecture="decoder",
+        gated_mlp=True,
+        norm="rms",
+        layer_class="Qwen2DecoderLayer",
+        tie=False,
+        attention_bias=True,
+    ),
+    "qwen3": dict(
+        architecture="decoder", gated_mlp=True, norm="rms", layer_class="Qwen3DecoderLayer", tie=False, qk_norm=True
+    ),
     "gemma": dict(architecture="decoder", gated_mlp=True, norm="rms", layer_class="GemmaDecoderLayer", tie=True),
-    "gemma2": dict(architecture="decoder", gated_mlp=True, norm="rms", layer_class="Gemma2DecoderLayer", tie=True,
-                   norms_per_layer=4),
+    "gemma2": dict(
+        architecture="decoder",
+        gated_mlp=True,
+        norm="rms",
+        layer_class="Gemma2DecoderLayer",
+        tie=True,
+        norms_per_layer=4,
+    ),
     "phi3": dict(architecture="decoder", gated_mlp=True, norm="rms", layer_class="Phi3DecoderLayer", tie=False),
-    "gpt2": dict(architecture="decoder", gated_mlp=False, norm="layer", layer_class="GPT2Block", tie=True,
-                 attention_bias=True, mlp_bias=True, absolute_positions=True),
-    "bert": dict(architecture="encoder", gated_mlp=False, norm="layer", layer_class="BertLayer", tie=True,
-                 attention_bias=True, mlp_bias=True, absolute_positions=True, pooler=True),
-    "roberta": dict(architecture="encoder", gated_mlp=False, norm="layer", layer_class="RobertaLayer", tie=True,
-                    attention_bias=True, mlp_bias=True, absolute_positions=True, pooler=True),
-    "deberta-v2": dict(architecture="encoder", gated_mlp=False, norm="layer", layer_class="DebertaV2Layer", tie=True,
-                       attention_bias=True, mlp_bias=True, absolute_positions=False, pooler=True),
+    "gpt2": dict(
+        architecture="decoder",
+        gated_mlp=False,
+        norm="layer",
+        layer_class="GPT2Block",
+        tie=True,
+        attention_bias=True,
+        mlp_bias=True,
+        absolute_positions=True,
+    ),
+    "bert": dict(
+        architecture="encoder",
+        gated_mlp=False,
+        norm="layer",
+        layer_class="BertLayer",
+        tie=True,
+        attention_bias=True,
+        mlp_bias=True,
+        absolute_positions=True,
+        pooler=True,
+    ),
+    "roberta": dict(
+        architecture="encoder",
+        gated_mlp=False,
+        norm="layer",
+        layer_class="RobertaLayer",
+        tie=True,
+        attention_bias=True,
+        mlp_bias=True,
+        absolute_positions=True,
+        pooler=True,
+    ),
+    "deberta-v2": dict(
+        architecture="encoder",
+        gated_mlp=False,
+        norm="layer",
+        layer_class="DebertaV2Layer",
+        tie=True,
+        attention_bias=True,
+        mlp_bias=True,
+        absolute_positions=False,
+        pooler=True,
+    ),
 }
 
 
@@ -151,8 +199,14 @@ class ModelShape:
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
         """(in, out) of each linear in one block, by role, for LoRA counts."""
         h, i = self.hidden_size, self.intermediate_size
-        shapes = {"q": (h, self.q_dim), "k": (h, self.kv_dim), "v": (h, self.kv_dim), "o": (self.q_dim, h),
-                  "up": (h, i), "down": (i, h)}
+        shapes = {
+            "q": (h, self.q_dim),
+            "k": (h, self.kv_dim),
+            "v": (h, self.kv_dim),
+            "o": (self.q_dim, h),
+            "up": (h, i),
+            "down": (i, h),
+        }
         if self.gated_mlp:
             shapes["gate"] = (h, i)
         return shapes
@@ -184,8 +238,7 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
     architectures = " ".join(config.get("architectures") or [])
     if family is None:
         # An unknown family with the usual keys: a Llama-like decoder or a BERT-like encoder.
-        is_decoder = ("CausalLM" in architectures or bool(config.get("is_decoder"))
-                      or "num_key_value_heads" in config)
+        is_decoder = "CausalLM" in architectures or bool(config.get("is_decoder")) or "num_key_value_heads" in config
         family = FAMILIES["llama" if is_decoder else "bert"] | {"layer_class": None}
     h = _first(config, "hidden_size", "n_embd", "d_model")
     layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
@@ -304,8 +357,9 @@ def read_config(path: Path) -> dict:
         raise PlanError(f"cannot read {path}: {exc}", hint=_SHAPE_HINT) from None
 
 
-def resolve_shape(name_or_path: str, model_path: str, spec_shape: Any = None,
-                  hub_cache: Path | None = None) -> ModelShape:
+def resolve_shape(
+    name_or_path: str, model_path: str, spec_shape: Any = None, hub_cache: Path | None = None
+) -> ModelShape:
     """The model's shape from the first source that has it (see the module docstring)."""
     from rmspec.plan.catalog import catalog_config
 

@@ -20,19 +20,38 @@ import shlex
 from rmspec.plan.argv import launch_argv, runtime_env
 
 
-def slurm_script(*, name: str, nodes: int, gpus_per_node: int, config_file: str, plan_file: str, run_dir: str,
-                 is_gpu: bool = True, env: dict[str, str] | None = None, port: int = 29500) -> str:
-    argv = launch_argv(config_file, plan_file, multi_node={
-        "num_processes": nodes * gpus_per_node, "num_machines": nodes, "machine_rank": "$SLURM_NODEID",
-        "rdzv_conf": "is_host=$IS_HEAD", "main_process_ip": "$HEAD_NODE", "main_process_port": "$HEAD_PORT",
-    })
+def slurm_script(
+    *,
+    name: str,
+    nodes: int,
+    gpus_per_node: int,
+    config_file: str,
+    plan_file: str,
+    run_dir: str,
+    is_gpu: bool = True,
+    env: dict[str, str] | None = None,
+    port: int = 29500,
+) -> str:
+    argv = launch_argv(
+        config_file,
+        plan_file,
+        multi_node={
+            "num_processes": nodes * gpus_per_node,
+            "num_machines": nodes,
+            "machine_rank": "$SLURM_NODEID",
+            "rdzv_conf": "is_host=$IS_HEAD",
+            "main_process_ip": "$HEAD_NODE",
+            "main_process_port": "$HEAD_PORT",
+        },
+    )
     # Quote everything; words with a shell expansion in double quotes, which each node's task evaluates.
     words = [f'"{w}"' if "$" in w else shlex.quote(w) for w in argv]
     command = " \\\n    ".join(_pairs(words))
     devices = f"#SBATCH --gpus-per-node={gpus_per_node}\n" if is_gpu else ""
     exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in (env or {}).items())
-    defaults = "".join(f"export {key}=${{{key}:-{shlex.quote(value)}}}\n"
-                       for key, value in runtime_env(not is_gpu).items())
+    defaults = "".join(
+        f"export {key}=${{{key}:-{shlex.quote(value)}}}\n" for key, value in runtime_env(not is_gpu).items()
+    )
     return f"""#!/bin/bash
 # Written by `rmspec plan` for run {name}: submit with `sbatch {run_dir}/launch.slurm`
 # from the folder `rmspec run` ran in (paths below are relative to it), or `rmspec run --submit`.

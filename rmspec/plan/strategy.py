@@ -33,8 +33,13 @@ def choose_precision(model_dtype: str, hw: HardwareProfile, lora: bool) -> Preci
         return Precision("fp32", True, "no", "model.dtype: float32 in the spec")
     if model_dtype == "bfloat16":
         slow = "" if hw.bf16_native else f" ({hw.label} has no native bf16: expect it to be slow)"
-        return Precision("bf16", False, "bf16", "model.dtype: bfloat16 in the spec: weights, gradients and "
-                         "optimizer states in bf16 (8 bytes per parameter)" + slow)
+        return Precision(
+            "bf16",
+            False,
+            "bf16",
+            "model.dtype: bfloat16 in the spec: weights, gradients and "
+            "optimizer states in bf16 (8 bytes per parameter)" + slow,
+        )
     if model_dtype == "float16":
         return Precision("fp16", False, "fp16", "model.dtype: float16 in the spec")
     # auto
@@ -78,8 +83,13 @@ def ladder(hw: HardwareProfile, checkpointing: str) -> list[Rung]:
     elif n == 1:
         names = [("single", False), ("single", True), ("fsdp_full_shard_offload", True)]
     else:
-        names = [("ddp", False), ("fsdp_shard_grad_op", False), ("fsdp_full_shard", False),
-                 ("fsdp_full_shard", True), ("fsdp_full_shard_offload", True)]
+        names = [
+            ("ddp", False),
+            ("fsdp_shard_grad_op", False),
+            ("fsdp_full_shard", False),
+            ("fsdp_full_shard", True),
+            ("fsdp_full_shard_offload", True),
+        ]
     rungs: list[Rung] = []
     for name, ckpt in names:
         if checkpointing == "on":
@@ -96,14 +106,20 @@ def forced_strategy(hw: HardwareProfile) -> str:
     """The strategy the spec names (hardware.strategy), refused where it cannot run."""
     name, n = hw.strategy, hw.num_processes
     if name == "single" and n > 1:
-        raise PlanError(f"hardware.strategy: single uses one device, but the hardware has {n} processes",
-                        hint="set hardware.gpus_per_node: 1 and nodes: 1, or strategy: auto")
+        raise PlanError(
+            f"hardware.strategy: single uses one device, but the hardware has {n} processes",
+            hint="set hardware.gpus_per_node: 1 and nodes: 1, or strategy: auto",
+        )
     if name != "single" and n == 1 and not name.endswith("offload"):
-        raise PlanError(f"hardware.strategy: {name} needs more than one process (the hardware has 1)",
-                        hint="use strategy: single (or an offload strategy), or more devices")
+        raise PlanError(
+            f"hardware.strategy: {name} needs more than one process (the hardware has 1)",
+            hint="use strategy: single (or an offload strategy), or more devices",
+        )
     if not hw.is_gpu and name not in ("single", "ddp"):
-        raise PlanError(f"hardware.strategy: {name} does not run on CPU processes (accelerate shards on GPUs only)",
-                        hint="use strategy: auto (single or ddp on CPU)")
+        raise PlanError(
+            f"hardware.strategy: {name} does not run on CPU processes (accelerate shards on GPUs only)",
+            hint="use strategy: auto (single or ddp on CPU)",
+        )
     return name
 
 
@@ -122,14 +138,18 @@ def micro_candidates(per_process: int, fixed: int | None) -> list[int]:
 def _fits(mem: MemoryEstimate, hw: HardwareProfile) -> tuple[bool, str]:
     usable = hw.usable_gb * GIB
     if mem.total > usable:
-        return False, (f"needs {mem.total / GIB:.1f} GB per device, {hw.usable_gb:.1f} GB usable "
-                       f"({hw.capacity_per_process_gb:.1f} GB less {hw.headroom:.0%} headroom)")
+        return False, (
+            f"needs {mem.total / GIB:.1f} GB per device, {hw.usable_gb:.1f} GB usable "
+            f"({hw.capacity_per_process_gb:.1f} GB less {hw.headroom:.0%} headroom)"
+        )
     if mem.cpu_per_node and hw.cpu_memory_gb is not None:
         cpu_usable = hw.cpu_memory_gb * (1 - hw.headroom)
         if mem.cpu_per_node / GIB > cpu_usable:
-            return False, (f"offload needs {mem.cpu_per_node / GIB:.0f} GB host RAM per node, "
-                           f"{cpu_usable:.0f} GB usable (hardware.cpu_memory_gb {hw.cpu_memory_gb:g} "
-                           f"less {hw.headroom:.0%} headroom)")
+            return False, (
+                f"offload needs {mem.cpu_per_node / GIB:.0f} GB host RAM per node, "
+                f"{cpu_usable:.0f} GB usable (hardware.cpu_memory_gb {hw.cpu_memory_gb:g} "
+                f"less {hw.headroom:.0%} headroom)"
+            )
     return True, ""
 
 
@@ -142,17 +162,27 @@ def host_memory(mem: MemoryEstimate, hw: HardwareProfile) -> tuple[float | None,
     if not mem.cpu_per_node or usable is not None:
         return usable, []
     need = mem.cpu_per_node / GIB
-    return usable, [f"host RAM unchecked: this plan offloads to CPU and needs {need:.1f} GB of host RAM per node, "
-                    f"but hardware.cpu_memory_gb is not set for {hw.label}; set it (RAM per node in GB) and the "
-                    "plan checks it, refusing to fit where it is too small"]
+    return usable, [
+        f"host RAM unchecked: this plan offloads to CPU and needs {need:.1f} GB of host RAM per node, "
+        f"but hardware.cpu_memory_gb is not set for {hw.label}; set it (RAM per node in GB) and the "
+        "plan checks it, refusing to fit where it is too small"
+    ]
 
 
-def evaluate(shape: ModelShape, base: TrainingShape, rung: Rung, hw: HardwareProfile, micro: int,
-             global_batch: int) -> MemoryEstimate:
+def evaluate(
+    shape: ModelShape, base: TrainingShape, rung: Rung, hw: HardwareProfile, micro: int, global_batch: int
+) -> MemoryEstimate:
     per_process = global_batch // hw.num_processes
     t = replace(base, micro_batch=micro, checkpointing=rung.checkpointing, grad_accum=per_process // micro)
-    return estimate(shape, t, rung.strategy, num_processes=hw.num_processes, gpus_per_node=hw.gpus_per_node,
-                    nodes=hw.nodes, is_gpu=hw.is_gpu)
+    return estimate(
+        shape,
+        t,
+        rung.strategy,
+        num_processes=hw.num_processes,
+        gpus_per_node=hw.gpus_per_node,
+        nodes=hw.nodes,
+        is_gpu=hw.is_gpu,
+    )
 
 
 def check_batch(global_batch: int, hw: HardwareProfile, fixed: int | None) -> None:
@@ -173,8 +203,15 @@ def check_batch(global_batch: int, hw: HardwareProfile, fixed: int | None) -> No
         )
 
 
-def choose(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, *, global_batch: int,
-           checkpointing: str, fixed_micro: int | None) -> Choice | None:
+def choose(
+    shape: ModelShape,
+    base: TrainingShape,
+    hw: HardwareProfile,
+    *,
+    global_batch: int,
+    checkpointing: str,
+    fixed_micro: int | None,
+) -> Choice | None:
     """The first rung that fits with its largest micro batch; None when nothing fits."""
     check_batch(global_batch, hw, fixed_micro)
     per_process = global_batch // hw.num_processes
@@ -191,9 +228,12 @@ def choose(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, *, globa
             mem = evaluate(shape, base, rung, hw, micro, global_batch)
             if _fits(mem, hw)[0]:
                 larger = [m for m in micros if m > micro]
-                reason = (f"largest power of two dividing {per_process} examples per process" if not larger else
-                          f"micro batch {larger[-1]} would need "
-                          f"{evaluate(shape, base, rung, hw, larger[-1], global_batch).total / GIB:.1f} GB")
+                reason = (
+                    f"largest power of two dividing {per_process} examples per process"
+                    if not larger
+                    else f"micro batch {larger[-1]} would need "
+                    f"{evaluate(shape, base, rung, hw, larger[-1], global_batch).total / GIB:.1f} GB"
+                )
                 if fixed_micro is not None:
                     reason = "training.micro_batch_size in the spec"
                 return Choice(rung, micro, per_process // micro, mem, refused, reason)
@@ -214,8 +254,15 @@ def _sizes(found: Choice) -> str:
     return f"{found.memory.total / GIB:.1f} GB per device{host}"
 
 
-def what_would_fit(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, *, checkpointing: str,
-                   has_lora: bool, seq_len_for: Callable[[int], int] | None = None) -> list[str]:
+def what_would_fit(
+    shape: ModelShape,
+    base: TrainingShape,
+    hw: HardwareProfile,
+    *,
+    checkpointing: str,
+    has_lora: bool,
+    seq_len_for: Callable[[int], int] | None = None,
+) -> list[str]:
     """Computed alternatives: each one has been planned and fits.
 
     seq_len_for(max_length): the sequence the shape computes at that training.max_length (a packed
@@ -226,15 +273,17 @@ def what_would_fit(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, 
     out: list[str] = []
     if hw.is_gpu:
         for nodes in range(1, 129):
-            for per_node in ((1, 2, 4, 8) if nodes == 1 else (hw.gpus_per_node if hw.gpus_per_node > 1 else 8,)):
+            for per_node in (1, 2, 4, 8) if nodes == 1 else (hw.gpus_per_node if hw.gpus_per_node > 1 else 8,):
                 more = replace(hw, gpus_per_node=per_node, nodes=nodes)
                 if more.num_processes <= hw.num_processes:
                     continue
                 found = _fits_somehow(shape, base, more, checkpointing)
                 if found:
-                    out.append(f"more GPUs: {nodes} node(s) x {per_node} {hw.label} "
-                               f"({found.rung.label}, {_sizes(found)}); "
-                               f"set hardware.gpus_per_node / hardware.nodes")
+                    out.append(
+                        f"more GPUs: {nodes} node(s) x {per_node} {hw.label} "
+                        f"({found.rung.label}, {_sizes(found)}); "
+                        f"set hardware.gpus_per_node / hardware.nodes"
+                    )
                     break
             else:
                 continue
@@ -260,17 +309,26 @@ def what_would_fit(shape: ModelShape, base: TrainingShape, hw: HardwareProfile, 
         found = _fits_somehow(shape, base, no_limit, checkpointing)
         if found and found.memory.cpu_per_node:
             # Rounded up: the RAM named here must fit when planned again (575.3 printed as 575 did not).
-            out.append(f"CPU offload with {math.ceil(found.memory.cpu_per_node / GIB / (1 - hw.headroom))} GB host RAM "
-                       f"per node (hardware.cpu_memory_gb is {hw.cpu_memory_gb:g})")
+            out.append(
+                f"CPU offload with {math.ceil(found.memory.cpu_per_node / GIB / (1 - hw.headroom))} GB host RAM "
+                f"per node (hardware.cpu_memory_gb is {hw.cpu_memory_gb:g})"
+            )
     if hw.is_gpu:
-        bigger = sorted(((info.memory_gb, key) for key, info in DEVICE_CATALOG.items()
-                         if key != "cpu" and info.memory_gb > hw.memory_gb and info.bf16 >= hw.bf16_native))
+        bigger = sorted(
+            (
+                (info.memory_gb, key)
+                for key, info in DEVICE_CATALOG.items()
+                if key != "cpu" and info.memory_gb > hw.memory_gb and info.bf16 >= hw.bf16_native
+            )
+        )
         for mem, key in bigger:
             info = DEVICE_CATALOG[key]
             larger = replace(hw, device=key, label=info.label, memory_gb=float(mem), bf16_native=info.bf16)
             found = _fits_somehow(shape, base, larger, checkpointing)
             if found:
-                out.append(f"a larger device: hardware.device: {key} ({found.rung.label}, "
-                           f"{found.memory.total / GIB:.1f} GB of {mem:g} GB)")
+                out.append(
+                    f"a larger device: hardware.device: {key} ({found.rung.label}, "
+                    f"{found.memory.total / GIB:.1f} GB of {mem:g} GB)"
+                )
                 break
     return out

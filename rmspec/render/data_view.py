@@ -35,53 +35,97 @@ def report_view(report: dict[str, Any]) -> Group:
     head.add_row("rows read", str(report["rows_read"]))
     head.add_row("rows kept", str(report["rows_kept"]))
     head.add_row("rows rejected", str(report.get("rows_rejected", sum(report["rejected"].values()))))
-    head.add_row("counts reconcile", Text("yes: read + added by mapping = kept + rejected", style="green") if reconciled
-                 else Text("NO: some rows are unaccounted for", style="red bold"))
+    head.add_row(
+        "counts reconcile",
+        Text("yes: read + added by mapping = kept + rejected", style="green")
+        if reconciled
+        else Text("NO: some rows are unaccounted for", style="red bold"),
+    )
     head.add_row("splits", ", ".join(f"{k} {v}" for k, v in report["splits"].items()) or "-")
     if report.get("augmented"):
         head.add_row("augmented (train)", ", ".join(f"{k} {v}" for k, v in report["augmented"].items()))
     steps = report.get("steps") or {}
     if steps:  # process reward data: what the labels cover, and the steps max_length cost
-        head.add_row("steps", f"{steps['steps']} in {steps['rows']} rows ({steps['mean_steps_per_row']} a row), "
-                              f"{steps['wrong_steps']} wrong; {steps['rows_with_a_wrong_step']} rows with a wrong step")
-        head.add_row("steps past max_length", f"{steps['steps_dropped_past_max_length']} dropped whole from the end of "
-                                              f"{steps['rows_with_steps_dropped']} rows")
+        head.add_row(
+            "steps",
+            f"{steps['steps']} in {steps['rows']} rows ({steps['mean_steps_per_row']} a row), "
+            f"{steps['wrong_steps']} wrong; {steps['rows_with_a_wrong_step']} rows with a wrong step",
+        )
+        head.add_row(
+            "steps past max_length",
+            f"{steps['steps_dropped_past_max_length']} dropped whole from the end of "
+            f"{steps['rows_with_steps_dropped']} rows",
+        )
     verdict, style = heuristic_verdict(report.get("length_heuristic_accuracy"))
     if report.get("approach") != "process":
-        head.add_row("length heuristic", Text(f"{_pct(report.get('length_heuristic_accuracy'))}  ") + Text(verdict, style=style))
+        head.add_row(
+            "length heuristic", Text(f"{_pct(report.get('length_heuristic_accuracy'))}  ") + Text(verdict, style=style)
+        )
     head.add_row("truncated", _pct(report.get("truncation_rate")))
     if report.get("shared_prefix_cut_pairs"):
-        head.add_row("prompt cut for both", f"{report['shared_prefix_cut_pairs']} pairs: the shorter side lost more prompt "
-                     "than cut alone, so both sides answer the same prompt")
+        head.add_row(
+            "prompt cut for both",
+            f"{report['shared_prefix_cut_pairs']} pairs: the shorter side lost more prompt "
+            "than cut alone, so both sides answer the same prompt",
+        )
     head.add_row("exact duplicates", _pct(report.get("duplicate_rate")))
     if report.get("approach") == "bradley_terry":
         head.add_row("score ties", str(report.get("ties", 0)))
     layout = report.get("layout")
     if layout:
-        head.add_row("layout", {"pair": "text pair (encoder): [CLS] prompt [SEP] response [SEP]",
-                                "template": "the tokenizer's chat template",
-                                "plain": "plain 'User:/Assistant:' text"}.get(layout, layout))
+        head.add_row(
+            "layout",
+            {
+                "pair": "text pair (encoder): [CLS] prompt [SEP] response [SEP]",
+                "template": "the tokenizer's chat template",
+                "plain": "plain 'User:/Assistant:' text",
+            }.get(layout, layout),
+        )
     if report.get("cached"):
-        head.add_row("cache", f"loaded prepared data ({report.get('fingerprint', '')[:12]}) in {report.get('seconds', 0):.2f} s")
+        head.add_row(
+            "cache", f"loaded prepared data ({report.get('fingerprint', '')[:12]}) in {report.get('seconds', 0):.2f} s"
+        )
     elif report.get("seconds"):
         head.add_row("prepared in", f"{report['seconds']:.2f} s")
     parts.append(Panel(head, title="data report", expand=False))
 
     mixture = report.get("mixture")
     if mixture:  # data.sources: where each dataset's rows went, and how they were mixed
-        t = Table(title=f"per dataset ({mixture.get('method')}"
-                        + (f", {mixture['stopping_strategy']}" if mixture.get("stopping_strategy") else "") + ")")
-        for col in ("dataset", "weight", "read", "kept", "rejected", "sampled out", "train", "repeats", "validation",
-                    "reconciled"):
+        t = Table(
+            title=f"per dataset ({mixture.get('method')}"
+            + (f", {mixture['stopping_strategy']}" if mixture.get("stopping_strategy") else "")
+            + ")"
+        )
+        for col in (
+            "dataset",
+            "weight",
+            "read",
+            "kept",
+            "rejected",
+            "sampled out",
+            "train",
+            "repeats",
+            "validation",
+            "reconciled",
+        ):
             t.add_column(col, justify="left" if col == "dataset" else "right")
         for name, src in report.get("sources", {}).items():
-            sampled = sum(r.get("sampled_out", 0) for st, r in src.get("rejected_by_stage", {}).items()
-                          if st.startswith("mix:"))
+            sampled = sum(
+                r.get("sampled_out", 0) for st, r in src.get("rejected_by_stage", {}).items() if st.startswith("mix:")
+            )
             weight = src.get("weight")
-            t.add_row(name, "-" if weight is None else f"{weight:g}", str(src["rows_read"]), str(src["rows_kept"]),
-                      str(src["rows_rejected"]), str(sampled), str(src.get("rows_train", "")),
-                      str(src.get("rows_repeated", 0)), str(src.get("rows_validation", "")),
-                      "yes" if src.get("reconciled") else Text("NO", style="red"))
+            t.add_row(
+                name,
+                "-" if weight is None else f"{weight:g}",
+                str(src["rows_read"]),
+                str(src["rows_kept"]),
+                str(src["rows_rejected"]),
+                str(sampled),
+                str(src.get("rows_train", "")),
+                str(src.get("rows_repeated", 0)),
+                str(src.get("rows_validation", "")),
+                "yes" if src.get("reconciled") else Text("NO", style="red"),
+            )
         parts.append(t)
 
     stages = {}
@@ -108,8 +152,16 @@ def report_view(report: dict[str, Any]) -> Group:
             if not d.get("count"):
                 continue
             over = d.get("over_max_length")
-            t.add_row(name, str(d["count"]), f"{d['mean']:.0f}", f"{d['p50']:.0f}", f"{d['p90']:.0f}", f"{d['p99']:.0f}",
-                      f"{d['max']:.0f}", "" if over is None else Text(str(over), style="yellow" if over else ""))
+            t.add_row(
+                name,
+                str(d["count"]),
+                f"{d['mean']:.0f}",
+                f"{d['p50']:.0f}",
+                f"{d['p90']:.0f}",
+                f"{d['p99']:.0f}",
+                f"{d['max']:.0f}",
+                "" if over is None else Text(str(over), style="yellow" if over else ""),
+            )
         parts.append(t)
 
     groups = report.get("groups") or {}
@@ -151,4 +203,6 @@ def print_preview(records: list[dict[str, Any]], rejected: dict[str, int], conso
     console = console or Console()
     console.print(preview_view(records))
     if rejected:
-        console.print(Text("rejected while previewing: " + ", ".join(f"{k} {v}" for k, v in rejected.items()), style="yellow"))
+        console.print(
+            Text("rejected while previewing: " + ", ".join(f"{k} {v}" for k, v in rejected.items()), style="yellow")
+        )

@@ -18,7 +18,9 @@ SNIPPET_WIDTH = 160  # characters of a source line shown around the column
 
 def stderr_console() -> Console:
     # Tests and CI read plain text; a terminal gets colour.
-    return Console(stderr=True, highlight=False, soft_wrap=True, no_color=not sys.stderr.isatty() or "NO_COLOR" in os.environ)
+    return Console(
+        stderr=True, highlight=False, soft_wrap=True, no_color=not sys.stderr.isatty() or "NO_COLOR" in os.environ
+    )
 
 
 def _snippet(issue: SpecIssue, cache: dict[str, list[str] | None]) -> Text | None:
@@ -40,7 +42,7 @@ def _snippet(issue: SpecIssue, cache: dict[str, list[str] | None]) -> Text | Non
     start = max(1, issue.line - 1)
     for n in range(start, issue.line + 1):
         out.append(f"  {n:>4} | ", style="dim")
-        shown = lines[n - 1][left:left + SNIPPET_WIDTH]
+        shown = lines[n - 1][left : left + SNIPPET_WIDTH]
         out.append(shown + "\n", style="bold" if n == issue.line else "")
     out.append("       | " + " " * (col - 1 - left) + "^\n", style="red bold")
     return out

@@ -63,10 +63,12 @@ class RunProgress:
     def line(self) -> str:
         """One plain line (logs, CI, no terminal)."""
         parts = [f"step {self.step}/{self.max_steps or '?'}"]
-        for label, names in (("loss", ("train/rm/loss", "train/sft/loss")),
-                             ("acc", ("train/rm/accuracy",)),
-                             ("lr", ("train/rm/lr", "train/sft/lr")),
-                             ("eval acc", ("eval/rm/accuracy",))):
+        for label, names in (
+            ("loss", ("train/rm/loss", "train/sft/loss")),
+            ("acc", ("train/rm/accuracy",)),
+            ("lr", ("train/rm/lr", "train/sft/lr")),
+            ("eval acc", ("eval/rm/accuracy",)),
+        ):
             value = self.first(*names)
             if value is not None:
                 parts.append(f"{label} {value:.4g}")

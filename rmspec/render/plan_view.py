@@ -58,8 +58,10 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
     console = console or stdout_console()
     p = plan
     model, shape, hw = p.model, p.model.shape, p.hardware
-    console.print(Text(f"rmspec plan: {p.name}", style="bold underline"),
-                  Text(f"  ({p.approach}, spec {p.spec_path}, hash {p.spec_hash[:12]})", style="dim"))
+    console.print(
+        Text(f"rmspec plan: {p.name}", style="bold underline"),
+        Text(f"  ({p.approach}, spec {p.spec_path}, hash {p.spec_hash[:12]})", style="dim"),
+    )
     if p.sets:
         console.print(Text("  with --set " + " --set ".join(p.sets), style="dim"))
     console.print()
@@ -67,23 +69,34 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
     # ---- model
     console.print(_head("model") + Text(model.name_or_path) + Text(f"  -> {p.model_path}", style="dim"))
     lora = model.lora
-    trained = (f"{_count(model.trainable_parameters)} trainable (LoRA r={lora['r']}) of "
-               f"{_count(model.trained_parameters)}" if lora else f"{_count(model.trained_parameters)} trained")
-    console.print(Text(" " * 15) + Text(
-        f"{_count(model.num_parameters)} parameters, {trained}; {shape['architecture']} "
-        f"{shape['num_layers']} x {shape['layer_class'] or 'block'}, hidden {shape['hidden_size']}, "
-        f"heads {shape['num_attention_heads']}/{shape['num_key_value_heads']} KV, intermediate "
-        f"{shape['intermediate_size']}, vocab {shape['vocab_size']}"))
+    trained = (
+        f"{_count(model.trainable_parameters)} trainable (LoRA r={lora['r']}) of {_count(model.trained_parameters)}"
+        if lora
+        else f"{_count(model.trained_parameters)} trained"
+    )
+    console.print(
+        Text(" " * 15)
+        + Text(
+            f"{_count(model.num_parameters)} parameters, {trained}; {shape['architecture']} "
+            f"{shape['num_layers']} x {shape['layer_class'] or 'block'}, hidden {shape['hidden_size']}, "
+            f"heads {shape['num_attention_heads']}/{shape['num_key_value_heads']} KV, intermediate "
+            f"{shape['intermediate_size']}, vocab {shape['vocab_size']}"
+        )
+    )
     console.print(Text(" " * 15) + Text(f"shape from {model.shape_source}", style="dim"))
 
     # ---- hardware, precision
     if hw.is_gpu:
-        sizing = (f"{p.num_machines} node(s) x {p.processes_per_node} x {hw.label}, {p.device_capacity_gb:g} GB "
-                  f"each ({hw.headroom:.0%} headroom: {p.device_usable_gb:g} GB usable)")
+        sizing = (
+            f"{p.num_machines} node(s) x {p.processes_per_node} x {hw.label}, {p.device_capacity_gb:g} GB "
+            f"each ({hw.headroom:.0%} headroom: {p.device_usable_gb:g} GB usable)"
+        )
     else:
-        sizing = (f"{p.num_machines} node(s) x {p.processes_per_node} CPU process(es), {hw.memory_gb:.1f} GB host "
-                  f"RAM: {p.device_capacity_gb:.1f} GB per process ({hw.headroom:.0%} headroom: "
-                  f"{p.device_usable_gb:.1f} GB usable)")
+        sizing = (
+            f"{p.num_machines} node(s) x {p.processes_per_node} CPU process(es), {hw.memory_gb:.1f} GB host "
+            f"RAM: {p.device_capacity_gb:.1f} GB per process ({hw.headroom:.0%} headroom: "
+            f"{p.device_usable_gb:.1f} GB usable)"
+        )
     console.print(_head("hardware") + Text(sizing))
     console.print(Text(" " * 15) + Text(hw.source, style="dim"))
     console.print(_head("precision") + Text(p.precision, style="bold cyan") + Text(f"  {p.precision_reason}"))
@@ -94,14 +107,21 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
     if p.packing:
         console.print(_head("packing") + Text(p.packing) + Text(f"  {p.packing_reason}", style="dim"))
     packed = p.packing_tokens
-    seq_words = (f"prompt-once rows of up to {packed['row_tokens_bound']} tokens" if packed
-                 else f"sequences of {p.max_length} tokens")
+    seq_words = (
+        f"prompt-once rows of up to {packed['row_tokens_bound']} tokens"
+        if packed
+        else f"sequences of {p.max_length} tokens"
+    )
     console.print()
 
     # ---- memory
     mem = p.memory_per_device_gb
-    table = Table(title=f"memory per device (GB), {p.micro_batch_size} x {p.sequences_per_example} {seq_words}",
-                  title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(
+        title=f"memory per device (GB), {p.micro_batch_size} x {p.sequences_per_example} {seq_words}",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
     table.add_column("component")
     table.add_column("GB", justify="right")
     for key, label in COMPONENTS:
@@ -119,68 +139,105 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
     console.print(Text(f"  {p.memory_rule}", style="dim"))
     width = 40
     filled = min(width, int(round(width * total / max(p.device_capacity_gb, 1e-9))))
-    console.print(Text("  [") + Text("#" * filled, style=style) + Text("." * (width - filled)) +
-                  Text(f"] {total / p.device_capacity_gb:.0%} of {p.device_capacity_gb:g} GB"))
+    console.print(
+        Text("  [")
+        + Text("#" * filled, style=style)
+        + Text("." * (width - filled))
+        + Text(f"] {total / p.device_capacity_gb:.0%} of {p.device_capacity_gb:g} GB")
+    )
     if p.cpu_memory_per_node_gb:
         host_usable = p.cpu_memory_usable_gb
-        checked = (Text(f" of {host_usable:.1f} GB usable", style="green") if host_usable is not None
-                   else Text(" (unchecked: hardware.cpu_memory_gb not set)", style="yellow"))
+        checked = (
+            Text(f" of {host_usable:.1f} GB usable", style="green")
+            if host_usable is not None
+            else Text(" (unchecked: hardware.cpu_memory_gb not set)", style="yellow")
+        )
         console.print(Text(f"  host memory for offload: {p.cpu_memory_per_node_gb:.1f} GB per node") + checked)
     for warning in p.warnings:
         console.print(Text("  warning: ", style="bold yellow") + Text(warning))
     console.print()
 
     # ---- strategy
-    console.print(_head("strategy") + Text(p.strategy, style="bold cyan") +
-                  Text(f"  {p.strategy_reason}", style="dim"))
+    console.print(_head("strategy") + Text(p.strategy, style="bold cyan") + Text(f"  {p.strategy_reason}", style="dim"))
     for refused in p.refused:
-        console.print(Text(" " * 15) + Text("refused ", style="yellow") + Text(f"{refused['strategy']}: ") +
-                      Text(refused["reason"], style="dim"))
+        console.print(
+            Text(" " * 15)
+            + Text("refused ", style="yellow")
+            + Text(f"{refused['strategy']}: ")
+            + Text(refused["reason"], style="dim")
+        )
     ckpt = "on" if p.gradient_checkpointing else "off"
     by = f" (by {p.gradient_checkpointing_by})" if p.gradient_checkpointing_by else ""
     console.print(_head("checkpointing") + Text(ckpt + by) + Text(f"  {p.gradient_checkpointing_reason}", style="dim"))
     liger = p.liger_kernel or {"enabled": False, "reason": default_reason(p.uses_cpu)}
-    console.print(_head("liger kernels") + Text("on" if liger["enabled"] else "off") +
-                  Text(f"  {liger['reason']}", style="dim"))
+    console.print(
+        _head("liger kernels") + Text("on" if liger["enabled"] else "off") + Text(f"  {liger['reason']}", style="dim")
+    )
 
     # ---- batch
-    console.print(_head("batch") + Text(
-        f"{p.micro_batch_size} micro x {p.gradient_accumulation_steps} accumulation x {p.num_processes} "
-        f"process(es) = {p.global_batch_size} global") + Text(f"  ({p.micro_batch_reason})", style="dim"))
-    console.print(Text(" " * 15) + Text(
-        f"{p.tokens_per_step:,} tokens per optimizer step at most ({p.global_batch_size} x "
-        f"{p.sequences_per_example} {seq_words})"))
+    console.print(
+        _head("batch")
+        + Text(
+            f"{p.micro_batch_size} micro x {p.gradient_accumulation_steps} accumulation x {p.num_processes} "
+            f"process(es) = {p.global_batch_size} global"
+        )
+        + Text(f"  ({p.micro_batch_reason})", style="dim")
+    )
+    console.print(
+        Text(" " * 15)
+        + Text(
+            f"{p.tokens_per_step:,} tokens per optimizer step at most ({p.global_batch_size} x "
+            f"{p.sequences_per_example} {seq_words})"
+        )
+    )
     if packed:
-        console.print(Text(" " * 15) + Text(
-            f"expected per pair: {packed['row_tokens_expected']} tokens prompt-once vs "
-            f"{packed['pair_tokens_unpacked_expected']} as two sequences ({packed['source']})", style="dim"))
+        console.print(
+            Text(" " * 15)
+            + Text(
+                f"expected per pair: {packed['row_tokens_expected']} tokens prompt-once vs "
+                f"{packed['pair_tokens_unpacked_expected']} as two sequences ({packed['source']})",
+                style="dim",
+            )
+        )
 
     # ---- time
     est = p.estimate
     if est.get("compute") and not hw.is_gpu:
-        peak = (f"{est['peak_tflops_per_device']:g} TFLOPS per 2 cores (calibrated on the quickstart run), "
-                f"scaled to {est['compute']} = {est['peak_tflops_total']:g} TFLOPS")
+        peak = (
+            f"{est['peak_tflops_per_device']:g} TFLOPS per 2 cores (calibrated on the quickstart run), "
+            f"scaled to {est['compute']} = {est['peak_tflops_total']:g} TFLOPS"
+        )
     else:
         peak = f"{est['peak_tflops_per_device']:g} TFLOPS per device"
     assumption = f"assumed MFU {est['assumed_mfu']:.0%} of {peak}; {est['note']}"
     if est.get("steps_per_epoch"):
-        line = (f"{est['rows']:,} rows ({est['rows_source']}), {est['train_rows']:,} for training: "
-                f"{est['steps_per_epoch']:,} steps per epoch, ~{_duration(est['seconds_per_step'])} per step, "
-                f"~{_duration(est['seconds_per_epoch'])} per epoch")
+        line = (
+            f"{est['rows']:,} rows ({est['rows_source']}), {est['train_rows']:,} for training: "
+            f"{est['steps_per_epoch']:,} steps per epoch, ~{_duration(est['seconds_per_step'])} per step, "
+            f"~{_duration(est['seconds_per_epoch'])} per epoch"
+        )
     else:
         line = f"~{_duration(est['seconds_per_step'])} per step; epoch time unknown ({est['rows_source']})"
     console.print(_head("time") + Text(line))
     if est.get("tokens_per_step") is not None:
-        console.print(Text(" " * 15) + Text(
-            f"{est['tokens_per_step']:,} tokens per step for time ({p.global_batch_size} x "
-            f"{p.sequences_per_example} {'rows' if packed else 'sequences'} x {est['tokens_per_sequence']} tokens)"))
+        console.print(
+            Text(" " * 15)
+            + Text(
+                f"{est['tokens_per_step']:,} tokens per step for time ({p.global_batch_size} x "
+                f"{p.sequences_per_example} {'rows' if packed else 'sequences'} x {est['tokens_per_sequence']} tokens)"
+            )
+        )
     comm = est.get("communication")
     if comm:  # hardware.interconnect (rmspec.plan.communication)
         took = comm["seconds_per_step"]
         shown = f"{took * 1000:.0f} ms" if took < 1 else _duration(took)
-        console.print(Text(" " * 15) + Text(
-            f"communication ~{shown} per step: {comm['bytes_per_step'] / 1e9:.2f} GB per device over "
-            f"{comm['interconnect']} at {comm['bandwidth_gb_per_s']:g} GB/s ({comm['pattern']})"))
+        console.print(
+            Text(" " * 15)
+            + Text(
+                f"communication ~{shown} per step: {comm['bytes_per_step'] / 1e9:.2f} GB per device over "
+                f"{comm['interconnect']} at {comm['bandwidth_gb_per_s']:g} GB/s ({comm['pattern']})"
+            )
+        )
     console.print(Text(" " * 15) + Text(assumption, style="dim"))
     console.print()
 

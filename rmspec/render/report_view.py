@@ -66,33 +66,52 @@ def diagnostics_lines(name: str, entry: Mapping[str, Any]) -> list[Text]:
         return []
     if "verdicts" in diag:
         v = diag["verdicts"]
-        return [Text(f"{name}: ", style="bold") + Text(
-            f"verdicts consistent under swap {pct(v.get('consistency'))}; "
-            f"first position chosen {pct(v.get('position_bias_A'))}; "
-            f"unparsed {v.get('n_unparsed')} of {2 * v.get('n', 0)}")]
+        return [
+            Text(f"{name}: ", style="bold")
+            + Text(
+                f"verdicts consistent under swap {pct(v.get('consistency'))}; "
+                f"first position chosen {pct(v.get('position_bias_A'))}; "
+                f"unparsed {v.get('n_unparsed')} of {2 * v.get('n', 0)}"
+            )
+        ]
     if "first_error_confusion" in diag:  # a process reward model: step metrics, official figures per split
         splits = (entry.get("details") or {}).get("splits") or {}
-        per = "; ".join(f"{k} error {pct(v.get('acc_error'))} correct {pct(v.get('acc_correct'))}"
-                        for k, v in splits.items())
+        per = "; ".join(
+            f"{k} error {pct(v.get('acc_error'))} correct {pct(v.get('acc_correct'))}" for k, v in splits.items()
+        )
         tuned = (entry.get("details") or {}).get("tuned")
-        return [Text(f"{name}: ", style="bold") + Text(
-            f"threshold {diag.get('threshold')}; step accuracy {pct(diag.get('step_accuracy'))}, "
-            f"AUROC {_num(diag.get('auroc'))}, "
-            f"first-error accuracy {pct(diag.get('first_error_accuracy'))}" + (f"; {per}" if per else "")
-            + (f"; tuned threshold {tuned['threshold']} (not the headline): {pct(tuned['overall'])}" if tuned else ""))]
+        return [
+            Text(f"{name}: ", style="bold")
+            + Text(
+                f"threshold {diag.get('threshold')}; step accuracy {pct(diag.get('step_accuracy'))}, "
+                f"AUROC {_num(diag.get('auroc'))}, "
+                f"first-error accuracy {pct(diag.get('first_error_accuracy'))}"
+                + (f"; {per}" if per else "")
+                + (
+                    f"; tuned threshold {tuned['threshold']} (not the headline): {pct(tuned['overall'])}"
+                    if tuned
+                    else ""
+                )
+            )
+        ]
     cal = diag.get("calibration") or {}
     bias = diag.get("length_bias") or {}
     rewards = diag.get("rewards") or {}
-    lines = [Text(f"{name}: ", style="bold") + Text(
-        f"ECE {_num(cal.get('ece'))}; reward chosen {_num((rewards.get('chosen') or {}).get('mean'))} "
-        f"vs rejected {_num((rewards.get('rejected') or {}).get('mean'))}"
-    )]
+    lines = [
+        Text(f"{name}: ", style="bold")
+        + Text(
+            f"ECE {_num(cal.get('ece'))}; reward chosen {_num((rewards.get('chosen') or {}).get('mean'))} "
+            f"vs rejected {_num((rewards.get('rejected') or {}).get('mean'))}"
+        )
+    ]
     if bias:
-        lines.append(Text(
-            f"  length bias: corr(reward, length) {_num(bias.get('pearson'), 2)}; accuracy when chosen is longer "
-            f"{pct(bias.get('accuracy_chosen_longer'))} (n={bias.get('n_chosen_longer')}), shorter "
-            f"{pct(bias.get('accuracy_chosen_shorter'))} (n={bias.get('n_chosen_shorter')})"
-        ))
+        lines.append(
+            Text(
+                f"  length bias: corr(reward, length) {_num(bias.get('pearson'), 2)}; accuracy when chosen is longer "
+                f"{pct(bias.get('accuracy_chosen_longer'))} (n={bias.get('n_chosen_longer')}), shorter "
+                f"{pct(bias.get('accuracy_chosen_shorter'))} (n={bias.get('n_chosen_shorter')})"
+            )
+        )
     return lines
 
 
@@ -116,8 +135,12 @@ def print_results(results: Mapping[str, Any], console: Console | None = None, de
             console.print(Text(f"  note ({name}): {note}", style="yellow"))
     stats = results.get("reward_stats")
     if stats:
-        console.print(Text(f"reward mean {_num(stats['mean'])}, std {_num(stats['std'])} (from {stats['source']}) "
-                           "saved in the model config"))
+        console.print(
+            Text(
+                f"reward mean {_num(stats['mean'])}, std {_num(stats['std'])} (from {stats['source']}) "
+                "saved in the model config"
+            )
+        )
     for note in results.get("notes") or []:
         console.print(Text(f"note: {note}", style="yellow"))
 
@@ -128,8 +151,10 @@ def final_model_line(facts: Mapping[str, Any] | None) -> str | None:
         return None
     if facts.get("kind") != "best":
         return f"Model: the last step's weights (step {facts.get('step')})."
-    return (f"Model: the best checkpoint, step {facts.get('step')} (training.final_model: best): {facts.get('why')}; "
-            "the final evaluation ran on it.")
+    return (
+        f"Model: the best checkpoint, step {facts.get('step')} (training.final_model: best): {facts.get('why')}; "
+        "the final evaluation ran on it."
+    )
 
 
 def print_run_summary(run_dir: Path, console: Console | None = None) -> None:

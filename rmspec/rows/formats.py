@@ -20,8 +20,11 @@ def resolve_paths(patterns: list[str], base_dir: Path) -> list[str]:
     found: list[str] = []
     for i, pattern in enumerate(patterns):
         full = pattern if os.path.isabs(pattern) else str(base_dir / pattern)
-        matches = (sorted(m for m in glob.glob(full, recursive=True) if os.path.isfile(m)) if glob.has_magic(full)
-                   else ([full] if os.path.isfile(full) else []))
+        matches = (
+            sorted(m for m in glob.glob(full, recursive=True) if os.path.isfile(m))
+            if glob.has_magic(full)
+            else ([full] if os.path.isfile(full) else [])
+        )
         if not matches:
             raise RowError(NO_MATCH, f"no file matches {pattern!r} (looked for {full})", field=f"paths[{i}]")
         found.extend(matches)
@@ -47,8 +50,11 @@ def check_magic(path: str | Path, fmt: str) -> None:
     Parquet file lacks Parquet's magic bytes."""
     path = str(path)
     found = sniff(path)
-    expected = "JSON Lines" if fmt == "jsonl" or (fmt == "json" and path.lower().endswith((".jsonl", ".ndjson"))) \
+    expected = (
+        "JSON Lines"
+        if fmt == "jsonl" or (fmt == "json" and path.lower().endswith((".jsonl", ".ndjson")))
         else FORMAT_NAMES[fmt]
+    )
     says = "extension" if Path(path).suffix.lower() in FORMAT_BY_SUFFIX else "format"
     if found is not None and found != expected:
         raise RowError(WRONG_FORMAT, f"is a {found} file, not {expected} as its {says} says", path, field=found)

@@ -53,7 +53,7 @@ def first_undecodable(path: str | Path, encoding: str = "utf-8") -> tuple[int, i
         except UnicodeDecodeError as exc:
             row_start = block.rfind(b"\n", 0, exc.start) + 1
             line += block.count(b"\n", 0, exc.start)
-            col = len(block[row_start:exc.start].decode(encoding, errors="replace")) + 1
+            col = len(block[row_start : exc.start].decode(encoding, errors="replace")) + 1
             return line, col, f"byte 0x{block[exc.start]:02x} does not decode as {encoding} ({exc.reason})"
     return None
 
@@ -90,4 +90,3 @@ def preflight(path: str | Path, fmt: str, encoding: str = "utf-8") -> None:
         null = bare_null_line(path)
         if null is not None:
             raise RowError(BARE_NULL, "a bare null where a row (a JSON object) belongs", str(path), null)
-

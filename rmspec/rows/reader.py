@@ -58,10 +58,9 @@ class RowFile:
         return self.rows
 
 
-
-
-def decoded_lines(path: str | Path, encoding: str = "utf-8", *,
-                  blanks: bool = False) -> Iterator[tuple[int, str | None, RowError | None]]:
+def decoded_lines(
+    path: str | Path, encoding: str = "utf-8", *, blanks: bool = False
+) -> Iterator[tuple[int, str | None, RowError | None]]:
     """(line number, text or None, RowError(encoding) or None) for each line, decoded one by one
     (a UTF-8 byte-order mark on the first line is dropped); blank lines only with `blanks`."""
     utf8 = encoding.replace("_", "-").lower() in ("utf-8", "utf8")
@@ -74,10 +73,19 @@ def decoded_lines(path: str | Path, encoding: str = "utf-8", *,
             try:
                 yield number, raw.decode(encoding), None
             except UnicodeDecodeError as exc:
-                col = len(raw[:exc.start].decode(encoding, errors="replace")) + 1
-                yield number, None, RowError(ENCODING, f"byte 0x{raw[exc.start]:02x} at column {col} does not decode "
-                                             f"as {encoding} ({exc.reason})", str(path), number, col,
-                                             msg=raw[:2000].decode(encoding, errors="replace"))
+                col = len(raw[: exc.start].decode(encoding, errors="replace")) + 1
+                yield (
+                    number,
+                    None,
+                    RowError(
+                        ENCODING,
+                        f"byte 0x{raw[exc.start]:02x} at column {col} does not decode as {encoding} ({exc.reason})",
+                        str(path),
+                        number,
+                        col,
+                        msg=raw[:2000].decode(encoding, errors="replace"),
+                    ),
+                )
 
 
 def parse_line(text: str, file: str = "", line: int | None = None) -> dict[str, Any]:
@@ -95,16 +103,18 @@ def parse_line(text: str, file: str = "", line: int | None = None) -> dict[str, 
         try:
             json.dumps(row, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise RowError(LONE_SURROGATE, f"a lone surrogate {exc.object[exc.start]!r} is not Unicode text",
-                           file, line) from None
+            raise RowError(
+                LONE_SURROGATE, f"a lone surrogate {exc.object[exc.start]!r} is not Unicode text", file, line
+            ) from None
     return row
 
 
 # ---------------------------------------------------------------- rows
 
 
-def open_rows(path: str | Path, fmt: str = "auto", *, encoding: str = "utf-8", skip: int = 0,
-              blanks: bool = False) -> RowFile:
+def open_rows(
+    path: str | Path, fmt: str = "auto", *, encoding: str = "utf-8", skip: int = 0, blanks: bool = False
+) -> RowFile:
     """The rows of one file after the first `skip`, streamed (a JSON array is read whole).
 
     Raises RowError for what is wrong with the whole file (not found, unknown format, magic bytes
@@ -118,8 +128,12 @@ def open_rows(path: str | Path, fmt: str = "auto", *, encoding: str = "utf-8", s
         raise RowError(NOT_FOUND, "file not found", path)
     kind = format_of(path, fmt)
     if kind not in FORMATS:
-        raise RowError(UNKNOWN_FORMAT, f"cannot tell the format from the name {Path(path).name!r}"
-                       if kind is None else f"unknown format {kind!r}", path, field="format")
+        raise RowError(
+            UNKNOWN_FORMAT,
+            f"cannot tell the format from the name {Path(path).name!r}" if kind is None else f"unknown format {kind!r}",
+            path,
+            field="format",
+        )
     check_magic(path, kind)
     if kind == "json" and _lines_not_document(path):
         kind = "jsonl"

@@ -27,7 +27,21 @@ from rmspec.rundir.spec import load_run_spec
 from rmspec.rundir.status import Status, read_status, update_status, write_status
 
 __all__ = [
-    "CLAIM_LOCK", "LOCK_FILES", "TRAINER_LOCK", "RunDir", "Status", "atomic_write_json", "atomic_write_text",
-    "checkpoint_is_final", "checkpoint_step", "last_complete_checkpoint", "last_metrics", "load_run_spec",
-    "read_json", "read_status", "truncate_metrics_after", "update_status", "write_status",
+    "CLAIM_LOCK",
+    "LOCK_FILES",
+    "TRAINER_LOCK",
+    "RunDir",
+    "Status",
+    "atomic_write_json",
+    "atomic_write_text",
+    "checkpoint_is_final",
+    "checkpoint_step",
+    "last_complete_checkpoint",
+    "last_metrics",
+    "load_run_spec",
+    "read_json",
+    "read_status",
+    "truncate_metrics_after",
+    "update_status",
+    "write_status",
 ]

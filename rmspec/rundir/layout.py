@@ -90,9 +90,19 @@ class RunDir:
 
     def files(self) -> list[Path]:
         return [
-            self.spec, self.plan, self.accelerate_config, self.versions, self.rejects,
-            self.data_report, self.metrics, self.checkpoints, self.model, self.status,
-            self.eval_dir, self.results, self.report_html,
+            self.spec,
+            self.plan,
+            self.accelerate_config,
+            self.versions,
+            self.rejects,
+            self.data_report,
+            self.metrics,
+            self.checkpoints,
+            self.model,
+            self.status,
+            self.eval_dir,
+            self.results,
+            self.report_html,
         ]
 
 

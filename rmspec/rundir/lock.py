@@ -135,5 +135,5 @@ def _locked(root: Path, record: OwnerRecord | None) -> RunLocked:
     return RunLocked(
         f"{root} is in use by {describe(record)}: one run directory has one owner at a time",
         hint=f"follow it with `rmspec status {root}`, wait for it to end, or {stop}and then "
-             f"`rmspec run --resume {root}`",
+        f"`rmspec run --resume {root}`",
     )

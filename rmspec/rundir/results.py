@@ -39,8 +39,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    raise RmspecError(f"{path}:{number}: not valid JSON ({exc.msg})",
-                                      "the file was cut short or edited by hand; run `rmspec eval` again") from None
+                    raise RmspecError(
+                        f"{path}:{number}: not valid JSON ({exc.msg})",
+                        "the file was cut short or edited by hand; run `rmspec eval` again",
+                    ) from None
     return rows
 
 
@@ -67,10 +69,13 @@ def read_results(path: Path) -> dict[str, Any]:
     try:
         results = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise RmspecError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})",
-                          "run `rmspec eval RUN_DIR` again to rewrite it") from None
+        raise RmspecError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})", "run `rmspec eval RUN_DIR` again to rewrite it"
+        ) from None
     version = results.get("schema_version") if isinstance(results, dict) else None
     if not isinstance(results, dict) or version != SCHEMA_VERSION:
-        raise RmspecError(f"{path}: schema_version {version!r}, this rmspec reads {SCHEMA_VERSION}",
-                          "re-run `rmspec eval RUN_DIR` with this version")
+        raise RmspecError(
+            f"{path}: schema_version {version!r}, this rmspec reads {SCHEMA_VERSION}",
+            "re-run `rmspec eval RUN_DIR` with this version",
+        )
     return results

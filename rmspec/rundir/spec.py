@@ -29,5 +29,6 @@ def load_run_spec(run: RunDir | Path) -> LoadedSpec:
         return dataclasses.replace(loaded, file=Path(spec_path)) if spec_path else loaded
     if spec_path and Path(spec_path).exists():
         return load_spec(spec_path, tuple(plan.get("sets") or ()))
-    raise RmspecError(f"{run.root}: no spec.yaml (nor a plan.json naming an existing spec)",
-                      "use the model folder instead: RUN/model")
+    raise RmspecError(
+        f"{run.root}: no spec.yaml (nor a plan.json naming an existing spec)", "use the model folder instead: RUN/model"
+    )

@@ -91,9 +91,12 @@ class Status:
 
     def without(self, *names: str) -> Status:
         known = _field_names()
-        return dataclasses.replace(self, **{k: None for k in names if k in known},
-                                   extra={k: v for k, v in self.extra.items() if k not in names},
-                                   keys=tuple(k for k in self.keys if k not in names))
+        return dataclasses.replace(
+            self,
+            **{k: None for k in names if k in known},
+            extra={k: v for k, v in self.extra.items() if k not in names},
+            keys=tuple(k for k in self.keys if k not in names),
+        )
 
     @property
     def shown_state(self) -> str | None:

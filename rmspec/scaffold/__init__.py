@@ -25,12 +25,28 @@ from rmspec.spec.choices import unknown_choice
 
 APPROACHES = ("bradley_terry", "listwise", "pointwise", "generative", "process")
 
-__all__ = ["APPROACHES", "DEMO_DIR", "SCHEMA", "SPECS", "TEMPLATES", "build_document", "data_names",
-           "example_document", "example_names", "render_spec"]
+__all__ = [
+    "APPROACHES",
+    "DEMO_DIR",
+    "SCHEMA",
+    "SPECS",
+    "TEMPLATES",
+    "build_document",
+    "data_names",
+    "example_document",
+    "example_names",
+    "render_spec",
+]
 
 
-def build_document(approach: str, data: str | None, model: str | None, out_dir: Path, name: str | None = None,
-                   preset: str | None = None) -> tuple[dict, str | None]:
+def build_document(
+    approach: str,
+    data: str | None,
+    model: str | None,
+    out_dir: Path,
+    name: str | None = None,
+    preset: str | None = None,
+) -> tuple[dict, str | None]:
     """(the spec document for this approach, a note about the data for the user or None)."""
     from rmspec.spec.yaml_io import read_yaml_file
 

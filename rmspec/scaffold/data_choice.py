@@ -29,10 +29,14 @@ def _hub(path: str, **extra) -> dict:
 DATASETS: dict[str, dict] = {
     "demo": {"source": _demo("preferences.jsonl"), "mapping": {"preset": "pairs"}},
     "hh-rlhf": {"source": _hub("Anthropic/hh-rlhf", data_dir="helpful-base"), "mapping": {"preset": "hh-rlhf"}},
-    "ultrafeedback-binarized": {"source": _hub("trl-lib/ultrafeedback_binarized"),
-                                "mapping": {"preset": "ultrafeedback-binarized"}},
-    "ultrafeedback": {"source": _hub("openbmb/UltraFeedback"),
-                      "mapping": {"preset": "ultrafeedback", "binarize": "best_vs_worst"}},
+    "ultrafeedback-binarized": {
+        "source": _hub("trl-lib/ultrafeedback_binarized"),
+        "mapping": {"preset": "ultrafeedback-binarized"},
+    },
+    "ultrafeedback": {
+        "source": _hub("openbmb/UltraFeedback"),
+        "mapping": {"preset": "ultrafeedback", "binarize": "best_vs_worst"},
+    },
     "shp": {"source": _hub("stanfordnlp/SHP"), "mapping": {"preset": "shp"}},
     "helpsteer2": {"source": _hub("nvidia/HelpSteer2"), "mapping": {"preset": "helpsteer2"}},
     "judge-demo": {"source": _demo("judge_messages.jsonl"), "mapping": {"preset": "messages"}},
@@ -55,7 +59,12 @@ PLACEHOLDER = "train.jsonl"
 
 FILE_SUFFIXES = (".json", ".jsonl", ".parquet", ".csv")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-DEFAULT_PRESET = {"generative": "messages", "listwise": "ranked", "pointwise": None, "process": "stepwise"}  # others: pairs
+DEFAULT_PRESET = {
+    "generative": "messages",
+    "listwise": "ranked",
+    "pointwise": None,
+    "process": "stepwise",
+}  # others: pairs
 
 
 def names() -> list[str]:
@@ -82,8 +91,10 @@ def data_section(data: str, approach: str, out_dir: Path, preset: str | None = N
         raise RmspecError(unknown_choice("mapping preset", preset, PRESETS))
     if data in DATASETS or data in PRESETS:
         if preset is not None:
-            raise RmspecError(f"--preset goes with a hub dataset id or a file, not with the name {data!r}",
-                              hint=f"--data {data} already says how the rows map")
+            raise RmspecError(
+                f"--preset goes with a hub dataset id or a file, not with the name {data!r}",
+                hint=f"--data {data} already says how the rows map",
+            )
         if data in DATASETS:
             entry = DATASETS[data]
             section = {"source": dict(entry["source"]), "mapping": dict(entry["mapping"])}
@@ -106,12 +117,14 @@ def data_section(data: str, approach: str, out_dir: Path, preset: str | None = N
                 return {"source": dict(entry["source"]), "mapping": dict(entry["mapping"])}, None
         mapping = _default_mapping(approach, preset)
         layout = mapping.get("preset") or "prompt/response/score columns"
-        note = (f"{data} is read as the {layout} layout; check with `rmspec data preview SPEC`, "
-                "and pick another with --preset or data.mapping.columns")
+        note = (
+            f"{data} is read as the {layout} layout; check with `rmspec data preview SPEC`, "
+            "and pick another with --preset or data.mapping.columns"
+        )
         return {"source": _hub(data), "mapping": mapping}, note
     guess = did_you_mean(data, names())
     raise RmspecError(
         f"unknown data {data!r}" + (f"; did you mean {guess!r}?" if guess else ""),
         hint=f"--data takes a dataset ({', '.join(DATASETS)}), a mapping preset ({', '.join(PRESETS)}), "
-             "a hub dataset id (org/name) or a local .jsonl/.json/.parquet/.csv file",
+        "a hub dataset id (org/name) or a local .jsonl/.json/.parquet/.csv file",
     )

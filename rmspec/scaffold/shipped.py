@@ -34,6 +34,7 @@ def absolute_shipped_paths(node, folder: str):
 
     Values that name no shipped file (hub dataset ids, the user's own files) stay as written.
     """
+
     def fix(value):
         if isinstance(value, str) and not os.path.isabs(value):
             target = shipped_path(value, folder)

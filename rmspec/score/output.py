@@ -39,8 +39,16 @@ class Writer:
         self.out, self.rejects = out, rejects_path(out)
         self.format = out_format(out)
         self.identity = identity
-        self.state = resume_state or {"rows_done": 0, "scored": 0, "rejected": 0, "reasons": {},
-                                      "out_bytes": 0, "rejects_bytes": 0, "csv_header": None, "done": False}
+        self.state = resume_state or {
+            "rows_done": 0,
+            "scored": 0,
+            "rejected": 0,
+            "reasons": {},
+            "out_bytes": 0,
+            "rejects_bytes": 0,
+            "csv_header": None,
+            "done": False,
+        }
         out.parent.mkdir(parents=True, exist_ok=True)
         for path, size in ((out, self.state["out_bytes"]), (self.rejects, self.state["rejects_bytes"])):
             with path.open("ab") as f:
@@ -77,8 +85,10 @@ class Writer:
             self._csv = csv.DictWriter(self._out, fieldnames=self.state["csv_header"], extrasaction="ignore")
             if self.state["out_bytes"] == 0:
                 self._csv.writeheader()
-        self._csv.writerows({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
-                             for k, v in r.items()} for r in rows)
+        self._csv.writerows(
+            {k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v for k, v in r.items()}
+            for r in rows
+        )
 
     def finish(self) -> None:
         self.state["done"] = True
@@ -101,6 +111,8 @@ def load_resume(out: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
     saved = json.loads(path.read_text())
     for key, value in identity.items():
         if saved.get(key) != value:
-            raise DataError(f"--resume: {out} was written with a different {key} ({saved.get(key)!r}, now {value!r})",
-                            "resume with the same model, input and --columns, or start afresh with --overwrite")
+            raise DataError(
+                f"--resume: {out} was written with a different {key} ({saved.get(key)!r}, now {value!r})",
+                "resume with the same model, input and --columns, or start afresh with --overwrite",
+            )
     return {k: v for k, v in saved.items() if k not in identity}

@@ -55,11 +55,16 @@ def detect_format(p: Path) -> str:
     if p.is_dir():
         if (p / "dataset_info.json").exists() or (p / "state.json").exists() or (p / "dataset_dict.json").exists():
             return "save_to_disk"
-        raise DataError(f"{p} is a folder but not a datasets save_to_disk folder (no dataset_info.json or dataset_dict.json)",
-                        "point at a file (.jsonl, .json, .parquet, .csv) or at the folder Dataset.save_to_disk wrote")
+        raise DataError(
+            f"{p} is a folder but not a datasets save_to_disk folder (no dataset_info.json or dataset_dict.json)",
+            "point at a file (.jsonl, .json, .parquet, .csv) or at the folder Dataset.save_to_disk wrote",
+        )
     fmt = rows.format_of(p)
     if fmt is None:
-        raise DataError(f"{p}: cannot tell the format from the name", "use .jsonl, .json, .parquet or .csv (or a save_to_disk folder)")
+        raise DataError(
+            f"{p}: cannot tell the format from the name",
+            "use .jsonl, .json, .parquet or .csv (or a save_to_disk folder)",
+        )
     return fmt
 
 
@@ -92,8 +97,12 @@ def _as_rows(read: Iterator[rows.Row], fmt: str) -> Iterator[dict[str, Any] | Ba
             yield BadRow(_reason(row.error), row.raw, KINDS.get(row.error.code, "is not a JSON object"))
 
 
-KINDS = {rows.ENCODING: "encoding", rows.LONE_SURROGATE: "encoding", rows.EMPTY_LINE: "is empty",
-         rows.INVALID_JSON: "is not valid JSON"}
+KINDS = {
+    rows.ENCODING: "encoding",
+    rows.LONE_SURROGATE: "encoding",
+    rows.EMPTY_LINE: "is empty",
+    rows.INVALID_JSON: "is not valid JSON",
+}
 
 
 def _reason(exc: rows.RowError) -> str:
@@ -105,7 +114,11 @@ def _reason(exc: rows.RowError) -> str:
     if exc.code == rows.EMPTY_LINE:
         return f"line {n} is empty"
     if exc.code == rows.INVALID_JSON:
-        return f"line {n} is not valid JSON ({exc.msg} at column {exc.col})" if exc.col else f"line {n} is not valid JSON ({exc.detail})"
+        return (
+            f"line {n} is not valid JSON ({exc.msg} at column {exc.col})"
+            if exc.col
+            else f"line {n} is not valid JSON ({exc.detail})"
+        )
     if exc.code == rows.NOT_OBJECT and "item" in exc.detail:
         return exc.detail  # an item of a JSON array
     return f"line {n} is not a JSON object"
@@ -129,13 +142,15 @@ def _saved(p: Path, split: str | None, skip: int) -> Source:
         if split is None and len(names) == 1:
             split = names[0]
         if split not in ds:
-            raise DataError(f"{p} holds splits {', '.join(names)}" + (f", not {split!r}" if split else ""),
-                            f"choose one with --split (e.g. --split {names[0]})")
+            raise DataError(
+                f"{p} holds splits {', '.join(names)}" + (f", not {split!r}" if split else ""),
+                f"choose one with --split (e.g. --split {names[0]})",
+            )
         ds = ds[split]
 
     def rows() -> Iterator[dict[str, Any]]:
         for start in range(skip, len(ds), 1024):
-            yield from _columns_to_rows(ds[start:start + 1024])
+            yield from _columns_to_rows(ds[start : start + 1024])
 
     return Source(p, "save_to_disk", len(ds), rows())
 

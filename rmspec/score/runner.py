@@ -30,10 +30,20 @@ from rmspec.score.reader import BadRow
 from rmspec.score.steps import step_columns, step_item, step_reason, step_shape
 
 
-def score_file(engine: RewardEngine | StepEngine, input_path: str | Path, out: Path, *, target: str,
-               columns: str | None = None, split: str | None = None, chunk_rows: int = 2048,
-               batch_size: int | None = None, resume: bool = False, overwrite: bool = False,
-               progress: Callable[[int, int | None], None] | None = None) -> dict[str, Any]:
+def score_file(
+    engine: RewardEngine | StepEngine,
+    input_path: str | Path,
+    out: Path,
+    *,
+    target: str,
+    columns: str | None = None,
+    split: str | None = None,
+    chunk_rows: int = 2048,
+    batch_size: int | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: Callable[[int, int | None], None] | None = None,
+) -> dict[str, Any]:
     """Score every row of `input_path` into `out`; returns the summary (counts reconcile:
     rows_read == scored + rejected, resumed rows included)."""
     started = time.perf_counter()
@@ -57,8 +67,10 @@ def score_file(engine: RewardEngine | StepEngine, input_path: str | Path, out: P
         shape = detect(list(first), named)
         rows = iter(reader.open_rows(in_path, split=split, skip=skip).rows)  # the peek consumed rows: read again
     if engine.kind == ScorerKind.JUDGE and shape.kind != shapes.PAIRS:
-        raise DataError(f"a generative judge compares two responses; these rows are {shape.kind}",
-                        "give prompt + chosen + rejected rows (--columns prompt=..,chosen=..,rejected=..)")
+        raise DataError(
+            f"a generative judge compares two responses; these rows are {shape.kind}",
+            "give prompt + chosen + rejected rows (--columns prompt=..,chosen=..,rejected=..)",
+        )
     writer = output.Writer(out, resume_state=state, identity=identity)
     writer.state["shape"] = {"kind": shape.kind, "columns": shape.columns}
     bs = batch_size or engine.batch_size
@@ -88,13 +100,16 @@ def _prepare_out(out: Path, identity: dict[str, Any], resume: bool, overwrite: b
     if resume:
         state = output.load_resume(out, identity)
         if state is None and out.exists():
-            raise DataError(f"--resume: {out} exists but has no progress record ({output.progress_path(out).name})",
-                            "it was not written by rmspec score; start afresh with --overwrite")
+            raise DataError(
+                f"--resume: {out} exists but has no progress record ({output.progress_path(out).name})",
+                "it was not written by rmspec score; start afresh with --overwrite",
+            )
         return state
     if any(f.exists() for f in files):
         if not overwrite:
-            raise DataError(f"{out} already exists",
-                            "continue an interrupted run with --resume, or replace it with --overwrite")
+            raise DataError(
+                f"{out} already exists", "continue an interrupted run with --resume, or replace it with --overwrite"
+            )
         for f in files:
             f.unlink(missing_ok=True)
     return None
@@ -103,8 +118,9 @@ def _prepare_out(out: Path, identity: dict[str, Any], resume: bool, overwrite: b
 Chunk = tuple[list[dict[str, Any]], list[dict[str, Any]], tuple[int, int]]
 
 
-def _score_chunk(engine: RewardEngine | StepEngine, shape: shapes.Shape, chunk: list[Any], first_index: int,
-                 batch_size: int) -> Chunk:
+def _score_chunk(
+    engine: RewardEngine | StepEngine, shape: shapes.Shape, chunk: list[Any], first_index: int, batch_size: int
+) -> Chunk:
     """(scored rows, rejects, (real tokens, tokens in the batches)) of one chunk."""
     process = engine.kind == ScorerKind.PROCESS
     kept: list[tuple[dict[str, Any], Any]] = []
@@ -122,23 +138,27 @@ def _score_chunk(engine: RewardEngine | StepEngine, shape: shapes.Shape, chunk: 
     return [_add(row, c) for (row, _), c in zip(kept, cols)], rejects, padding
 
 
-def _scores(engine: RewardEngine | StepEngine, shape: shapes.Shape, items: list[Any],
-            batch_size: int) -> tuple[list[dict[str, Any]], tuple[int, int]]:
+def _scores(
+    engine: RewardEngine | StepEngine, shape: shapes.Shape, items: list[Any], batch_size: int
+) -> tuple[list[dict[str, Any]], tuple[int, int]]:
     """The score columns per item, by the scorer's kind, and the padding count."""
     if engine.kind == ScorerKind.PROCESS:  # per-step scores and the predicted first wrong step
         return step_columns(engine, items), (0, 0)
     if engine.kind == ScorerKind.JUDGE:  # pairs only (score_file checks): the verdict on (chosen, rejected)
-        judged = engine.verdicts([its[0][0] for its in items], [its[0][1] for its in items],
-                                 [its[1][1] for its in items], batch_size)
+        judged = engine.verdicts(
+            [its[0][0] for its in items], [its[0][1] for its in items], [its[1][1] for its in items], batch_size
+        )
         return [{"verdict": v, "judge_output": text} for v, text in judged], (0, 0)
     encoded = engine.encode([item for its in items for item in its])
     groups, pos = [], 0
     for its in items:  # a row's texts share its prompt: computed once on decoders (engine.prompt_once)
-        groups.append(encoded[pos:pos + len(its)])
+        groups.append(encoded[pos : pos + len(its)])
         pos += len(its)
     outputs = engine.grouped_outputs(groups, batch_size)
-    return ([_columns(engine, shape, outs, enc) for outs, enc in zip(outputs, groups)],
-            _padding([len(e.ids) for e in encoded], batch_size))
+    return (
+        [_columns(engine, shape, outs, enc) for outs, enc in zip(outputs, groups)],
+        _padding([len(e.ids) for e in encoded], batch_size),
+    )
 
 
 def _columns(engine: RewardEngine, shape: shapes.Shape, outs: list[list[float]], enc: list[Any]) -> dict[str, Any]:
@@ -146,18 +166,26 @@ def _columns(engine: RewardEngine, shape: shapes.Shape, outs: list[list[float]],
     cols: dict[str, Any]
     if engine.kind == ScorerKind.POINTWISE:
         if shape.kind == shapes.PAIRS:
-            cols = {f"{name}_{side}": o[j] for side, o in zip(("chosen", "rejected"), outs)
-                    for j, name in enumerate(engine.labels)}
+            cols = {
+                f"{name}_{side}": o[j]
+                for side, o in zip(("chosen", "rejected"), outs)
+                for j, name in enumerate(engine.labels)
+            }
         else:
             cols = {name: outs[0][j] for j, name in enumerate(engine.labels)}
         return {**cols, "truncated": truncated}
     if shape.kind == shapes.PAIRS:
         chosen, rejected = outs[0][0], outs[1][0]
-        cols = {"reward_chosen": chosen, "reward_rejected": rejected, "margin": chosen - rejected,
-                "p_chosen": preference_probability(chosen, rejected)}
+        cols = {
+            "reward_chosen": chosen,
+            "reward_rejected": rejected,
+            "margin": chosen - rejected,
+            "p_chosen": preference_probability(chosen, rejected),
+        }
         if engine.can_normalize:
-            cols.update(reward_chosen_normalized=engine.normalize(chosen),
-                        reward_rejected_normalized=engine.normalize(rejected))
+            cols.update(
+                reward_chosen_normalized=engine.normalize(chosen), reward_rejected_normalized=engine.normalize(rejected)
+            )
         if len(outs[0]) > 1:  # an ensemble (rmspec.inference.ensemble): outputs 1.. are its members
             cols.update(reward_std_chosen=member_std(outs[0]), reward_std_rejected=member_std(outs[1]))
         return {**cols, "truncated": truncated}
@@ -186,19 +214,36 @@ def _padding(lengths: list[int], batch_size: int) -> tuple[int, int]:
     """(real tokens, tokens in length-sorted batches of one sequence per text): see the module's note
     on decoders that compute each prompt once."""
     ordered = sorted(lengths)
-    batches = [ordered[s:s + batch_size] for s in range(0, len(ordered), batch_size)]
+    batches = [ordered[s : s + batch_size] for s in range(0, len(ordered), batch_size)]
     computed = sum(max(batch) * len(batch) for batch in batches)
     return sum(lengths), computed
 
 
-def _summary(state: dict[str, Any], out: Path, in_path: Path, started: float, rows_now: int, real: int, padded: int,
-             *, resumed: int, already: bool = False) -> dict[str, Any]:
+def _summary(
+    state: dict[str, Any],
+    out: Path,
+    in_path: Path,
+    started: float,
+    rows_now: int,
+    real: int,
+    padded: int,
+    *,
+    resumed: int,
+    already: bool = False,
+) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     return {
-        "input": str(in_path), "out": str(out), "rejects": str(output.rejects_path(out)),
-        "rows_read": state["rows_done"], "scored": state["scored"], "rejected": state["rejected"],
-        "rejected_by_reason": dict(state["reasons"]), "resumed_from_row": resumed, "rows_this_run": rows_now,
+        "input": str(in_path),
+        "out": str(out),
+        "rejects": str(output.rejects_path(out)),
+        "rows_read": state["rows_done"],
+        "scored": state["scored"],
+        "rejected": state["rejected"],
+        "rejected_by_reason": dict(state["reasons"]),
+        "resumed_from_row": resumed,
+        "rows_this_run": rows_now,
         "seconds": round(seconds, 3),
         "rows_per_second": round(rows_now / seconds, 2) if seconds > 0 and rows_now else None,
-        "padding_share": round(1 - real / padded, 4) if padded else None, "already_complete": already,
+        "padding_share": round(1 - real / padded, 4) if padded else None,
+        "already_complete": already,
     }

@@ -56,8 +56,13 @@ class Shape:
                 out.append(split_reply(conversation(value, c[side]), c[side]))
             else:
                 if "prompt" not in c:
-                    raise Invalid(Problem.NO_PROMPT_COLUMN, c[side], "is text but no prompt column was found or named",
-                                  c[side], value=value)
+                    raise Invalid(
+                        Problem.NO_PROMPT_COLUMN,
+                        c[side],
+                        "is text but no prompt column was found or named",
+                        c[side],
+                        value=value,
+                    )
                 out.append((_prompt(row, c["prompt"]), text(value, c[side], non_empty=True)))
         return out
 
@@ -71,8 +76,10 @@ def parse_columns(text: str | None) -> dict[str, str]:
         role, sep, col = part.partition("=")
         role, col = role.strip(), col.strip()
         if not sep or not col or role not in ALIASES:
-            raise DataError(f"--columns {text}: {part!r} is not ROLE=COLUMN with ROLE one of {', '.join(ALIASES)}",
-                            "e.g. --columns prompt=question,response=answer or chosen=better,rejected=worse")
+            raise DataError(
+                f"--columns {text}: {part!r} is not ROLE=COLUMN with ROLE one of {', '.join(ALIASES)}",
+                "e.g. --columns prompt=question,response=answer or chosen=better,rejected=worse",
+            )
         out[role] = col
     return out
 
@@ -90,17 +97,20 @@ def detect(columns: list[str], named: dict[str, str]) -> Shape:
     else:
         kinds = [k for k in (PAIRS, MESSAGES, SINGLE) if all(r in found for r in ROLES_OF[k] if r != "prompt")]
     if not kinds:
-        raise DataError(f"cannot tell which columns to score among: {', '.join(columns) or '(none)'}",
-                        "name them: --columns prompt=COL,response=COL (one response), "
-                        "--columns prompt=COL,chosen=COL,rejected=COL (pairs) "
-                        "or --columns messages=COL (a conversation)")
+        raise DataError(
+            f"cannot tell which columns to score among: {', '.join(columns) or '(none)'}",
+            "name them: --columns prompt=COL,response=COL (one response), "
+            "--columns prompt=COL,chosen=COL,rejected=COL (pairs) "
+            "or --columns messages=COL (a conversation)",
+        )
     kind = kinds[0]
     needed = [r for r in ROLES_OF[kind] if r != "prompt" or kind == SINGLE]
     missing = [r for r in needed if r not in found]
     if missing:
-        raise DataError(f"a {kind} row needs {', '.join(needed)}; "
-                        f"no column for {', '.join(missing)} among {', '.join(columns)}",
-                        f"name it: --columns {missing[0]}=COLUMN")
+        raise DataError(
+            f"a {kind} row needs {', '.join(needed)}; no column for {', '.join(missing)} among {', '.join(columns)}",
+            f"name it: --columns {missing[0]}=COLUMN",
+        )
     roles = [r for r in ROLES_OF[kind] if r in found]
     return Shape(kind, {r: found[r] for r in roles})
 

@@ -27,9 +27,11 @@ def step_shape(columns: list[str], named: dict[str, str]) -> Shape:
     steps = named.get("steps") or next((c for c in STEP_COLUMNS if c in columns), None)
     if prompt is None or steps is None:
         what = "prompt" if prompt is None else "steps"
-        raise DataError(f"a process reward model scores a prompt and its steps; found no {what} "
-                        f"column among {', '.join(columns) or '(none)'}",
-                        "name them: --columns prompt=COL,steps=COL (steps: a list of texts)")
+        raise DataError(
+            f"a process reward model scores a prompt and its steps; found no {what} "
+            f"column among {', '.join(columns) or '(none)'}",
+            "name them: --columns prompt=COL,steps=COL (steps: a list of texts)",
+        )
     return Shape(STEPS, {"prompt": prompt, "steps": steps})
 
 
@@ -53,5 +55,12 @@ def step_reason(exc: Invalid) -> tuple[str, str]:
 
 def step_columns(engine: StepEngine, items: list[tuple[Prompt, list[str]]]) -> list[dict[str, Any]]:
     """The score columns of each (prompt, steps) item."""
-    return [{"step_scores": s.scores, "first_error": s.prediction, "steps_scored": s.steps_scored,
-             "truncated": s.steps_scored < s.steps_total} for s in engine.score_steps(items)]
+    return [
+        {
+            "step_scores": s.scores,
+            "first_error": s.prediction,
+            "steps_scored": s.steps_scored,
+            "truncated": s.steps_scored < s.steps_total,
+        }
+        for s in engine.score_steps(items)
+    ]

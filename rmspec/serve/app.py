@@ -57,8 +57,12 @@ class Guard:
 
         try:
             if self.token is not None and path not in OPEN_PATHS and not self._authorized(scope):
-                err = ApiError(401, "missing or wrong bearer token: send Authorization: Bearer <token>", "authorization",
-                               {"WWW-Authenticate": "Bearer"})
+                err = ApiError(
+                    401,
+                    "missing or wrong bearer token: send Authorization: Bearer <token>",
+                    "authorization",
+                    {"WWW-Authenticate": "Bearer"},
+                )
                 return await _json(err)(scope, receive, tracked)
             await self.app(scope, receive, tracked)
         finally:
@@ -80,8 +84,18 @@ def _json(err: ApiError, path: str | None = None) -> JSONResponse:
 
 
 def create_app(service: Service, *, token: str | None = None, shutdown_timeout: float | None = None) -> FastAPI:
-    metrics = Metrics({"/get_reward", "/classify", "/v1/classify", "/pooling", "/v1/chat/completions",
-                       "/v1/models", "/health", "/metrics"})
+    metrics = Metrics(
+        {
+            "/get_reward",
+            "/classify",
+            "/v1/classify",
+            "/pooling",
+            "/v1/chat/completions",
+            "/v1/models",
+            "/health",
+            "/metrics",
+        }
+    )
     service.metrics = metrics
 
     @asynccontextmanager
@@ -109,8 +123,14 @@ def create_app(service: Service, *, token: str | None = None, shutdown_timeout: 
     @app.exception_handler(NeverFits)
     async def never_fits(request: Request, exc: NeverFits) -> JSONResponse:
         metrics.too_large.inc()
-        return _json(ApiError(413, f"{exc}: it can never be taken, a retry will not help; send fewer items per "
-                                   "request, or start the server with a larger --max-queue", "max_queue"))
+        return _json(
+            ApiError(
+                413,
+                f"{exc}: it can never be taken, a retry will not help; send fewer items per "
+                "request, or start the server with a larger --max-queue",
+                "max_queue",
+            )
+        )
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:
@@ -118,8 +138,10 @@ def create_app(service: Service, *, token: str | None = None, shutdown_timeout: 
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        message = {404: f"no route {request.url.path}: see /get_reward, /classify, /pooling, /v1/chat/completions, /v1/models, /health, /metrics",
-                   405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))
+        message = {
+            404: f"no route {request.url.path}: see /get_reward, /classify, /pooling, /v1/chat/completions, /v1/models, /health, /metrics",
+            405: f"{request.method} is not allowed on {request.url.path}",
+        }.get(exc.status_code, str(exc.detail))
         return _json(ApiError(exc.status_code, message, None), request.url.path)
 
     @app.exception_handler(RequestValidationError)
@@ -129,20 +151,30 @@ def create_app(service: Service, *, token: str | None = None, shutdown_timeout: 
     @app.exception_handler(Exception)
     async def failure(request: Request, exc: Exception) -> JSONResponse:
         log.error("scoring failed on %s: %s", request.url.path, type(exc).__name__)  # no body, no headers
-        return _json(ApiError(500, f"the server failed to score this request ({type(exc).__name__}); see the server log", None))
+        return _json(
+            ApiError(500, f"the server failed to score this request ({type(exc).__name__}); see the server log", None)
+        )
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         batcher = service.batcher
         read = getattr(service.engine, "read_point", None)
-        return {"status": "ok", "model": service.model_name, "kind": service.engine.kind,
-                "normalize": service.normalize, "max_length": service.engine.max_length,
-                "segments": service.segments, "queue_depth": batcher.depth if batcher else 0,
-                **(read.describe(service.engine.tokenizer) if read is not None else {})}
+        return {
+            "status": "ok",
+            "model": service.model_name,
+            "kind": service.engine.kind,
+            "normalize": service.normalize,
+            "max_length": service.engine.max_length,
+            "segments": service.segments,
+            "queue_depth": batcher.depth if batcher else 0,
+            **(read.describe(service.engine.tokenizer) if read is not None else {}),
+        }
 
     @app.get("/metrics")
     async def prometheus() -> Response:
-        return Response(metrics.render(service.batcher.depth if service.batcher else 0), media_type=metrics.content_type)
+        return Response(
+            metrics.render(service.batcher.depth if service.batcher else 0), media_type=metrics.content_type
+        )
 
     app.include_router(openrlhf.router(service))
     app.include_router(vllm.router(service))

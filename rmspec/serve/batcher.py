@@ -53,9 +53,18 @@ class Batcher:
     run(items) -> results is the blocking scoring call; cost(item) its token count.
     """
 
-    def __init__(self, run: Callable[[list[Any]], list[Any]], cost: Callable[[Any], int], *,
-                 max_batch_tokens: int = 16384, max_batch_items: int = 256, max_wait: float = 0.005,
-                 max_queue: int = 4096, on_batch: Callable[[int, int, float], None] | None = None, chunk: int = 32):
+    def __init__(
+        self,
+        run: Callable[[list[Any]], list[Any]],
+        cost: Callable[[Any], int],
+        *,
+        max_batch_tokens: int = 16384,
+        max_batch_items: int = 256,
+        max_wait: float = 0.005,
+        max_queue: int = 4096,
+        on_batch: Callable[[int, int, float], None] | None = None,
+        chunk: int = 32,
+    ):
         self.run, self.cost = run, cost
         self.max_batch_tokens, self.max_batch_items = max_batch_tokens, max_batch_items
         self.max_wait, self.max_queue = max_wait, max_queue
@@ -144,7 +153,7 @@ class Batcher:
         return taken
 
     def _queued_tokens(self) -> int:
-        return sum(self.cost(item) for job in self._jobs for item in job.items[job.done:])
+        return sum(self.cost(item) for job in self._jobs for item in job.items[job.done :])
 
     async def _run(self, loop: Any, batch: list[tuple[_Job, int]], items: list[Any]) -> tuple[list[Any], list[Any]]:
         """The batch's results, computed `chunk` items at a time, shortest first (as the engine
@@ -154,7 +163,7 @@ class Batcher:
         computed: list[Any] = []
         order = sorted(range(len(items)), key=lambda k: self.cost(items[k]))
         for start in range(0, len(order), self.chunk):
-            idx = [k for k in order[start:start + self.chunk] if not batch[k][0].future.done()]
+            idx = [k for k in order[start : start + self.chunk] if not batch[k][0].future.done()]
             if not idx:
                 continue
             chunk = [items[k] for k in idx]
@@ -173,8 +182,11 @@ class Batcher:
             # A short wait lets concurrent single-sample requests join this batch; skipped when a
             # batch's worth is already queued.
             deadline = self._jobs[0].enqueued + self.max_wait if self._jobs else time.perf_counter()
-            while (self._waiting < self.max_batch_items and time.perf_counter() < deadline
-                   and self._queued_tokens() < self.max_batch_tokens):
+            while (
+                self._waiting < self.max_batch_items
+                and time.perf_counter() < deadline
+                and self._queued_tokens() < self.max_batch_tokens
+            ):
                 self._wakeup.clear()
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), max(0.0, deadline - time.perf_counter()))

@@ -21,20 +21,34 @@ class Metrics:
         self.routes = routes
         self.registry = r = CollectorRegistry()
         self.requests = Counter("rmspec_requests", "HTTP requests by route and status", ["route", "status"], registry=r)
-        self.latency = Histogram("rmspec_request_latency_seconds", "Request latency by route", ["route"],
-                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.latency = Histogram(
+            "rmspec_request_latency_seconds", "Request latency by route", ["route"], buckets=LATENCY_BUCKETS, registry=r
+        )
         self.items = Counter("rmspec_items_scored", "Texts scored or generated", registry=r)
-        self.batch_items = Histogram("rmspec_batch_size_items", "Items per model batch", buckets=SIZE_BUCKETS, registry=r)
-        self.batch_tokens = Histogram("rmspec_batch_tokens", "Tokens per model batch",
-                                      buckets=(64, 256, 1024, 4096, 8192, 16384, 32768, 65536), registry=r)
-        self.batch_seconds = Histogram("rmspec_batch_seconds", "Model time per batch", buckets=LATENCY_BUCKETS, registry=r)
+        self.batch_items = Histogram(
+            "rmspec_batch_size_items", "Items per model batch", buckets=SIZE_BUCKETS, registry=r
+        )
+        self.batch_tokens = Histogram(
+            "rmspec_batch_tokens",
+            "Tokens per model batch",
+            buckets=(64, 256, 1024, 4096, 8192, 16384, 32768, 65536),
+            registry=r,
+        )
+        self.batch_seconds = Histogram(
+            "rmspec_batch_seconds", "Model time per batch", buckets=LATENCY_BUCKETS, registry=r
+        )
         self.queue_depth = Gauge("rmspec_queue_depth", "Items waiting for a batch", registry=r)
         self.truncated = Counter("rmspec_truncated", "Texts cut to max_length", registry=r)
         self.rejected_full = Counter("rmspec_queue_full", "Requests refused with 503 (queue full)", registry=r)
-        self.too_large = Counter("rmspec_too_large", "Requests refused with 413 (body, items or queue limit)", registry=r)
-        self.cancelled = Counter("rmspec_cancelled_requests", "Requests whose client disconnected before the answer", registry=r)
-        self.cancelled_items = Counter("rmspec_cancelled_items", "Queued texts dropped because their client disconnected",
-                                       registry=r)
+        self.too_large = Counter(
+            "rmspec_too_large", "Requests refused with 413 (body, items or queue limit)", registry=r
+        )
+        self.cancelled = Counter(
+            "rmspec_cancelled_requests", "Requests whose client disconnected before the answer", registry=r
+        )
+        self.cancelled_items = Counter(
+            "rmspec_cancelled_items", "Queued texts dropped because their client disconnected", registry=r
+        )
 
     def route(self, path: str) -> str:
         return path if path in self.routes else "other"

@@ -33,12 +33,31 @@ class ChatRequest(BaseModel):
 
 def _model_card(service: Service, name: str, created: int) -> dict[str, Any]:
     """vLLM's ModelCard, every field it sends."""
-    return {"id": name, "object": "model", "created": created, "owned_by": "rmspec", "root": service.model_name,
-            "parent": None, "max_model_len": service.engine.max_length,
-            "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission", "created": created,
-                            "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
-                            "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
-                            "organization": "*", "group": None, "is_blocking": False}]}
+    return {
+        "id": name,
+        "object": "model",
+        "created": created,
+        "owned_by": "rmspec",
+        "root": service.model_name,
+        "parent": None,
+        "max_model_len": service.engine.max_length,
+        "permission": [
+            {
+                "id": f"modelperm-{uuid.uuid4().hex}",
+                "object": "model_permission",
+                "created": created,
+                "allow_create_engine": False,
+                "allow_sampling": True,
+                "allow_logprobs": True,
+                "allow_search_indices": False,
+                "allow_view": True,
+                "allow_fine_tuning": False,
+                "organization": "*",
+                "group": None,
+                "is_blocking": False,
+            }
+        ],
+    }
 
 
 def router(service: Service) -> APIRouter:
@@ -53,8 +72,12 @@ def router(service: Service) -> APIRouter:
         req = parse(ChatRequest, await read_json(request, service.limits.max_body_bytes))
         model = service.check_model(req.model)
         if not service.is_judge:
-            raise ApiError(400, "this server holds a reward model, which scores but does not write: "
-                                "use POST /classify, /pooling or /get_reward", "messages")
+            raise ApiError(
+                400,
+                "this server holds a reward model, which scores but does not write: "
+                "use POST /classify, /pooling or /get_reward",
+                "messages",
+            )
         if req.stream:
             raise ApiError(400, "stream: streaming is not supported; send stream: false", "stream")
         if req.n not in (None, 1):
@@ -62,15 +85,40 @@ def router(service: Service) -> APIRouter:
         conv = conversation(req.messages)
         [reply] = await service.generate([conv], req.max_completion_tokens or req.max_tokens, request=request)
         # Every field vLLM's ChatCompletionResponse sends, so clients that read them find them.
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None, "annotations": None, "audio": None,
-                   "function_call": None, "tool_calls": [], "reasoning_content": None}
-        return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                "model": model,
-                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason,
-                             "stop_reason": None}],
-                "service_tier": None, "system_fingerprint": None,
-                "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                          "total_tokens": reply.prompt_tokens + reply.completion_tokens, "prompt_tokens_details": None},
-                "prompt_logprobs": None, "kv_transfer_params": None}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": reply.text,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
+            "tool_calls": [],
+            "reasoning_content": None,
+        }
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": reply.finish_reason,
+                    "stop_reason": None,
+                }
+            ],
+            "service_tier": None,
+            "system_fingerprint": None,
+            "usage": {
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+                "prompt_tokens_details": None,
+            },
+            "prompt_logprobs": None,
+            "kv_transfer_params": None,
+        }
 
     return api

@@ -36,10 +36,17 @@ def router(service: Service) -> APIRouter:
         if service.is_judge:
             raise ApiError(400, "this server holds a generative judge: use POST /v1/chat/completions", "query")
         if service.is_process:
-            raise ApiError(400, "this server holds a process reward model (a score per step): "
-                                "POST /pooling with \"task\": \"token_classify\"", "query")
-        req = parse(RewardRequest, await read_json(request, service.limits.max_body_bytes),
-                    {"query": "a list of strings (prompt + response, already templated)"})
+            raise ApiError(
+                400,
+                "this server holds a process reward model (a score per step): "
+                'POST /pooling with "task": "token_classify"',
+                "query",
+            )
+        req = parse(
+            RewardRequest,
+            await read_json(request, service.limits.max_body_bytes),
+            {"query": "a list of strings (prompt + response, already templated)"},
+        )
         queries = [req.query] if isinstance(req.query, str) else req.query
         check_items(len(queries), service.limits.max_items, "query")
         engine = service.engine

@@ -25,8 +25,14 @@ class ApiError(Exception):
         self.status, self.message, self.param, self.headers = status, message, param, headers or {}
 
     def body(self) -> dict[str, Any]:
-        kind = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError", 413: "RequestTooLarge",
-                422: "UnprocessableEntity", 503: "ServiceUnavailable"}.get(self.status, "Error")
+        kind = {
+            400: "BadRequestError",
+            401: "AuthenticationError",
+            404: "NotFoundError",
+            413: "RequestTooLarge",
+            422: "UnprocessableEntity",
+            503: "ServiceUnavailable",
+        }.get(self.status, "Error")
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.status}}
 
 
@@ -36,16 +42,21 @@ async def read_json(request: Any, limit: int) -> Any:
     if declared is not None:
         try:
             if int(declared) > limit:
-                raise ApiError(413, f"request body of {int(declared)} bytes is over the limit of {limit} bytes "
-                                    "(the server's --max-body-mb raises it)", "body")
+                raise ApiError(
+                    413,
+                    f"request body of {int(declared)} bytes is over the limit of {limit} bytes "
+                    "(the server's --max-body-mb raises it)",
+                    "body",
+                )
         except ValueError:
             raise ApiError(400, "Content-Length is not a number", "content-length") from None
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ApiError(413, f"request body is over the limit of {limit} bytes (the server's --max-body-mb raises it)",
-                           "body")
+            raise ApiError(
+                413, f"request body is over the limit of {limit} bytes (the server's --max-body-mb raises it)", "body"
+            )
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
@@ -57,14 +68,20 @@ async def read_json(request: Any, limit: int) -> Any:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ApiError(422, f"the request body is not valid JSON at line {exc.lineno} column {exc.colno}", "body") from None
+        raise ApiError(
+            422, f"the request body is not valid JSON at line {exc.lineno} column {exc.colno}", "body"
+        ) from None
     except RecursionError:  # thousands of nested brackets (found by tests/fuzz)
         raise ApiError(422, "the request body nests JSON too deeply", "body") from None
     if SURROGATE_ESCAPE.search(text):  # valid JSON, but a lone surrogate is not text a tokenizer can read
         where = _first_unencodable(data, "")
         if where is not None:
-            raise ApiError(400, f"{where or 'body'}: the text holds a lone surrogate (an escaped \\ud800-\\udfff "
-                                f"without its pair), which is not Unicode text", where or "body")
+            raise ApiError(
+                400,
+                f"{where or 'body'}: the text holds a lone surrogate (an escaped \\ud800-\\udfff "
+                f"without its pair), which is not Unicode text",
+                where or "body",
+            )
     return data
 
 
@@ -127,13 +144,18 @@ def check_tokens(encoded: list, field: str) -> None:
     """A text with no tokens cannot be scored (the model needs one): 422 naming the item."""
     for i, e in enumerate(encoded):
         if not e.ids:
-            raise ApiError(422, f"{field}.{i}: the text has no tokens to score (empty or only whitespace)", f"{field}.{i}")
+            raise ApiError(
+                422, f"{field}.{i}: the text has no tokens to score (empty or only whitespace)", f"{field}.{i}"
+            )
 
 
 def check_items(n: int, cap: int, field: str) -> None:
     if n > cap:
-        raise ApiError(413, f"{field}: {n} items in one request, over the limit of {cap} (the server's --max-items "
-                            "raises it)", field)
+        raise ApiError(
+            413,
+            f"{field}: {n} items in one request, over the limit of {cap} (the server's --max-items raises it)",
+            field,
+        )
 
 
 class ClientGone(Exception):

@@ -32,8 +32,10 @@ def read_token(host: str, token_env: str | None) -> str | None:
     if token_env:
         token = os.environ.get(token_env, "")
         if not token.strip():
-            raise RmspecError(f"--token-env {token_env}: that environment variable is not set or empty",
-                              f"export {token_env}=<a long random secret> before starting the server")
+            raise RmspecError(
+                f"--token-env {token_env}: that environment variable is not set or empty",
+                f"export {token_env}=<a long random secret> before starting the server",
+            )
         return token.strip()
     if not is_loopback(host):
         raise RmspecError(
@@ -62,10 +64,23 @@ def _server_class():
     return Server
 
 
-def serve(target: str, *, host: str, port: int, token: str | None, limits, normalize: bool | None,
-          model_name: str | None, batch_size: int | None, access_log: bool, log=print, segments: str = "training",
-          shutdown_timeout: float = 30.0, step_separator: str | None = None,
-          ensemble_reduce: tuple[str, float] = ("mean", 1.0)) -> None:
+def serve(
+    target: str,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    limits,
+    normalize: bool | None,
+    model_name: str | None,
+    batch_size: int | None,
+    access_log: bool,
+    log=print,
+    segments: str = "training",
+    shutdown_timeout: float = 30.0,
+    step_separator: str | None = None,
+    ensemble_reduce: tuple[str, float] = ("mean", 1.0),
+) -> None:
     import uvicorn
 
     from rmspec.inference.engine import load_scorer
@@ -78,25 +93,46 @@ def serve(target: str, *, host: str, port: int, token: str | None, limits, norma
 
     set_reduce(engine.model, *ensemble_reduce)  # an ensemble's served reward; refused for other models unless mean
     if normalize and not engine.can_normalize:
-        raise RmspecError(f"--normalize: {target} has no reward_mean/reward_std in config.json (a positive std)",
-                          "serve raw rewards (leave out --normalize), or give the run directory rmspec trained, whose model has them")
-    service = Service(engine, model_name=model_name or str(target), normalize=normalize, limits=limits, batch_size=batch_size,
-                      segments=segments, aliases=_aliases(target) if model_name is None else ())
+        raise RmspecError(
+            f"--normalize: {target} has no reward_mean/reward_std in config.json (a positive std)",
+            "serve raw rewards (leave out --normalize), or give the run directory rmspec trained, whose model has them",
+        )
+    service = Service(
+        engine,
+        model_name=model_name or str(target),
+        normalize=normalize,
+        limits=limits,
+        batch_size=batch_size,
+        segments=segments,
+        aliases=_aliases(target) if model_name is None else (),
+    )
     app = create_app(service, token=token, shutdown_timeout=shutdown_timeout)
-    norm = ("on" if service.normalize else "off") if engine.can_normalize else "off (no reward_mean/reward_std in config.json)"
+    norm = (
+        ("on" if service.normalize else "off")
+        if engine.can_normalize
+        else "off (no reward_mean/reward_std in config.json)"
+    )
     # A process reward model's clients put its separator after every step: say which one it reads.
     detail = f"step separator {engine.separator!r}" if isinstance(engine, StepEngine) else f"normalization {norm}"
     log(f"rmspec serve: {engine.kind} model {Path(target)} (max_length {engine.max_length}, {detail})")
     log(f"listening on http://{host}:{port}" + (" (bearer token required)" if token else ""))
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=access_log,
-                            # uvicorn annotates it int, but passes it to asyncio.wait_for, which takes seconds as a float.
-                            timeout_graceful_shutdown=shutdown_timeout,  # type: ignore[arg-type]
-                            server_header=False)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=access_log,
+        # uvicorn annotates it int, but passes it to asyncio.wait_for, which takes seconds as a float.
+        timeout_graceful_shutdown=shutdown_timeout,  # type: ignore[arg-type]
+        server_header=False,
+    )
     server = _server_class()(config)
     server.run()
     if not server.started:
-        raise RmspecError(f"could not listen on {host}:{port} (in use, or not an address of this machine)",
-                          "pick another --port, or stop the process that holds it")
+        raise RmspecError(
+            f"could not listen on {host}:{port} (in use, or not an address of this machine)",
+            "pick another --port, or stop the process that holds it",
+        )
     log("rmspec serve: stopped")
     sys.stdout.flush()
     sys.stderr.flush()

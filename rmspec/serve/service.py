@@ -40,9 +40,17 @@ class Judged:
 
 
 class Service:
-    def __init__(self, engine: RewardEngine | StepEngine, *, model_name: str, normalize: bool | None = None,
-                 limits: Limits | None = None, batch_size: int | None = None, segments: str = "training",
-                 aliases: Sequence[str] = ()):
+    def __init__(
+        self,
+        engine: RewardEngine | StepEngine,
+        *,
+        model_name: str,
+        normalize: bool | None = None,
+        limits: Limits | None = None,
+        batch_size: int | None = None,
+        segments: str = "training",
+        aliases: Sequence[str] = (),
+    ):
         self.engine = engine
         self.model_name = model_name
         # The names a request's `model` may carry (vLLM answers any other with 404).
@@ -70,9 +78,16 @@ class Service:
         lim = self.limits
         run = self._generate_batch if self.is_judge else self._score_batch
         cost = (lambda item: len(item[0]) + item[1]) if self.is_judge else (lambda e: len(e.ids))
-        self.batcher = Batcher(run, cost, max_batch_tokens=lim.max_batch_tokens, max_batch_items=lim.max_batch_items,
-                               max_wait=lim.max_wait_ms / 1000.0, max_queue=lim.max_queue, on_batch=on_batch,
-                               chunk=self.batch_size)
+        self.batcher = Batcher(
+            run,
+            cost,
+            max_batch_tokens=lim.max_batch_tokens,
+            max_batch_items=lim.max_batch_items,
+            max_wait=lim.max_wait_ms / 1000.0,
+            max_queue=lim.max_queue,
+            on_batch=on_batch,
+            chunk=self.batch_size,
+        )
         return self.batcher
 
     def check_model(self, name: str | None) -> str:
@@ -82,8 +97,12 @@ class Service:
         if name not in self.model_names:
             from rmspec.serve.request_io import ApiError
 
-            raise ApiError(404, f"The model `{name}`"[:300] + f" does not exist: this server serves `{self.model_name}` "
-                                "(GET /v1/models; rmspec serve --served-model-name NAME to add a name)", "model")
+            raise ApiError(
+                404,
+                f"The model `{name}`"[:300] + f" does not exist: this server serves `{self.model_name}` "
+                "(GET /v1/models; rmspec serve --served-model-name NAME to add a name)",
+                "model",
+            )
         return name
 
     # ------------------------------------------------------------------ reward models
@@ -111,8 +130,12 @@ class Service:
         if self.is_process and not per_token:
             from rmspec.serve.request_io import ApiError
 
-            raise ApiError(400, "this server holds a process reward model (a score per step): "
-                                "POST /pooling with \"task\": \"token_classify\"", "task")
+            raise ApiError(
+                400,
+                "this server holds a process reward model (a score per step): "
+                'POST /pooling with "task": "token_classify"',
+                "task",
+            )
         if self.metrics is not None:
             self.metrics.truncated.inc(sum(1 for e in encoded if e.truncated))
         return await self._submit(list(encoded), request)
@@ -175,8 +198,9 @@ class Service:
                 out[i] = Judged(text, len(items[i][0]), n, "stop" if stopped else "length")
         return out  # type: ignore[return-value]
 
-    async def generate(self, conversations: Sequence[Sequence[dict[str, str]]], max_new_tokens: int | None,
-                       request: Any = None) -> list[Judged]:
+    async def generate(
+        self, conversations: Sequence[Sequence[dict[str, str]]], max_new_tokens: int | None, request: Any = None
+    ) -> list[Judged]:
         """Greedy replies; `max_new_tokens` up to the context left after the prompt, else a 400."""
         from rmspec.serve.request_io import ApiError
 
@@ -187,9 +211,13 @@ class Service:
         context = self.context_length
         longest = max(len(x) for x in ids)
         if max_new_tokens is not None and longest + max_new_tokens > context:
-            raise ApiError(400, f"This model's maximum context length is {context} tokens. However, you requested "
-                                f"{longest + max_new_tokens} tokens ({longest} in the messages, {max_new_tokens} in the "
-                                f"completion). Please reduce the length of the messages or completion.", "max_tokens")
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {context} tokens. However, you requested "
+                f"{longest + max_new_tokens} tokens ({longest} in the messages, {max_new_tokens} in the "
+                f"completion). Please reduce the length of the messages or completion.",
+                "max_tokens",
+            )
         budget = max_new_tokens or min(engine.max_new_tokens, max(1, context - longest))
         return await self._submit([(x, budget) for x in ids], request)
 

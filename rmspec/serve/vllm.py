@@ -53,21 +53,37 @@ class PoolingRequest(BaseModel):
 def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
     engine = service.engine
     if "normalize" in raw:
-        raise ApiError(400, "Parameter `normalize` was removed; use `use_activation` instead. (rmspec normalizes "
-                            "rewards on the server: rmspec serve --normalize/--no-normalize)", "normalize")
+        raise ApiError(
+            400,
+            "Parameter `normalize` was removed; use `use_activation` instead. (rmspec normalizes "
+            "rewards on the server: rmspec serve --normalize/--no-normalize)",
+            "normalize",
+        )
     limit = None if req.truncate_prompt_tokens in (None, -1) else req.truncate_prompt_tokens
     if limit == 0:
-        raise ApiError(400, "truncate_prompt_tokens: must be -1 (the model's limit) or at least 1", "truncate_prompt_tokens")
+        raise ApiError(
+            400, "truncate_prompt_tokens: must be -1 (the model's limit) or at least 1", "truncate_prompt_tokens"
+        )
     if req.truncation_side == "right" and limit is not None:
-        raise ApiError(400, "truncation_side: 'right' would cut the end of the response, where the reward is read; "
-                            "rmspec cuts the start of the prompt (send 'left' or leave it out)", "truncation_side")
+        raise ApiError(
+            400,
+            "truncation_side: 'right' would cut the end of the response, where the reward is read; "
+            "rmspec cuts the start of the prompt (send 'left' or leave it out)",
+            "truncation_side",
+        )
     if (req.input is None) == (req.messages is None):
-        raise ApiError(400, "input: give either input (text or token ids) or messages, not both and not neither", "input")
+        raise ApiError(
+            400, "input: give either input (text or token ids) or messages, not both and not neither", "input"
+        )
     if req.messages is not None:
         if req.add_generation_prompt or req.continue_final_message:
             field = "add_generation_prompt" if req.add_generation_prompt else "continue_final_message"
-            raise ApiError(400, f"{field}: a reward is read after the complete assistant reply; send messages ending "
-                                "with the reply and leave this false", field)
+            raise ApiError(
+                400,
+                f"{field}: a reward is read after the complete assistant reply; send messages ending "
+                "with the reply and leave this false",
+                field,
+            )
         prompt, reply = split_reply(conversation(req.messages))
         encoded = engine.encode([(prompt, reply)])  # the training layout, segment ids included
         return [engine.encode_ids(e.ids, limit) if limit and len(e.ids) > limit else e for e in encoded]
@@ -94,7 +110,11 @@ def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
                 out.append(service.served(engine.encode_text(item, add_special_tokens=special, limit=limit)))
             continue
         if not item or any(t < 0 or t >= vocab for t in item):
-            raise ApiError(400, f"input.{i}: token ids must be a non-empty list within the vocabulary (0..{vocab - 1})", f"input.{i}")
+            raise ApiError(
+                400,
+                f"input.{i}: token ids must be a non-empty list within the vocabulary (0..{vocab - 1})",
+                f"input.{i}",
+            )
         if service.is_process:
             out.append(engine.encode_ids(item, limit))
         else:
@@ -109,22 +129,37 @@ def _usage(encoded: list[Encoded]) -> dict[str, Any]:
     return {"prompt_tokens": n, "total_tokens": n, "completion_tokens": 0, "prompt_tokens_details": None}
 
 
-async def _values(service: Service, request: Request,
-                  pooling: bool = False) -> tuple[PoolingRequest, str, list[Encoded], list[Any], list[float] | None]:
+async def _values(
+    service: Service, request: Request, pooling: bool = False
+) -> tuple[PoolingRequest, str, list[Encoded], list[Any], list[float] | None]:
     raw = await read_json(request, service.limits.max_body_bytes)
-    req = parse(PoolingRequest, raw, {"input": "a string, a list of strings, a list of token ids or a list of such lists"})
+    req = parse(
+        PoolingRequest, raw, {"input": "a string, a list of strings, a list of token ids or a list of such lists"}
+    )
     model = service.check_model(req.model)
     if service.is_judge:
         raise ApiError(400, "this server holds a generative judge: use POST /v1/chat/completions", "input")
     per_token = service.is_process
     if pooling and per_token and req.task != "token_classify":
-        raise ApiError(400, f"task: {req.task!r} is not served; this is a process reward model (task: token_classify)"[:300], "task")
+        raise ApiError(
+            400,
+            f"task: {req.task!r} is not served; this is a process reward model (task: token_classify)"[:300],
+            "task",
+        )
     if pooling and not per_token and req.task not in (None, "classify"):
-        raise ApiError(400, f"task: {req.task!r} is not served; this is a sequence reward model (task: classify)"[:300], "task")
+        raise ApiError(
+            400, f"task: {req.task!r} is not served; this is a sequence reward model (task: classify)"[:300], "task"
+        )
     if per_token and req.messages is not None:
-        raise ApiError(400, "messages: a process reward model scores token ids or text with its step separators; give input", "messages")
+        raise ApiError(
+            400,
+            "messages: a process reward model scores token ids or text with its step separators; give input",
+            "messages",
+        )
     if not pooling and req.encoding_format != "float":
-        raise ApiError(400, "encoding_format: /classify answers probs as floats; base64 is a /pooling option", "encoding_format")
+        raise ApiError(
+            400, "encoding_format: /classify answers probs as floats; base64 is a /pooling option", "encoding_format"
+        )
     encoded = _encode(service, req, raw)
     outputs = await service.score(encoded, per_token=pooling and per_token, request=request)
     use = True if req.use_activation is None else req.use_activation
@@ -167,20 +202,42 @@ def router(service: Service) -> APIRouter:
 
     async def classify(request: Request) -> dict[str, Any]:
         req, model, encoded, values, spread = await _values(service, request)
-        data = [{"index": i, "label": labels[max(range(len(v)), key=v.__getitem__)] if len(labels) >= len(v) else None,
-                 "probs": v, "num_classes": len(v), "truncated": e.truncated} for i, (v, e) in enumerate(zip(values, encoded))]
+        data = [
+            {
+                "index": i,
+                "label": labels[max(range(len(v)), key=v.__getitem__)] if len(labels) >= len(v) else None,
+                "probs": v,
+                "num_classes": len(v),
+                "truncated": e.truncated,
+            }
+            for i, (v, e) in enumerate(zip(values, encoded))
+        ]
         _with_std(data, spread)
-        return {"id": f"classify-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
-                "model": model, "data": data, "usage": _usage(encoded)}
+        return {
+            "id": f"classify-{uuid.uuid4().hex}",
+            "object": "list",
+            "created": int(time.time()),
+            "model": model,
+            "data": data,
+            "usage": _usage(encoded),
+        }
 
     async def pooling(request: Request) -> dict[str, Any]:
         req, model, encoded, values, spread = await _values(service, request, pooling=True)
         encode = _base64 if req.encoding_format == "base64" else (lambda v: v)
-        data = [{"index": i, "object": "pooling", "data": encode(v), "truncated": e.truncated}
-                for i, (v, e) in enumerate(zip(values, encoded))]
+        data = [
+            {"index": i, "object": "pooling", "data": encode(v), "truncated": e.truncated}
+            for i, (v, e) in enumerate(zip(values, encoded))
+        ]
         _with_std(data, spread)
-        return {"id": f"pool-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
-                "model": model, "data": data, "usage": _usage(encoded)}
+        return {
+            "id": f"pool-{uuid.uuid4().hex}",
+            "object": "list",
+            "created": int(time.time()),
+            "model": model,
+            "data": data,
+            "usage": _usage(encoded),
+        }
 
     for path in ("/classify", "/v1/classify"):
         api.add_api_route(path, classify, methods=["POST"])

@@ -44,8 +44,16 @@ def validate_document(doc: Any, locs: Locations) -> Spec:
     if not isinstance(doc, dict):
         where = locs.find(())
         raise SpecError(
-            [SpecIssue("", f"a spec must be a YAML map of sections, got {type(doc).__name__}", where.file, 1, 1,
-                       "start from `rmspec init`")]
+            [
+                SpecIssue(
+                    "",
+                    f"a spec must be a YAML map of sections, got {type(doc).__name__}",
+                    where.file,
+                    1,
+                    1,
+                    "start from `rmspec init`",
+                )
+            ]
         )
     try:
         spec = Spec.model_validate(doc)

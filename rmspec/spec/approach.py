@@ -16,40 +16,52 @@ MarginMode = Literal["none", "subtract", "scale"]
 class BradleyTerry(Section):
     kind: Literal["bradley_terry"]
     use_margin: bool = Field(
-        False, description="Subtract the mapped per-pair margin inside the loss (Llama 2 style); the same as margin: subtract."
+        False,
+        description="Subtract the mapped per-pair margin inside the loss (Llama 2 style); the same as margin: subtract.",
     )
     margin: MarginMode | None = Field(
-        None, description="How the per-pair margin enters the loss: none, subtract (-log sigmoid(d - m), Llama 2) or "
-                          "scale (-m * log sigmoid(d), HelpSteer2-Preference / INF-ORM). Unset: subtract when use_margin, else none.",
+        None,
+        description="How the per-pair margin enters the loss: none, subtract (-log sigmoid(d - m), Llama 2) or "
+        "scale (-m * log sigmoid(d), HelpSteer2-Preference / INF-ORM). Unset: subtract when use_margin, else none.",
     )
     margin_map: dict[str, float] | None = Field(
-        None, description="Remap labelled strengths before the loss, e.g. {1: 1, 2: 3, 3: 10} (INF-ORM); a strength not in the map is a reject.",
+        None,
+        description="Remap labelled strengths before the loss, e.g. {1: 1, 2: 3, 3: 10} (INF-ORM); a strength not in the map is a reject.",
     )
     ties: Literal["reject", "davidson"] = Field(
-        "reject", description="Rows with tie: true: reject (reason `tie`, counted in the data report) or train them "
-                              "under the Davidson (1970) ties model.",
+        "reject",
+        description="Rows with tie: true: reject (reason `tie`, counted in the data report) or train them "
+        "under the Davidson (1970) ties model.",
     )
     tie_nu: float | None = Field(
-        None, gt=0, description="ties: davidson: a fixed tie parameter nu; unset learns nu (starting at 1.0) with the model.",
+        None,
+        gt=0,
+        description="ties: davidson: a fixed tie parameter nu; unset learns nu (starting at 1.0) with the model.",
     )
     tie_learning_rate: float | None = Field(
-        None, gt=0, description="ties: davidson with a learned nu: the learning rate of log nu (its own optimizer group, "
-                                "no weight decay, same schedule). Unset: 100 x training.learning_rate (at the model's "
-                                "rate one scalar barely moves in a short run).",
+        None,
+        gt=0,
+        description="ties: davidson with a learned nu: the learning rate of log nu (its own optimizer group, "
+        "no weight decay, same schedule). Unset: 100 x training.learning_rate (at the model's "
+        "rate one scalar barely moves in a short run).",
     )
     sft_weight: float = Field(
-        0.0, ge=0, description="Decoders: add weight x the language-model loss on the chosen response (GRM's "
-                               "regularizer); the LM head is kept for training only, the saved model is a plain classifier.",
+        0.0,
+        ge=0,
+        description="Decoders: add weight x the language-model loss on the chosen response (GRM's "
+        "regularizer); the LM head is kept for training only, the saved model is a plain classifier.",
     )
     center_rewards_coefficient: float | None = Field(
         None, ge=0, description="Weight of mean((r_chosen + r_rejected)^2), keeping rewards centred (e.g. 0.01)."
     )
     length_debias: LengthDebias | None = Field(
-        None, description="ODIN: a quality head and a length head; only the quality head is saved as the reward.",
+        None,
+        description="ODIN: a quality head and a length head; only the quality head is saved as the reward.",
     )
     ensemble: Ensemble | None = Field(
-        None, description="N heads on the shared backbone, each on its own resample; reward = their mean, "
-                          "`score`/`serve` also give the members' std.",
+        None,
+        description="N heads on the shared backbone, each on its own resample; reward = their mean, "
+        "`score`/`serve` also give the members' std.",
     )
 
     @model_validator(mode="after")
@@ -60,8 +72,10 @@ class BradleyTerry(Section):
             for problem in head_option_conflicts(self):
                 raise ValueError(problem)
         if self.use_margin and self.margin not in (None, "subtract"):
-            raise ValueError(f"use_margin: true means margin: subtract, but margin is {self.margin!r}; "
-                             "remove use_margin (margin: says it all)")
+            raise ValueError(
+                f"use_margin: true means margin: subtract, but margin is {self.margin!r}; "
+                "remove use_margin (margin: says it all)"
+            )
         if self.margin_map is not None and self.margin_mode == "none":
             raise ValueError("margin_map is set but the margin is not used; set margin: scale or margin: subtract")
         if self.tie_nu is not None and self.ties != "davidson":
@@ -96,13 +110,17 @@ class Listwise(HeadOptionsCheck, Section):
 
     kind: Literal["listwise"]
     loss: Literal["plackett_luce"] = Field(
-        "plackett_luce", description="The listwise loss: Plackett-Luce (ties in the scores by Breslow's rule).",
+        "plackett_luce",
+        description="The listwise loss: Plackett-Luce (ties in the scores by Breslow's rule).",
     )
     top_k: PositiveInt | None = Field(
-        None, description="Only the first top_k positions of each labelled ranking contribute; unset: the whole ranking.",
+        None,
+        description="Only the first top_k positions of each labelled ranking contribute; unset: the whole ranking.",
     )
     center_rewards_coefficient: float | None = Field(
-        None, ge=0, description="Weight of the mean squared reward, keeping rewards centred (e.g. 0.01).",
+        None,
+        ge=0,
+        description="Weight of the mean squared reward, keeping rewards centred (e.g. 0.01).",
     )
 
 
@@ -120,7 +138,8 @@ class ScoreScale(Section):
 class Pointwise(HeadOptionsCheck, Section):
     kind: Literal["pointwise"]
     attributes: list[str] = Field(
-        min_length=1, description="Score attributes to learn, each a key of data.mapping.columns.scores (or the preset's)."
+        min_length=1,
+        description="Score attributes to learn, each a key of data.mapping.columns.scores (or the preset's).",
     )
     weights: dict[str, float] | None = Field(
         None, description="Attribute -> weight for the single reward; default equal weights."
@@ -167,17 +186,20 @@ class Process(HeadOptionsCheck, Section):
 
     kind: Literal["process"]
     step_separator: str = Field(
-        "\n", min_length=1,
+        "\n",
+        min_length=1,
         description="Text appended to every step; the step's label sits on its last token (TRL's default: a newline).",
     )
     train_on: Literal["all_steps", "last_step"] = Field(
-        "all_steps", description="Learn every step's label, or only the last step's (an outcome model); evaluation always scores every step."
+        "all_steps",
+        description="Learn every step's label, or only the last step's (an outcome model); evaluation always scores every step.",
     )
     threshold: float = Field(
         0.5, gt=0, lt=1, description="A step is predicted wrong when P(correct) < threshold (ProcessBench's rule)."
     )
     tune_threshold: bool = Field(
-        False, description="Also report the threshold that maximises first-error F1 on the validation split (reported as tuned, never used in place of `threshold`).",
+        False,
+        description="Also report the threshold that maximises first-error F1 on the validation split (reported as tuned, never used in place of `threshold`).",
     )
 
 

@@ -31,20 +31,46 @@ class BenchmarkInfo:
     description: str
 
 
-def _kind(name: str, hub: str | None, split: str | None, scorers: tuple[ScorerKind, ...],
-          description: str) -> BenchmarkInfo:
+def _kind(
+    name: str, hub: str | None, split: str | None, scorers: tuple[ScorerKind, ...], description: str
+) -> BenchmarkInfo:
     return BenchmarkInfo(name, hub, split, scorers, f"rmspec.evaluate.kinds.{name}", description)
 
 
 # The order is the order of the spec's choices and of `rmspec eval --help`.
-CATALOGUE: dict[str, BenchmarkInfo] = {info.name: info for info in (
-    _kind("rewardbench", "allenai/reward-bench", "filtered", (REWARD, JUDGE), "RewardBench v1: sections Chat, Chat Hard, Safety, Reasoning"),
-    _kind("rewardbench2", "allenai/reward-bench-2", "test", (REWARD,), "RewardBench 2: best-of-4 per prompt, Ties by its own formula"),
-    _kind("rm_bench", "THU-KEG/RM-Bench", "train", (REWARD,), "RM-Bench: 3 chosen x 3 rejected styles, hard/normal/easy"),
-    _kind("judgebench", "ScalerLab/JudgeBench", "gpt", (REWARD, JUDGE), "JudgeBench: pairs with an A>B / B>A label"),
-    _kind("pairs", None, "train", (REWARD, JUDGE), "any preference file (a data preset maps it): pair accuracy"),
-    _kind("processbench", "Qwen/ProcessBench", None, (PROCESS,), "ProcessBench: the first wrong step of a solution"),
-)}
+CATALOGUE: dict[str, BenchmarkInfo] = {
+    info.name: info
+    for info in (
+        _kind(
+            "rewardbench",
+            "allenai/reward-bench",
+            "filtered",
+            (REWARD, JUDGE),
+            "RewardBench v1: sections Chat, Chat Hard, Safety, Reasoning",
+        ),
+        _kind(
+            "rewardbench2",
+            "allenai/reward-bench-2",
+            "test",
+            (REWARD,),
+            "RewardBench 2: best-of-4 per prompt, Ties by its own formula",
+        ),
+        _kind(
+            "rm_bench",
+            "THU-KEG/RM-Bench",
+            "train",
+            (REWARD,),
+            "RM-Bench: 3 chosen x 3 rejected styles, hard/normal/easy",
+        ),
+        _kind(
+            "judgebench", "ScalerLab/JudgeBench", "gpt", (REWARD, JUDGE), "JudgeBench: pairs with an A>B / B>A label"
+        ),
+        _kind("pairs", None, "train", (REWARD, JUDGE), "any preference file (a data preset maps it): pair accuracy"),
+        _kind(
+            "processbench", "Qwen/ProcessBench", None, (PROCESS,), "ProcessBench: the first wrong step of a solution"
+        ),
+    )
+}
 
 
 def kind_names() -> tuple[str, ...]:

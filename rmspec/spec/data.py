@@ -40,11 +40,35 @@ from rmspec.spec.data_sources import (
 from rmspec.spec.data_split import SplitSpec
 
 __all__ = [
-    "BUILTIN_SOURCES", "PRESETS", "RESERVED_NAMES", "SINGLE_SOURCE_NAME", "WEIGHT_TOLERANCE", "Augment",
-    "ColumnMap", "CrossPromptNegatives", "CustomSource", "DataSpec", "DedupFilter", "DiskSource", "DropEmptyFilter",
-    "DropIdenticalFilter", "FilesSource", "Filter", "HuggingFaceSource", "MappingSpec", "MaxLengthFilter",
-    "MinScoreGapFilter", "MixtureSource", "PairsFromScores", "RegexFilter", "SampleFilter", "Source", "SplitSpec",
-    "SqlSource", "TruncatedNegatives", "registered_sources",
+    "BUILTIN_SOURCES",
+    "PRESETS",
+    "RESERVED_NAMES",
+    "SINGLE_SOURCE_NAME",
+    "WEIGHT_TOLERANCE",
+    "Augment",
+    "ColumnMap",
+    "CrossPromptNegatives",
+    "CustomSource",
+    "DataSpec",
+    "DedupFilter",
+    "DiskSource",
+    "DropEmptyFilter",
+    "DropIdenticalFilter",
+    "FilesSource",
+    "Filter",
+    "HuggingFaceSource",
+    "MappingSpec",
+    "MaxLengthFilter",
+    "MinScoreGapFilter",
+    "MixtureSource",
+    "PairsFromScores",
+    "RegexFilter",
+    "SampleFilter",
+    "Source",
+    "SplitSpec",
+    "SqlSource",
+    "TruncatedNegatives",
+    "registered_sources",
 ]
 
 # ---------------------------------------------------------------- mixtures
@@ -59,18 +83,29 @@ class MixtureSource(Section):
     """One dataset of a mixture (`data.sources`): its own source, mapping and filters; its share of
     the training set by `weight`, or an exact number of training rows by `rows`."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-                      description="Unique name; every row keeps it (the source column, rejects, per-source figures).")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="Unique name; every row keeps it (the source column, rejects, per-source figures).",
+    )
     source: Source = Field(description="Where this dataset's rows come from (any source kind).")
-    mapping: MappingSpec = Field(default_factory=MappingSpec, description="How this dataset's columns map onto the canonical record.")
+    mapping: MappingSpec = Field(
+        default_factory=MappingSpec, description="How this dataset's columns map onto the canonical record."
+    )
     filters: list[Filter] = Field(
-        default_factory=list, description="Applied to this dataset only, before the shared data.filters.")
+        default_factory=list, description="Applied to this dataset only, before the shared data.filters."
+    )
     weight: float | None = Field(
-        None, gt=0, le=1, description="Share of the mixed training set (weights of all entries sum to 1), "
-        "sampled with the split seed. Give weight on every entry or on none.")
+        None,
+        gt=0,
+        le=1,
+        description="Share of the mixed training set (weights of all entries sum to 1), "
+        "sampled with the split seed. Give weight on every entry or on none.",
+    )
     rows: PositiveInt | Literal["all"] = Field(
-        "all", description="Without weights: exactly this many training rows from this dataset (repeats rows "
-        "when it has fewer), or all of them.")
+        "all",
+        description="Without weights: exactly this many training rows from this dataset (repeats rows "
+        "when it has fewer), or all of them.",
+    )
 
     @field_validator("filters")
     @classmethod
@@ -88,23 +123,39 @@ class MixtureSource(Section):
 
 class DataSpec(Section):
     source: Source | None = Field(
-        None, description="Where the rows come from (kind: huggingface, disk, files, sql, or a registered custom kind). "
-        "For several datasets use sources instead.")
+        None,
+        description="Where the rows come from (kind: huggingface, disk, files, sql, or a registered custom kind). "
+        "For several datasets use sources instead.",
+    )
     sources: list[MixtureSource] | None = Field(
-        None, min_length=1, description="A mixture: several datasets, each with its own source, mapping and "
-        "filters, mixed by weight or by row count. Instead of source.")
+        None,
+        min_length=1,
+        description="A mixture: several datasets, each with its own source, mapping and "
+        "filters, mixed by weight or by row count. Instead of source.",
+    )
     stopping_strategy: Literal["first_exhausted", "all_exhausted"] = Field(
-        "first_exhausted", description="Weighted mixtures: first_exhausted sizes the mix so no dataset repeats a "
+        "first_exhausted",
+        description="Weighted mixtures: first_exhausted sizes the mix so no dataset repeats a "
         "row (the rest of the larger ones is sampled out); all_exhausted sizes it so every row of every dataset "
-        "is used (smaller ones repeat). The same names and meaning as datasets.interleave_datasets.")
-    mapping: MappingSpec = Field(default_factory=MappingSpec, description="How source columns map onto prompt/chosen/rejected or scores. "
-                                 "With sources: only chat_template is read here (one for all datasets).")
-    filters: list[Filter] = Field(default_factory=list, description="Applied in order; every dropped row is counted and written to rejects.")
-    augment: list[Augment] = Field(default_factory=list, description="Extra training pairs; never crosses the train/validation boundary.")
+        "is used (smaller ones repeat). The same names and meaning as datasets.interleave_datasets.",
+    )
+    mapping: MappingSpec = Field(
+        default_factory=MappingSpec,
+        description="How source columns map onto prompt/chosen/rejected or scores. "
+        "With sources: only chat_template is read here (one for all datasets).",
+    )
+    filters: list[Filter] = Field(
+        default_factory=list, description="Applied in order; every dropped row is counted and written to rejects."
+    )
+    augment: list[Augment] = Field(
+        default_factory=list, description="Extra training pairs; never crosses the train/validation boundary."
+    )
     split: SplitSpec = Field(default_factory=SplitSpec, description="Train/validation split.")
     num_proc: PositiveInt | None = Field(
-        None, description="Processes for mapping, filtering and tokenizing (datasets' num_proc). Default: one below "
-                          "100,000 rows, else up to 8 (the CPU count). The prepared rows are the same for any value.")
+        None,
+        description="Processes for mapping, filtering and tokenizing (datasets' num_proc). Default: one below "
+        "100,000 rows, else up to 8 (the CPU count). The prepared rows are the same for any value.",
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> DataSpec:
@@ -115,32 +166,46 @@ class DataSpec(Section):
         names = [e.name for e in self.sources]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"data.sources: duplicate name(s) {', '.join(map(repr, dupes))}: each dataset needs its own")
+            raise ValueError(
+                f"data.sources: duplicate name(s) {', '.join(map(repr, dupes))}: each dataset needs its own"
+            )
         taken = [n for n in names if n in RESERVED_NAMES]
         if taken:
-            raise ValueError(f"data.sources: the name {taken[0]!r} is reserved (used for {', '.join(RESERVED_NAMES)} "
-                             "in the report); pick another")
+            raise ValueError(
+                f"data.sources: the name {taken[0]!r} is reserved (used for {', '.join(RESERVED_NAMES)} "
+                "in the report); pick another"
+            )
         weighted = [e for e in self.sources if e.weight is not None]
         if weighted and len(weighted) != len(self.sources):
             missing = [e.name for e in self.sources if e.weight is None]
-            raise ValueError(f"data.sources: weights on some entries but not on {', '.join(missing)}: give weight on "
-                             "every entry (shares of the mix) or on none (rows: N or all)")
+            raise ValueError(
+                f"data.sources: weights on some entries but not on {', '.join(missing)}: give weight on "
+                "every entry (shares of the mix) or on none (rows: N or all)"
+            )
         total = sum(e.weight or 0.0 for e in weighted)
         if weighted and abs(total - 1.0) > WEIGHT_TOLERANCE:
             shown = " + ".join(f"{e.weight:g}" for e in weighted)
-            raise ValueError(f"data.sources: weights sum to {total:g} ({shown}), not 1; weights are shares of the "
-                             "mixed training set and are not normalized for you")
+            raise ValueError(
+                f"data.sources: weights sum to {total:g} ({shown}), not 1; weights are shares of the "
+                "mixed training set and are not normalized for you"
+            )
         if self.split.validation_source is not None:
-            raise ValueError("data.split.validation_source: with data.sources each dataset is split on its own "
-                             "(data.split.validation_fraction), so validation is reported per dataset")
+            raise ValueError(
+                "data.split.validation_source: with data.sources each dataset is split on its own "
+                "(data.split.validation_fraction), so validation is reported per dataset"
+            )
         mapping_set = self.mapping.model_fields_set - {"chat_template"}
         if mapping_set:
-            raise ValueError(f"data.mapping.{sorted(mapping_set)[0]}: with data.sources each dataset has its own "
-                             "mapping (data.sources[i].mapping); data.mapping sets only chat_template")
+            raise ValueError(
+                f"data.mapping.{sorted(mapping_set)[0]}: with data.sources each dataset has its own "
+                "mapping (data.sources[i].mapping); data.mapping sets only chat_template"
+            )
         for e in self.sources:
             if "chat_template" in e.mapping.model_fields_set and e.mapping.chat_template != self.mapping.chat_template:
-                raise ValueError(f"data.sources: {e.name!r} sets mapping.chat_template {e.mapping.chat_template!r}; "
-                                 "how messages become text is the model's, one for all datasets: set it in data.mapping")
+                raise ValueError(
+                    f"data.sources: {e.name!r} sets mapping.chat_template {e.mapping.chat_template!r}; "
+                    "how messages become text is the model's, one for all datasets: set it in data.mapping"
+                )
         return self
 
     @property
@@ -152,8 +217,11 @@ class DataSpec(Section):
         if self.sources is not None:
             return list(self.sources)
         assert self.source is not None  # _one_form: no sources means one source
-        return [MixtureSource.model_construct(name=SINGLE_SOURCE_NAME, source=self.source, mapping=self.mapping,
-                                              filters=[], weight=None, rows="all")]
+        return [
+            MixtureSource.model_construct(
+                name=SINGLE_SOURCE_NAME, source=self.source, mapping=self.mapping, filters=[], weight=None, rows="all"
+            )
+        ]
 
     @property
     def weighted(self) -> bool:

@@ -11,7 +11,9 @@ from rmspec.spec.base import Section
 
 class MaxLengthFilter(Section):
     kind: Literal["max_length"]
-    max_tokens: PositiveInt | None = Field(None, description="Token limit per sequence; defaults to training.max_length.")
+    max_tokens: PositiveInt | None = Field(
+        None, description="Token limit per sequence; defaults to training.max_length."
+    )
     policy: Literal["drop", "truncate_prompt_left", "truncate_response"] = Field(
         "truncate_prompt_left",
         description="Over-long rows: drop them (counted in rejects), cut the prompt from the left keeping responses whole, or cut the responses.",
@@ -68,7 +70,13 @@ class SampleFilter(Section):
 
 
 Filter = Annotated[
-    MaxLengthFilter | DropIdenticalFilter | DropEmptyFilter | DedupFilter | RegexFilter | MinScoreGapFilter | SampleFilter,
+    MaxLengthFilter
+    | DropIdenticalFilter
+    | DropEmptyFilter
+    | DedupFilter
+    | RegexFilter
+    | MinScoreGapFilter
+    | SampleFilter,
     Field(discriminator="kind"),
 ]
 
@@ -91,11 +99,11 @@ class TruncatedNegatives(Section):
 class PairsFromScores(Section):
     kind: Literal["pairs_from_scores"]
     attribute: str | None = Field(
-        None, description="Omit (or score): each pair's score_chosen/score_rejected (data.mapping.columns."
-        "score_chosen/score_rejected, ultrafeedback's and shp's scores); helpsteer2 with pair_by: that attribute.")
+        None,
+        description="Omit (or score): each pair's score_chosen/score_rejected (data.mapping.columns."
+        "score_chosen/score_rejected, ultrafeedback's and shp's scores); helpsteer2 with pair_by: that attribute.",
+    )
     min_gap: float = Field(1.0, gt=0, description="Smallest score difference that makes a pair.")
 
 
-Augment = Annotated[
-    CrossPromptNegatives | TruncatedNegatives | PairsFromScores, Field(discriminator="kind")
-]
+Augment = Annotated[CrossPromptNegatives | TruncatedNegatives | PairsFromScores, Field(discriminator="kind")]

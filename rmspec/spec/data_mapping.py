@@ -30,38 +30,48 @@ class ColumnMap(Section):
     rejected: str | None = Field(None, description="Column with the dispreferred response.")
     margin: str | None = Field(None, description="Column with a per-pair margin (needs approach.use_margin).")
     score_chosen: str | None = Field(
-        None, description="Pairs: column with the chosen response's score (read by augment pairs_from_scores; "
-        "a column named score_chosen is read without it).")
-    score_rejected: str | None = Field(
-        None, description="Pairs: column with the rejected response's score (see score_chosen).")
-    response: str | None = Field(None, description="Pointwise: column with the scored response.")
-    scores: dict[str, str] | None = Field(
-        None, description="Pointwise: attribute name -> column holding its score."
+        None,
+        description="Pairs: column with the chosen response's score (read by augment pairs_from_scores; "
+        "a column named score_chosen is read without it).",
     )
+    score_rejected: str | None = Field(
+        None, description="Pairs: column with the rejected response's score (see score_chosen)."
+    )
+    response: str | None = Field(None, description="Pointwise: column with the scored response.")
+    scores: dict[str, str] | None = Field(None, description="Pointwise: attribute name -> column holding its score.")
     messages: str | None = Field(None, description="Generative: column with the chat messages.")
     responses: str | None = Field(None, description="Listwise: column with the list of N >= 2 responses to one prompt.")
     response_scores: str | None = Field(
         None, description="Listwise: column with one score per response (higher is better; equal scores are tied)."
     )
     tie: str | None = Field(
-        None, description="Pairs: column with a boolean tie label (default: a `tie` column when the data has one).",
+        None,
+        description="Pairs: column with a boolean tie label (default: a `tie` column when the data has one).",
     )
-    steps: str | None = Field(None, description="Process: column with the list of steps (math-shepherd: the text with ки markers).")
+    steps: str | None = Field(
+        None, description="Process: column with the list of steps (math-shepherd: the text with ки markers)."
+    )
     step_labels: str | None = Field(
-        None, description="Process: column with the step labels (bools; math-shepherd: text with +/-; processbench: first wrong step or -1)."
+        None,
+        description="Process: column with the step labels (bools; math-shepherd: text with +/-; processbench: first wrong step or -1).",
     )
     id: str | None = Field(None, description="Column with a stable row id (kept in rejects and reports).")
-    group: str | None = Field(None, description="Column for stratified splits and per-source reports (e.g. source, subset).")
+    group: str | None = Field(
+        None, description="Column for stratified splits and per-source reports (e.g. source, subset)."
+    )
 
 
 class MappingSpec(Section):
     preset: Literal[PRESETS] | None = Field(  # type: ignore[valid-type]
         None, description="A known dataset layout. Omit and give columns for anything else."
     )
-    columns: ColumnMap = Field(default_factory=ColumnMap, description="Explicit columns; override the preset's defaults.")
+    columns: ColumnMap = Field(
+        default_factory=ColumnMap, description="Explicit columns; override the preset's defaults."
+    )
     binarize: Literal["best_vs_worst", "best_vs_random", "all_pairs", "ranked"] = Field(
-        "best_vs_worst", description="ultrafeedback preset: how completions become pairs, or ranked: one row with "
-                                     "every rated completion (approach kind listwise)."
+        "best_vs_worst",
+        description="ultrafeedback preset: how completions become pairs, or ranked: one row with "
+        "every rated completion (approach kind listwise).",
     )
     pair_by: str | None = Field(
         None, description="helpsteer2 preset: build pairs by this attribute instead of pointwise rows."

@@ -38,8 +38,9 @@ class FilesSource(_SourceCommon):
         "auto", description="File format; auto goes by the extension."
     )
     encoding: str = Field(
-        "utf-8", description="Text encoding of JSON, JSON Lines and CSV files (e.g. latin-1 for a legacy export); "
-        "a JSON Lines row that does not decode is rejected with reason encoding."
+        "utf-8",
+        description="Text encoding of JSON, JSON Lines and CSV files (e.g. latin-1 for a legacy export); "
+        "a JSON Lines row that does not decode is rejected with reason encoding.",
     )
 
     @field_validator("encoding")
@@ -56,9 +57,7 @@ class FilesSource(_SourceCommon):
 
 class SqlSource(_SourceCommon):
     kind: Literal["sql"]
-    url: str | None = Field(
-        None, description="SQLAlchemy URL without a password, e.g. postgresql://user@host/db."
-    )
+    url: str | None = Field(None, description="SQLAlchemy URL without a password, e.g. postgresql://user@host/db.")
     sqlite: str | None = Field(None, description="Path to an SQLite file (relative to the spec file).")
     query: str = Field(description="SELECT statement whose columns feed the mapping.")
     password_env: str | None = Field(
@@ -115,6 +114,10 @@ def _source_tag(value: Any) -> str:
 
 
 Source = Annotated[
-    Annotated[HuggingFaceSource, Tag("huggingface")] | Annotated[DiskSource, Tag("disk")] | Annotated[FilesSource, Tag("files")] | Annotated[SqlSource, Tag("sql")] | Annotated[CustomSource, Tag("custom")],
+    Annotated[HuggingFaceSource, Tag("huggingface")]
+    | Annotated[DiskSource, Tag("disk")]
+    | Annotated[FilesSource, Tag("files")]
+    | Annotated[SqlSource, Tag("sql")]
+    | Annotated[CustomSource, Tag("custom")],
     Discriminator(_source_tag),
 ]

@@ -20,7 +20,9 @@ class Benchmark(Section):
     path: str | None = Field(
         None, description="Hub id or local file in the benchmark's schema; default: the official hub id."
     )
-    split: str | None = Field(None, description="Split to read (default: the benchmark's official split; processbench: all four).")
+    split: str | None = Field(
+        None, description="Split to read (default: the benchmark's official split; processbench: all four)."
+    )
     preset: str | None = Field(None, description="pairs: mapping preset of the file (default: pairs).")
     limit: PositiveInt | None = Field(None, description="Score at most this many examples (smoke tests).")
 

@@ -146,7 +146,8 @@ def _drop_noise_under_unknown_kind(issues: list[SpecIssue]) -> list[SpecIssue]:
     # Look up each issue's ancestors in the set: linear in the issues (a generated spec can hold
     # thousands of entries with a wrong kind; comparing every issue with every entry was quadratic).
     return [
-        i for i in issues
+        i
+        for i in issues
         if i.path.endswith("kind") or not any(".".join(parts) in bad_parents for parts in _ancestors(i.path))
     ]
 

@@ -51,16 +51,18 @@ class HardwareSpec(Section):
         description="auto (detect this machine), cpu, a GPU from the catalog (e.g. h100-80gb, a100-40gb, l4-24gb), or custom with memory_gb.",
     )
     memory_gb: PositiveFloat | None = Field(
-        None, description="Memory per device in GB; required for device: custom, overrides the catalog otherwise. "
-        "On device cpu: the host RAM per node, as cpu_memory_gb (give one of the two)."
+        None,
+        description="Memory per device in GB; required for device: custom, overrides the catalog otherwise. "
+        "On device cpu: the host RAM per node, as cpu_memory_gb (give one of the two).",
     )
-    bf16: bool | None = Field(None, description="Whether the device computes bf16 natively; required for device: custom.")
-    gpus_per_node: PositiveInt = Field(
-        1, description="GPUs per node. With device cpu: the number of CPU processes."
+    bf16: bool | None = Field(
+        None, description="Whether the device computes bf16 natively; required for device: custom."
     )
+    gpus_per_node: PositiveInt = Field(1, description="GPUs per node. With device cpu: the number of CPU processes.")
     nodes: PositiveInt = Field(1, description="Number of machines; more than one emits a SLURM script.")
     cpu_memory_gb: PositiveFloat | None = Field(
-        None, description="Host RAM per node in GB (bounds CPU offload). Unset: detected for auto, assumed ample otherwise."
+        None,
+        description="Host RAM per node in GB (bounds CPU offload). Unset: detected for auto, assumed ample otherwise.",
     )
     interconnect: Literal["nvlink", "pcie", "infiniband", "ethernet"] = Field(
         "nvlink",
@@ -71,8 +73,15 @@ class HardwareSpec(Section):
         0.1, ge=0, lt=0.9, description="Fraction of device memory kept free for fragmentation and kernels."
     )
     strategy: Literal[
-        "auto", "single", "ddp", "fsdp_shard_grad_op", "fsdp_full_shard", "fsdp_full_shard_offload",
-        "deepspeed_zero2", "deepspeed_zero3", "deepspeed_zero3_offload",
+        "auto",
+        "single",
+        "ddp",
+        "fsdp_shard_grad_op",
+        "fsdp_full_shard",
+        "fsdp_full_shard_offload",
+        "deepspeed_zero2",
+        "deepspeed_zero3",
+        "deepspeed_zero3_offload",
     ] = Field(
         "auto",
         description="Distributed strategy; auto lets the plan pick the cheapest that fits (DeepSpeed only when named here).",

@@ -26,8 +26,9 @@ class LengthDebias(Section):
     kind: Literal["odin"]
     lambda_length: PositiveFloat = Field(1.0, description="Weight of 1 - rho(length head, response length).")
     lambda_quality: PositiveFloat = Field(1.0, description="Weight of |rho(quality head, response length)|.")
-    lambda_ortho: float = Field(1.0, ge=0,
-                                description="Weight of |cos(w_quality, w_length)|, the heads' orthogonality.")
+    lambda_ortho: float = Field(
+        1.0, ge=0, description="Weight of |cos(w_quality, w_length)|, the heads' orthogonality."
+    )
 
 
 class Ensemble(Section):
@@ -36,8 +37,9 @@ class Ensemble(Section):
 
     members: int = Field(ge=2, le=64, description="Number of heads (members), 2 to 64.")
     bootstrap: bool = Field(
-        True, description="Each member trains on a bootstrap resample of the pairs (seeded by training.seed); "
-                          "false: every member sees every pair and the members differ only by their initialisation.",
+        True,
+        description="Each member trains on a bootstrap resample of the pairs (seeded by training.seed); "
+        "false: every member sees every pair and the members differ only by their initialisation.",
     )
 
 

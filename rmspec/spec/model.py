@@ -53,17 +53,21 @@ class ModelSpec(Section):
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = Field(
         "auto", description="Attention kernel; auto picks SDPA (or flash attention where installed)."
     )
-    lora: LoraSpec | None = Field(None, description="Train LoRA adapters instead of all weights (the score head is always trained).")
+    lora: LoraSpec | None = Field(
+        None, description="Train LoRA adapters instead of all weights (the score head is always trained)."
+    )
     init_from: str | None = Field(
-        None, description="Start from another run's trained model (RUN_DIR/model, a path relative to where the run "
-                          "starts): the backbone, and the score head where its shape agrees; name_or_path still gives "
-                          "the tokenizer and architecture.",
+        None,
+        description="Start from another run's trained model (RUN_DIR/model, a path relative to where the run "
+        "starts): the backbone, and the score head where its shape agrees; name_or_path still gives "
+        "the tokenizer and architecture.",
     )
     chat_template: str | None = Field(
-        None, description="A chat template replacing the tokenizer's own: the path of a Jinja file (relative to the "
-                          "spec) or the template inline (text with {% or {{). Training, validation, eval, score and "
-                          "serve all use it: it is saved with RUN/model's tokenizer, so plain transformers uses it too. "
-                          "data.mapping.chat_template still chooses template or plain layout (plain refuses this).",
+        None,
+        description="A chat template replacing the tokenizer's own: the path of a Jinja file (relative to the "
+        "spec) or the template inline (text with {% or {{). Training, validation, eval, score and "
+        "serve all use it: it is saved with RUN/model's tokenizer, so plain transformers uses it too. "
+        "data.mapping.chat_template still chooses template or plain layout (plain refuses this).",
         min_length=1,
     )
     shape: ModelShape | None = Field(

@@ -100,5 +100,12 @@ def chat_template_is_used(spec: Spec) -> Iterator[Problem]:
         )
 
 
-OPTION_RULES = (early_stopping_metric_exists, pairs_from_scores_reads_a_score, report_formats_have_effects,
-                judge_writes_verdicts, liger_needs_a_gpu, one_host_memory_on_cpu, chat_template_is_used)
+OPTION_RULES = (
+    early_stopping_metric_exists,
+    pairs_from_scores_reads_a_score,
+    report_formats_have_effects,
+    judge_writes_verdicts,
+    liger_needs_a_gpu,
+    one_host_memory_on_cpu,
+    chat_template_is_used,
+)

@@ -16,7 +16,9 @@ def _default_report() -> list[ReportKind]:
 
 
 class OutputSpec(Section):
-    dir: str = Field("runs/{name}", description="Run directory; {name} is the spec's name. Relative to the working directory.")
+    dir: str = Field(
+        "runs/{name}", description="Run directory; {name} is the spec's name. Relative to the working directory."
+    )
     push_to_hub: bool = Field(False, description="Upload the final model and card after everything is saved locally.")
     hub_repo_id: str | None = Field(None, description="Target repository (org/name) for push_to_hub.")
     hub_token_env: str = Field("HF_TOKEN", description="Environment variable holding the hub token.")
@@ -30,7 +32,9 @@ class OutputSpec(Section):
 
 class WandbSpec(Section):
     project: str = Field("rmspec", description="Weights & Biases project.")
-    mode: Literal["online", "offline"] = Field("offline", description="offline writes locally; sync later with `wandb sync`.")
+    mode: Literal["online", "offline"] = Field(
+        "offline", description="offline writes locally; sync later with `wandb sync`."
+    )
 
 
 class MlflowSpec(Section):
@@ -48,7 +52,9 @@ class SwanlabSpec(Section):
 
 
 class TrackioSpec(Section):
-    project: str = Field("rmspec", description="Trackio project (its local store: RUN/trackio unless TRACKIO_DIR is set).")
+    project: str = Field(
+        "rmspec", description="Trackio project (its local store: RUN/trackio unless TRACKIO_DIR is set)."
+    )
     space_id: str | None = Field(None, description="A Hugging Face Space to sync to; none keeps everything local.")
 
 

@@ -59,14 +59,21 @@ def apply_set(doc: dict, path: tuple, value: Any, expr: str) -> None:
             node = node[part]
         else:
             where = ".".join(map(str, path[: i + 1]))
-            raise SpecError([_set_issue(expr, f"cannot set inside {where!r}: it is a {type(node).__name__}, not a map")])
+            raise SpecError(
+                [_set_issue(expr, f"cannot set inside {where!r}: it is a {type(node).__name__}, not a map")]
+            )
     last = path[-1]
     if isinstance(node, dict) or (isinstance(node, list) and isinstance(last, int) and last < len(node)):
         node[last] = value
     else:
         parent = ".".join(map(str, path[:-1])) or "the spec"
-        raise SpecError([_set_issue(expr, f"cannot set {'.'.join(map(str, path))!r}: {parent} is a "
-                                          f"{type(node).__name__}, not a map")])
+        raise SpecError(
+            [
+                _set_issue(
+                    expr, f"cannot set {'.'.join(map(str, path))!r}: {parent} is a {type(node).__name__}, not a map"
+                )
+            ]
+        )
 
 
 def resolve_extends(doc: dict, locs: Locations, file: Path, read, seen: tuple[Path, ...]) -> tuple[dict, Locations]:
@@ -76,15 +83,37 @@ def resolve_extends(doc: dict, locs: Locations, file: Path, read, seen: tuple[Pa
         return doc, locs
     where = locs.find(("extends",))
     if not isinstance(base_ref, str) or not base_ref:
-        raise SpecError([SpecIssue("extends", f"expected a file path, got {base_ref!r}", where.file, where.line, where.col)])
+        raise SpecError(
+            [SpecIssue("extends", f"expected a file path, got {base_ref!r}", where.file, where.line, where.col)]
+        )
     base_path = (file.parent / base_ref).resolve()
     if base_path in seen:
         chain = " -> ".join(str(p) for p in (*seen, base_path))
-        raise SpecError([SpecIssue("extends", f"circular extends: {chain}", where.file, where.line, where.col,
-                                   hint="remove the extends: that points back")])
+        raise SpecError(
+            [
+                SpecIssue(
+                    "extends",
+                    f"circular extends: {chain}",
+                    where.file,
+                    where.line,
+                    where.col,
+                    hint="remove the extends: that points back",
+                )
+            ]
+        )
     if not base_path.exists():
-        raise SpecError([SpecIssue("extends", f"base spec not found: {base_path}", where.file, where.line, where.col,
-                                   hint="extends: is relative to the file that holds it")])
+        raise SpecError(
+            [
+                SpecIssue(
+                    "extends",
+                    f"base spec not found: {base_path}",
+                    where.file,
+                    where.line,
+                    where.col,
+                    hint="extends: is relative to the file that holds it",
+                )
+            ]
+        )
     base_doc, base_locs = read(base_path)
     if not isinstance(base_doc, dict):
         raise SpecError([SpecIssue("", "a spec must be a YAML map of sections", str(base_path), 1, 1)])

@@ -144,8 +144,14 @@ def _describe(model: type[BaseModel], name: str, field: FieldInfo) -> str:
     return text.replace("|", "\\|")
 
 
-def _section(rows: list[str], title: str, model: type[BaseModel], path: str,
-             trail: list[tuple[str, str | None, bool]], seen: set[tuple[type, str]]) -> None:
+def _section(
+    rows: list[str],
+    title: str,
+    model: type[BaseModel],
+    path: str,
+    trail: list[tuple[str, str | None, bool]],
+    seen: set[tuple[type, str]],
+) -> None:
     """A table of `model`'s options under `title`, then a sub-section per nested section or variant."""
     if (model, path) in seen:
         return
@@ -156,11 +162,16 @@ def _section(rows: list[str], title: str, model: type[BaseModel], path: str,
         subs = _models(field.annotation)
         default = _default(field)
         shown_default = "required" if field.is_required() else ("unset" if default is None else f"`{_flow(default)}`")
-        example = "(a section: see below)" if subs and not _literal_choices(field.annotation) else \
-            f"`{_example(trail, name, _example_value(field))}`"
+        example = (
+            "(a section: see below)"
+            if subs and not _literal_choices(field.annotation)
+            else f"`{_example(trail, name, _example_value(field))}`"
+        )
         COVERED.add(f"{model.__name__}.{name}")
-        rows.append(f"| `{path}.{name}` | {_type(field.annotation)} | {shown_default} | "
-                    f"{_describe(model, name, field)} | {example} |")
+        rows.append(
+            f"| `{path}.{name}` | {_type(field.annotation)} | {shown_default} | "
+            f"{_describe(model, name, field)} | {example} |"
+        )
         for sub in subs:
             nested.append((name, sub, _is_list(field.annotation), len(subs) > 1))
     rows.append("")
@@ -180,8 +191,10 @@ def render() -> str:
         default = _default(field)
         shown = "required" if field.is_required() else ("unset" if default is None else f"`{_flow(default)}`")
         COVERED.add(f"Spec.{name}")
-        rows.append(f"| `{name}` | {_type(field.annotation)} | {shown} | {_describe(Spec, name, field)} | "
-                    f"`{name}: {_flow(_example_value(field))}` |")
+        rows.append(
+            f"| `{name}` | {_type(field.annotation)} | {shown} | {_describe(Spec, name, field)} | "
+            f"`{name}: {_flow(_example_value(field))}` |"
+        )
     rows.append("")
     for name, field in Spec.model_fields.items():
         subs = _models(field.annotation)
@@ -209,18 +222,28 @@ def _variant(rows: list[str], name: str, model: type[BaseModel], kind: str, seen
         default = _default(field)
         shown = "required" if field.is_required() else ("unset" if default is None else f"`{_flow(default)}`")
         value = _example_value(field)
-        example = "(a section: see below)" if subs and not _literal_choices(field.annotation) else \
-            f"`{name}: {{kind: {kind}" + ("" if fname == "kind" else f", {fname}: {_flow(value)}") + "}`"
+        example = (
+            "(a section: see below)"
+            if subs and not _literal_choices(field.annotation)
+            else f"`{name}: {{kind: {kind}" + ("" if fname == "kind" else f", {fname}: {_flow(value)}") + "}`"
+        )
         COVERED.add(f"{model.__name__}.{fname}")
-        rows.append(f"| `{name}.{fname}` | {_type(field.annotation)} | {shown} | {_describe(model, fname, field)} | "
-                    f"{example} |")
+        rows.append(
+            f"| `{name}.{fname}` | {_type(field.annotation)} | {shown} | {_describe(model, fname, field)} | {example} |"
+        )
         nested += [(fname, sub, _is_list(field.annotation), len(subs) > 1) for sub in subs]
     rows.append("")
     for fname, sub, is_list, variant in nested:
         sub_kind = _kind(sub) if variant or _kind(sub) else None
         sub_path = f"{name}.{fname}" + ("[]" if is_list else "")
-        _section(rows, sub_path + (f" (kind: {sub_kind})" if sub_kind else ""), sub, sub_path,
-                 [(name, kind, False), (fname, sub_kind, is_list)], seen)
+        _section(
+            rows,
+            sub_path + (f" (kind: {sub_kind})" if sub_kind else ""),
+            sub,
+            sub_path,
+            [(name, kind, False), (fname, sub_kind, is_list)],
+            seen,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,5 +38,6 @@ class Spec(Section):
     hardware: HardwareSpec = Field(default_factory=HardwareSpec, description="What the job runs on; the plan sizes it.")
     eval: EvalSpec = Field(default_factory=EvalSpec, description="Validation metrics and benchmarks.")
     output: OutputSpec = Field(default_factory=OutputSpec, description="Run directory, hub upload and report formats.")
-    tracking: TrackingSpec = Field(default_factory=TrackingSpec,
-                                   description="Experiment trackers besides metrics.jsonl.")
+    tracking: TrackingSpec = Field(
+        default_factory=TrackingSpec, description="Experiment trackers besides metrics.jsonl."
+    )

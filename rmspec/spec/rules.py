@@ -74,17 +74,32 @@ def pairwise_needs_pairs(spec: Spec) -> Iterator[Problem]:
             "gives another shape",
             "use preset: ranked (prompt, responses, scores) or preset: ultrafeedback with binarize: ranked",
         )
-    if spec.approach.kind == "listwise" and spec.data.mapping.preset == "ultrafeedback" \
-            and spec.data.mapping.binarize != "ranked":
-        yield (("data", "mapping", "binarize"), "approach kind listwise keeps every rated completion",
-               "set data.mapping.binarize: ranked")
-    if spec.approach.kind == "bradley_terry" and spec.data.mapping.preset == "ultrafeedback" \
-            and spec.data.mapping.binarize == "ranked":
-        yield (("data", "mapping", "binarize"), "binarize: ranked keeps every rated completion in one row, for listwise",
-               "set approach: {kind: listwise}, or binarize: best_vs_worst (or all_pairs) for pairs")
+    if (
+        spec.approach.kind == "listwise"
+        and spec.data.mapping.preset == "ultrafeedback"
+        and spec.data.mapping.binarize != "ranked"
+    ):
+        yield (
+            ("data", "mapping", "binarize"),
+            "approach kind listwise keeps every rated completion",
+            "set data.mapping.binarize: ranked",
+        )
+    if (
+        spec.approach.kind == "bradley_terry"
+        and spec.data.mapping.preset == "ultrafeedback"
+        and spec.data.mapping.binarize == "ranked"
+    ):
+        yield (
+            ("data", "mapping", "binarize"),
+            "binarize: ranked keeps every rated completion in one row, for listwise",
+            "set approach: {kind: listwise}, or binarize: best_vs_worst (or all_pairs) for pairs",
+        )
     if spec.approach.kind == "bradley_terry" and spec.data.mapping.preset == "ranked":
-        yield (("data", "mapping", "preset"), "the ranked preset gives N scored responses per prompt, for listwise",
-               "set approach: {kind: listwise}, or use preset: ultrafeedback with a binarize rule for pairs")
+        yield (
+            ("data", "mapping", "preset"),
+            "the ranked preset gives N scored responses per prompt, for listwise",
+            "set approach: {kind: listwise}, or use preset: ultrafeedback with a binarize rule for pairs",
+        )
     if spec.approach.kind != "bradley_terry":
         return
     for path, mapping in _mappings(spec):
@@ -126,9 +141,17 @@ def process_needs_steps(spec: Spec) -> Iterator[Problem]:
     for path, mapping in _mappings(spec):
         yield from _steps(spec, path, mapping)
     split = spec.data.split
-    if spec.approach.kind == "process" and spec.approach.tune_threshold and split.validation_fraction is None \
-            and split.validation_source is None:
-        yield (("approach", "tune_threshold"), "tune_threshold needs a validation split", "set data.split.validation_fraction")
+    if (
+        spec.approach.kind == "process"
+        and spec.approach.tune_threshold
+        and split.validation_fraction is None
+        and split.validation_source is None
+    ):
+        yield (
+            ("approach", "tune_threshold"),
+            "tune_threshold needs a validation split",
+            "set data.split.validation_fraction",
+        )
 
 
 def _steps(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem]:
@@ -203,7 +226,11 @@ def early_stopping_needs_eval(spec: Spec) -> Iterator[Problem]:
         return
     split = spec.data.split
     if split.validation_fraction is None and split.validation_source is None:
-        yield (("training", "early_stopping"), "early stopping needs a validation split", "set data.split.validation_fraction")
+        yield (
+            ("training", "early_stopping"),
+            "early stopping needs a validation split",
+            "set data.split.validation_fraction",
+        )
     if spec.training.eval_steps is None:
         yield (("training", "early_stopping"), "early stopping needs periodic evaluation", "set training.eval_steps")
 
@@ -221,7 +248,11 @@ def split_has_one_way(spec: Spec) -> Iterator[Problem]:
 
 def hub_push_needs_repo(spec: Spec) -> Iterator[Problem]:
     if spec.output.push_to_hub and not spec.output.hub_repo_id:
-        yield (("output", "hub_repo_id"), "push_to_hub is on but no hub_repo_id is given", "set output.hub_repo_id: org/name")
+        yield (
+            ("output", "hub_repo_id"),
+            "push_to_hub is on but no hub_repo_id is given",
+            "set output.hub_repo_id: org/name",
+        )
 
 
 def lora_precision(spec: Spec) -> Iterator[Problem]:

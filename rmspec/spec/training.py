@@ -11,8 +11,16 @@ from rmspec.spec.base import Section
 # transformers' `optim` names rmspec accepts, with two short aliases: adamw is TrainingArguments' own
 # default (fused AdamW, what rmspec always ran), lion is bitsandbytes' 32-bit Lion (transformers has no other).
 Optimizer = Literal[
-    "adamw", "adamw_torch", "adamw_torch_fused", "adamw_8bit", "adafactor", "lion", "lion_32bit", "lion_8bit",
-    "sgd", "schedule_free_adamw",
+    "adamw",
+    "adamw_torch",
+    "adamw_torch_fused",
+    "adamw_8bit",
+    "adafactor",
+    "lion",
+    "lion_32bit",
+    "lion_8bit",
+    "sgd",
+    "schedule_free_adamw",
 ]
 OPTIMIZER_ALIASES = {"adamw": "adamw_torch_fused", "lion": "lion_32bit"}
 # Schedules that end at training.min_learning_rate instead of 0 (EasyDeL's learning_rate_end).
@@ -102,11 +110,16 @@ class TrainingSpec(Section):
             "shared_prefix: require it (an error where it cannot apply); off: two sequences per pair."
         ),
     )
-    seed: int = Field(42, description="Seed for the new head's initialisation and the data order (the model's "
-                      "dropout is always off).")
+    seed: int = Field(
+        42, description="Seed for the new head's initialisation and the data order (the model's dropout is always off)."
+    )
     logging_steps: PositiveInt = Field(10, description="Log metrics every N optimizer steps.")
-    eval_steps: PositiveInt | None = Field(None, description="Evaluate on the validation split every N steps (default: at the end).")
-    save_steps: PositiveInt | None = Field(None, description="Checkpoint every N steps (default: at the end of each epoch).")
+    eval_steps: PositiveInt | None = Field(
+        None, description="Evaluate on the validation split every N steps (default: at the end)."
+    )
+    save_steps: PositiveInt | None = Field(
+        None, description="Checkpoint every N steps (default: at the end of each epoch)."
+    )
     save_total_limit: PositiveInt = Field(2, description="Checkpoints kept on disk.")
     early_stopping: EarlyStopping | None = Field(None, description="Stop when the watched metric stops improving.")
     final_model: Literal["last", "best"] | None = Field(
@@ -138,14 +151,16 @@ class TrainingSpec(Section):
     @model_validator(mode="after")
     def _schedule(self) -> TrainingSpec:
         if self.min_learning_rate and self.lr_scheduler not in MIN_LR_SCHEDULES:
-            raise ValueError(f"min_learning_rate applies to lr_scheduler {' or '.join(MIN_LR_SCHEDULES)}, "
-                             f"not {self.lr_scheduler}")
+            raise ValueError(
+                f"min_learning_rate applies to lr_scheduler {' or '.join(MIN_LR_SCHEDULES)}, not {self.lr_scheduler}"
+            )
         if self.min_learning_rate >= self.learning_rate:
             raise ValueError("min_learning_rate must be below learning_rate")
         unknown = set(self.optimizer_args) - OPTIMIZER_ARGS
         if unknown:
-            raise ValueError(f"optimizer_args: unknown {', '.join(sorted(unknown))} "
-                             f"(known: {', '.join(sorted(OPTIMIZER_ARGS))})")
+            raise ValueError(
+                f"optimizer_args: unknown {', '.join(sorted(unknown))} (known: {', '.join(sorted(OPTIMIZER_ARGS))})"
+            )
         betas = self.optimizer_args.get("betas")
         if betas is not None and (not isinstance(betas, list) or len(betas) != 2):
             raise ValueError("optimizer_args.betas must be a list of two numbers, e.g. [0.9, 0.999]")

@@ -56,7 +56,11 @@ class Locations:
             if probe in second:
                 return second[probe]
             if not probe:
-                return Loc(self.default_file, 1, 1) if not self.default_file.startswith("--set") else Loc(self.default_file)
+                return (
+                    Loc(self.default_file, 1, 1)
+                    if not self.default_file.startswith("--set")
+                    else Loc(self.default_file)
+                )
             probe = probe[:-1]
 
     def merge(self, other: Locations) -> None:
@@ -107,9 +111,12 @@ class _BoundedComposer(Composer):
         event = self.parser.peek_event()
         if isinstance(event, AliasEvent):
             if event.anchor in self._open:  # `&a [*a]`: a cycle, infinite once expanded
-                raise _Refused(f"the alias *{event.anchor} is inside its own anchor &{event.anchor}: "
-                               f"the value would contain itself without end", event.start_mark,
-                               "an alias may only name a value that is complete before it")
+                raise _Refused(
+                    f"the alias *{event.anchor} is inside its own anchor &{event.anchor}: "
+                    f"the value would contain itself without end",
+                    event.start_mark,
+                    "an alias may only name a value that is complete before it",
+                )
             node = super().compose_node(parent, index)  # undefined aliases raise there, located
             size, height = self._sizes.get(id(node), (1, 1))
             target = node.start_mark
@@ -117,23 +124,33 @@ class _BoundedComposer(Composer):
             if self._expanded + size > MAX_NODES:
                 raise _Refused(
                     f"{alias} expands to {size:,} nodes: a spec may hold at most {MAX_NODES:,} nodes once its "
-                    f"aliases are expanded", event.start_mark,
-                    "a spec needs no more than a few hundred values: remove the nested aliases")
+                    f"aliases are expanded",
+                    event.start_mark,
+                    "a spec needs no more than a few hundred values: remove the nested aliases",
+                )
             if len(self._heights) + height > MAX_DEPTH:
                 raise _Refused(
                     f"nesting deeper than {MAX_DEPTH} levels, the limit for a spec: {alias} is {height} levels "
-                    f"deep and used at depth {len(self._heights)}", event.start_mark,
-                    "flatten the structure; a spec needs only a few levels")
+                    f"deep and used at depth {len(self._heights)}",
+                    event.start_mark,
+                    "flatten the structure; a spec needs only a few levels",
+                )
             self._expanded += size
             self._child(height)
             return node
         self._expanded += 1
         if self._expanded > MAX_NODES:
-            raise _Refused(f"more than {MAX_NODES:,} nodes, the limit for a spec", event.start_mark,
-                           "a spec needs no more than a few hundred values")
+            raise _Refused(
+                f"more than {MAX_NODES:,} nodes, the limit for a spec",
+                event.start_mark,
+                "a spec needs no more than a few hundred values",
+            )
         if len(self._heights) >= MAX_DEPTH:
-            raise _Refused(f"nesting deeper than {MAX_DEPTH} levels, the limit for a spec",
-                           event.start_mark, "flatten the structure; a spec needs only a few levels")
+            raise _Refused(
+                f"nesting deeper than {MAX_DEPTH} levels, the limit for a spec",
+                event.start_mark,
+                "flatten the structure; a spec needs only a few levels",
+            )
         start = self._expanded
         self._heights.append(0)
         if event.anchor is not None:
@@ -157,8 +174,11 @@ class _BoundedScanner(RoundTripScanner):
 
     def fetch_flow_collection_start(self, TokenClass: Any, to_push: Any) -> None:
         if len(self.flow_context) >= MAX_DEPTH:
-            raise _Refused(f"nesting deeper than {MAX_DEPTH} levels, the limit for a spec", self.reader.get_mark(),
-                           "flatten the structure; a spec needs only a few levels")
+            raise _Refused(
+                f"nesting deeper than {MAX_DEPTH} levels, the limit for a spec",
+                self.reader.get_mark(),
+                "flatten the structure; a spec needs only a few levels",
+            )
         super().fetch_flow_collection_start(TokenClass, to_push)
 
 
@@ -224,17 +244,37 @@ def parse_yaml_text(text: str, file: str) -> tuple[Any, Locations]:
         doc = _yaml().load(text)
     except _Refused as exc:
         mark = exc.mark
-        raise SpecError([SpecIssue(path="", message=exc.message, file=file, line=mark.line + 1 if mark else None,
-                                   col=mark.column + 1 if mark else None, hint=exc.hint)]) from None
+        raise SpecError(
+            [
+                SpecIssue(
+                    path="",
+                    message=exc.message,
+                    file=file,
+                    line=mark.line + 1 if mark else None,
+                    col=mark.column + 1 if mark else None,
+                    hint=exc.hint,
+                )
+            ]
+        ) from None
     except ReaderError as exc:  # a character YAML does not allow (control characters, NUL)
         line, col = _line_col(text, exc.position) if isinstance(exc.position, int) else (None, None)
         what = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
-        raise SpecError([SpecIssue(path="", message=f"character {what} is not allowed in YAML ({exc.reason})",
-                                   file=file, line=line, col=col,
-                                   hint="remove it; is this a binary file, or text pasted from a terminal?")]) from None
+        raise SpecError(
+            [
+                SpecIssue(
+                    path="",
+                    message=f"character {what} is not allowed in YAML ({exc.reason})",
+                    file=file,
+                    line=line,
+                    col=col,
+                    hint="remove it; is this a binary file, or text pasted from a terminal?",
+                )
+            ]
+        ) from None
     except RecursionError:  # a bound above should stop this first; never let it out as a traceback
-        raise SpecError([SpecIssue(path="", message=f"nesting too deep: a spec may nest at most {MAX_DEPTH} levels",
-                                   file=file)]) from None
+        raise SpecError(
+            [SpecIssue(path="", message=f"nesting too deep: a spec may nest at most {MAX_DEPTH} levels", file=file)]
+        ) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -263,23 +303,37 @@ def read_yaml_file(path: Path) -> tuple[Any, Locations]:
     file = str(path)
     try:
         if path.exists() and not path.is_dir() and not path.is_file():  # a FIFO or device would block or never end
-            raise SpecError([SpecIssue(path="", message="not a regular file", file=file,
-                                       hint="a spec (and an extends: base) must be a YAML file")])
+            raise SpecError(
+                [
+                    SpecIssue(
+                        path="",
+                        message="not a regular file",
+                        file=file,
+                        hint="a spec (and an extends: base) must be a YAML file",
+                    )
+                ]
+            )
         with open(path, "rb") as fh:
             data = fh.read(MAX_SPEC_BYTES + 1)  # never more: a huge file is refused without reading it
     except FileNotFoundError:
-        raise SpecError(
-            [SpecIssue(path="", message="file not found", file=file, hint="check the path")]
-        ) from None
+        raise SpecError([SpecIssue(path="", message="file not found", file=file, hint="check the path")]) from None
     except IsADirectoryError:
         raise SpecError([SpecIssue(path="", message="is a directory, not a spec file", file=file)]) from None
     except OSError as exc:
         raise SpecError([SpecIssue(path="", message=f"cannot read: {exc.strerror}", file=file)]) from None
     if len(data) > MAX_SPEC_BYTES:
-        raise SpecError([SpecIssue(path="", message=f"the file is larger than {MAX_SPEC_BYTES // 1024} KiB, the limit "
-                                   f"for a spec", file=file, line=None,
-                                   hint="a spec is a short hand-written file (the shipped ones are 1-2 KiB); keep data "
-                                        "in data files and point data.source at them")]) from None
+        raise SpecError(
+            [
+                SpecIssue(
+                    path="",
+                    message=f"the file is larger than {MAX_SPEC_BYTES // 1024} KiB, the limit for a spec",
+                    file=file,
+                    line=None,
+                    hint="a spec is a short hand-written file (the shipped ones are 1-2 KiB); keep data "
+                    "in data files and point data.source at them",
+                )
+            ]
+        ) from None
     return parse_yaml_text(decode_utf8(data, file), file)
 
 
@@ -289,13 +343,31 @@ def decode_utf8(data: bytes, file: str) -> str:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-            raise SpecError([SpecIssue(path="", message="the file is UTF-16 (it starts with a UTF-16 byte-order mark); "
-                                       "a spec must be UTF-8", file=file, line=1, col=1,
-                                       hint=f"convert it: iconv -f UTF-16 -t UTF-8 {file} > fixed.yaml")]) from None
+            raise SpecError(
+                [
+                    SpecIssue(
+                        path="",
+                        message="the file is UTF-16 (it starts with a UTF-16 byte-order mark); a spec must be UTF-8",
+                        file=file,
+                        line=1,
+                        col=1,
+                        hint=f"convert it: iconv -f UTF-16 -t UTF-8 {file} > fixed.yaml",
+                    )
+                ]
+            ) from None
         head = data[: exc.start]
         line = head.count(b"\n") + 1
-        col = len(head[head.rfind(b"\n") + 1:].decode("utf-8", errors="replace")) + 1
+        col = len(head[head.rfind(b"\n") + 1 :].decode("utf-8", errors="replace")) + 1
         byte = data[exc.start]
-        raise SpecError([SpecIssue(path="", message=f"the file is not UTF-8: byte 0x{byte:02x} cannot be decoded "
-                                   f"({exc.reason})", file=file, line=line, col=col,
-                                   hint=f"save the file as UTF-8 (from Latin-1: iconv -f LATIN1 -t UTF-8 {file})")]) from None
+        raise SpecError(
+            [
+                SpecIssue(
+                    path="",
+                    message=f"the file is not UTF-8: byte 0x{byte:02x} cannot be decoded ({exc.reason})",
+                    file=file,
+                    line=line,
+                    col=col,
+                    hint=f"save the file as UTF-8 (from Latin-1: iconv -f LATIN1 -t UTF-8 {file})",
+                )
+            ]
+        ) from None

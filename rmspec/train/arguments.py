@@ -39,8 +39,10 @@ def use_liger_kernel(spec: Any, plan: Plan | None) -> bool:
     if setting == "on" and not available:
         from rmspec.errors import RmspecError
 
-        raise RmspecError("training.liger_kernel: on, but this machine has no CUDA device or no liger_kernel",
-                          hint="pip install liger-kernel on the GPU machine, or write training.liger_kernel: auto")
+        raise RmspecError(
+            "training.liger_kernel: on, but this machine has no CUDA device or no liger_kernel",
+            hint="pip install liger-kernel on the GPU machine, or write training.liger_kernel: auto",
+        )
     if plan is not None and setting == "auto":
         return available and bool(plan.liger_kernel and plan.liger_kernel["enabled"])
     return available
@@ -82,8 +84,9 @@ def optimizer_arguments(tr: Any) -> dict[str, Any]:
         import importlib.util
 
         if importlib.util.find_spec("schedulefree") is None:
-            raise RmspecError("training.optimizer schedule_free_adamw needs the schedulefree package",
-                              hint="pip install schedulefree")
+            raise RmspecError(
+                "training.optimizer schedule_free_adamw needs the schedulefree package", hint="pip install schedulefree"
+            )
     out: dict[str, Any] = {"optim": name}
     extra = dict(tr.optimizer_args)
     betas = extra.pop("betas", None)

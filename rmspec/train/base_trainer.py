@@ -70,8 +70,13 @@ class MetricsTrainer(Trainer):
         if kind == "warmup_stable_decay":  # its decay is in steps; only here is the total known (epochs -> steps)
             kwargs.setdefault("num_decay_steps", max(1, min(horizon - warmup, round(self.decay_ratio * horizon))))
             kwargs.setdefault("decay_type", "linear")
-        self.lr_scheduler = get_scheduler(kind, optimizer=optimizer or self.optimizer, num_warmup_steps=warmup,
-                                          num_training_steps=horizon, scheduler_specific_kwargs=kwargs)
+        self.lr_scheduler = get_scheduler(
+            kind,
+            optimizer=optimizer or self.optimizer,
+            num_warmup_steps=warmup,
+            num_training_steps=horizon,
+            scheduler_specific_kwargs=kwargs,
+        )
         self._created_lr_scheduler = True
         return self.lr_scheduler
 
@@ -90,8 +95,9 @@ class MetricsTrainer(Trainer):
             self._train_sampler = SeededRandomSampler(len(dataset), self.args.seed)
         else:
             lengths = dataset["length"] if "length" in dataset.column_names else [len(x) for x in dataset["input_ids"]]
-            self._train_sampler = SeededLengthGroupedSampler(lengths, self.args.per_device_train_batch_size,
-                                                             self.args.seed)
+            self._train_sampler = SeededLengthGroupedSampler(
+                lengths, self.args.per_device_train_batch_size, self.args.seed
+            )
         return self._train_sampler
 
     # Evaluation order only matters where metrics read rows in dataset order (pointwise groups).

@@ -28,9 +28,17 @@ def pair_rewards(model, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, 
 class BradleyTerryTrainer(ScoreTrainer):
     sort_eval_by_length = True  # pair metrics do not depend on order
 
-    def __init__(self, *args, use_margin: bool = False, center_rewards_coefficient: float | None = None,
-                 margin_mode: str | None = None, tie: torch.nn.Module | None = None, sft_weight: float = 0.0,
-                 tie_learning_rate: float | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        use_margin: bool = False,
+        center_rewards_coefficient: float | None = None,
+        margin_mode: str | None = None,
+        tie: torch.nn.Module | None = None,
+        sft_weight: float = 0.0,
+        tie_learning_rate: float | None = None,
+        **kwargs,
+    ):
         kwargs.setdefault("compute_metrics", compute_pair_metrics)
         super().__init__(*args, **kwargs)
         self.margin_mode = margin_mode or ("subtract" if use_margin else "none")
@@ -66,8 +74,9 @@ class BradleyTerryTrainer(ScoreTrainer):
         if self.tie is not None:
             loss = davidson_loss(chosen, rejected, tie, self.tie.log_nu, self.center_rewards_coefficient)
         else:
-            loss = margin_bradley_terry_loss(chosen, rejected, margin, self.margin_mode,
-                                             center_coefficient=self.center_rewards_coefficient)
+            loss = margin_bradley_terry_loss(
+                chosen, rejected, margin, self.margin_mode, center_coefficient=self.center_rewards_coefficient
+            )
         if self.sft_weight:
             loss = sft_regularized_loss(loss, lm_loss, self.sft_weight)
         if model.training:
@@ -85,8 +94,9 @@ class BradleyTerryTrainer(ScoreTrainer):
         """One forward over the 2B sequences: rewards from the score head, and the LM loss of the
         chosen response from the last hidden states through the kept LM head."""
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
-        out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask),
-                    output_hidden_states=True)
+        out = model(
+            input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask), output_hidden_states=True
+        )
         scores = out.logits[:, 0]
         half = scores.shape[0] // 2
         labels = chosen_response_labels(ids[:half], ids[half:], mask[:half])
@@ -96,8 +106,11 @@ class BradleyTerryTrainer(ScoreTrainer):
     def save_model(self, output_dir=None, _internal_call=False):
         """The final model (not a checkpoint) is saved without the recipe modules: a plain classifier."""
         model = self.accelerator.unwrap_model(self.model)
-        extras = {} if _internal_call else {name: model._modules.pop(name) for name in EXTRA_MODULES
-                                             if name in model._modules}
+        extras = (
+            {}
+            if _internal_call
+            else {name: model._modules.pop(name) for name in EXTRA_MODULES if name in model._modules}
+        )
         try:
             super().save_model(output_dir, _internal_call)
         finally:

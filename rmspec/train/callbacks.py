@@ -25,13 +25,13 @@ def rename(logs: dict[str, float], family: str) -> dict[str, float]:
         elif key in ("grad_norm", "epoch", "num_tokens", "model_step"):
             out[key] = value
         elif key.startswith("eval_"):
-            name = key[len("eval_"):]
+            name = key[len("eval_") :]
             if name in ("runtime", "samples_per_second", "steps_per_second"):
                 out[f"eval/{name}"] = value
             else:
                 out[f"eval/{family}/{name}"] = value
         elif key.startswith("train_"):  # the end-of-training summary
-            out[f"train/{key[len('train_'):]}"] = value
+            out[f"train/{key[len('train_') :]}"] = value
         elif key in ("total_flos",):
             out[key] = value
         else:
@@ -93,8 +93,9 @@ class MetricsJsonl(TrainerCallback):
             self.memory = PeakMemory()
             self.last_time = time.time()
             self.last_step = state.global_step
-            self._write({"event": "train_begin", "step": state.global_step, "max_steps": state.max_steps,
-                         "time": time.time()})
+            self._write(
+                {"event": "train_begin", "step": state.global_step, "max_steps": state.max_steps, "time": time.time()}
+            )
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
@@ -102,16 +103,25 @@ class MetricsJsonl(TrainerCallback):
         row = {"step": state.global_step, "max_steps": state.max_steps, **rename(logs, self.family)}
         if f"train/{self.family}/loss" in row:
             # open-instruct's episode: training examples (pairs) seen so far, all processes
-            row["episode"] = state.global_step * args.per_device_train_batch_size \
-                * args.gradient_accumulation_steps * max(args.world_size, 1)
+            row["episode"] = (
+                state.global_step
+                * args.per_device_train_batch_size
+                * args.gradient_accumulation_steps
+                * max(args.world_size, 1)
+            )
         now = time.time()
         if self.memory is not None and not any(k.startswith("eval/") for k in row):
             row["peak_memory_gb"] = round(self.memory.take_gb(), 4)
         if self.last_time is not None and f"train/{self.family}/loss" in row and state.global_step > self.last_step:
             steps = state.global_step - self.last_step
             row["seconds_per_step"] = (now - self.last_time) / steps
-            row["samples_per_second"] = steps * args.per_device_train_batch_size * args.gradient_accumulation_steps \
-                * max(args.world_size, 1) / (now - self.last_time)
+            row["samples_per_second"] = (
+                steps
+                * args.per_device_train_batch_size
+                * args.gradient_accumulation_steps
+                * max(args.world_size, 1)
+                / (now - self.last_time)
+            )
             self.last_time, self.last_step = now, state.global_step
         row["time"] = now
         self._write(row)

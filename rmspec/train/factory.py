@@ -19,8 +19,9 @@ def with_lengths(dataset: Any, approach_kind: str, packed: bool = False) -> Any:
     if dataset is None or "length" in dataset.column_names:
         return dataset
     if approach_kind == "bradley_terry" and packed:
-        return dataset.map(lambda r: {"length": packed_length(r["chosen_input_ids"], r["rejected_input_ids"])},
-                           desc="lengths")
+        return dataset.map(
+            lambda r: {"length": packed_length(r["chosen_input_ids"], r["rejected_input_ids"])}, desc="lengths"
+        )
     if approach_kind == "bradley_terry":
         return dataset.map(
             lambda r: {"length": max(len(r["chosen_input_ids"]), len(r["rejected_input_ids"]))},
@@ -66,8 +67,10 @@ def build_trainer(
             from rmspec.train.pair_extras import attach_lm_head
 
             how = attach_lm_head(model, model.config._name_or_path, len(tokenizer))
-            print(f"rmspec: sft_weight {approach.sft_weight}: {how}; the saved model keeps only the score head",
-                  flush=True)
+            print(
+                f"rmspec: sft_weight {approach.sft_weight}: {how}; the saved model keeps only the score head",
+                flush=True,
+            )
         if tie is not None:
             common["compute_metrics"] = davidson_pair_metrics(tie)
         trainer = BradleyTerryTrainer(
@@ -82,9 +85,12 @@ def build_trainer(
         trainer.packing = (packing, packing_reason)  # what ran and why (the plan predicted it)
         return trainer
     if approach.kind == "listwise":
-        trainer = ListwiseTrainer(data_collator=PackedListCollator(pad) if packed else ListCollator(pad),
-                                  top_k=approach.top_k,
-                                  center_rewards_coefficient=approach.center_rewards_coefficient, **common)
+        trainer = ListwiseTrainer(
+            data_collator=PackedListCollator(pad) if packed else ListCollator(pad),
+            top_k=approach.top_k,
+            center_rewards_coefficient=approach.center_rewards_coefficient,
+            **common,
+        )
         trainer.packing = (packing, packing_reason)
         return trainer
     if approach.kind == "pointwise":
@@ -98,8 +104,12 @@ def build_trainer(
             **common,
         )
     if approach.kind == "process":
-        return ProcessTrainer(data_collator=StepCollator(pad), train_on=approach.train_on,
-                              compute_metrics=process_metrics(approach.threshold), **common)
+        return ProcessTrainer(
+            data_collator=StepCollator(pad),
+            train_on=approach.train_on,
+            compute_metrics=process_metrics(approach.threshold),
+            **common,
+        )
     if approach.kind == "generative":
         return GenerativeTrainer(data_collator=LMCollator(pad), **common)
     raise ValueError(f"unknown approach {approach.kind!r}")

@@ -104,7 +104,7 @@ PROCESS_USE = [
     "",
     "```bash",
     "rmspec score PATH rows.jsonl --out scored.jsonl   # rows: problem/prompt + steps -> step_scores, first_error",
-    "rmspec serve PATH                                 # POST /pooling {\"input\": ids, \"task\": \"token_classify\"}",
+    'rmspec serve PATH                                 # POST /pooling {"input": ids, "task": "token_classify"}',
     "```",
 ]
 
@@ -137,18 +137,22 @@ def model_card(
         "",
         "## Use",
         "",
-        *(PROCESS_USE if approach == "process" else [
-            "```python",
-            "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
-            "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
-            "tokenizer = AutoTokenizer.from_pretrained(PATH)",
-            "# encoders (BERT family) read (prompt, response) as a text pair; decoders the conversation",
-            "# as rendered in training (the tokenizer's chat template, or 'User:/Assistant:' lines)",
-            "inputs = tokenizer(prompt, response, return_tensors='pt')",
-            "reward = model(**inputs).logits[0, 0]",
-            "# normalised: (reward - model.config.reward_mean) / model.config.reward_std",
-            "```",
-        ]),
+        *(
+            PROCESS_USE
+            if approach == "process"
+            else [
+                "```python",
+                "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
+                "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
+                "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+                "# encoders (BERT family) read (prompt, response) as a text pair; decoders the conversation",
+                "# as rendered in training (the tokenizer's chat template, or 'User:/Assistant:' lines)",
+                "inputs = tokenizer(prompt, response, return_tensors='pt')",
+                "reward = model(**inputs).logits[0, 0]",
+                "# normalised: (reward - model.config.reward_mean) / model.config.reward_std",
+                "```",
+            ]
+        ),
         "",
         "## Results",
         "",

@@ -30,8 +30,9 @@ def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main
 
             rows = [validation[i] for i in range(min(len(validation), 200))]
             model = trainer.accelerator.unwrap_model(trainer.model)
-            judged = judge_metrics(model, tokenizer, rows, spec.approach.verdict_pattern,
-                                   max_new_tokens=spec.approach.max_new_tokens)
+            judged = judge_metrics(
+                model, tokenizer, rows, spec.approach.verdict_pattern, max_new_tokens=spec.approach.max_new_tokens
+            )
             out.update({f"eval/{family}/{k}": v for k, v in judged.items()})
             trainer.log({f"eval_{k}": v for k, v in judged.items()})
         return out, {}
@@ -56,8 +57,9 @@ def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main
     return rename(metrics, family), reward_stats(rewards)
 
 
-def finish(run: RunDir, plan: Plan, loaded: Any, trainer: Any, tokenizer: Any, prepared: Any,
-           validation: Any, main: bool) -> int:
+def finish(
+    run: RunDir, plan: Plan, loaded: Any, trainer: Any, tokenizer: Any, prepared: Any, validation: Any, main: bool
+) -> int:
     spec = loaded.spec
     metrics, stats = final_metrics(trainer, validation, spec, tokenizer, main)
     report = prepared.report.to_json()
@@ -68,19 +70,32 @@ def finish(run: RunDir, plan: Plan, loaded: Any, trainer: Any, tokenizer: Any, p
         "max_length": spec.training.max_length,
     }
     if spec.approach.kind == "pointwise":
-        extra.update(attributes=list(spec.approach.attributes), weights=spec.approach.weights,
-                     objective=spec.approach.objective, scale=spec.approach.scale.model_dump())
+        extra.update(
+            attributes=list(spec.approach.attributes),
+            weights=spec.approach.weights,
+            objective=spec.approach.objective,
+            scale=spec.approach.scale.model_dump(),
+        )
     if spec.approach.kind == "generative":
         extra.update(verdict_pattern=spec.approach.verdict_pattern)
     if spec.approach.kind == "process":  # what a bare model folder needs to score steps as training did
-        extra.update(step_separator=spec.approach.step_separator, threshold=spec.approach.threshold,
-                     chat_template=spec.data.mapping.chat_template)
-    summary = {k: report.get(k) for k in ("rows_read", "rows_kept", "rejected", "splits",
-                                          "length_heuristic_accuracy") if k in report}
+        extra.update(
+            step_separator=spec.approach.step_separator,
+            threshold=spec.approach.threshold,
+            chat_template=spec.data.mapping.chat_template,
+        )
+    summary = {
+        k: report.get(k)
+        for k in ("rows_read", "rows_kept", "rejected", "splits", "length_heuristic_accuracy")
+        if k in report
+    }
     card = model_card(
-        name=spec.name, approach=spec.approach.kind, base_model=spec.model.name_or_path,
+        name=spec.name,
+        approach=spec.approach.kind,
+        base_model=spec.model.name_or_path,
         spec_yaml=run.spec.read_text(encoding="utf-8") if run.spec.exists() else "",
-        data_summary=summary, results={k: v for k, v in metrics.items() if isinstance(v, (int, float))},
+        data_summary=summary,
+        results={k: v for k, v in metrics.items() if isinstance(v, (int, float))},
     )
     finalize = None
     if spec.approach.kind == "bradley_terry" and (spec.approach.length_debias or spec.approach.ensemble):
@@ -89,7 +104,9 @@ def finish(run: RunDir, plan: Plan, loaded: Any, trainer: Any, tokenizer: Any, p
         option = "length_debias" if spec.approach.length_debias else "ensemble"
         extra[option] = getattr(spec.approach, option).model_dump()
         finalize = lambda model: finalize_heads(model, spec.approach)  # noqa: E731  (one output, saved as a plain classifier)
-    save_final_model(trainer, tokenizer, run.model, config_extra=extra, card=card, reward_stats=stats, finalize=finalize)
+    save_final_model(
+        trainer, tokenizer, run.model, config_extra=extra, card=card, reward_stats=stats, finalize=finalize
+    )
     if not main:
         return 0
 
@@ -98,9 +115,16 @@ def finish(run: RunDir, plan: Plan, loaded: Any, trainer: Any, tokenizer: Any, p
         if "train_runtime" in row:
             train_seconds = row["train_runtime"]
             break
-    result = {"step": trainer.state.global_step, "metrics": metrics, "reward_stats": stats,
-              "train_seconds": train_seconds, "best_checkpoint": trainer.state.best_model_checkpoint,
-              "model_dir": str(run.model), "final_model": final_model_facts(spec, trainer), **batch_facts(trainer)}
+    result = {
+        "step": trainer.state.global_step,
+        "metrics": metrics,
+        "reward_stats": stats,
+        "train_seconds": train_seconds,
+        "best_checkpoint": trainer.state.best_model_checkpoint,
+        "model_dir": str(run.model),
+        "final_model": final_model_facts(spec, trainer),
+        **batch_facts(trainer),
+    }
     write_status(run, "evaluating", **result)
     evaluation = run_evaluation_hook(run, loaded, tokenizer, validation)
     push_error = None
@@ -125,10 +149,18 @@ def final_model_facts(spec: Any, trainer: Any) -> dict[str, Any]:
     if metric is None or best is None or not trainer.args.load_best_model_at_end:
         return {"kind": "last", "step": trainer.state.global_step}
     step = checkpoint_step(best)
-    lower = lower_is_better(metric) if spec.training.early_stopping is None else spec.training.early_stopping.mode == "min"
-    return {"kind": "best", "step": step, "checkpoint": best, "metric": metric, "value": trainer.state.best_metric,
-            "why": f"{metric} was {'lowest' if lower else 'highest'} ({trainer.state.best_metric:.6g}) at step {step} "
-                   f"of the evaluations every {trainer.args.eval_steps} steps"}
+    lower = (
+        lower_is_better(metric) if spec.training.early_stopping is None else spec.training.early_stopping.mode == "min"
+    )
+    return {
+        "kind": "best",
+        "step": step,
+        "checkpoint": best,
+        "metric": metric,
+        "value": trainer.state.best_metric,
+        "why": f"{metric} was {'lowest' if lower else 'highest'} ({trainer.state.best_metric:.6g}) at step {step} "
+        f"of the evaluations every {trainer.args.eval_steps} steps",
+    }
 
 
 def batch_facts(trainer: Any) -> dict[str, int]:
@@ -161,8 +193,11 @@ def run_evaluation_hook(run: RunDir, loaded: Any, tokenizer: Any, validation: An
 def upload_command(run: RunDir, spec: Any) -> str:
     """The `hf upload` command (the CLI the pinned huggingface_hub installs) that uploads RUN/model by hand."""
     env = spec.output.hub_token_env
-    return (f"hf upload {spec.output.hub_repo_id} {run.model}" + (" --private" if spec.output.private else "")
-            + ("" if env == "HF_TOKEN" else f' --token "${env}"'))  # hf reads HF_TOKEN by itself
+    return (
+        f"hf upload {spec.output.hub_repo_id} {run.model}"
+        + (" --private" if spec.output.private else "")
+        + ("" if env == "HF_TOKEN" else f' --token "${env}"')
+    )  # hf reads HF_TOKEN by itself
 
 
 def push_to_hub(run: RunDir, spec: Any) -> None:
@@ -172,19 +207,18 @@ def push_to_hub(run: RunDir, spec: Any) -> None:
     if not token:
         raise RunError(
             f"push_to_hub: no token in ${spec.output.hub_token_env}; the model is saved in {run.model}",
-            hint=f"export {spec.output.hub_token_env}=hf_... and upload with "
-                 f"`{upload_command(run, spec)}`",
+            hint=f"export {spec.output.hub_token_env}=hf_... and upload with `{upload_command(run, spec)}`",
         )
     try:
         from huggingface_hub import HfApi
 
         api = HfApi(token=token)
         api.create_repo(repo, private=spec.output.private, exist_ok=True, repo_type="model")
-        api.upload_folder(repo_id=repo, folder_path=str(run.model), repo_type="model",
-                          commit_message=f"rmspec run {spec.name}")
+        api.upload_folder(
+            repo_id=repo, folder_path=str(run.model), repo_type="model", commit_message=f"rmspec run {spec.name}"
+        )
     except Exception as exc:  # network, auth, offline mode: the local model stays as it is
         raise RunError(
             f"push_to_hub to {repo} failed: {type(exc).__name__}: {str(exc)[:300]}; the model is saved in {run.model}",
             hint=f"retry later with `{upload_command(run, spec)}`",
         ) from None
-

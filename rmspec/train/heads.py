@@ -146,10 +146,21 @@ class OdinTrainer(BradleyTerryTrainer):
         head = head_linear(model)
         margin = inputs["margin"].to(chosen.dtype) if self.margin_mode == "subtract" else None
         len_c, len_r = inputs[LENGTH_COLUMNS[0]], inputs[LENGTH_COLUMNS[1]]
-        loss, parts = odin_loss(chosen[:, 0], rejected[:, 0], chosen[:, 1], rejected[:, 1], len_c, len_r,
-                                head.weight[0], head.weight[1], lambda_length=self.odin.lambda_length,
-                                lambda_quality=self.odin.lambda_quality, lambda_ortho=self.odin.lambda_ortho,
-                                margin=margin, center_coefficient=self.center_rewards_coefficient)
+        loss, parts = odin_loss(
+            chosen[:, 0],
+            rejected[:, 0],
+            chosen[:, 1],
+            rejected[:, 1],
+            len_c,
+            len_r,
+            head.weight[0],
+            head.weight[1],
+            lambda_length=self.odin.lambda_length,
+            lambda_quality=self.odin.lambda_quality,
+            lambda_ortho=self.odin.lambda_ortho,
+            margin=margin,
+            center_coefficient=self.center_rewards_coefficient,
+        )
         if model.training:
             self.record({**pair_metrics(chosen[:, 0], rejected[:, 0]), **parts})
         if return_outputs:
@@ -227,7 +238,7 @@ class EnsembleTrainer(BradleyTerryTrainer):
 def ensemble_metrics(eval_pred) -> dict[str, float]:
     p = np.asarray(eval_pred.predictions, dtype=np.float64)
     n = (p.shape[1] - 2) // 2
-    c, r = p[:, 2:2 + n], p[:, 2 + n:]
+    c, r = p[:, 2 : 2 + n], p[:, 2 + n :]
     margin_std = (c - r).std(axis=1)
     correct = p[:, 0] > p[:, 1]
     return {
@@ -250,9 +261,11 @@ def build_head_trainer(spec: Any, pair_collator: Any, tokenizer: Any, common: di
     common = dict(common)
     shared = dict(margin_mode=approach.margin_mode, center_rewards_coefficient=approach.center_rewards_coefficient)
     if approach.length_debias is not None:
-        return OdinTrainer(odin=approach.length_debias, data_collator=HeadCollator(pair_collator, tokenizer),
-                           **shared, **common)
+        return OdinTrainer(
+            odin=approach.length_debias, data_collator=HeadCollator(pair_collator, tokenizer), **shared, **common
+        )
     members = approach.ensemble.members
-    common["train_dataset"] = with_member_weights(common["train_dataset"], members, spec.training.seed,
-                                                  approach.ensemble.bootstrap)
+    common["train_dataset"] = with_member_weights(
+        common["train_dataset"], members, spec.training.seed, approach.ensemble.bootstrap
+    )
     return EnsembleTrainer(members=members, data_collator=HeadCollator(pair_collator), **shared, **common)

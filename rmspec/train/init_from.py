@@ -25,8 +25,10 @@ def init_model_from_run(model: Any, run_dir: str | Path) -> str:
     folder = folder / "model" if (folder / "model").is_dir() else folder
     files = sorted(folder.glob("*.safetensors"))
     if not files:
-        raise DataError(f"model.init_from: no trained model in {folder} (no *.safetensors)",
-                        "run the first stage to its end first, or point init_from at its run directory")
+        raise DataError(
+            f"model.init_from: no trained model in {folder} (no *.safetensors)",
+            "run the first stage to its end first, or point init_from at its run directory",
+        )
     source: dict[str, Any] = {}
     for file in files:
         source.update(load_file(str(file)))
@@ -40,10 +42,16 @@ def init_model_from_run(model: Any, run_dir: str | Path) -> str:
             elif name in source:
                 skipped.append(f"{name} {tuple(source[name].shape)} -> {tuple(tensor.shape)}")
     if not taken:
-        raise DataError(f"model.init_from: no tensor of {folder} fits this model (another architecture?)",
-                        "init_from must name a run trained from the same model.name_or_path")
+        raise DataError(
+            f"model.init_from: no tensor of {folder} fits this model (another architecture?)",
+            "init_from must name a run trained from the same model.name_or_path",
+        )
     head = [n for n in taken if n.split(".")[0] in HEAD_NAMES]
-    head_note = ("the score head too (same shape)" if head else
-                 "a fresh score head (" + "; ".join(s for s in skipped if s.split(".")[0] in HEAD_NAMES) + ")"
-                 if skipped else "a fresh score head (none in the source)")
+    head_note = (
+        "the score head too (same shape)"
+        if head
+        else "a fresh score head (" + "; ".join(s for s in skipped if s.split(".")[0] in HEAD_NAMES) + ")"
+        if skipped
+        else "a fresh score head (none in the source)"
+    )
     return f"model.init_from {run_dir}: {len(taken)} of {len(target)} tensors taken from {folder}; {head_note}"

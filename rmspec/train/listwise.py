@@ -82,9 +82,15 @@ class PackedListCollator:
         groups = [split_shared_prefix([list(ids) for ids in r["responses_input_ids"]]) for r in rows]
         packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
         index, scores = _list_targets(rows)
-        return {"input_ids": packed.input_ids, "position_ids": packed.position_ids, "packed_group": packed.group,
-                "packed_branch": packed.branch, "packed_ends": packed.ends, "list_index": index,
-                "list_scores": scores}
+        return {
+            "input_ids": packed.input_ids,
+            "position_ids": packed.position_ids,
+            "packed_group": packed.group,
+            "packed_branch": packed.branch,
+            "packed_ends": packed.ends,
+            "list_index": index,
+            "list_scores": scores,
+        }
 
 
 def list_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,8 +99,7 @@ def list_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Ten
     if is_packed(inputs):
         flat = packed_head_outputs(model, packed_rows(inputs))[:, 0]
     else:
-        flat = forward_scores(model, inputs["input_ids"], inputs["attention_mask"],
-                              inputs.get("token_type_ids"))[:, 0]
+        flat = forward_scores(model, inputs["input_ids"], inputs["attention_mask"], inputs.get("token_type_ids"))[:, 0]
     index = inputs["list_index"]
     mask = index >= 0
     return flat[index.clamp(min=0)].masked_fill(~mask, 0.0), mask
@@ -136,5 +141,9 @@ def compute_ranking_metrics(eval_pred) -> dict[str, float]:
     rewards, scores, mask = p[..., 0], p[..., 1], p[..., 2] == 1
     m = ranking_metrics(rewards, scores, mask)
     valid = mask.sum(1) > 0
-    return {"accuracy": m["pair_accuracy"], "kendall_tau": m["kendall_tau"], "ranked_pairs": m["ranked_pairs"],
-            "mean_reward": float(rewards[mask].mean()) if valid.any() else float("nan")}
+    return {
+        "accuracy": m["pair_accuracy"],
+        "kendall_tau": m["kendall_tau"],
+        "ranked_pairs": m["ranked_pairs"],
+        "mean_reward": float(rewards[mask].mean()) if valid.any() else float("nan"),
+    }

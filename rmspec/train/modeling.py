@@ -82,7 +82,11 @@ def output_labels(approach: Any) -> list[str]:
 def disable_dropout_config(config: Any) -> None:
     """Zero every dropout probability the config names (hidden, attention, classifier, ...)."""
     for key, value in list(config.to_dict().items()):
-        if ("dropout" in key or key.endswith("_pdrop")) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if (
+            ("dropout" in key or key.endswith("_pdrop"))
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+        ):
             setattr(config, key, 0.0)
     if hasattr(config, "classifier_dropout"):
         config.classifier_dropout = 0.0
@@ -218,7 +222,9 @@ def apply_lora(model: PreTrainedModel, lora: Any, approach_kind: str) -> PreTrai
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
         target_modules=lora.target_modules,
-        task_type={"generative": TaskType.CAUSAL_LM, "process": TaskType.TOKEN_CLS}.get(approach_kind, TaskType.SEQ_CLS),
+        task_type={"generative": TaskType.CAUSAL_LM, "process": TaskType.TOKEN_CLS}.get(
+            approach_kind, TaskType.SEQ_CLS
+        ),
         modules_to_save=modules_to_save,
     )
     return get_peft_model(model, config)

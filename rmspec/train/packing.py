@@ -35,8 +35,14 @@ class PackedPairCollator:
         groups = [split_shared_prefix([list(r["chosen_input_ids"]), list(r["rejected_input_ids"])]) for r in rows]
         packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
         margin = torch.tensor([float(r.get("margin") or 0.0) for r in rows], dtype=torch.float32)
-        batch = {"input_ids": packed.input_ids, "position_ids": packed.position_ids, "packed_group": packed.group,
-                 "packed_branch": packed.branch, "packed_ends": packed.ends, "margin": margin}
+        batch = {
+            "input_ids": packed.input_ids,
+            "position_ids": packed.position_ids,
+            "packed_group": packed.group,
+            "packed_branch": packed.branch,
+            "packed_ends": packed.ends,
+            "margin": margin,
+        }
         if rows and "tie" in rows[0]:  # annotated ties (approach.ties: davidson)
             batch["tie"] = torch.tensor([bool(r["tie"]) for r in rows], dtype=torch.bool)
         return batch
@@ -47,8 +53,13 @@ def is_packed(inputs: dict[str, Any]) -> bool:
 
 
 def packed_rows(inputs: dict[str, torch.Tensor]) -> PackedRows:
-    return PackedRows(inputs["input_ids"], inputs["position_ids"], inputs["packed_group"], inputs["packed_branch"],
-                      inputs["packed_ends"])
+    return PackedRows(
+        inputs["input_ids"],
+        inputs["position_ids"],
+        inputs["packed_group"],
+        inputs["packed_branch"],
+        inputs["packed_ends"],
+    )
 
 
 def packed_pair_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -93,8 +93,9 @@ def davidson_pair_metrics(tie: TieParameter):
             "rejected_rewards": float(rejected.mean()),
             "reward_margin": float((chosen[~is_tie] - rejected[~is_tie]).mean()) if (~is_tie).any() else float("nan"),
         }
-        cal = tie_calibration(torch.from_numpy(chosen), torch.from_numpy(rejected), torch.from_numpy(is_tie),
-                              math.log(tie.nu))
+        cal = tie_calibration(
+            torch.from_numpy(chosen), torch.from_numpy(rejected), torch.from_numpy(is_tie), math.log(tie.nu)
+        )
         out.update({("tie_nu" if k == "nu" else k): v for k, v in cal.items()})
         return out
 

@@ -45,9 +45,7 @@ class PointwiseTrainer(ScoreTrainer):
         return self.predictions(out["logits"]).float(), inputs["scores"].float()
 
 
-def pointwise_metrics(
-    attributes: list[str], weights: dict[str, float] | None = None, prompts: list[str] | None = None
-):
+def pointwise_metrics(attributes: list[str], weights: dict[str, float] | None = None, prompts: list[str] | None = None):
     """compute_metrics for the Trainer: MSE, MAE, Pearson, Spearman per attribute, and pairwise
     accuracy of the weighted reward among responses to the same prompt (when prompts are given,
     in evaluation order)."""

@@ -68,8 +68,9 @@ class ProcessTrainer(ScoreTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         mask = inputs["attention_mask"]
         extra = {} if inputs.get("token_type_ids") is None else {"token_type_ids": inputs["token_type_ids"]}
-        logits = model(input_ids=inputs["input_ids"], attention_mask=mask,
-                       position_ids=position_ids_from_mask(mask), **extra).logits
+        logits = model(
+            input_ids=inputs["input_ids"], attention_mask=mask, position_ids=position_ids_from_mask(mask), **extra
+        ).logits
         labels = inputs["labels"]
         if model.training and self.train_on == "last_step":
             labels = last_step_only(labels)
@@ -79,8 +80,12 @@ class ProcessTrainer(ScoreTrainer):
                 on = labels != IGNORE
                 prob = correct_probability(logits.detach())[on]
                 gold = labels[on]
-                self.record({"step_accuracy": ((prob >= 0.5).long() == gold).float().mean().item() if gold.numel() else 0.0,
-                             "wrong_step_share": (gold == 0).float().mean().item() if gold.numel() else 0.0})
+                self.record(
+                    {
+                        "step_accuracy": ((prob >= 0.5).long() == gold).float().mean().item() if gold.numel() else 0.0,
+                        "wrong_step_share": (gold == 0).float().mean().item() if gold.numel() else 0.0,
+                    }
+                )
         return (loss, {"logits": logits}) if return_outputs else loss
 
     def eval_outputs(self, out, inputs):

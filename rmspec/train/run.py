@@ -48,8 +48,16 @@ def train_run(plan_path: str | Path, *, resume: bool = False) -> int:
     interrupt = GracefulInterrupt().install()
     try:
         if main:
-            write_status(run, "running", pid=os.getpid(), host=socket.gethostname(), started=time.time(),
-                         resumed=resume, world_size=state.num_processes, **slurm_job())
+            write_status(
+                run,
+                "running",
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                started=time.time(),
+                resumed=resume,
+                world_size=state.num_processes,
+                **slurm_job(),
+            )
         outcome = _train(run, plan, state, interrupt, resume)
     except KeyboardInterrupt:
         if main:
@@ -74,8 +82,10 @@ def slurm_job() -> dict:
     """The SLURM job this trainer runs in (status.json names it; `rmspec status` asks squeue about it)."""
     if not os.environ.get("SLURM_JOB_ID"):
         return {}
-    return {"slurm_job_id": os.environ["SLURM_JOB_ID"],
-            "slurm_restart_count": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)}
+    return {
+        "slurm_job_id": os.environ["SLURM_JOB_ID"],
+        "slurm_restart_count": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
+    }
 
 
 def own_run_dir(run: RunDir, state: Any):
@@ -134,9 +144,14 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         run.metrics.unlink()
 
     loaded_model = load_model(
-        model_path, spec.approach, seed=spec.training.seed, precision=plan.precision,
-        attn_implementation=plan.attn_implementation, trust_remote_code=spec.model.trust_remote_code,
-        revision=spec.model.revision, tokenizer=tokenizer,
+        model_path,
+        spec.approach,
+        seed=spec.training.seed,
+        precision=plan.precision,
+        attn_implementation=plan.attn_implementation,
+        trust_remote_code=spec.model.trust_remote_code,
+        revision=spec.model.revision,
+        tokenizer=tokenizer,
     )
     model = loaded_model.model
     if spec.model.init_from:  # the two-stage recipe: weights from another run's model
@@ -150,7 +165,11 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
 
     validation = prepared.validation if prepared.validation is not None and len(prepared.validation) else None
     args = build_training_arguments(
-        spec, plan, run.checkpoints, has_validation=validation is not None, report_to=tracker_env(spec, run.root),
+        spec,
+        plan,
+        run.checkpoints,
+        has_validation=validation is not None,
+        report_to=tracker_env(spec, run.root),
         use_cpu=uses_cpu(plan) or None,
     )
     family = metric_family(spec.approach.kind)

@@ -18,8 +18,13 @@ from typing import Any
 
 from rmspec.errors import RmspecError
 
-PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio",
-            "swanlab": "swanlab"}
+PACKAGES = {
+    "tensorboard": "tensorboard",
+    "wandb": "wandb",
+    "mlflow": "mlflow",
+    "trackio": "trackio",
+    "swanlab": "swanlab",
+}
 INSTALL = {"mlflow": "mlflow-skinny alembic"}  # full mlflow does not install under the pinned pyarrow
 
 
@@ -29,15 +34,20 @@ def check_installed(backends: list[str]) -> None:
         raise RmspecError(
             f"tracking.backends asks for {', '.join(missing)}, which is not installed",
             hint=f"pip install {' '.join(INSTALL.get(b, PACKAGES[b]) for b in missing)}, or remove it from "
-                 "tracking.backends (metrics.jsonl is always written)",
+            "tracking.backends (metrics.jsonl is always written)",
         )
 
 
 def numeric(row: dict[str, Any]) -> dict[str, float]:
     """The metrics of a metrics.jsonl row (numbers; no step, time or event)."""
-    return {k: float(v) for k, v in row.items()
-            if k not in ("step", "max_steps", "time", "event") and isinstance(v, (int, float))
-            and not isinstance(v, bool) and math.isfinite(float(v))}
+    return {
+        k: float(v)
+        for k, v in row.items()
+        if k not in ("step", "max_steps", "time", "event")
+        and isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and math.isfinite(float(v))
+    }
 
 
 class Tracker:
@@ -68,8 +78,9 @@ class Wandb(Tracker):
     def __init__(self, root: Path, config: dict, settings: Any, name: str):
         import wandb
 
-        self.run = wandb.init(project=settings.project, name=name, dir=str(root), mode=settings.mode, config=config,
-                              reinit="create_new")
+        self.run = wandb.init(
+            project=settings.project, name=name, dir=str(root), mode=settings.mode, config=config, reinit="create_new"
+        )
 
     def log(self, metrics, step):
         self.run.log(metrics, step=step)
@@ -85,9 +96,13 @@ class Mlflow(Tracker):
         uri = settings.tracking_uri or f"sqlite:///{(root / 'mlflow.db').resolve()}"
         self.client = mlflow.MlflowClient(tracking_uri=uri)
         experiment = self.client.get_experiment_by_name(settings.experiment)
-        experiment_id = (experiment.experiment_id if experiment is not None
-                         else self.client.create_experiment(settings.experiment,
-                                                            artifact_location=(root / "mlartifacts").resolve().as_uri()))
+        experiment_id = (
+            experiment.experiment_id
+            if experiment is not None
+            else self.client.create_experiment(
+                settings.experiment, artifact_location=(root / "mlartifacts").resolve().as_uri()
+            )
+        )
         self.run_id = self.client.create_run(experiment_id, run_name=name).info.run_id
         self.client.log_dict(self.run_id, config, "rmspec_config.json")
         flat = {k: str(v)[:6000] for k, v in _flatten(config.get("spec", {})).items()}
@@ -110,8 +125,13 @@ class Swanlab(Tracker):
     def __init__(self, root: Path, config: dict, settings: Any, name: str):
         import swanlab
 
-        self.run = swanlab.init(project=settings.project, experiment_name=name, mode=settings.mode,
-                                logdir=str(root / "swanlog"), config=config)
+        self.run = swanlab.init(
+            project=settings.project,
+            experiment_name=name,
+            mode=settings.mode,
+            logdir=str(root / "swanlog"),
+            config=config,
+        )
 
     def log(self, metrics, step):
         self.run.log(metrics, step=step)

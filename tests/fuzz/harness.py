@@ -30,12 +30,15 @@ from hypothesis import HealthCheck, settings
 # memory bounds are below (hypothesis' own deadline is off: 2 shared cores make it flaky). There is
 # no conftest.py here on purpose: without __init__.py files, a second module named conftest would
 # clash with tests/conftest.py.
-_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                        HealthCheck.function_scoped_fixture])
+_common = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 settings.register_profile("rmspec-ci", derandomize=True, database=None, print_blob=True, **_common)
 settings.register_profile("rmspec-dev", print_blob=True, **_common)
-settings.load_profile(os.environ.get("RMSPEC_FUZZ_PROFILE")
-                      or ("rmspec-ci" if os.environ.get("CI") == "true" else "rmspec-dev"))
+settings.load_profile(
+    os.environ.get("RMSPEC_FUZZ_PROFILE") or ("rmspec-ci" if os.environ.get("CI") == "true" else "rmspec-dev")
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -151,8 +154,10 @@ def _check_issues(exc, spec: Path, data: bytes) -> None:
             raise Finding(f"an issue without a message: {issue}")
         if issue.file is None:
             raise Finding(f"an issue not located in any file: {issue.render_plain()}")
-        if issue.file == str(spec) and issue.line is not None and (
-            not (1 <= issue.line <= n_lines + 1) or (issue.col is not None and issue.col < 1)
+        if (
+            issue.file == str(spec)
+            and issue.line is not None
+            and (not (1 <= issue.line <= n_lines + 1) or (issue.col is not None and issue.col < 1))
         ):
             raise Finding(f"an issue located outside the file ({n_lines} lines): {issue.render_plain()}")
 
@@ -215,8 +220,12 @@ def check_data(data: bytes, folder: Path, preset: str = "pairs", *, tokenizer=No
     rejects = folder / "rejects.jsonl"
     try:
         with bounded(f"data {preset}"):
-            loaded = make_spec(folder, {"source": {"kind": "files", "paths": [name]}, "mapping": mapping},
-                               approach=approach, max_length=64)
+            loaded = make_spec(
+                folder,
+                {"source": {"kind": "files", "paths": [name]}, "mapping": mapping},
+                approach=approach,
+                max_length=64,
+            )
             if tokenizer is None:
                 _, report = load_canonical(loaded, rejects_path=rejects)
             else:

@@ -17,16 +17,54 @@ _safe = YAML(typ="safe", pure=True)
 DOCS: dict[str, Any] = {p.name: _safe.load(p.read_text(encoding="utf-8")) for p in SHIPPED}
 TEXTS: dict[str, bytes] = {p.name: p.read_bytes() for p in SHIPPED}
 
-WORDS = ["auto", "cpu", "files", "pairs", "bradley_terry", "pointwise", "generative", "", "0", "-1", "1e400", "nan",
-         ".inf", "~", "null", "yes", "no", "on", "h100-80gb", "custom", "max_length", "drop_empty", "huggingface", "sql",
-         "../../etc/passwd", "/dev/zero", "*", "**/*.jsonl", "{name}", "runs/{nope}", "x" * 300]
+WORDS = [
+    "auto",
+    "cpu",
+    "files",
+    "pairs",
+    "bradley_terry",
+    "pointwise",
+    "generative",
+    "",
+    "0",
+    "-1",
+    "1e400",
+    "nan",
+    ".inf",
+    "~",
+    "null",
+    "yes",
+    "no",
+    "on",
+    "h100-80gb",
+    "custom",
+    "max_length",
+    "drop_empty",
+    "huggingface",
+    "sql",
+    "../../etc/passwd",
+    "/dev/zero",
+    "*",
+    "**/*.jsonl",
+    "{name}",
+    "runs/{nope}",
+    "x" * 300,
+]
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.integers(min_value=-(2**80), max_value=2**80),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20), st.sampled_from(WORDS),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.sampled_from(WORDS),
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
-                      max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=12,
+)
 
 
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -54,11 +92,11 @@ def _typo(word: str, draw) -> str:
     i = draw(st.integers(0, len(word) - 1))
     op = draw(st.sampled_from(["drop", "double", "swap", "case"]))
     if op == "drop":
-        return word[:i] + word[i + 1:] or "y"
+        return word[:i] + word[i + 1 :] or "y"
     if op == "double":
         return word[:i] + word[i] + word[i:]
     if op == "swap" and i + 1 < len(word):
-        return word[:i] + word[i + 1] + word[i] + word[i + 2:]
+        return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
     return word.upper()
 
 
@@ -108,12 +146,57 @@ def dump(doc: Any, flow: bool) -> bytes:
 
 # ---------------------------------------------------------------- spec bytes
 
-YAML_TOKENS = [b"&a ", b"*a", b"<<: *a\n", b"!!python/object/apply:os.system [ls]", b"!!binary ", b"!!set ", b"!!omap ",
-               b"!!timestamp ", b"!!int ", b"!!float ", b"!custom ", b"? ", b"---\n", b"...\n", b"%YAML 1.1\n",
-               b"%TAG ! tag:x,2000:\n", b"|\n", b">-\n", b"{", b"}", b"[", b"]", b'"', b"'", b"\t", b"\x00",
-               b"\xef\xbb\xbf", b"\xff\xfe", b"\xe9", b"\x07", b"\r\n", b"\r", b"# ", b": ", b"- ", b"extends: ",
-               b"extends: spec.yaml\n", b"*undefined", b"0x1F", b"0o17", b"1e400", b"9" * 5000, b"\\u0000", b"\xe2\x80\xa8",
-               b"\xed\xa0\x80", b"\xf0\x9f\x98\x80", b"  " * 40, b"[" * 100, b"{a: " * 70]
+YAML_TOKENS = [
+    b"&a ",
+    b"*a",
+    b"<<: *a\n",
+    b"!!python/object/apply:os.system [ls]",
+    b"!!binary ",
+    b"!!set ",
+    b"!!omap ",
+    b"!!timestamp ",
+    b"!!int ",
+    b"!!float ",
+    b"!custom ",
+    b"? ",
+    b"---\n",
+    b"...\n",
+    b"%YAML 1.1\n",
+    b"%TAG ! tag:x,2000:\n",
+    b"|\n",
+    b">-\n",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b"'",
+    b"\t",
+    b"\x00",
+    b"\xef\xbb\xbf",
+    b"\xff\xfe",
+    b"\xe9",
+    b"\x07",
+    b"\r\n",
+    b"\r",
+    b"# ",
+    b": ",
+    b"- ",
+    b"extends: ",
+    b"extends: spec.yaml\n",
+    b"*undefined",
+    b"0x1F",
+    b"0o17",
+    b"1e400",
+    b"9" * 5000,
+    b"\\u0000",
+    b"\xe2\x80\xa8",
+    b"\xed\xa0\x80",
+    b"\xf0\x9f\x98\x80",
+    b"  " * 40,
+    b"[" * 100,
+    b"{a: " * 70,
+]
 
 
 @st.composite
@@ -129,7 +212,7 @@ def mutated_bytes(draw) -> bytes:
         elif op == "bytes":
             data[pos:pos] = draw(st.binary(min_size=1, max_size=8))
         elif op == "delete":
-            del data[pos:pos + draw(st.integers(1, 40))]
+            del data[pos : pos + draw(st.integers(1, 40))]
         else:
             lines = bytes(data).split(b"\n")
             i = draw(st.integers(0, len(lines) - 1))
@@ -157,26 +240,52 @@ def alias_bombs(draw) -> bytes:
             text += f"a{i}: &a{i} {{<<: [{refs}], k{i}: [{refs}]}}\n"
         else:
             text += f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]\n"
-    return (draw(st.sampled_from(list(TEXTS.values()))) + b"\n" + text.encode()) if draw(st.booleans()) else text.encode()
+    return (
+        (draw(st.sampled_from(list(TEXTS.values()))) + b"\n" + text.encode()) if draw(st.booleans()) else text.encode()
+    )
 
 
 set_expressions = st.one_of(
     st.text(max_size=40),
-    st.builds(lambda k, v: f"{k}={v}", st.sampled_from(["training.epochs", "training.learning_rate", "data.filters",
-                                                        "hardware.gpus_per_node", "a.b.c", "data.filters.0.kind",
-                                                        "data.filters.99", "model", "..", "x.0.1.2"]),
-              st.one_of(st.text(max_size=20), st.sampled_from(["[", "{a: *b}", "&a [*a]", "!!binary x", "1e999", ""]))),
+    st.builds(
+        lambda k, v: f"{k}={v}",
+        st.sampled_from(
+            [
+                "training.epochs",
+                "training.learning_rate",
+                "data.filters",
+                "hardware.gpus_per_node",
+                "a.b.c",
+                "data.filters.0.kind",
+                "data.filters.99",
+                "model",
+                "..",
+                "x.0.1.2",
+            ]
+        ),
+        st.one_of(st.text(max_size=20), st.sampled_from(["[", "{a: *b}", "&a [*a]", "!!binary x", "1e999", ""])),
+    ),
 )
 
 # ---------------------------------------------------------------- data rows
 
 huge_text = st.integers(2_000, 200_000).map(lambda n: ("word " * (n // 5 + 1))[:n])
 field_values = st.one_of(
-    st.text(max_size=40), st.text(min_size=1, max_size=40), st.none(), st.integers(), st.floats(), st.booleans(),
-    st.lists(st.text(max_size=10), max_size=3), st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2),
+    st.text(max_size=40),
+    st.text(min_size=1, max_size=40),
+    st.none(),
+    st.integers(),
+    st.floats(),
+    st.booleans(),
+    st.lists(st.text(max_size=10), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2),
     huge_text,
-    st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system", "x"]),
-                                    "content": st.text(max_size=20)}), max_size=3),
+    st.lists(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "assistant", "system", "x"]), "content": st.text(max_size=20)}
+        ),
+        max_size=3,
+    ),
 )
 good_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=60).filter(str.strip)
 
@@ -218,9 +327,28 @@ def data_lines(draw, preset: str) -> bytes:
     if kind == 7:
         return draw(st.binary(max_size=60)).replace(b"\n", b" ")
     if kind == 8:
-        return draw(st.sampled_from([b"[" * 5000, b'{"a":' * 3000, b"[1, 2]", b'"text"', b"null", b"42", b"{}", b"   ",
-                                     b"\xef\xbb\xbf{}", b"\x00" * 20, b'{"prompt": "a\\ud800b"}', b"{'prompt': 'x'}",
-                                     b'{"prompt": NaN}', b'{"prompt": "x", "prompt": "y"}', b"\x0c", b"\x1e{}"]))
+        return draw(
+            st.sampled_from(
+                [
+                    b"[" * 5000,
+                    b'{"a":' * 3000,
+                    b"[1, 2]",
+                    b'"text"',
+                    b"null",
+                    b"42",
+                    b"{}",
+                    b"   ",
+                    b"\xef\xbb\xbf{}",
+                    b"\x00" * 20,
+                    b'{"prompt": "a\\ud800b"}',
+                    b"{'prompt': 'x'}",
+                    b'{"prompt": NaN}',
+                    b'{"prompt": "x", "prompt": "y"}',
+                    b"\x0c",
+                    b"\x1e{}",
+                ]
+            )
+        )
     row = json.dumps(draw(data_rows(preset))).encode()
     cut = draw(st.integers(0, len(row)))
     return row[:cut]  # a row cut off (a file written halfway)
@@ -235,29 +363,52 @@ def data_files(draw, preset: str) -> bytes:
 
 # ---------------------------------------------------------------- Label Studio exports
 
-SIDE = {"left": [{"from_name": "pw", "to_name": "pw", "type": "pairwise", "value": {"selected": "left"}}],
-        "right": [{"from_name": "pw", "to_name": "pw", "type": "pairwise", "value": {"selected": "right"}}],
-        "tie": [{"from_name": "tie", "to_name": "prompt", "type": "choices", "value": {"choices": ["tie"]}}]}
+SIDE = {
+    "left": [{"from_name": "pw", "to_name": "pw", "type": "pairwise", "value": {"selected": "left"}}],
+    "right": [{"from_name": "pw", "to_name": "pw", "type": "pairwise", "value": {"selected": "right"}}],
+    "tie": [{"from_name": "tie", "to_name": "prompt", "type": "choices", "value": {"choices": ["tie"]}}],
+}
 
 
 def export_seed(n_tasks: int, swapped: list[bool], votes: list[dict[int, str]]) -> list[dict]:
     """A JSON export in the shape Label Studio 1.23.2 writes for `rmspec annotate export` tasks."""
     out = []
     for k in range(n_tasks):
-        data = {"prompt": f"p{k}", "response_a": "x", "response_b": "y", "rmspec_id": f"s{k}",
-                "rmspec_kind": "pairwise", "rmspec_swap": swapped[k]}
-        anns = [{"id": 100 * k + a, "completed_by": a, "was_cancelled": False, "result": copy.deepcopy(SIDE[side])}
-                for a, side in votes[k].items()]
-        out.append({"id": k + 1, "data": data, "meta": {"rmspec_id": f"s{k}", "rmspec_kind": "pairwise",
-                                                         "rmspec_swap": swapped[k]}, "annotations": anns})
+        data = {
+            "prompt": f"p{k}",
+            "response_a": "x",
+            "response_b": "y",
+            "rmspec_id": f"s{k}",
+            "rmspec_kind": "pairwise",
+            "rmspec_swap": swapped[k],
+        }
+        anns = [
+            {"id": 100 * k + a, "completed_by": a, "was_cancelled": False, "result": copy.deepcopy(SIDE[side])}
+            for a, side in votes[k].items()
+        ]
+        out.append(
+            {
+                "id": k + 1,
+                "data": data,
+                "meta": {"rmspec_id": f"s{k}", "rmspec_kind": "pairwise", "rmspec_swap": swapped[k]},
+                "annotations": anns,
+            }
+        )
     return out
 
 
 def json_min_seed(n_tasks: int, swapped: list[bool], votes: list[dict[int, str]]) -> list[dict]:
     rows = []
     for k in range(n_tasks):
-        base = {"id": k + 1, "prompt": f"p{k}", "response_a": "x", "response_b": "y", "rmspec_id": f"s{k}",
-                "rmspec_kind": "pairwise", "rmspec_swap": swapped[k]}
+        base = {
+            "id": k + 1,
+            "prompt": f"p{k}",
+            "response_a": "x",
+            "response_b": "y",
+            "rmspec_id": f"s{k}",
+            "rmspec_kind": "pairwise",
+            "rmspec_swap": swapped[k],
+        }
         for a, side in votes[k].items() or {None: None}.items():
             row = {**base, "annotator": a, "annotation_id": None if a is None else 100 * k + a}
             if side in ("left", "right"):
@@ -272,8 +423,13 @@ def json_min_seed(n_tasks: int, swapped: list[bool], votes: list[dict[int, str]]
 def mutated_exports(draw) -> Any:
     n = draw(st.integers(1, 4))
     swapped = draw(st.lists(st.booleans(), min_size=n, max_size=n))
-    votes = draw(st.lists(st.dictionaries(st.integers(1, 3), st.sampled_from(["left", "right", "tie"]), max_size=3),
-                          min_size=n, max_size=n))
+    votes = draw(
+        st.lists(
+            st.dictionaries(st.integers(1, 3), st.sampled_from(["left", "right", "tie"]), max_size=3),
+            min_size=n,
+            max_size=n,
+        )
+    )
     seed = (export_seed if draw(st.booleans()) else json_min_seed)(n, swapped, votes)
     return mutate(draw, seed, (0, 5))
 
@@ -281,12 +437,19 @@ def mutated_exports(draw) -> Any:
 # ---------------------------------------------------------------- HTTP request bodies
 
 HTTP_SEEDS = {
-    "/get_reward": {"query": ["Question? Answer.", "Another question? Another answer."], "prompts": ["Question?"],
-                    "labels": [None]},
+    "/get_reward": {
+        "query": ["Question? Answer.", "Another question? Another answer."],
+        "prompts": ["Question?"],
+        "labels": [None],
+    },
     "/classify": {"model": "m", "input": ["Question? Answer.", "Short."]},
     "/v1/classify": {"model": "m", "input": "Question? Answer."},
     "/pooling": {"model": "m", "input": [[101, 2054, 102], [101, 102]], "truncate_prompt_tokens": 8},
-    "/v1/chat/completions": {"model": "m", "messages": [{"role": "user", "content": "Which is better?"}], "max_tokens": 4},
+    "/v1/chat/completions": {
+        "model": "m",
+        "messages": [{"role": "user", "content": "Which is better?"}],
+        "max_tokens": 4,
+    },
 }
 
 
@@ -300,9 +463,23 @@ def http_requests(draw) -> tuple[str, bytes, str]:
     elif kind == 7:
         body = draw(st.binary(max_size=80))
     elif kind == 8:
-        body = draw(st.sampled_from([b"", b"null", b"[]", b"{}", b'{"query": ' + b"[" * 5000, b'{"input": [' + b"1," * 3000 + b"1]}",
-                                     rb'{"query": ["\ud800"]}', b'{"input": [[-1, 99999999]]}', b'{"input": [[]]}',
-                                     b'{"query": "' + b"word " * 20000 + b'"}', b"\xef\xbb\xbf{}"]))
+        body = draw(
+            st.sampled_from(
+                [
+                    b"",
+                    b"null",
+                    b"[]",
+                    b"{}",
+                    b'{"query": ' + b"[" * 5000,
+                    b'{"input": [' + b"1," * 3000 + b"1]}",
+                    rb'{"query": ["\ud800"]}',
+                    b'{"input": [[-1, 99999999]]}',
+                    b'{"input": [[]]}',
+                    b'{"query": "' + b"word " * 20000 + b'"}',
+                    b"\xef\xbb\xbf{}",
+                ]
+            )
+        )
     else:
         body = json.dumps(HTTP_SEEDS[route]).encode()[: draw(st.integers(0, 40))]  # cut off
     content_type = draw(st.sampled_from(["application/json", "application/json", "text/plain", ""]))

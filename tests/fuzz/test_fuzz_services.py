@@ -75,8 +75,15 @@ def test_mutated_exports(value):
 
 
 @settings(max_examples=scaled(20))
-@given(st.one_of(st.binary(max_size=200), mutated_exports().map(lambda v: json.dumps(v).encode()[:-3]),
-                 st.just(b"\xef\xbb\xbf[]"), st.just(b"[" * 50_000), st.just("[{\"data\": \"caf\u00e9\"}]".encode("latin-1"))))
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        mutated_exports().map(lambda v: json.dumps(v).encode()[:-3]),
+        st.just(b"\xef\xbb\xbf[]"),
+        st.just(b"[" * 50_000),
+        st.just('[{"data": "caf\u00e9"}]'.encode("latin-1")),
+    )
+)
 def test_export_bytes(data):
     with tempfile.TemporaryDirectory(prefix="rmspec-fuzz-") as tmp:
         check_export(data, Path(tmp))
@@ -120,8 +127,11 @@ FIXED_HTTP = sorted((CORPUS / "http").glob("*.json"))
 @pytest.mark.parametrize("case", FIXED_HTTP, ids=lambda p: p.name)
 def test_fixed_http_bugs(client, case):
     request_ = json.loads(case.read_text())
-    response = client.post(request_["route"], content=request_["body"].encode("latin-1"),
-                           headers={"Content-Type": request_["content_type"]})
+    response = client.post(
+        request_["route"],
+        content=request_["body"].encode("latin-1"),
+        headers={"Content-Type": request_["content_type"]},
+    )
     # 400 on vLLM's routes (/classify answers bad requests as vLLM does, issue 18), 422 on /get_reward
     assert response.status_code in (400, 422) and response.json()["error"]["message"], response.text
 
@@ -135,8 +145,11 @@ def test_http_bodies(client, request_):
         response = client.post(route, content=body, headers=headers)
     text = response.text
     if response.status_code >= 500 or "Traceback" in text:
-        save_case("http", json.dumps({"route": route, "content_type": content_type,
-                                      "body": body.decode("latin-1")}).encode(), ".json")
+        save_case(
+            "http",
+            json.dumps({"route": route, "content_type": content_type, "body": body.decode("latin-1")}).encode(),
+            ".json",
+        )
         raise Finding(f"POST {route} {body[:200]!r}: {response.status_code} {text[:500]}")
     payload = response.json()
     if response.status_code >= 400:

@@ -13,8 +13,10 @@ FIXTURES = REPO / "tests" / "fixtures" / "data"
 DEMO = REPO / "rmspec" / "data" / "demo"
 
 BT = {"kind": "bradley_terry"}
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -26,15 +28,28 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def make_spec(folder: Path, data: dict, approach: dict | None = None, max_length: int = 256,
-              model: str = "sentence-transformers/all-MiniLM-L6-v2", extra: dict | None = None):
+def make_spec(
+    folder: Path,
+    data: dict,
+    approach: dict | None = None,
+    max_length: int = 256,
+    model: str = "sentence-transformers/all-MiniLM-L6-v2",
+    extra: dict | None = None,
+):
     """Write a spec (JSON is YAML) into folder and load it; relative paths resolve against folder."""
     from rmspec.spec import load_spec
 
     data = {"split": {"validation_fraction": None}, **data}
-    doc = {"version": 1, "name": "t", "model": {"name_or_path": model}, "data": data,
-           "approach": approach or BT, "training": {"max_length": max_length, "global_batch_size": 4},
-           "hardware": {"device": "cpu"}, **(extra or {})}
+    doc = {
+        "version": 1,
+        "name": "t",
+        "model": {"name_or_path": model},
+        "data": data,
+        "approach": approach or BT,
+        "training": {"max_length": max_length, "global_batch_size": 4},
+        "hardware": {"device": "cpu"},
+        **(extra or {}),
+    }
     path = folder / "spec.yaml"
     path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     return load_spec(path)
@@ -58,8 +73,13 @@ def chat_tokenizer(corpus: list[str]):
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     trainer = trainers.WordLevelTrainer(special_tokens=["[UNK]", "<pad>", "<|im_start|>", "<|im_end|>"])
     tok.train_from_iterator(corpus + ["user assistant system"], trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="<pad>", eos_token="<|im_end|>",
-                                   additional_special_tokens=["<|im_start|>"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="<pad>",
+        eos_token="<|im_end|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
     fast.chat_template = CHATML
     return fast
 

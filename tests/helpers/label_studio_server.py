@@ -38,8 +38,10 @@ def executable() -> Path | None:
 
 def missing_reason() -> str | None:
     if executable() is None:
-        return ("Label Studio is not installed in .venv-label-studio/ (run .ci/install_label_studio.sh, "
-                "or set RMSPEC_LABEL_STUDIO to a label-studio executable)")
+        return (
+            "Label Studio is not installed in .venv-label-studio/ (run .ci/install_label_studio.sh, "
+            "or set RMSPEC_LABEL_STUDIO to a label-studio executable)"
+        )
     return None
 
 
@@ -64,21 +66,50 @@ class LabelStudioServer:
 
     def env(self) -> dict[str, str]:
         keep = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT") if k in os.environ}
-        return {**keep, "HOME": str(self.root / "home"), "LABEL_STUDIO_BASE_DATA_DIR": str(self.data_dir),
-                "LATEST_VERSION_CHECK": "false", "SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "",
-                "COLLECT_ANALYTICS": "false", "PYTHONUNBUFFERED": "1"}
+        return {
+            **keep,
+            "HOME": str(self.root / "home"),
+            "LABEL_STUDIO_BASE_DATA_DIR": str(self.data_dir),
+            "LATEST_VERSION_CHECK": "false",
+            "SENTRY_DSN": "",
+            "FRONTEND_SENTRY_DSN": "",
+            "COLLECT_ANALYTICS": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
 
     def start(self, timeout: float = 480.0) -> LabelStudioServer:  # first start: 45 s idle, 196 s measured at load 13
         exe = executable()
         assert exe is not None, missing_reason()
         (self.root / "home").mkdir(parents=True, exist_ok=True)
-        argv = [str(exe), "start", "--no-browser", "--internal-host", "127.0.0.1", "--port", str(_free_port()),
-                "--data-dir", str(self.data_dir), "--username", ADMIN_EMAIL, "--password", ADMIN_PASSWORD,
-                "--user-token", self.token, "--enable-legacy-api-token"]
+        argv = [
+            str(exe),
+            "start",
+            "--no-browser",
+            "--internal-host",
+            "127.0.0.1",
+            "--port",
+            str(_free_port()),
+            "--data-dir",
+            str(self.data_dir),
+            "--username",
+            ADMIN_EMAIL,
+            "--password",
+            ADMIN_PASSWORD,
+            "--user-token",
+            self.token,
+            "--enable-legacy-api-token",
+        ]
         t0 = time.time()
         handle = self.log.open("w")
-        self.proc = subprocess.Popen(argv, env=self.env(), cwd=self.root, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            env=self.env(),
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         found = threading.Event()
 
         def pump() -> None:  # keep draining the pipe so the server never blocks on a full one

@@ -42,8 +42,9 @@ def build_tokenizer(folder: Path, *, unk: bool, bert: bool = False):
             tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]"
         )
     else:
-        tok.post_processor = processors.TemplateProcessing(single="$A <eos>",
-                                                           special_tokens=[("<eos>", vocab["<eos>"])])
+        tok.post_processor = processors.TemplateProcessing(
+            single="$A <eos>", special_tokens=[("<eos>", vocab["<eos>"])]
+        )
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", unk_token="<unk>" if unk else None)
     fast.save_pretrained(folder)
     return fast
@@ -68,19 +69,50 @@ def build_model(kind: str, folder: Path, *, causal: bool = False) -> Path:
     vocab = len(tok)
     common = dict(vocab_size=vocab, tie_word_embeddings=False)
     if kind == "llama":
-        config = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                             num_key_value_heads=2, max_position_embeddings=128, eos_token_id=tok.eos_token_id,
-                             bos_token_id=None, pad_token_id=None, **common)
+        config = LlamaConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            eos_token_id=tok.eos_token_id,
+            bos_token_id=None,
+            pad_token_id=None,
+            **common,
+        )
     elif kind == "qwen2":
-        config = Qwen2Config(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                             num_key_value_heads=2, max_position_embeddings=128, eos_token_id=tok.eos_token_id,
-                             pad_token_id=None, **common)
+        config = Qwen2Config(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=None,
+            **common,
+        )
     elif kind == "gpt2":
-        config = GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=128, eos_token_id=tok.eos_token_id,
-                            bos_token_id=tok.eos_token_id, **common)
+        config = GPT2Config(
+            n_embd=32,
+            n_layer=2,
+            n_head=4,
+            n_positions=128,
+            eos_token_id=tok.eos_token_id,
+            bos_token_id=tok.eos_token_id,
+            **common,
+        )
     elif kind == "bert":
-        config = BertConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                            max_position_embeddings=128, pad_token_id=tok.pad_token_id, vocab_size=vocab)
+        config = BertConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            max_position_embeddings=128,
+            pad_token_id=tok.pad_token_id,
+            vocab_size=vocab,
+        )
     else:
         raise ValueError(kind)
     torch.manual_seed(0)
@@ -102,9 +134,6 @@ ALL = DECODERS + ["bert"]
 
 
 @pytest.fixture(scope="session")
-
-
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny")
     return {kind: build_model(kind, root / kind) for kind in ALL}
-

@@ -17,4 +17,3 @@ def _spec(tmp_path: Path, source: str) -> Path:
     path = tmp_path / "spec.yaml"
     path.write_text(text[:start] + source + text[end:])
     return path
-

@@ -15,4 +15,3 @@ def _wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:
             raise AssertionError("the run ended before the condition: " + (proc.stdout.read() or ""))
         time.sleep(0.02)
     raise AssertionError("timed out")
-

@@ -15,9 +15,7 @@ transformers = pytest.importorskip("transformers")
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
-)
+CHAT_TEMPLATE = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
 
 
 def _tokenizer():
@@ -31,9 +29,16 @@ def build_tiny_bert(directory: Path) -> Path:
     """A 2-layer BERT reward model (1 label) with the MiniLM tokenizer, saved to directory."""
     tokenizer = _tokenizer()
     config = transformers.BertConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512, num_labels=1, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_labels=1,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(0)
     model = transformers.BertForSequenceClassification(config)
@@ -47,8 +52,14 @@ def build_tiny_llama_chat(directory: Path) -> Path:
     tokenizer = _tokenizer()
     tokenizer.chat_template = CHAT_TEMPLATE
     config = transformers.LlamaConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, intermediate_size=64, max_position_embeddings=256, num_labels=1,
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        max_position_embeddings=256,
+        num_labels=1,
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(1)
@@ -61,9 +72,17 @@ def build_tiny_llama_chat(directory: Path) -> Path:
 PAIRS = [
     ("What colour is the sky?", "Blue, on a clear day."),
     ("Add 2 and 2.", "4"),
-    ("Tell me about rivers in one long sentence please.",
-     "Rivers carry water from high ground to the sea, shaping valleys and feeding towns along the way."),
-    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
-      {"role": "user", "content": "bye?"}], "goodbye"),
+    (
+        "Tell me about rivers in one long sentence please.",
+        "Rivers carry water from high ground to the sea, shaping valleys and feeding towns along the way.",
+    ),
+    (
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "bye?"},
+        ],
+        "goodbye",
+    ),
     ("Short.", "Yes."),
 ]

@@ -35,7 +35,9 @@ def _bpe(special: list[str], extra: list[str] | None = None):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(CORPUS * 3 + (extra or []), trainer)
     return tok
 
@@ -53,12 +55,25 @@ def build_qwen2_chatml(directory: Path) -> Path:
     import transformers
 
     tok = _bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                                additional_special_tokens=["<|im_start|>", "<|im_end|>"])
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+    )
     fast.chat_template = QWEN_TEMPLATE
-    config = transformers.Qwen2Config(vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                      num_key_value_heads=1, intermediate_size=64, max_position_embeddings=512, num_labels=1,
-                                      pad_token_id=fast.pad_token_id, eos_token_id=fast.eos_token_id)
+    config = transformers.Qwen2Config(
+        vocab_size=len(fast),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_labels=1,
+        pad_token_id=fast.pad_token_id,
+        eos_token_id=fast.eos_token_id,
+    )
     import torch
 
     torch.manual_seed(5)
@@ -75,14 +90,30 @@ def build_llama3(directory: Path) -> Path:
     special = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
     tok = _bpe(special)
     bos = tok.token_to_id("<|begin_of_text|>")
-    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B",
-                                                       special_tokens=[("<|begin_of_text|>", bos)])
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
-                                                pad_token="<|end_of_text|>", additional_special_tokens=special[2:])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B", special_tokens=[("<|begin_of_text|>", bos)]
+    )
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|begin_of_text|>",
+        eos_token="<|eot_id|>",
+        pad_token="<|end_of_text|>",
+        additional_special_tokens=special[2:],
+    )
     fast.chat_template = LLAMA3_TEMPLATE
-    config = transformers.LlamaConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                      num_key_value_heads=1, intermediate_size=64, max_position_embeddings=512, num_labels=1,
-                                      pad_token_id=fast.pad_token_id, bos_token_id=bos, eos_token_id=fast.eos_token_id)
+    config = transformers.LlamaConfig(
+        vocab_size=len(fast),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_labels=1,
+        pad_token_id=fast.pad_token_id,
+        bos_token_id=bos,
+        eos_token_id=fast.eos_token_id,
+    )
     import torch
 
     torch.manual_seed(7)

@@ -48,15 +48,17 @@ class ServeProcess:
         self._log.flush()
         return self.log_path.read_text(errors="replace")
 
-    def post(self, path: str, body: dict | bytes | str,
-             headers: dict[str, str] | None = None) -> tuple[int, dict, dict]:
+    def post(
+        self, path: str, body: dict | bytes | str, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict, dict]:
         """(status, JSON body, headers) of a plain HTTP POST."""
         if isinstance(body, bytes):
             data = body
         else:
             data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method="POST",
-                                     headers={"Content-Type": "application/json", **(headers or {})})
+        req = urllib.request.Request(
+            self.url + path, data=data, method="POST", headers={"Content-Type": "application/json", **(headers or {})}
+        )
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
                 return r.status, json.loads(r.read()), {k.lower(): v for k, v in r.headers.items()}

@@ -41,4 +41,3 @@ def build_spread_bert(directory: Path, mean: float | None = MEAN, std: float | N
         model.config.reward_mean, model.config.reward_std = mean, std
     model.save_pretrained(directory)
     return directory
-

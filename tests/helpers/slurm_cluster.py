@@ -41,7 +41,8 @@ def _port_busy(port: int) -> bool:
 def slurm_conf(root: Path, host: str) -> str:
     nodes = "\n".join(
         f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} CPUs=1 RealMemory=1000"
-        for name, port in NODE_PORTS.items())
+        for name, port in NODE_PORTS.items()
+    )
     return f"""ClusterName=rmspectest
 SlurmctldHost={host}
 SlurmUser=root
@@ -94,8 +95,25 @@ class SlurmCluster:
         """squeue's state while the job is known to the controller ('' once it is gone)."""
         return self.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).stdout.strip()
 
-    def wait_job(self, job_id: str, timeout: float, until=lambda state: state in ("", "COMPLETED", "FAILED",
-                 "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")) -> str:
+    def wait_job(
+        self,
+        job_id: str,
+        timeout: float,
+        until=lambda state: (
+            state
+            in (
+                "",
+                "COMPLETED",
+                "FAILED",
+                "CANCELLED",
+                "TIMEOUT",
+                "NODE_FAIL",
+                "OUT_OF_MEMORY",
+                "BOOT_FAIL",
+                "DEADLINE",
+            )
+        ),
+    ) -> str:
         """Poll squeue (faster than sbatch --wait, REFERENCE 8) until `until(state)`; returns the state."""
         end = time.time() + timeout
         while time.time() < end:
@@ -159,8 +177,9 @@ def _start_munge(root: Path) -> int | None:
         except (ValueError, ProcessLookupError, PermissionError):
             pass
     subprocess.run(["install", "-d", "-o", "munge", "-g", "munge", "-m", "755", "/run/munge"], check=True)
-    subprocess.run(["runuser", "-u", "munge", "--", _which("munged")], check=True, capture_output=True, text=True,
-                   timeout=30)
+    subprocess.run(
+        ["runuser", "-u", "munge", "--", _which("munged")], check=True, capture_output=True, text=True, timeout=30
+    )
     for _ in range(100):
         if pidfile.exists() and pidfile.read_text().strip():
             return int(pidfile.read_text().strip())
@@ -178,11 +197,23 @@ def start_cluster(root: Path) -> SlurmCluster:
     try:
         cluster.munged_pid = _start_munge(root)
         daemon_log = (root / "log" / "daemons.out").open("w")
-        cluster.procs.append(subprocess.Popen([_which("slurmctld"), "-D", "-f", str(conf)], env=cluster.env,
-                                              stdout=daemon_log, stderr=subprocess.STDOUT))
+        cluster.procs.append(
+            subprocess.Popen(
+                [_which("slurmctld"), "-D", "-f", str(conf)],
+                env=cluster.env,
+                stdout=daemon_log,
+                stderr=subprocess.STDOUT,
+            )
+        )
         for name in NODE_PORTS:
-            cluster.procs.append(subprocess.Popen([_which("slurmd"), "-D", "-f", str(conf), "-N", name],
-                                                  env=cluster.env, stdout=daemon_log, stderr=subprocess.STDOUT))
+            cluster.procs.append(
+                subprocess.Popen(
+                    [_which("slurmd"), "-D", "-f", str(conf), "-N", name],
+                    env=cluster.env,
+                    stdout=daemon_log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
         cluster.wait_idle()
     except BaseException:
         cluster.stop()

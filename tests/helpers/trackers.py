@@ -61,8 +61,8 @@ def wandb_records(path: Path):
         if left < 7:
             pos += left
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        chunk = data[pos + 7:pos + 7 + length]
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind == 0 and length == 0:
             continue
@@ -97,5 +97,6 @@ def trackio(run: Path) -> dict:
     finally:
         storage.TRACKIO_DIR = saved
     skip = {"step", "timestamp"}
-    return last_values((k, row["step"], v) for row in logs for k, v in row.items()
-                       if k not in skip and isinstance(v, (int, float)))
+    return last_values(
+        (k, row["step"], v) for row in logs for k, v in row.items() if k not in skip and isinstance(v, (int, float))
+    )

@@ -21,8 +21,9 @@ hardware: {{device: cpu}}
 """
 
 
-def write_spec(tmp_path: Path, model: Path, *, approach: str, mapping: str = "{preset: pairs}",
-               training: str) -> object:
+def write_spec(
+    tmp_path: Path, model: Path, *, approach: str, mapping: str = "{preset: pairs}", training: str
+) -> object:
     path = tmp_path / "spec.yaml"
     path.write_text(SPEC.format(model=model, approach=approach, mapping=mapping, training=training))
     return load_spec(path)
@@ -36,11 +37,17 @@ def pair_rows(tok, n: int, seed: int):
         prompt = " ".join(f"w{rng.randint(10, 70)}" for _ in range(rng.randint(1, 12)))
         good = " ".join(["w1"] + [f"w{rng.randint(10, 70)}" for _ in range(rng.randint(0, 6))])
         bad = " ".join(["w2"] + [f"w{rng.randint(10, 70)}" for _ in range(rng.randint(0, 6))])
-        rows.append({
-            "id": str(i), "prompt": prompt, "chosen": good, "rejected": bad, "margin": 0.0,
-            "chosen_input_ids": tok(prompt + " " + good)["input_ids"],
-            "rejected_input_ids": tok(prompt + " " + bad)["input_ids"],
-        })
+        rows.append(
+            {
+                "id": str(i),
+                "prompt": prompt,
+                "chosen": good,
+                "rejected": bad,
+                "margin": 0.0,
+                "chosen_input_ids": tok(prompt + " " + good)["input_ids"],
+                "rejected_input_ids": tok(prompt + " " + bad)["input_ids"],
+            }
+        )
     return rows
 
 
@@ -48,4 +55,3 @@ def as_dataset(rows):
     from datasets import Dataset
 
     return Dataset.from_list(rows)
-

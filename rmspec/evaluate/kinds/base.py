@@ -38,8 +38,15 @@ class BenchmarkKind:
 
     # ------------------------------------------------------------- loading
 
-    def load(self, path: str | None, *, split: str | None = None, preset: str | None = None, limit: int | None = None,
-             base_dir: Any = None) -> BenchmarkData:
+    def load(
+        self,
+        path: str | None,
+        *,
+        split: str | None = None,
+        preset: str | None = None,
+        limit: int | None = None,
+        base_dir: Any = None,
+    ) -> BenchmarkData:
         if preset is not None:
             raise DataError(f"benchmark {self.name!r}: preset applies to kind 'pairs' only", "remove preset")
         source, local = resolve_source(self.name, path, base_dir)
@@ -71,7 +78,12 @@ class BenchmarkKind:
 
     def score_fields(self, example: Example, scores: list[float], lengths: list[int]) -> dict[str, Any]:
         """The row's scores (and response lengths in characters, for the length-bias diagnostics)."""
-        return {"score_chosen": scores[0], "score_rejected": scores[1], "len_chosen": lengths[0], "len_rejected": lengths[1]}
+        return {
+            "score_chosen": scores[0],
+            "score_rejected": scores[1],
+            "len_chosen": lengths[0],
+            "len_rejected": lengths[1],
+        }
 
     # ------------------------------------------------------------- figures
 
@@ -82,13 +94,25 @@ class BenchmarkKind:
     def score_verdicts(self, rows: Sequence[Mapping[str, Any]]) -> BenchmarkScore:
         """The figures of a generative judge's rows (verdicts in both orders)."""
         return score_two_games(
-            self.name, [str(r.get("source") or r.get("subset") or "all") for r in rows], [str(r["label"]) for r in rows],
-            [r.get("verdict") for r in rows], [r.get("verdict_swapped") for r in rows], self.judge_section,
+            self.name,
+            [str(r.get("source") or r.get("subset") or "all") for r in rows],
+            [str(r["label"]) for r in rows],
+            [r.get("verdict") for r in rows],
+            [r.get("verdict_swapped") for r in rows],
+            self.judge_section,
         )
 
     def pairs(self, rows: Sequence[Mapping[str, Any]]) -> list[Pair]:
-        return [Pair(str(r.get("subset") or "all"), float(r["score_chosen"]), float(r["score_rejected"]),
-                     r.get("len_chosen"), r.get("len_rejected")) for r in rows]
+        return [
+            Pair(
+                str(r.get("subset") or "all"),
+                float(r["score_chosen"]),
+                float(r["score_rejected"]),
+                r.get("len_chosen"),
+                r.get("len_rejected"),
+            )
+            for r in rows
+        ]
 
     def step_diagnostics(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """A process reward model's diagnostics (kinds scored per step)."""

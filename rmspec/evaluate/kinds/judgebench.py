@@ -40,7 +40,9 @@ def reward_model_decision(score_a: float, score_b: float) -> str:
     return "A>B" if score_a > score_b else "B>A"
 
 
-def score_judgebench(sources: Sequence[str], labels: Sequence[str], score_a: Sequence[float], score_b: Sequence[float]) -> BenchmarkScore:
+def score_judgebench(
+    sources: Sequence[str], labels: Sequence[str], score_a: Sequence[float], score_b: Sequence[float]
+) -> BenchmarkScore:
     """Accuracy of the reward model's decision against the label, per category, per source and overall."""
     check_lengths(sources=sources, labels=labels, score_a=score_a, score_b=score_b)
     correct = [reward_model_decision(a, b) == label for a, b, label in zip(score_a, score_b, labels)]
@@ -66,25 +68,42 @@ class JudgeBench(BenchmarkKind):
         for index, row in enumerate(rows):
             label = str(row["label"])
             if label not in ("A>B", "B>A"):
-                raise DataError(f"{source} row {index}: label must be 'A>B' or 'B>A', got {label!r}", "use the official JudgeBench files")
+                raise DataError(
+                    f"{source} row {index}: label must be 'A>B' or 'B>A', got {label!r}",
+                    "use the official JudgeBench files",
+                )
             source_name = str(row["source"])
-            out.append(Example(
-                str(row.get("pair_id", row.get("id", index))), judgebench_category(source_name), row["question"],
-                [str(row["response_A"]), str(row["response_B"])], {"label": label, "source": source_name},
-            ))
+            out.append(
+                Example(
+                    str(row.get("pair_id", row.get("id", index))),
+                    judgebench_category(source_name),
+                    row["question"],
+                    [str(row["response_A"]), str(row["response_B"])],
+                    {"label": label, "source": source_name},
+                )
+            )
         return out
 
     def score_fields(self, example: Example, scores: list[float], lengths: list[int]) -> dict[str, Any]:
         a_wins = example.meta["label"] == "A>B"
         return {
-            "source": example.meta["source"], "label": example.meta["label"], "score_A": scores[0], "score_B": scores[1],
-            "score_chosen": scores[0] if a_wins else scores[1], "score_rejected": scores[1] if a_wins else scores[0],
-            "len_chosen": lengths[0] if a_wins else lengths[1], "len_rejected": lengths[1] if a_wins else lengths[0],
+            "source": example.meta["source"],
+            "label": example.meta["label"],
+            "score_A": scores[0],
+            "score_B": scores[1],
+            "score_chosen": scores[0] if a_wins else scores[1],
+            "score_rejected": scores[1] if a_wins else scores[0],
+            "len_chosen": lengths[0] if a_wins else lengths[1],
+            "len_rejected": lengths[1] if a_wins else lengths[0],
         }
 
     def score(self, rows: Sequence[Mapping[str, Any]]) -> BenchmarkScore:
-        return score_judgebench([str(r["source"]) for r in rows], [str(r["label"]) for r in rows],
-                                [float(r["score_A"]) for r in rows], [float(r["score_B"]) for r in rows])
+        return score_judgebench(
+            [str(r["source"]) for r in rows],
+            [str(r["label"]) for r in rows],
+            [float(r["score_A"]) for r in rows],
+            [float(r["score_B"]) for r in rows],
+        )
 
 
 KIND = JudgeBench()

@@ -44,7 +44,9 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
         preset = "conversational" if isinstance(rows[0].get("chosen"), list) else "pairs"
     group = next((c for c in PAIR_SUBSET_COLUMNS if c in columns), None)
     mapping = MappingSpec.model_validate({"preset": preset, "columns": {"group": group} if group else {}})
-    mapper = RowMapper(mapping, BradleyTerry(kind="bradley_terry"), columns, where=f"benchmark 'pairs' ({source}), preset {preset}")
+    mapper = RowMapper(
+        mapping, BradleyTerry(kind="bradley_terry"), columns, where=f"benchmark 'pairs' ({source}), preset {preset}"
+    )
     examples: list[Example] = []
     rejected: defaultdict[str, int] = defaultdict(int)
     for index, row in enumerate(rows):
@@ -55,7 +57,9 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
             continue
         for rec in records:
             prompt = rec["prompt_messages"] or ""
-            examples.append(Example(str(rec["id"]), str(rec.get("group") or "all"), prompt, [rec["chosen"], rec["rejected"]]))
+            examples.append(
+                Example(str(rec["id"]), str(rec.get("group") or "all"), prompt, [rec["chosen"], rec["rejected"]])
+            )
     notes = [f"{n} row(s) skipped: {reason}" for reason, n in sorted(rejected.items())]
     return examples, notes
 
@@ -63,11 +67,20 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
 class Pairs(BenchmarkKind):
     name = "pairs"  # columns: checked by the preset that maps the file (any layout it reads)
 
-    def load(self, path: str | None, *, split: str | None = None, preset: str | None = None, limit: int | None = None,
-             base_dir: Any = None) -> BenchmarkData:
+    def load(
+        self,
+        path: str | None,
+        *,
+        split: str | None = None,
+        preset: str | None = None,
+        limit: int | None = None,
+        base_dir: Any = None,
+    ) -> BenchmarkData:
         if preset in ("helpsteer2", "messages"):
-            raise DataError(f"benchmark 'pairs': preset {preset!r} does not give preference pairs",
-                            "use a pairwise preset: pairs, hh-rlhf, conversational, ultrafeedback-binarized, shp, ultrafeedback")
+            raise DataError(
+                f"benchmark 'pairs': preset {preset!r} does not give preference pairs",
+                "use a pairwise preset: pairs, hh-rlhf, conversational, ultrafeedback-binarized, shp, ultrafeedback",
+            )
         source, local = resolve_source(self.name, path, base_dir)
         rows, used_split = load_rows(self.name, source, local, split)
         if limit is not None:
@@ -76,12 +89,18 @@ class Pairs(BenchmarkKind):
             raise DataError(f"benchmark 'pairs': {source} has no rows", "check the file or the split")
         examples, notes = pair_examples(rows, source, preset)
         if not examples:
-            raise DataError(f"benchmark 'pairs': no row of {source} maps to a pair ({'; '.join(notes)})", "check the preset and the columns")
+            raise DataError(
+                f"benchmark 'pairs': no row of {source} maps to a pair ({'; '.join(notes)})",
+                "check the preset and the columns",
+            )
         return BenchmarkData(self.name, source, used_split, examples, notes)
 
     def score(self, rows: Sequence[Mapping[str, Any]]) -> BenchmarkScore:
-        return score_pairs([str(r.get("subset") or "all") for r in rows], [float(r["score_chosen"]) for r in rows],
-                           [float(r["score_rejected"]) for r in rows])
+        return score_pairs(
+            [str(r.get("subset") or "all") for r in rows],
+            [float(r["score_chosen"]) for r in rows],
+            [float(r["score_rejected"]) for r in rows],
+        )
 
 
 KIND = Pairs()

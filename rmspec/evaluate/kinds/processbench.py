@@ -55,14 +55,17 @@ def processbench_split(labels: Sequence[int], predictions: Sequence[int]) -> dic
     return {"acc_error": acc_error, "acc_correct": acc_correct, "f1": f1, "num_error": len(err), "num_correct": len(ok)}
 
 
-def score_processbench(splits: Sequence[str], labels: Sequence[int], predictions: Sequence[int],
-                       threshold: float | None = None) -> BenchmarkScore:
+def score_processbench(
+    splits: Sequence[str], labels: Sequence[int], predictions: Sequence[int], threshold: float | None = None
+) -> BenchmarkScore:
     """Per split: acc_error, acc_correct, F1; overall: the mean F1 over the splits that have one."""
     check_lengths(splits=splits, labels=labels, predictions=predictions)
     by_split: dict[str, list[int]] = defaultdict(list)
     for i, name in enumerate(splits):
         by_split[name].append(i)
-    order = [s for s in PROCESSBENCH_SPLITS if s in by_split] + sorted(s for s in by_split if s not in PROCESSBENCH_SPLITS)
+    order = [s for s in PROCESSBENCH_SPLITS if s in by_split] + sorted(
+        s for s in by_split if s not in PROCESSBENCH_SPLITS
+    )
     per_split, f1s, notes = {}, {}, []
     for name in order:
         idx = by_split[name]
@@ -91,22 +94,41 @@ def split_of(row: dict[str, Any], index: int) -> str:
     return "all"
 
 
-def examples_from_rows(rows: Sequence[dict[str, Any]], source: str, split: str | None = None) -> tuple[list[Example], list[str]]:
+def examples_from_rows(
+    rows: Sequence[dict[str, Any]], source: str, split: str | None = None
+) -> tuple[list[Example], list[str]]:
     out, skipped = [], 0
     for index, row in enumerate(rows):
         steps, label = row.get("steps"), row.get("label")
-        if (not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps)
-                or isinstance(label, bool) or not isinstance(label, int) or not -1 <= label < len(steps)):
+        if (
+            not isinstance(steps, list)
+            or not steps
+            or not all(isinstance(s, str) for s in steps)
+            or isinstance(label, bool)
+            or not isinstance(label, int)
+            or not -1 <= label < len(steps)
+        ):
             skipped += 1
             continue
         name = split or split_of(row, index)
-        out.append(Example(str(row.get("id", f"{name}-{index}")), name, str(row["problem"]), list(steps), {"label": int(label)}))
-    notes = [f"{skipped} row(s) of {source} skipped: steps must be a non-empty list of texts and label an index into it or -1"] if skipped else []
+        out.append(
+            Example(
+                str(row.get("id", f"{name}-{index}")), name, str(row["problem"]), list(steps), {"label": int(label)}
+            )
+        )
+    notes = (
+        [
+            f"{skipped} row(s) of {source} skipped: steps must be a non-empty list of texts and label an index into it or -1"
+        ]
+        if skipped
+        else []
+    )
     return out, notes
 
 
-def load_processbench(path: str | None = None, *, split: str | None = None, limit: int | None = None,
-                      base_dir: Path | None = None) -> BenchmarkData:
+def load_processbench(
+    path: str | None = None, *, split: str | None = None, limit: int | None = None, base_dir: Path | None = None
+) -> BenchmarkData:
     import datasets
 
     source, local = resolve_source("processbench", path, base_dir)
@@ -115,35 +137,43 @@ def load_processbench(path: str | None = None, *, split: str | None = None, limi
         if local:
             builder = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}.get(Path(source).suffix.lower())
             if builder is None:
-                raise DataError(f"benchmark 'processbench': cannot read {source}", "use a .jsonl, .json or .parquet file")
+                raise DataError(
+                    f"benchmark 'processbench': cannot read {source}", "use a .jsonl, .json or .parquet file"
+                )
             guard_file("processbench", source, builder)
             rows = datasets.load_dataset(builder, data_files=source, split="train").to_list()
             if split is not None:
                 rows = [r for i, r in enumerate(rows) if split_of(r, i) == split]
             parts.append((None, rows))
         else:
-            for name in ([split] if split else PROCESSBENCH_SPLITS):
+            for name in [split] if split else PROCESSBENCH_SPLITS:
                 parts.append((name, datasets.load_dataset(source, split=name).to_list()))
     except DataError:
         raise
     except Exception as exc:
-        raise DataError(f"benchmark 'processbench': cannot load {source}: {' '.join(str(exc).split())[:300]}",
-                        "offline, point path at a local JSONL file in ProcessBench's schema (id, problem, steps, label)") from None
+        raise DataError(
+            f"benchmark 'processbench': cannot load {source}: {' '.join(str(exc).split())[:300]}",
+            "offline, point path at a local JSONL file in ProcessBench's schema (id, problem, steps, label)",
+        ) from None
     examples, notes = [], []
     for part, rows in parts:
         if rows:
             missing = [c for c in REQUIRED if c not in rows[0]]
             if missing:
-                raise DataError(f"benchmark 'processbench': {source} lacks column(s) {', '.join(missing)} (has: {', '.join(rows[0])})",
-                                "ProcessBench rows need problem, steps (a list) and label (first wrong step, or -1)")
+                raise DataError(
+                    f"benchmark 'processbench': {source} lacks column(s) {', '.join(missing)} (has: {', '.join(rows[0])})",
+                    "ProcessBench rows need problem, steps (a list) and label (first wrong step, or -1)",
+                )
         if limit is not None:
             rows = rows[:limit]
         got, why = examples_from_rows(rows, source, part)
         examples += got
         notes += why
     if not examples:
-        raise DataError(f"benchmark 'processbench': no usable rows in {source}" + (f" (split {split})" if split else ""),
-                        "check the file and the split")
+        raise DataError(
+            f"benchmark 'processbench': no usable rows in {source}" + (f" (split {split})" if split else ""),
+            "check the file and the split",
+        )
     return BenchmarkData("processbench", source, split, examples, notes)
 
 
@@ -153,8 +183,17 @@ def processbench_rows(engine: Any, data: BenchmarkData, threshold: float | None 
     probs = engine.step_probabilities([(ex.prompt, ex.responses) for ex in data.examples])
     rows = []
     for ex, p in zip(data.examples, probs):
-        rows.append({"id": ex.id, "subset": ex.subset, "label": ex.meta["label"], "prediction": first_error(p, threshold),
-                     "step_scores": [round(v, 6) for v in p], "steps_total": len(ex.responses), "threshold": threshold})
+        rows.append(
+            {
+                "id": ex.id,
+                "subset": ex.subset,
+                "label": ex.meta["label"],
+                "prediction": first_error(p, threshold),
+                "step_scores": [round(v, 6) for v in p],
+                "steps_total": len(ex.responses),
+                "threshold": threshold,
+            }
+        )
     return rows
 
 
@@ -181,15 +220,24 @@ def tune_threshold(rows: Sequence[dict[str, Any]], grid: Sequence[float] | None 
 
 def with_tuned(entry: dict[str, Any], rows: Sequence[dict[str, Any]], threshold: float, tuned_on: str) -> None:
     """Add the figures at a tuned threshold to a results entry, labelled as tuned (the headline stays)."""
-    score = score_processbench([str(r.get("subset") or "all") for r in rows], [int(r["label"]) for r in rows],
-                               repredict(rows, threshold), threshold)
-    entry["details"]["tuned"] = {"threshold": threshold, "tuned_on": tuned_on, "overall": score.overall,
-                                 "splits": score.details["splits"],
-                                 "note": "tuned threshold: reported beside the headline figure, never in its place"}
+    score = score_processbench(
+        [str(r.get("subset") or "all") for r in rows],
+        [int(r["label"]) for r in rows],
+        repredict(rows, threshold),
+        threshold,
+    )
+    entry["details"]["tuned"] = {
+        "threshold": threshold,
+        "tuned_on": tuned_on,
+        "overall": score.overall,
+        "splits": score.details["splits"],
+        "note": "tuned threshold: reported beside the headline figure, never in its place",
+    }
 
 
 def first_error_confusion(rows: Sequence[Mapping[str, Any]], cap: int = 5) -> dict[str, Any]:
     """Gold first error (rows) x predicted first error (columns), indices past `cap` pooled as `cap+`."""
+
     def bucket(v: int) -> str:
         return "none" if v == -1 else (f"{cap}+" if v >= cap else str(v))
 
@@ -227,8 +275,11 @@ def process_diagnostics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     good, bad = step_score_split(rows)
     threshold = rows[0].get("threshold", 0.5) if rows else 0.5
-    out: dict[str, Any] = {"num_examples": len(rows), "threshold": threshold,
-                           "first_error_confusion": first_error_confusion(rows)}
+    out: dict[str, Any] = {
+        "num_examples": len(rows),
+        "threshold": threshold,
+        "first_error_confusion": first_error_confusion(rows),
+    }
     scores = np.array(good + bad, dtype=np.float64)
     gold = np.array([1] * len(good) + [0] * len(bad), dtype=np.int64)
     if scores.size:
@@ -255,8 +306,15 @@ class ProcessBench(BenchmarkKind):
     name = "processbench"
     columns = REQUIRED
 
-    def load(self, path: str | None, *, split: str | None = None, preset: str | None = None, limit: int | None = None,
-             base_dir: Any = None) -> BenchmarkData:
+    def load(
+        self,
+        path: str | None,
+        *,
+        split: str | None = None,
+        preset: str | None = None,
+        limit: int | None = None,
+        base_dir: Any = None,
+    ) -> BenchmarkData:
         return load_processbench(path, split=split, limit=limit, base_dir=base_dir)
 
     def scored_rows(self, engine: Any, data: BenchmarkData) -> list[dict[str, Any]]:
@@ -264,8 +322,12 @@ class ProcessBench(BenchmarkKind):
 
     def score(self, rows: Sequence[Mapping[str, Any]]) -> BenchmarkScore:
         thresholds = {r.get("threshold") for r in rows}
-        return score_processbench([str(r.get("subset") or "all") for r in rows], [int(r["label"]) for r in rows],
-                                  [int(r["prediction"]) for r in rows], thresholds.pop() if len(thresholds) == 1 else None)
+        return score_processbench(
+            [str(r.get("subset") or "all") for r in rows],
+            [int(r["label"]) for r in rows],
+            [int(r["prediction"]) for r in rows],
+            thresholds.pop() if len(thresholds) == 1 else None,
+        )
 
     def step_diagnostics(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return process_diagnostics(rows)

@@ -47,10 +47,20 @@ RB1_EXAMPLE_COUNTS = {
 RB1_SECTIONS = {
     "Chat": ["alpacaeval-easy", "alpacaeval-length", "alpacaeval-hard", "mt-bench-easy", "mt-bench-med"],
     "Chat Hard": [
-        "mt-bench-hard", "llmbar-natural", "llmbar-adver-neighbor", "llmbar-adver-GPTInst",
-        "llmbar-adver-GPTOut", "llmbar-adver-manual",
+        "mt-bench-hard",
+        "llmbar-natural",
+        "llmbar-adver-neighbor",
+        "llmbar-adver-GPTInst",
+        "llmbar-adver-GPTOut",
+        "llmbar-adver-manual",
     ],
-    "Safety": ["refusals-dangerous", "refusals-offensive", "xstest-should-refuse", "xstest-should-respond", "donotanswer"],
+    "Safety": [
+        "refusals-dangerous",
+        "refusals-offensive",
+        "xstest-should-refuse",
+        "xstest-should-respond",
+        "donotanswer",
+    ],
     "Reasoning": ["math-prm", "hep-cpp", "hep-go", "hep-java", "hep-js", "hep-python", "hep-rust"],
 }
 
@@ -70,9 +80,7 @@ def rewardbench_sections(subset_accuracy: Mapping[str, float]) -> dict[str, floa
     for section, names in RB1_SECTIONS.items():
         present = [n for n in names if n in subset_accuracy]
         total = sum(RB1_EXAMPLE_COUNTS[n] for n in present)
-        sections[section] = (
-            sum(subset_accuracy[n] * RB1_EXAMPLE_COUNTS[n] for n in present) / total if total else 0.0
-        )
+        sections[section] = sum(subset_accuracy[n] * RB1_EXAMPLE_COUNTS[n] for n in present) / total if total else 0.0
     return sections
 
 
@@ -104,12 +112,19 @@ class RewardBench(BenchmarkKind):
     columns = ("prompt", "chosen", "rejected", "subset")
 
     def examples(self, rows: list[dict[str, Any]], source: str) -> list[Example]:
-        return [Example(str(row.get("id", index)), str(row["subset"]), row["prompt"], [str(row["chosen"]), str(row["rejected"])])
-                for index, row in enumerate(rows)]
+        return [
+            Example(
+                str(row.get("id", index)), str(row["subset"]), row["prompt"], [str(row["chosen"]), str(row["rejected"])]
+            )
+            for index, row in enumerate(rows)
+        ]
 
     def score(self, rows: Sequence[Mapping[str, Any]]) -> BenchmarkScore:
-        return score_rewardbench([str(r.get("subset") or "all") for r in rows], [float(r["score_chosen"]) for r in rows],
-                                 [float(r["score_rejected"]) for r in rows])
+        return score_rewardbench(
+            [str(r.get("subset") or "all") for r in rows],
+            [float(r["score_chosen"]) for r in rows],
+            [float(r["score_rejected"]) for r in rows],
+        )
 
 
 KIND = RewardBench()

@@ -33,7 +33,9 @@ def best_of_n_credit(scores: Sequence[float]) -> float:
 def _ties_prompt_stats(scores: Sequence[float], num_correct: int) -> tuple[bool, float, float]:
     correct, incorrect = list(scores[:num_correct]), list(scores[num_correct:])
     if not correct or not incorrect:
-        raise ValueError(f"a Ties prompt needs correct and incorrect completions (num_correct={num_correct}, {len(scores)} scores)")
+        raise ValueError(
+            f"a Ties prompt needs correct and incorrect completions (num_correct={num_correct}, {len(scores)} scores)"
+        )
     cim = min(correct) - max(incorrect)  # worst correct minus best incorrect
     dcm = max(correct) - min(correct) if len(correct) > 1 else math.nan  # spread among correct
     return cim > 0, dcm, cim
@@ -87,7 +89,9 @@ def score_rewardbench2(
     results: dict[str, float] = {}
     for subset, rows in by_subset.items():
         if subset.lower() == "ties":
-            results[subset] = ties_score([ids[i] for i in rows], [scores[i] for i in rows], [num_correct[i] for i in rows])
+            results[subset] = ties_score(
+                [ids[i] for i in rows], [scores[i] for i in rows], [num_correct[i] for i in rows]
+            )
         else:
             results[subset] = mean([best_of_n_credit(scores[i]) for i in rows])
     notes = []
@@ -109,15 +113,27 @@ class RewardBench2(BenchmarkKind):
             chosen = as_text_list(row["chosen"], "chosen", where)
             rejected = as_text_list(row["rejected"], "rejected", where)
             num_correct = int(row.get("num_correct") or len(chosen))
-            out.append(Example(str(row.get("id", index)), str(row["subset"]), row["prompt"], chosen + rejected, {"num_correct": num_correct}))
+            out.append(
+                Example(
+                    str(row.get("id", index)),
+                    str(row["subset"]),
+                    row["prompt"],
+                    chosen + rejected,
+                    {"num_correct": num_correct},
+                )
+            )
         return out
 
     def score_fields(self, example: Example, scores: list[float], lengths: list[int]) -> dict[str, Any]:
         return {"scores": scores, "num_correct": example.meta["num_correct"], "lengths": lengths}
 
     def score(self, rows: Sequence[Mapping[str, Any]]) -> BenchmarkScore:
-        return score_rewardbench2([str(r["id"]) for r in rows], [str(r["subset"]) for r in rows],
-                                  [[float(s) for s in r["scores"]] for r in rows], [int(r["num_correct"]) for r in rows])
+        return score_rewardbench2(
+            [str(r["id"]) for r in rows],
+            [str(r["subset"]) for r in rows],
+            [[float(s) for s in r["scores"]] for r in rows],
+            [int(r["num_correct"]) for r in rows],
+        )
 
     def pairs(self, rows: Sequence[Mapping[str, Any]]) -> list[Pair]:
         """The first correct completion against each incorrect one."""

@@ -29,7 +29,9 @@ def rm_bench_matrix(chosen: Sequence[Sequence[float]], rejected: Sequence[Sequen
     matrix = [[0.0] * size for _ in range(size)]
     for c, r in zip(chosen, rejected):
         if len(c) != size or len(r) != size:
-            raise ValueError(f"RM-Bench needs {size} chosen and {size} rejected scores per prompt, got {len(c)} and {len(r)}")
+            raise ValueError(
+                f"RM-Bench needs {size} chosen and {size} rejected scores per prompt, got {len(c)} and {len(r)}"
+            )
         for i in range(size):
             for j in range(size):
                 matrix[i][j] += c[i] > r[j]
@@ -45,7 +47,9 @@ def rm_bench_levels(matrix: Sequence[Sequence[float]]) -> dict[str, float]:
     return {"hard": mean(upper), "normal": mean([matrix[i][i] for i in range(size)]), "easy": mean(lower)}
 
 
-def score_rm_bench(domains: Sequence[str], chosen: Sequence[Sequence[float]], rejected: Sequence[Sequence[float]]) -> BenchmarkScore:
+def score_rm_bench(
+    domains: Sequence[str], chosen: Sequence[Sequence[float]], rejected: Sequence[Sequence[float]]
+) -> BenchmarkScore:
     """Domain = mean(hard, normal, easy); overall = mean of domains; sections hard/normal/easy = domain means."""
     check_lengths(domains=domains, chosen=chosen, rejected=rejected)
     rows: dict[str, list[int]] = defaultdict(list)
@@ -74,7 +78,10 @@ class RMBench(BenchmarkKind):
             chosen = as_text_list(row["chosen"], "chosen", where)
             rejected = as_text_list(row["rejected"], "rejected", where)
             if len(chosen) != 3 or len(rejected) != 3:
-                raise DataError(f"{where}: RM-Bench needs 3 chosen and 3 rejected responses, got {len(chosen)} and {len(rejected)}", "use the official RM-Bench files")
+                raise DataError(
+                    f"{where}: RM-Bench needs 3 chosen and 3 rejected responses, got {len(chosen)} and {len(rejected)}",
+                    "use the official RM-Bench files",
+                )
             out.append(Example(str(row.get("id", index)), str(row["domain"]), row["prompt"], chosen + rejected))
         return out
 
@@ -82,8 +89,11 @@ class RMBench(BenchmarkKind):
         return {"score_chosen": scores[:3], "score_rejected": scores[3:], "lengths": lengths}
 
     def score(self, rows: Sequence[Mapping[str, Any]]) -> BenchmarkScore:
-        return score_rm_bench([str(r["subset"]) for r in rows], [[float(s) for s in r["score_chosen"]] for r in rows],
-                              [[float(s) for s in r["score_rejected"]] for r in rows])
+        return score_rm_bench(
+            [str(r["subset"]) for r in rows],
+            [[float(s) for s in r["score_chosen"]] for r in rows],
+            [[float(s) for s in r["score_rejected"]] for r in rows],
+        )
 
     def pairs(self, rows: Sequence[Mapping[str, Any]]) -> list[Pair]:
         """The same-style pairs (the matrix diagonal), so lengths compare like with like."""
@@ -101,9 +111,15 @@ class RMBench(BenchmarkKind):
 
         matrices = (entry.get("details") or {}).get("matrix") or {}
         styles = (entry.get("details") or {}).get("styles") or []
-        return [f"<h4>{esc(domain)}: chosen style (rows) beats rejected style (columns)</h4>" + table(
-            ("chosen \\ rejected", *styles), [(styles[i] if i < len(styles) else i, *(pct(v) for v in row)) for i, row in enumerate(matrix)],
-            numeric=tuple(range(1, len(styles) + 1))) for domain, matrix in matrices.items()]
+        return [
+            f"<h4>{esc(domain)}: chosen style (rows) beats rejected style (columns)</h4>"
+            + table(
+                ("chosen \\ rejected", *styles),
+                [(styles[i] if i < len(styles) else i, *(pct(v) for v in row)) for i, row in enumerate(matrix)],
+                numeric=tuple(range(1, len(styles) + 1)),
+            )
+            for domain, matrix in matrices.items()
+        ]
 
 
 KIND = RMBench()

@@ -41,8 +41,9 @@ def plackett_luce_loss(
     responses. Prompts with fewer than two responses are left out of the mean.
     """
     if rewards.shape != scores.shape or rewards.dim() != 2:
-        raise ValueError("rewards and scores must both be [batch, N]; "
-                         f"got {tuple(rewards.shape)} and {tuple(scores.shape)}")
+        raise ValueError(
+            f"rewards and scores must both be [batch, N]; got {tuple(rewards.shape)} and {tuple(scores.shape)}"
+        )
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
     if mask is None:

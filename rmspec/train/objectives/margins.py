@@ -66,9 +66,11 @@ def remap_margin(values, mapping: Mapping):
             raise ValueError(f"margin {v!r} is not in margin_map (keys: {sorted(table)})") from None
 
     if isinstance(values, torch.Tensor):
-        return torch.tensor([one(v) for v in values.flatten().tolist()], dtype=values.dtype
-                            if values.is_floating_point() else torch.float32,
-                            device=values.device).view(values.shape)
+        return torch.tensor(
+            [one(v) for v in values.flatten().tolist()],
+            dtype=values.dtype if values.is_floating_point() else torch.float32,
+            device=values.device,
+        ).view(values.shape)
     if isinstance(values, (list, tuple)):
         return [one(v) for v in values]
     return one(values)

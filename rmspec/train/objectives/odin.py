@@ -70,8 +70,9 @@ def odin_loss(
     w_quality/w_length: the heads' weight vectors. margin/centering go to the Bradley-Terry term on
     the summed reward, as in `bradley_terry_loss`.
     """
-    bt = bradley_terry_loss(quality_chosen + length_chosen, quality_rejected + length_rejected,
-                            margin, center_coefficient)
+    bt = bradley_terry_loss(
+        quality_chosen + length_chosen, quality_rejected + length_rejected, margin, center_coefficient
+    )
     lengths = torch.cat([len_chosen, len_rejected]).float()
     rho_length = pearson(torch.cat([length_chosen, length_rejected]), lengths)
     rho_quality = pearson(torch.cat([quality_chosen, quality_rejected]), lengths)
