@@ -19,27 +19,9 @@ SEP = " w79"
 
 @pytest.fixture(scope="module")
 def trl_prm(tmp_path_factory):
-    from helpers.models import build_tokenizer
+    from helpers.scoring_models import build_trl_style_prm
 
-    folder = tmp_path_factory.mktemp("trl_prm_serve")
-    tok = build_tokenizer(folder, unk=True)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        num_labels=2,
-        pad_token_id=0,
-    )
-    torch.manual_seed(5)
-    model = transformers.AutoModelForTokenClassification.from_config(config)
-    with torch.no_grad():
-        model.score.weight.normal_(0.0, 2.0)
-    model.save_pretrained(folder)  # no config.rmspec: no separator saved
-    return folder
+    return build_trl_style_prm(tmp_path_factory.mktemp("trl_prm_serve"), seed=5)
 
 
 def trl_layout(folder, prompt: str, steps: list[str]) -> tuple[list[int], list[int]]:

@@ -86,3 +86,31 @@ PAIRS = [
     ),
     ("Short.", "Yes."),
 ]
+
+
+def build_trl_style_prm(folder: Path, seed: int) -> Path:
+    """A TRL-style process reward model: a 2-label Llama token classifier with a whitespace word-level
+    tokenizer ("\\n" is nothing to it) and no separator saved (no config.rmspec)."""
+    import torch
+    import transformers
+
+    from helpers.models import build_tokenizer
+
+    tok = build_tokenizer(folder, unk=True)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        num_labels=2,
+        pad_token_id=0,
+    )
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForTokenClassification.from_config(config)
+    with torch.no_grad():
+        model.score.weight.normal_(0.0, 2.0)
+    model.save_pretrained(folder)
+    return folder
