@@ -5,6 +5,7 @@ torch/transformers load inside the command only.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -84,36 +85,23 @@ def score(
     from rmspec.score.runner import score_file
 
     engine = load_scorer(target, batch_size=batch_size, step_separator=step_separator)
-    if as_json:
-        summary = score_file(
-            engine,
-            input_path,
-            out,
-            target=target,
-            columns=columns,
-            split=split,
-            chunk_rows=chunk_rows,
-            batch_size=batch_size,
-            resume=resume,
-            overwrite=overwrite,
-        )
-        click.echo(json.dumps(summary, indent=2))
-        return
-    summary = _with_progress_bar(
-        lambda progress: score_file(
-            engine,
-            input_path,
-            out,
-            target=target,
-            columns=columns,
-            split=split,
-            chunk_rows=chunk_rows,
-            batch_size=batch_size,
-            resume=resume,
-            overwrite=overwrite,
-            progress=progress,
-        )
+    run = functools.partial(
+        score_file,
+        engine,
+        input_path,
+        out,
+        target=target,
+        columns=columns,
+        split=split,
+        chunk_rows=chunk_rows,
+        batch_size=batch_size,
+        resume=resume,
+        overwrite=overwrite,
     )
+    if as_json:
+        click.echo(json.dumps(run(), indent=2))
+        return
+    summary = _with_progress_bar(lambda progress: run(progress=progress))
     _print_summary(summary)
 
 
