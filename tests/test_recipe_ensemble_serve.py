@@ -107,3 +107,9 @@ def test_a_stale_members_file_is_refused(tmp_path):
     save_file({"weight": torch.ones(3, 32)}, str(folder / "ensemble_heads.safetensors"))
     with pytest.raises(RmspecError, match="members"):
         load_scorer(folder)
+
+
+def test_ensemble_coef_without_mean_minus_std_is_refused(cli, tmp_path):
+    """--ensemble-coef weighs only mean_minus_std's std: with another reduction it would do nothing."""
+    result = cli("serve", str(tmp_path), "--ensemble-reduce", "min", "--ensemble-coef", "2")
+    assert result.code == 2 and "--ensemble-reduce mean_minus_std" in result.err

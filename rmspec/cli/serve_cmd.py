@@ -114,9 +114,8 @@ from rmspec.serve import MAX_BODY_MB, MAX_ITEMS  # light: constants only, the ar
 @click.option(
     "--ensemble-coef",
     type=click.FloatRange(min=0),
-    default=1.0,
-    show_default=True,
-    help="The coef of --ensemble-reduce mean_minus_std.",
+    default=None,
+    help="The coef of --ensemble-reduce mean_minus_std (default 1.0); refused with the other reductions.",
 )
 @click.option(
     "--access-log", is_flag=True, help="Log one line per request (method, path, status; never bodies or headers)."
@@ -138,7 +137,7 @@ def serve(
     shutdown_timeout: float,
     step_separator: str | None,
     ensemble_reduce: str,
-    ensemble_coef: float,
+    ensemble_coef: float | None,
     access_log: bool,
 ) -> None:
     """Serve TARGET (a run directory or a reward-model folder) over HTTP."""
@@ -146,6 +145,11 @@ def serve(
 
     from rmspec.serve.server import read_token
 
+    if ensemble_coef is not None and ensemble_reduce != "mean_minus_std":
+        raise RmspecError(
+            f"--ensemble-coef only weighs the std of --ensemble-reduce mean_minus_std (got {ensemble_reduce})",
+            "add --ensemble-reduce mean_minus_std, or leave out --ensemble-coef",
+        )
     token = read_token(host, token_env)  # before loading anything: an open bind without a token never starts
     if not Path(target).exists():
         raise RmspecError(
@@ -176,5 +180,5 @@ def serve(
         segments=segments,
         shutdown_timeout=shutdown_timeout,
         step_separator=step_separator,
-        ensemble_reduce=(ensemble_reduce, ensemble_coef),
+        ensemble_reduce=(ensemble_reduce, 1.0 if ensemble_coef is None else ensemble_coef),
     )
