@@ -138,3 +138,16 @@ def test_validate_refuses_a_min_learning_rate_the_schedule_ignores(tmp_path, tin
             training="{max_steps: 1, min_learning_rate: 1.0e-6}",
         )
     assert "min_learning_rate" in str(err.value)
+
+
+def test_validate_refuses_a_decay_ratio_the_schedule_ignores(tmp_path, tiny_models):
+    from rmspec.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        write_spec(
+            tmp_path,
+            tiny_models["llama"],
+            approach="{kind: bradley_terry}",
+            training="{max_steps: 1, lr_scheduler: cosine, decay_ratio: 0.2}",
+        )
+    assert "decay_ratio applies to lr_scheduler warmup_stable_decay" in str(err.value)

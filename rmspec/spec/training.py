@@ -156,6 +156,8 @@ class TrainingSpec(Section):
             )
         if self.min_learning_rate >= self.learning_rate:
             raise ValueError("min_learning_rate must be below learning_rate")
+        if "decay_ratio" in self.model_fields_set and self.lr_scheduler != "warmup_stable_decay":
+            raise ValueError(f"decay_ratio applies to lr_scheduler warmup_stable_decay, not {self.lr_scheduler}")
         unknown = set(self.optimizer_args) - OPTIMIZER_ARGS
         if unknown:
             raise ValueError(
