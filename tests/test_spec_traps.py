@@ -176,3 +176,15 @@ def test_architecture_links_stay_inside_the_repository():
         resolved = (REPO / "docs" / target).resolve()
         assert resolved.is_relative_to(REPO), target
         assert resolved.exists(), target
+
+
+def test_settings_that_would_do_nothing_are_refused(tmp_path):
+    """A tracker's settings without that tracker in backends, or a stopping strategy without a weighted
+    mixture, would be accepted and ignored: each is an error saying what to write."""
+    tracker = problems(write(tmp_path, tracking={"backends": ["tensorboard"], "wandb": {"project": "x"}}))
+    assert "add wandb to tracking.backends, or delete tracking.wandb" in tracker
+    path = write(tmp_path, tracking={"backends": ["wandb"], "wandb": {"project": "x"}})
+    assert load_spec(path).spec.tracking.wandb.project == "x"
+    data = {"source": {"kind": "files", "paths": ["d.jsonl"]}, "mapping": {"preset": "pairs"}}
+    strategy = problems(write(tmp_path, data={**data, "stopping_strategy": "all_exhausted"}))
+    assert "data.stopping_strategy sizes a weighted mixture" in strategy

@@ -161,6 +161,12 @@ class DataSpec(Section):
     def _one_form(self) -> DataSpec:
         if (self.source is None) == (self.sources is None):
             raise ValueError("give data.source (one dataset) or data.sources (a mixture), exactly one of them")
+        weighted_mix = self.sources is not None and any(e.weight is not None for e in self.sources)
+        if "stopping_strategy" in self.model_fields_set and not weighted_mix:
+            raise ValueError(
+                "data.stopping_strategy sizes a weighted mixture (data.sources with weight); "
+                "this spec has none, so leave it out"
+            )
         if self.sources is None:
             return self
         names = [e.name for e in self.sources]

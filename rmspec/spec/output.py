@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rmspec.spec.base import Section
 
@@ -70,3 +70,17 @@ class TrackingSpec(Section):
     mlflow: MlflowSpec = Field(default_factory=MlflowSpec, description="MLflow settings (mlflow-skinny is enough).")
     swanlab: SwanlabSpec = Field(default_factory=SwanlabSpec, description="SwanLab settings.")
     trackio: TrackioSpec = Field(default_factory=TrackioSpec, description="Trackio settings.")
+
+    @model_validator(mode="after")
+    def _settings_need_their_backend(self) -> TrackingSpec:
+        unused = sorted(
+            name
+            for name in ("wandb", "mlflow", "swanlab", "trackio")
+            if name in self.model_fields_set and name not in self.backends
+        )
+        if unused:
+            raise ValueError(
+                f"tracking.{unused[0]} is set but {unused[0]} is not in tracking.backends, so it would do nothing: "
+                f"add {unused[0]} to tracking.backends, or delete tracking.{unused[0]}"
+            )
+        return self
