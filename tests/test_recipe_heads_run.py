@@ -15,6 +15,7 @@ import torch
 
 from helpers.models import build_model
 from helpers.runs import rmspec
+from helpers.serving import served_rewards
 
 SPEC = """version: 1
 name: {name}
@@ -109,6 +110,8 @@ def test_odin_run_saves_the_quality_head(work):
     plain = _plain_rewards(run / "model", [r["prompt"] for r in scored], [r["response"] for r in scored])
     assert max(abs(a - r["reward"]) for a, r in zip(plain, scored)) < 1e-5
     assert "reward_std" not in scored[0]
+    served = served_rewards(run, [(r["prompt"], r["response"]) for r in scored])
+    assert served == pytest.approx([r["reward"] for r in scored], abs=1e-5)
 
 
 def test_ensemble_run_members_score_serve_and_select(work):

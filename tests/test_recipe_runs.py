@@ -11,6 +11,7 @@ import pytest
 
 from helpers.models import build_model
 from helpers.runs import rmspec
+from helpers.serving import served_rewards
 
 SPEC = """version: 1
 name: {name}
@@ -93,7 +94,15 @@ def _scores(work, run) -> list[dict]:
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 48 and all(isinstance(r["reward_chosen"], float) for r in rows)
+    _served_equals_scored(run, rows[:6])
     return rows
+
+
+def _served_equals_scored(run: Path, scored: list[dict]) -> None:
+    """`rmspec serve RUN` answers by the reward `rmspec score` wrote for the same prompt and response."""
+    source = {r["id"]: r for r in map(json.loads, (run.parent.parent / "pairs.jsonl").read_text().splitlines())}
+    served = served_rewards(run, [(source[r["id"]]["prompt"], source[r["id"]]["chosen"]) for r in scored])
+    assert served == pytest.approx([r["reward_chosen"] for r in scored], abs=1e-5)
 
 
 def _plain_classifier(run: Path) -> None:

@@ -41,3 +41,22 @@ def build_spread_bert(directory: Path, mean: float | None = MEAN, std: float | N
         model.config.reward_mean, model.config.reward_std = mean, std
     model.save_pretrained(directory)
     return directory
+
+
+def served_rewards(target: Path, pairs: list[tuple[str, str]]) -> list[float]:
+    """What `rmspec serve TARGET` (its app, built as the command builds it) answers vLLM's /pooling with
+    for each (prompt, response) sent as a conversation: the raw reward."""
+    from fastapi.testclient import TestClient
+
+    from rmspec.inference.engine import load_scorer
+    from rmspec.serve.app import create_app
+    from rmspec.serve.service import Service
+
+    out = []
+    with TestClient(create_app(Service(load_scorer(target), model_name="m", normalize=False))) as client:
+        for prompt, response in pairs:
+            messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+            answer = client.post("/pooling", json={"messages": messages, "use_activation": False})
+            assert answer.status_code == 200, answer.text
+            out.append(answer.json()["data"][0]["data"][0])
+    return out
