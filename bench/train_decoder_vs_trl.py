@@ -39,19 +39,16 @@ def sentence(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
-def build(folder: Path, pairs: int) -> None:
-    """Tokenizer, model and tokenized pairs under ``folder``."""
+def build_decoder(folder: Path, texts: list[str]):
+    """A byte-level BPE tokenizer trained on ``texts`` with the ChatML template, and a random-init
+    Qwen2-shaped decoder (about 10M parameters), saved under ``folder``; returns the tokenizer."""
     import torch
-    from datasets import Dataset
     from tokenizers import ByteLevelBPETokenizer
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    from rmspec.data.layout import Layout
-
-    rng = random.Random(0)
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(
-        [sentence(rng, 50) for _ in range(2000)],
+        texts,
         vocab_size=2000,
         min_frequency=2,
         special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
@@ -63,7 +60,7 @@ def build(folder: Path, pairs: int) -> None:
         additional_special_tokens=["<|im_start|>"],
     )
     tok.chat_template = CHATML
-    tok.save_pretrained(folder / "model")
+    tok.save_pretrained(folder)
     config = Qwen2Config(
         vocab_size=len(tok),
         hidden_size=384,
@@ -77,8 +74,18 @@ def build(folder: Path, pairs: int) -> None:
         eos_token_id=tok.eos_token_id,
     )
     torch.manual_seed(0)
-    Qwen2ForCausalLM(config).save_pretrained(folder / "model")
+    Qwen2ForCausalLM(config).save_pretrained(folder)
+    return tok
 
+
+def build(folder: Path, pairs: int) -> None:
+    """Tokenizer, model and tokenized pairs under ``folder``."""
+    from datasets import Dataset
+
+    from rmspec.data.layout import Layout
+
+    rng = random.Random(0)
+    tok = build_decoder(folder / "model", [sentence(rng, 50) for _ in range(2000)])
     prompts, chosen, rejected = [], [], []
     for _ in range(pairs):
         turns = []
