@@ -268,3 +268,23 @@ def test_field_changes_the_data_or_the_source_call(field, world):
     assert "error" not in after, f"{override}: {after['error']}"
     assert ("error" in before) == (field in BEFORE_REFUSED), f"{setup}: {before.get('error')}"
     assert before != after, f"{override} changed nothing in the data or the source calls"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "sets", "refusal"),
+    [
+        # a split on a folder saved from one Dataset was read whole, the split ignored
+        (
+            "disk",
+            ["data.source.path=pairs_saved", "data.source.split=null", "data.source.split=test"],
+            "data.source.split: .* holds one dataset",
+        ),
+        # password_env next to an SQLite file was never read
+        ("sql", ["data.source.password_env=FW_DB_PASSWORD"], "data.source.password_env: an SQLite file has no pass"),
+    ],
+)
+def test_a_source_field_that_could_do_nothing_is_refused(scenario, sets, refusal, world):
+    import re
+
+    assert re.search(refusal, _artifact(world, scenario, sets)["error"])
+    assert "error" not in _artifact(world, scenario, sets[:-1])  # without that field the same source reads

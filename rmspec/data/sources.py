@@ -76,6 +76,11 @@ def _disk(source, base_dir: Path, where: str):
         if source.split not in loaded:
             raise DataError(f"{where}.split: no split {source.split!r} in {path}", f"choose one of {', '.join(loaded)}")
         return loaded[source.split]
+    if source.split is not None:  # a single Dataset has no splits: reading it whole would ignore the field
+        raise DataError(
+            f"{where}.split: {path} holds one dataset (saved from a Dataset), not splits",
+            "remove split:, or save a DatasetDict with that split",
+        )
     return loaded
 
 
