@@ -279,8 +279,6 @@ def test_field_changes_the_data_or_the_source_call(field, world):
             ["data.source.path=pairs_saved", "data.source.split=null", "data.source.split=test"],
             "data.source.split: .* holds one dataset",
         ),
-        # password_env next to an SQLite file was never read
-        ("sql", ["data.source.password_env=FW_DB_PASSWORD"], "data.source.password_env: an SQLite file has no pass"),
     ],
 )
 def test_a_source_field_that_could_do_nothing_is_refused(scenario, sets, refusal, world):
@@ -288,3 +286,14 @@ def test_a_source_field_that_could_do_nothing_is_refused(scenario, sets, refusal
 
     assert re.search(refusal, _artifact(world, scenario, sets)["error"])
     assert "error" not in _artifact(world, scenario, sets[:-1])  # without that field the same source reads
+
+
+def test_password_env_next_to_an_sqlite_file_is_refused_by_the_spec(world):
+    """password_env next to an SQLite file was never read: `rmspec validate` refuses it, saying what to do."""
+    from rmspec.errors import SpecError
+    from rmspec.spec import load_spec
+
+    with pytest.raises(SpecError) as refused:
+        load_spec(world / "sql.yaml", ["data.source.password_env=FW_DB_PASSWORD"])
+    assert "data.source" in str(refused.value) and "remove password_env" in str(refused.value)
+    load_spec(world / "sql.yaml", [])  # the same source without it loads

@@ -17,11 +17,6 @@ def sql_url(source: Any, base_dir: Path, where: str) -> str:
     from sqlalchemy.engine import make_url
 
     if source.sqlite is not None:
-        if getattr(source, "password_env", None):  # an SQLite file has no password: the field would do nothing
-            raise DataError(
-                f"{where}.password_env: an SQLite file has no password ({source.password_env} would be ignored)",
-                "remove password_env; it is for url: (a database server)",
-            )
         path = Path(source.sqlite)
         path = path if path.is_absolute() else base_dir / path
         if not path.is_file():

@@ -100,8 +100,10 @@ class PairsFromScores(Section):
     kind: Literal["pairs_from_scores"]
     attribute: str | None = Field(
         None,
-        description="Omit (or score): each pair's score_chosen/score_rejected (data.mapping.columns."
-        "score_chosen/score_rejected, ultrafeedback's and shp's scores); helpsteer2 with pair_by: that attribute.",
+        description="Informational (a check, never a choice): names the score the pairs are built from, which "
+        "the mapping decides; omit it, or write score (each pair's score_chosen/score_rejected: data.mapping.columns."
+        "score_chosen/score_rejected, ultrafeedback's and shp's scores) or, for helpsteer2, the pair_by attribute. "
+        "Any other value is refused.",
     )
     min_gap: float = Field(1.0, gt=0, description="Smallest score difference that makes a pair.")
 

@@ -68,6 +68,10 @@ class SqlSource(_SourceCommon):
     def _one_target(self) -> SqlSource:
         if (self.url is None) == (self.sqlite is None):
             raise ValueError("give exactly one of url or sqlite")
+        if self.sqlite is not None and self.password_env is not None:  # it would be read nowhere
+            raise ValueError(
+                "password_env is for url: (a database server); an SQLite file has no password: remove password_env"
+            )
         return self
 
     @field_validator("url")
