@@ -32,6 +32,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
+from trl_vs_rmspec import held_out_accuracy  # noqa: E402
+
 SPEC = REPO / "specs" / "quickstart.yaml"
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -55,9 +57,17 @@ def train(spec, rows, out: Path, epochs: int):
     return trainer, loaded.tokenizer
 
 
-def one_seed(seed: int, prepared, canonical: dict, args, work: Path) -> dict:
-    from trl_vs_rmspec import held_out_accuracy
+def write_pool(pool_file: Path, pool_idx: list[int], ids: list[str], canonical: dict) -> Path:
+    """The pool as a user would export it: a file of unlabelled pairs (A/B in source order)."""
+    with pool_file.open("w") as handle:
+        for i in pool_idx:
+            row = canonical[ids[i]]
+            item = {"id": ids[i], "prompt": row["prompt"], "response_a": row["chosen"], "response_b": row["rejected"]}
+            handle.write(json.dumps({**item, "group": row.get("family", "")}) + "\n")
+    return pool_file
 
+
+def one_seed(seed: int, prepared, canonical: dict, args, work: Path) -> dict:
     from rmspec.annotate.select import load_engine, margins, select
     from rmspec.annotate.source import load_source
     from rmspec.spec import load_spec
@@ -77,23 +87,7 @@ def one_seed(seed: int, prepared, canonical: dict, args, work: Path) -> dict:
     tokenizer.save_pretrained(str(m0_dir))
     t_m0 = time.time() - t0
 
-    # The pool as a user would export it: a file of unlabelled pairs (A/B in source order).
-    pool_file = work / f"pool-{seed}.jsonl"
-    with pool_file.open("w") as handle:
-        for i in pool_idx:
-            row = canonical[ids[i]]
-            handle.write(
-                json.dumps(
-                    {
-                        "id": ids[i],
-                        "prompt": row["prompt"],
-                        "response_a": row["chosen"],
-                        "response_b": row["rejected"],
-                        "group": row.get("family", ""),
-                    }
-                )
-                + "\n"
-            )
+    pool_file = write_pool(work / f"pool-{seed}.jsonl", pool_idx, ids, canonical)
     t0 = time.time()
     source = load_source(pool_file)
     scores = margins(load_engine(m0_dir), source.items)
@@ -129,7 +123,7 @@ def one_seed(seed: int, prepared, canonical: dict, args, work: Path) -> dict:
     return result
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--seed-set", type=int, default=200)
@@ -137,7 +131,16 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=1500)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "annotate_active_selection.md"))
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
+    run_seeds(args, one_seed, write, {k: getattr(args, k) for k in ("seed_set", "budget", "pool", "epochs")})
+
+
+def run_seeds(args, run_seed, report, settings: dict) -> None:
+    """Every seed of ``args.seeds`` through ``run_seed``, appended to the raw file, then ``report``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import datasets
@@ -158,11 +161,10 @@ def main() -> None:
         tok = load_tokenizer(resolve_model_path(MODEL))
         ensure_pad_token(tok)
         prepared = prepare(load_spec(SPEC), tok, cache_dir=work / "cache")
-        settings = {k: getattr(args, k) for k in ("seed_set", "budget", "pool", "epochs")}
         raw = Path(args.out).with_suffix(".jsonl")
         for s in args.seeds.split(","):
             result = {
-                **one_seed(int(s), prepared, canonical, args, work),
+                **run_seed(int(s), prepared, canonical, args, work),
                 "settings": settings,
                 "load_before": round(load_before[0], 1),
                 "load_after": round(os.getloadavg()[0], 1),
@@ -171,7 +173,7 @@ def main() -> None:
             with raw.open("a") as handle:
                 handle.write(json.dumps(result) + "\n")
             sizes = (len(prepared.train), len(prepared.validation))
-            write(
+            report(
                 Path(args.out),
                 same_settings(raw, settings),
                 args,

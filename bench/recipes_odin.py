@@ -1,6 +1,7 @@
 """Does ODIN (approach.length_debias) take the length out of the reward? Plain Bradley-Terry vs ODIN.
 
-    python bench/recipes_odin.py [--seeds 0,1] [--steps 90] [--out bench/results/recipes_odin.md]
+    python bench/recipes_odin.py [--seeds 0,1] [--steps 90] [--arms bt,odin] [--odin "{lambda_ortho: 0.1}"]
+        [--out bench/results/recipes_odin.md]
 
 Training data: rmspec/data/demo/length_biased.jsonl (1,600 pairs; the chosen response is longer in
 82% of them), the quickstart spec's data settings (pairs preset, 10% grouped validation split).
@@ -115,10 +116,19 @@ def heldout_figures(folder: Path, rows: list[dict]) -> dict:
 ARMS = {"bt": "{kind: bradley_terry}", "odin": "{kind: bradley_terry, length_debias: {kind: odin}}"}
 
 
+def arm_approach(arm: str, odin: str) -> tuple[str, str]:
+    """(the arm's label in the table, its approach): `--odin` settings (e.g. smaller lambdas) name the arm."""
+    if arm != "odin" or not odin:
+        return arm, ARMS[arm]
+    return f"odin {odin}", f"{{kind: bradley_terry, length_debias: {{kind: odin, {odin.strip().strip('{}')}}}}}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--steps", type=int, default=90)
+    parser.add_argument("--arms", default="bt,odin")
+    parser.add_argument("--odin", default="", help="ODIN settings in YAML flow, e.g. {lambda_ortho: 0.1}")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "recipes_odin.md"))
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -133,8 +143,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rmspec-odin-") as tmp:
         prepared = None
         for seed in [int(s) for s in args.seeds.split(",")]:
-            for arm, approach in ARMS.items():
-                out = Path(tmp) / f"{arm}-{seed}"
+            for name in args.arms.split(","):
+                arm, approach = arm_approach(name, args.odin)
+                out = Path(tmp) / f"{name}-{seed}"
                 folder, prepared, seconds = train_and_save(load(approach, seed), args.steps, out, prepared)
                 row = {
                     "arm": arm,
@@ -161,8 +172,9 @@ def write(path: Path, raw: Path, args, load_before: float, load_after: float, se
     lines = [
         "# ODIN length debiasing vs plain Bradley-Terry (demo length-biased data)",
         "",
-        f"Command: `python bench/recipes_odin.py --seeds {','.join(map(str, seeds))} --steps {args.steps}` "
-        f"(each run appends to `{raw.name}`; this table holds the latest run of every arm and seed at these settings).",
+        f"Command: `nice -n 10 python bench/recipes_odin.py --seeds {','.join(map(str, seeds))} --steps {args.steps}` "
+        "(plus `--arms odin --odin SETTINGS` for an `odin {...}` arm below; each run appends to "
+        f"`{raw.name}`; this table holds the latest run of every arm and seed at these settings).",
         "",
         __doc__.split("\n\n", 2)[2].strip(),
         "",
@@ -177,10 +189,8 @@ def write(path: Path, raw: Path, args, load_before: float, load_after: float, se
             f"| {arm} | {seed} | {r['accuracy']:.3f} | {r['accuracy_chosen_longer']:.3f} | "
             f"{r['accuracy_chosen_shorter']:.3f} | {r['reward_length_pearson']:+.3f} | {r['train_seconds']} |"
         )
-    for arm in ARMS:
+    for arm in sorted({a for a, _ in rows}):
         got = [r for (a, _), r in rows.items() if a == arm]
-        if not got:
-            continue
         acc = np.array([r["accuracy"] for r in got])
         rho = np.array([r["reward_length_pearson"] for r in got])
         sd = lambda x: f" ± {x.std(ddof=1) / len(x) ** 0.5:.3f}" if len(x) > 1 else ""  # noqa: E731
