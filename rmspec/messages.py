@@ -5,7 +5,8 @@ with a `Problem` (what is wrong), the field path (`messages.1.content`) and a de
 `split_reply` takes the assistant reply to score off the end. Each caller maps `Invalid` to its
 own outcome and words, which users and tests already know:
 
-- data (rmspec.data.presets): a rejected row with reason `wrong_type`, `malformed`, `missing_field`;
+- data (rmspec.data.presets): a rejected row with reason `wrong_type`, `malformed`, `missing_field`,
+  `bad_tool_calls` (and `template_drops_tools` when the layout renders, rmspec.data.tool_store);
 - score (rmspec.score.shapes): a rejects-file row with its reason (a whole-file problem exits 2);
 - serve (rmspec.serve.chat): HTTP 422 naming the field path.
 
@@ -75,7 +76,7 @@ class Rules:
     - `allow_text`: a bare string is one user turn (data prompts);
     - `allow_empty`: an empty list is no messages (a data prompt may have none);
     - `text_parts`: content may be a list of OpenAI text parts, joined (serve only);
-    - `tools`: `tool` messages (text content, optional `name`) and assistant `tool_calls` in the
+    - `tools`: `tool` messages (text content, optional `name`, `tool_call_id`) and assistant `tool_calls` in the
       OpenAI/transformers shape pass through, for a chat template that renders them (the layout
       checks that it did: `missing_tool_texts`). Off, they are refused as before.
     """
@@ -149,10 +150,20 @@ def conversation(value: Any, field: str, rules: Rules = STRICT) -> list[Message]
         msg: dict[str, Any] = {"role": m["role"], "content": _content(m, f"{where}.content", rules, field, i)}
         if calls is not None:
             msg["tool_calls"] = _tool_calls(calls, f"{where}.tool_calls", field, i, m)
-        if rules.tools and m["role"] == "tool" and m.get("name") is not None:
-            msg["name"] = text(m["name"], f"{where}.name")
+        if rules.tools and m["role"] == "tool":
+            for key in TOOL_RESULT_KEYS:  # optional: which call this answers (templates may print them)
+                if m.get(key) is not None:
+                    msg[key] = text(m[key], f"{where}.{key}")
         out.append(msg)
     return out
+
+
+TOOL_RESULT_KEYS = ("name", "tool_call_id")
+
+
+def has_tools(conv: list[dict[str, Any]]) -> bool:
+    """Whether a checked conversation holds a tool turn or a tool call (what a template may drop)."""
+    return any(m["role"] == "tool" or m.get("tool_calls") for m in conv)
 
 
 def _tool_calls(calls: Any, where: str, column: str, index: int, m: Any) -> list[dict[str, Any]]:
@@ -179,7 +190,13 @@ def _tool_calls(calls: Any, where: str, column: str, index: int, m: Any) -> list
                 index,
                 m,
             )
-        out.append({"type": "function", "function": {"name": fn["name"], "arguments": fn.get("arguments", {})}})
+        kept: dict[str, Any] = {
+            "type": "function",
+            "function": {"name": fn["name"], "arguments": fn.get("arguments", {})},
+        }
+        if isinstance(call.get("id"), str):  # the id a tool turn's tool_call_id refers to
+            kept["id"] = call["id"]
+        out.append(kept)
     return out
 
 
@@ -233,6 +250,14 @@ def split_reply(conv: list[Message], field: str) -> tuple[list[Message], str]:
             field,
             last,
             role,
+        )
+    if conv[-1].get("tool_calls"):  # its calls would be dropped from the scored text without a word
+        raise Invalid(
+            Problem.BAD_TOOL_CALLS,
+            f"{field}.{last}.tool_calls",
+            "the reply to score is text; a last assistant turn that calls tools cannot be scored",
+            field,
+            last,
         )
     if len(conv) < 2:
         raise Invalid(Problem.NO_PROMPT, field, "give the prompt turns before the assistant reply", field)

@@ -14,6 +14,7 @@ from typing import Any
 
 from rmspec import rows
 from rmspec.data.hand_read import json_lines_by_hand
+from rmspec.data.tool_store import arrow_typed_arguments
 from rmspec.errors import DataError
 
 FORMAT_NAMES = rows.FORMAT_NAMES
@@ -92,6 +93,10 @@ def files_source(source: Any, base_dir: Path, where: str) -> Any:
     # A column with mixed types (text in one row, a number in another): datasets stores such
     # values as JSON and reads the text "4" back as the number 4. Read these files by hand.
     if by_hand_ok and any(isinstance(f, datasets.Json) for f in ds.features.values()):
+        return json_lines_by_hand(paths, encoding, where)
+    # Tool call arguments that Arrow typed as one struct for all rows (missing keys filled with null,
+    # ints widened to floats) would render arguments the file never had: read them as written.
+    if by_hand_ok and arrow_typed_arguments(ds.features):
         return json_lines_by_hand(paths, encoding, where)
     return ds
 

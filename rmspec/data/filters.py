@@ -79,7 +79,9 @@ def _empty(b: dict[str, list], i: int, approach: str):
         if not b["steps"][i] or any(not s.strip() for s in b["steps"][i]):
             return "empty", "a step is empty"
     else:
-        if any(not m["content"].strip() for m in b["messages"][i] if m["role"] == "assistant"):
+        calls = set(json.loads(b["tools"][i]).get("messages", {})) if b.get("tools") and b["tools"][i] else set()
+        turns = enumerate(b["messages"][i])  # a turn that only calls tools (rmspec.data.tool_store) has no text
+        if any(not m["content"].strip() for k, m in turns if m["role"] == "assistant" and str(k) not in calls):
             return "empty", "an assistant message is empty"
         return None
     msgs = b["prompt_messages"][i]
@@ -155,6 +157,8 @@ def row_hash(b: dict[str, list], i: int, on: str, approach: str) -> str:
         parts = [b["prompt_key"][i], b["responses"][i], b["scores"][i]]
     else:
         parts = [[m["role"], m["content"]] for m in b["messages"][i]]
+        if b.get("tools") and b["tools"][i]:  # conversations that differ only in tool calls differ
+            parts.append(b["tools"][i])
     return hashlib.sha1(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()[:20]
 
 

@@ -10,6 +10,11 @@ Three layouts, chosen once per tokenizer:
 - `plain`: anything else: "User: ...\\n\\nAssistant: ..." with the tokenizer's own special tokens
   and an EOS after the response.
 
+Tool turns (rmspec.messages `Rules.tools`): a chat template renders them itself, and `check_tools`
+refuses a conversation whose rendering lacks a tool call or result (a template without tool
+support drops them silently). The plain form (and the pair layout's prompt) writes a tool result
+as "Tool (name): result" and an assistant's calls as lines "calls name({"arg": ...})" after its text.
+
 Every sequence is split into five token segments, `head + prompt + mid + body + tail`: `head`,
 `mid` and `tail` are special/format tokens that truncation never touches, `prompt` can be cut
 from the left and `body` (the response) from the right. The last token is always the tail's, so
@@ -18,17 +23,37 @@ the reward read at the last token sits at the end of the response whatever was c
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from rmspec.errors import DataError
+from rmspec.messages import Invalid, Problem, has_tools, missing_tool_texts
 
 TEMPLATE, PAIR, PLAIN = "template", "pair", "plain"
 
 
-def plain_conversation(messages: list[dict[str, str]]) -> str:
-    names = {"system": "System", "user": "User", "assistant": "Assistant"}
-    return "\n\n".join(f"{names[m['role']]}: {m['content']}" for m in messages)
+NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
+
+
+def plain_turn(m: dict[str, Any]) -> str:
+    """One turn in the plain form: "User: ...", a tool result as "Tool (name): result", an
+    assistant's tool calls as lines "calls name(arguments as JSON)" after its text."""
+    if m["role"] == "tool":
+        return f"Tool ({m['name']}): {m['content']}" if m.get("name") else f"Tool: {m['content']}"
+    calls = [plain_call(c) for c in m.get("tool_calls") or []]
+    text = "\n".join([m["content"], *calls] if m["content"] else calls)
+    return f"{NAMES[m['role']]}: {text}"
+
+
+def plain_call(call: dict[str, Any]) -> str:
+    fn = call["function"]
+    args = fn["arguments"]
+    return f"calls {fn['name']}({args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)})"
+
+
+def plain_conversation(messages: list[dict[str, Any]]) -> str:
+    return "\n\n".join(plain_turn(m) for m in messages)
 
 
 @dataclass
@@ -121,12 +146,41 @@ class Layout:
     def prompt_texts(self, prompts: list[list[dict[str, str]]]) -> list[str]:
         """The prompt as the model sees it, before the response."""
         if self.kind == TEMPLATE:
-            return [self._render(p, generation_prompt=True) for p in prompts]
+            texts = [self._render(p, generation_prompt=True) for p in prompts]
+            for p, t in zip(prompts, texts):  # callers check per row first; never lay out a dropped tool turn
+                if has_tools(p) and missing_tool_texts(p, t):
+                    raise DataError(
+                        f"{self.template_name()} renders a conversation without its tool calls or results",
+                        "give a chat template that lays out tool turns (model.chat_template), or "
+                        "data.mapping.chat_template: plain",
+                    )
+            return texts
         if self.kind == PAIR:
             return [
                 p[0]["content"] if len(p) == 1 and p[0]["role"] == "user" else plain_conversation(p) for p in prompts
             ]
         return [(plain_conversation(p) + "\n\n" if p else "") + "Assistant:" for p in prompts]
+
+    def template_name(self) -> str:
+        return f"the chat template of {getattr(self.tok, 'name_or_path', '') or 'the tokenizer'}"
+
+    def check_tools(self, messages: list[dict[str, Any]], field: str, whole: bool = False) -> None:
+        """Raise `Invalid` (TEMPLATE_DROPS_TOOLS, at the message's field path) when the chat template
+        renders `messages` (a prompt, or a `whole` conversation) without one of its tool call names,
+        argument values or tool results. The plain and pair forms write every one of them."""
+        if self.kind != TEMPLATE or not has_tools(messages):
+            return
+        missing = missing_tool_texts(messages, self._render(messages, generation_prompt=not whole))
+        if missing:
+            where, what = missing[0]
+            raise Invalid(
+                Problem.TEMPLATE_DROPS_TOOLS,
+                f"{field}.{where}",
+                f"{self.template_name()} renders this conversation without {what[:60]!r}: it does not lay "
+                "out tool calls or tool results (give one that does with model.chat_template, or "
+                "data.mapping.chat_template: plain)",
+                field,
+            )
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool = False) -> str:
         try:
@@ -233,6 +287,8 @@ class Layout:
                         )
                     turns.pieces += self.encode([header[len(previous) :], upto[len(header) :]])
                     turns.learn += [False, True]
+                elif msg["role"] == "tool" and k + 1 < len(conversation) and conversation[k + 1]["role"] == "tool":
+                    continue  # templates group consecutive tool results: one piece, rendered after the last
                 else:
                     upto = self._render(conversation[: k + 1])
                     if not upto.startswith(previous):
@@ -246,15 +302,15 @@ class Layout:
             return turns
         turns.pieces.append(list(self.single_head))
         turns.learn.append(False)
-        names = {"system": "System", "user": "User", "assistant": "Assistant"}
         for k, msg in enumerate(conversation):
             sep = "\n\n" if k else ""
             if msg["role"] == "assistant":
-                head_text, body = self.encode([f"{sep}Assistant:", " " + msg["content"]])
+                said = plain_turn(msg)[len("Assistant: ") :]  # its text, then its tool calls
+                head_text, body = self.encode([f"{sep}Assistant:", " " + said])
                 turns.pieces += [head_text, body + list(self.plain_tail)]
                 turns.learn += [False, True]
             else:
-                turns.pieces += self.encode([f"{sep}{names[msg['role']]}: {msg['content']}"])
+                turns.pieces += self.encode([f"{sep}{plain_turn(msg)}"])
                 turns.learn.append(False)
         return turns
 

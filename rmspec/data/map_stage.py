@@ -8,6 +8,7 @@ from typing import Any
 from rmspec.data import records as R
 from rmspec.data.presets import RowMapper
 from rmspec.data.records import PAIRS, Reject
+from rmspec.data.tool_store import pack
 
 
 class MapBatch:
@@ -47,6 +48,7 @@ class MapBatch:
                         reject_stage="map", reject_reason=bad.reason, reject_detail=bad.detail, raw=R.to_json_row(row)
                     )
                 rec["prompt_key"] = R.prompt_key(rec) if bad is None else ""
+                rec["tools"] = pack(rec)  # tool parts leave the messages for Arrow (rmspec.data.tool_store)
                 for k in self.names:
                     out[k].append(rec.get(k))
         return out
@@ -93,7 +95,7 @@ def pair_by_prompt(ds: Any, attribute: str) -> Any:
             for i in members:
                 rows[i].update(reject_stage="map:pair_by", reject_reason=reason, reject_detail=detail)
             continue
-        shared = ("source_index", "source", "id", "group", "augmented", "prompt_key", "prompt_messages")
+        shared = ("source_index", "source", "id", "group", "augmented", "prompt_key", "prompt_messages", "tools")
         out.append(
             {
                 **{k: best[k] for k in shared},
@@ -133,6 +135,7 @@ def pair_by_prompt(ds: Any, attribute: str) -> Any:
                         "augmented",
                         "prompt_key",
                         "prompt_messages",
+                        "tools",
                         "reject_stage",
                         "reject_reason",
                         "reject_detail",

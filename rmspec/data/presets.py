@@ -21,7 +21,9 @@ from rmspec.messages import Invalid, Problem, Rules, conversation, ends_with_rep
 from rmspec.messages import text as checked_text
 
 HELPSTEER2_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
-DATA_RULES = Rules(allow_text=True, allow_empty=True)  # a prompt may be text, or no messages at all
+# A prompt may be text, or no messages at all; conversations may hold tool turns and tool calls
+# (stored by rmspec.data.tool_store, checked against the chat template when laid out).
+DATA_RULES = Rules(allow_text=True, allow_empty=True, tools=True)
 
 # Default source column for each canonical field, per preset (explicit `columns:` override them).
 DEFAULTS: dict[str | None, dict[str, str]] = {
@@ -417,6 +419,8 @@ def messages(value: Any, field: str, need_last_assistant: bool = False) -> list[
             raise Reject(
                 "wrong_type", f"{field} must be text or a list of messages, got {type(value).__name__}"
             ) from None
+        if exc.problem == Problem.BAD_TOOL_CALLS:
+            raise Reject("bad_tool_calls", f"{exc.field}: {exc.detail}") from None
         if exc.problem == Problem.NO_REPLY:
             raise Reject("malformed", f"{field} must end with an assistant message (the turn to learn)") from None
         raise Reject(
@@ -432,17 +436,23 @@ def conversation_pair(chosen: Any, rejected: Any, prompt: Any) -> tuple[list[dic
     r = messages(rejected, "rejected")
     if not c or not r or c[-1]["role"] != "assistant" or r[-1]["role"] != "assistant":
         raise Reject("malformed", "chosen and rejected must each end with an assistant message")
+    for side, conv in (("chosen", c), ("rejected", r)):
+        if conv[-1].get("tool_calls"):  # the scored reply is text: its calls would vanish without a word
+            raise Reject("bad_tool_calls", f"{side}.{len(conv) - 1}.tool_calls: the reply to score must be text")
     if len(c) == 1 and len(r) == 1:
         if prompt is None:
             raise Reject("missing_field", "completions without their conversation need a prompt column")
         prompt_msgs = messages(prompt, "prompt")
     else:
         prompt_msgs = c[:-1]
-        if [(m["role"], m["content"].strip()) for m in r[:-1]] != [
-            (m["role"], m["content"].strip()) for m in prompt_msgs
-        ]:
+        if [_turn(m) for m in r[:-1]] != [_turn(m) for m in prompt_msgs]:
             raise Reject("malformed", "chosen and rejected conversations differ before the last message")
     return prompt_msgs, c[-1]["content"], r[-1]["content"]
+
+
+def _turn(m: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two prompt turns the same: role, text and any tool parts."""
+    return (m["role"], m["content"].strip(), *(m.get(k) for k in ("tool_calls", "name", "tool_call_id")))
 
 
 HH_ASSISTANT = "\n\nAssistant:"

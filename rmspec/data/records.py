@@ -14,7 +14,8 @@ A record is a plain dict. Which fields it carries depends on the approach:
   0 wrong, one per step).
 
 Every record also carries `source_index` (row number in the source), `source` (the name of its
-dataset in a mixture), `id`, `group`, `augmented` and the reject fields. A rejected row keeps flowing through the dataset with `reject_reason` set
+dataset in a mixture), `id`, `group`, `augmented`, `tools` (its messages' tool calls and results as
+JSON text, "" if none: rmspec.data.tool_store) and the reject fields. A rejected row keeps flowing through the dataset with `reject_reason` set
 (and `raw`, the source row as JSON, when it was rejected before it could be mapped), so that the
 rejects are data: cached, counted and written out at the end, never lost in a side effect.
 """
@@ -25,6 +26,7 @@ import hashlib
 import json
 from typing import Any
 
+TOOL_KEYS = ("tool_calls", "name", "tool_call_id")  # rmspec.data.tool_store's, kept in the prompt key
 PAIRS, POINTWISE, GENERATIVE, PROCESS = "bradley_terry", "pointwise", "generative", "process"
 LISTWISE = "listwise"
 
@@ -62,6 +64,7 @@ def features(approach: str):
         "raw": Value("string"),
         "prompt_key": Value("string"),
         "source": Value("string"),  # the name of the dataset the row came from (data.sources[].name; 'train')
+        "tools": Value("string"),  # the messages' tool calls and results as JSON ("" if none): rmspec.data.tool_store
     }
     if approach == PAIRS:
         body = {
@@ -111,8 +114,15 @@ def prompt_key(record: dict[str, Any]) -> str:
         msgs = record["messages"][:-1]
     else:
         msgs = record["prompt_messages"]
-    text = json.dumps([[m["role"], m["content"].strip()] for m in msgs], ensure_ascii=False)
+    text = json.dumps([_key_turn(m) for m in msgs], ensure_ascii=False)
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
+
+
+def _key_turn(m: dict[str, Any]) -> list[Any]:
+    """Role and text; tool parts too (prompts that differ only in a call differ), so a turn without
+    them hashes as it always has."""
+    tools = {k: m[k] for k in TOOL_KEYS if k in m}
+    return [m["role"], m["content"].strip(), tools] if tools else [m["role"], m["content"].strip()]
 
 
 def prompt_text(messages: list[dict[str, str]]) -> str:

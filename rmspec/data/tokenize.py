@@ -13,6 +13,7 @@ from rmspec.data.fit import CUT_PROMPT, DROP, fit
 from rmspec.data.layout import PAIR, Layout
 from rmspec.data.ranked import ranked_columns, tokenize_ranked
 from rmspec.data.records import LISTWISE, PAIRS, POINTWISE, PROCESS
+from rmspec.data.tool_store import restored_batch
 
 
 def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
@@ -93,6 +94,11 @@ class TokenizeStage:
         self.types = layout.kind == PAIR and layout.pair_types is not None
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        # tool calls and results back into the messages the layout renders; stored lists written back
+        view, stored = restored_batch(batch, self.layout, self._reject)
+        return {**self._tokenize(view), **stored}
+
+    def _tokenize(self, batch: dict[str, list]) -> dict[str, list]:
         if self.approach == PROCESS:
             return self._steps(batch)
         if self.approach == PAIRS:

@@ -131,7 +131,7 @@ def _score_chunk(
             rejects.append(_reject(i, row.reason, row.kind, row.raw))
             continue
         try:
-            kept.append((row, step_item(row, shape) if process else shape.items(row)))
+            kept.append((row, step_item(row, shape) if process else shape.items(row, getattr(engine, "layout", None))))
         except Invalid as exc:
             rejects.append(_reject(i, *(step_reason(exc) if process else shapes.reason(exc)), row))
     cols, padding = _scores(engine, shape, [item for _, item in kept], batch_size)

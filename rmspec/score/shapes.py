@@ -7,7 +7,8 @@ Three row shapes, detected from the first row's columns or named with `--columns
   UltraFeedback-binarized), the prompt then being the turns before it;
 - `messages`: a conversation ending with the assistant reply to score.
 
-A prompt is text or a list of {role, content} messages. Rows are checked by rmspec.messages (the
+A prompt is text or a list of {role, content} messages (tool turns and assistant tool calls
+included, laid out as training lays them out). Rows are checked by rmspec.messages (the
 check data and serve use too); a row that cannot be scored raises its `Invalid`, which `reason`
 words as the rejects file says it (`missing field 'response'`, `empty response`...).
 """
@@ -42,18 +43,37 @@ class Shape:
 
     # ------------------------------------------------------------------ items
 
-    def items(self, row: dict[str, Any]) -> list[tuple[Any, str]]:
-        """One (prompt, response) per scored text: one for single/messages, (chosen, rejected) for pairs."""
+    def items(self, row: dict[str, Any], layout: Any = None) -> list[tuple[Any, str]]:
+        """One (prompt, response) per scored text: one for single/messages, (chosen, rejected) for pairs.
+        With the scorer's `layout` (rmspec.data.layout), a prompt with tool turns its chat template
+        does not render is `Invalid` (TEMPLATE_DROPS_TOOLS), as training data rejects it."""
+        items = self._items(row)
+        if layout is not None:
+            for (prompt, _), where in zip(items, self._prompt_fields()):
+                if not isinstance(prompt, str):
+                    layout.check_tools(prompt, where)
+        return items
+
+    def _prompt_fields(self) -> list[str]:
         c = self.columns
         if self.kind == MESSAGES:
-            return [split_reply(conversation(field_value(row, c["messages"]), c["messages"]), c["messages"])]
+            return [c["messages"]]
+        if self.kind == SINGLE:
+            return [c["prompt"]]
+        return [c.get("prompt", c[side]) for side in ("chosen", "rejected")]
+
+    def _items(self, row: dict[str, Any]) -> list[tuple[Any, str]]:
+        c = self.columns
+        if self.kind == MESSAGES:
+            conv = conversation(field_value(row, c["messages"]), c["messages"], SCORE_MESSAGES)
+            return [split_reply(conv, c["messages"])]
         if self.kind == SINGLE:
             return [(_prompt(row, c["prompt"]), text(field_value(row, c["response"]), c["response"], non_empty=True))]
         out = []
         for side in ("chosen", "rejected"):
             value = field_value(row, c[side])
             if isinstance(value, list):  # a whole conversation ending with this side's reply
-                out.append(split_reply(conversation(value, c[side]), c[side]))
+                out.append(split_reply(conversation(value, c[side], SCORE_MESSAGES), c[side]))
             else:
                 if "prompt" not in c:
                     raise Invalid(
@@ -117,8 +137,11 @@ def detect(columns: list[str], named: dict[str, str]) -> Shape:
 
 # ---------------------------------------------------------------------- row checks (rmspec.messages)
 
-SCORE_PROMPT = Rules(allow_text=True)  # a prompt is text (kept as it is) or a non-empty list of messages
-MESSAGE_FORM = "{role: system|user|assistant, content: text}"
+# A prompt is text (kept as it is) or a non-empty list of messages; conversations may hold tool
+# turns and assistant tool calls, as training data may (rmspec.data.presets.DATA_RULES).
+SCORE_PROMPT = Rules(allow_text=True, tools=True)
+SCORE_MESSAGES = Rules(tools=True)
+MESSAGE_FORM = "{role: system|user|assistant, content: text}"  # the words users know (tool turns pass too)
 
 
 def reason(exc: Invalid) -> tuple[str, str]:
@@ -146,6 +169,10 @@ def reason(exc: Invalid) -> tuple[str, str]:
         return _same(f"'{col}' has no prompt turn before the assistant reply")
     if p == Problem.EMPTY_REPLY:
         return f"empty response (last turn of '{col}')", "empty response"
+    if p == Problem.BAD_TOOL_CALLS:
+        return f"'{exc.field}' {exc.detail}", f"'{col}' has malformed tool calls"
+    if p == Problem.TEMPLATE_DROPS_TOOLS:
+        return f"'{exc.field}': {exc.detail}", "the chat template drops tool calls or results"
     if p == Problem.NO_PROMPT_COLUMN:
         kind = f"'{col}' is text but no prompt column was found or named"
         return f"{kind} (--columns prompt=...)", kind

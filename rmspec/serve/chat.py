@@ -1,5 +1,6 @@
 """Chat messages as the OpenAI and vLLM protocols send them, checked (rmspec.messages, the check
-data and score use too) and flattened to text; a bad one is a 422 naming the field path."""
+data and score use too) and flattened to text; a bad one is a 422 naming the field path, as is a
+tool turn the model's chat template would drop (`check_layout`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from rmspec.messages import conversation as checked_conversation
 from rmspec.messages import split_reply as checked_split_reply
 from rmspec.serve.request_io import ApiError
 
-SERVE_RULES = Rules(text_parts=True)  # the OpenAI form: content may be a list of text parts
+# The OpenAI form: content may be a list of text parts; tool turns and assistant tool calls pass,
+# as they do in training data and `rmspec score` (rmspec.data.presets.DATA_RULES, score.shapes).
+SERVE_RULES = Rules(text_parts=True, tools=True)
 
 
 def conversation(messages: Any, field: str = "messages") -> list[Message]:
@@ -25,6 +28,17 @@ def split_reply(conv: list[Message], field: str = "messages") -> tuple[list[Mess
     """(the prompt turns, the assistant reply to score): the conversation must end with the reply."""
     try:
         return checked_split_reply(conv, field)
+    except Invalid as exc:
+        raise _unprocessable(exc) from None
+
+
+def check_layout(layout: Any, prompt: list[Message], field: str = "messages") -> None:
+    """A 422 naming the message whose tool call or result the model's chat template does not render
+    (training data rejects such a row: `template_drops_tools`)."""
+    if layout is None:
+        return
+    try:
+        layout.check_tools(prompt, field)
     except Invalid as exc:
         raise _unprocessable(exc) from None
 

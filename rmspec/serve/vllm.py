@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rmspec.inference.encoding import Encoded
 from rmspec.inference.engine import RewardEngine
-from rmspec.serve.chat import conversation, split_reply
+from rmspec.serve.chat import check_layout, conversation, split_reply
 from rmspec.serve.request_io import ApiError, check_items, check_tokens, parse, read_json
 from rmspec.serve.service import Service, activation
 
@@ -85,6 +85,7 @@ def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
                 field,
             )
         prompt, reply = split_reply(conversation(req.messages))
+        check_layout(getattr(engine, "layout", None), prompt)  # a tool turn the template drops: 422
         encoded = engine.encode([(prompt, reply)])  # the training layout, segment ids included
         return [engine.encode_ids(e.ids, limit) if limit and len(e.ids) > limit else e for e in encoded]
     given = req.input
