@@ -225,3 +225,65 @@ def test_arguments_arrow_would_unify_are_read_as_written(tmp_path):
     assert rejects == []
     text = tokenizer.decode(next(r for r in prepared.train if r["id"] == "r0")["chosen_input_ids"])
     assert 'get _ weather ( { " city " : " paris ", " days " : 2 } )' in text, text
+
+
+# Qwen2.5 groups consecutive tool results into one user turn: a prefix that ends inside the group
+# renders differently from the whole, so the layout renders such a group as one piece.
+GROUPING_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m.role == 'tool' %}"
+    "{% if loop.first or messages[loop.index0 - 1].role != 'tool' %}<|im_start|> user{% endif %}"
+    " <tool_response> {{ m.content }} </tool_response>"
+    "{% if loop.last or messages[loop.index0 + 1].role != 'tool' %} <|im_end|> {% endif %}"
+    "{% else %}<|im_start|> {{ m.role }} {{ m.content or '' }}"
+    "{% for c in m.tool_calls or [] %} <tool_call> {{ c.function.name }} {{ c.function.arguments | tojson }}"
+    " </tool_call>{% endfor %} <|im_end|> {% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|> assistant {% endif %}"
+)
+
+
+def test_generative_rows_learn_the_calls_and_not_the_results(tmp_path):
+    from helpers.data import chat_tokenizer
+    from rmspec.data import prepare
+
+    conv = [
+        {"role": "user", "content": "weather in paris and rome"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("weather", {"c": "paris"}), call("weather", {"c": "rome"})],
+        },
+        {"role": "tool", "name": "weather", "content": "sunny"},
+        {"role": "tool", "name": "weather", "content": "rain"},
+        {"role": "assistant", "content": "paris sunny rome rain"},
+    ]
+    words = ["weather in paris and rome sunny rain tool_call tool_response c"]
+    tok = chat_tokenizer(words + ['{ " : } / < >'])
+    tok.chat_template = GROUPING_TEMPLATE
+    write_jsonl(tmp_path / "d.jsonl", [{"messages": conv}])
+    loaded = make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["d.jsonl"]},
+            "mapping": {"preset": "messages"},
+            "filters": [{"kind": "drop_empty"}],
+        },
+        approach={"kind": "generative"},
+        model="Qwen/Qwen2.5-0.5B-Instruct",
+    )
+    prepared = prepare(loaded, tok, cache_dir=tmp_path / "cache", rejects_path=tmp_path / "rejects.jsonl")
+    assert prepared.report.rejected == {}  # the calls-only turn is not "empty"
+    [row] = prepared.train
+    whole = tok.apply_chat_template(conversation(conv, "messages", Rules(tools=True)), tokenize=False)
+    assert row["input_ids"] == tok(whole, add_special_tokens=False)["input_ids"]
+    learned = tok.decode([t for t, lab in zip(row["input_ids"], row["labels"]) if lab != -100])
+    assert learned.count("tool_call") == 4 and "rome" in learned and "sunny rain" not in learned
+    assert "paris sunny rome rain" in learned
+
+    layout = Layout(tok, "plain")
+    plain = layout.turns(conversation(conv, "messages", Rules(tools=True)))
+    said = [p for p, learn in zip(plain.pieces, plain.learn) if learn]
+    calls = ' calls weather({"c": "paris"})\ncalls weather({"c": "rome"})'
+    assert said[0] == layout.encode([calls])[0] + layout.plain_tail
+    assert plain.pieces[4:6] == layout.encode(["\n\nTool (weather): sunny", "\n\nTool (weather): rain"])
+    assert plain.learn == [False, False, False, True, False, False, False, True]
