@@ -188,7 +188,7 @@ def same_settings(raw: Path, settings: dict) -> list[dict]:
     results = {}
     for line in raw.read_text().splitlines():
         row = json.loads(line)
-        if row.get("settings") == settings:
+        if {k: row.get("settings", {}).get(k) for k in settings} == settings:  # the keys given must match
             results[row["seed"]] = row  # the latest run of a seed counts
     return [results[k] for k in sorted(results)]
 

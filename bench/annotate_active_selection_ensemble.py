@@ -23,6 +23,8 @@ from pathlib import Path
 
 from annotate_active_selection import REPO, SPEC, held_out_accuracy, parser, run_seeds, train, write_pool
 
+ARMS = ("ensemble", "margin", "raw_std", "random")
+
 
 def one_seed(seed: int, prepared, canonical: dict, args, work: Path) -> dict:
     """M0 an ensemble (approach.ensemble, bootstrap); its picks by the shipped `uncertain` rule
@@ -93,7 +95,9 @@ def one_seed(seed: int, prepared, canonical: dict, args, work: Path) -> dict:
 def write(path: Path, results: list[dict], args, sizes, load_before, load_after, seconds: float) -> None:  # noqa: ARG001
     import numpy as np
 
-    arms = args.arms.split(",")
+    # Arms run on every seed are the table's columns; an arm run on some seeds only is listed below it.
+    arms = [a for a in ARMS if all(f"{a}_accuracy" in r for r in results)]
+    partial = [a for a in ARMS if a not in arms and any(f"{a}_accuracy" in r for r in results)]
     col = lambda k: np.array([r[k] for r in results])  # noqa: E731
     ms = lambda x: f"{x.mean():.3f} ± {x.std(ddof=1) / len(x) ** 0.5:.3f}" if len(x) > 1 else f"{x.mean():.3f}"  # noqa: E731
     p, n = col("random_accuracy").mean() if "random" in arms else 0.8, sizes[1]
@@ -101,8 +105,8 @@ def write(path: Path, results: list[dict], args, sizes, load_before, load_after,
     lines = [
         "# Active selection from an ensemble: members' disagreement vs |margin| vs random (simulated annotation)",
         "",
-        f"Command: `nice -n 10 python bench/annotate_active_selection_ensemble.py --members {args.members} --arms {args.arms} "
-        f"--seeds {','.join(str(r['seed']) for r in results)} --seed-set {args.seed_set} --budget {args.budget} "
+        f"Command: `nice -n 10 python bench/annotate_active_selection_ensemble.py --members {args.members} --arms "
+        f"{','.join(arms)} --seeds {','.join(str(r['seed']) for r in results)} --seed-set {args.seed_set} --budget {args.budget} "
         f"--pool {args.pool} --epochs {args.epochs}` (each seed appends to `{Path(args.out).with_suffix('.jsonl').name}`; "
         "this table holds every seed run with these settings).",
         "",
@@ -151,22 +155,34 @@ def write(path: Path, results: list[dict], args, sizes, load_before, load_after,
     lines += ["", "Paired differences of held-out accuracy (same seed set, same training seed), mean ± se over seeds:"]
     for a, b in [(x, y) for i, x in enumerate(arms) for y in arms[i + 1 :]]:
         d = col(f"{a}_accuracy") - col(f"{b}_accuracy")
-        lines.append(f"- {a} - {b}: {ms(d)} (per seed: {', '.join(f'{x:+.3f}' for x in d)})")
+        lines.append(
+            f"- {a} - {b}: {'+' if d.mean() >= 0 else ''}{ms(d)} (per seed: {', '.join(f'{x:+.3f}' for x in d)})"
+        )
+    for a in partial:
+        got = [r for r in results if f"{a}_accuracy" in r]
+        acc = {r["seed"]: r[f"{a}_accuracy"] for r in got}
+        versus = [f"{b} " + " ".join(f"{acc[r['seed']] - r[f'{b}_accuracy']:+.3f}" for r in got) for b in arms]
+        right = ", ".join(f"{r[f'{a}_m0_right_on_picks']:.3f}" for r in got)
+        lines.append(
+            f"- {a} (run on seed {', '.join(str(r['seed']) for r in got)} only): held-out "
+            f"{', '.join(f'{x:.3f}' for x in acc.values())}; minus {'; '.join(versus)}; M0 right on its picks {right}"
+        )
     lines += [
         "",
         f"For scale: one held-out accuracy of ~{p:.2f} on {n} pairs has a binomial standard error of {se:.3f} "
         f"(a difference of two independent ones: ~{se * 2**0.5:.3f}); ± above is the standard error over "
         f"{len(results)} seeds. Median |mean margin| / members' std of the picks: "
         + "; ".join(
-            f"{a} {np.median(col(f'{a}_median_abs_margin')):.3f} / {np.median(col(f'{a}_median_std')):.3f}"
-            for a in arms
+            f"{a} {np.median([r[f'{a}_median_abs_margin'] for r in results if f'{a}_accuracy' in r]):.3f} / "
+            f"{np.median([r[f'{a}_median_std'] for r in results if f'{a}_accuracy' in r]):.3f}"
+            for a in arms + partial
         )
         + f" (pool median std {np.median(col('pool_median_std')):.3f}).",
         "",
         "Timings per seed (s, contended): "
         + "; ".join(
             f"seed {r['seed']}: M0 {r['m0_seconds']}, scoring {r['score_seconds']}, "
-            + ", ".join(f"{a} {r[f'{a}_seconds']}" for a in arms)
+            + ", ".join(f"{a} {r[f'{a}_seconds']}" for a in ARMS if f"{a}_seconds" in r)
             for r in results
         )
         + ".",
@@ -188,7 +204,8 @@ def main() -> None:
     cli.add_argument("--arms", default="ensemble,margin,random", help="any of ensemble, margin, raw_std, random")
     cli.set_defaults(out=str(REPO / "bench" / "results" / "annotate_active_selection_ensemble.md"))
     args = cli.parse_args()
-    settings = {k: getattr(args, k) for k in ("seed_set", "budget", "pool", "epochs", "members", "arms")}
+    # The arm set is not a setting: seeds run with different --arms share the table's common arms.
+    settings = {k: getattr(args, k) for k in ("seed_set", "budget", "pool", "epochs", "members")}
     run_seeds(args, one_seed, write, settings)
 
 
