@@ -161,6 +161,35 @@ def conversation(value: Any, field: str, rules: Rules = STRICT) -> list[Message]
 TOOL_RESULT_KEYS = ("name", "tool_call_id")
 
 
+def for_template(conv: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as chat templates take it: a tool call's `arguments` given as JSON text of an
+    object (the OpenAI form) becomes that object. transformers' tool templates expect an object
+    (Qwen2.5's writes `arguments | tojson`, which would print JSON text as an escaped string), and vLLM
+    does the same before rendering (vllm/entrypoints/chat_utils.py `_postprocess_messages`), so a
+    conversation renders here as it renders there. Anything else is left as it is."""
+    if not has_tools(conv):
+        return conv
+    out = []
+    for m in conv:
+        calls = m.get("tool_calls")
+        if calls:
+            m = {**m, "tool_calls": [_arguments_as_object(c) for c in calls]}
+        out.append(m)
+    return out
+
+
+def _arguments_as_object(call: dict[str, Any]) -> dict[str, Any]:
+    fn = call.get("function") or {}
+    args = fn.get("arguments")
+    if not isinstance(args, str):
+        return call
+    try:
+        parsed = json.loads(args)
+    except ValueError:
+        return call
+    return {**call, "function": {**fn, "arguments": parsed}} if isinstance(parsed, dict) else call
+
+
 def has_tools(conv: list[dict[str, Any]]) -> bool:
     """Whether a checked conversation holds a tool turn or a tool call (what a template may drop)."""
     return any(m["role"] == "tool" or m.get("tool_calls") for m in conv)
@@ -204,7 +233,7 @@ def missing_tool_texts(conv: list[dict[str, Any]], rendered: str) -> list[tuple[
     """(field path, what) for each tool call name/argument value and tool result the rendering lacks:
     a template without tool support drops them silently, which must be a located reject."""
     missing = []
-    for i, m in enumerate(conv):
+    for i, m in enumerate(for_template(conv)):  # what the template was given
         for j, call in enumerate(m.get("tool_calls") or []):
             fn = call["function"]
             args = fn["arguments"]

@@ -171,6 +171,40 @@ def test_decoder_template_that_renders_tools_gives_scoring_the_training_ids(tmp_
     assert seen == [[train[f"r{i}"]["chosen_input_ids"], train[f"r{i}"]["rejected_input_ids"]] for i in range(4)]
 
 
+def test_openai_text_arguments_render_as_an_object_as_vllm_renders_them(tmp_path, monkeypatch):
+    """Qwen2.5's template writes `arguments | tojson` whatever they are: JSON text (the OpenAI form)
+    would print as an escaped string. Like vLLM (chat_utils._postprocess_messages), rmspec hands the
+    template the object, so the row trains (no template_drops_tools) and scores on the same ids."""
+    from transformers import AutoTokenizer
+
+    model = build_tiny_llama_chat(tmp_path / "llama")
+    tok = AutoTokenizer.from_pretrained(model)
+    tok.chat_template = TOOLS_TEMPLATE.replace(
+        "{% if c.function.arguments is string %}{{ c.function.arguments }}{% else %}"
+        "{{ c.function.arguments | tojson }}{% endif %}",
+        "{{ c.function.arguments | tojson }}",
+    )
+    assert "is string" not in tok.chat_template
+    tok.save_pretrained(model)
+    rows = [tool_row(0, "search", '{"query": "rivers", "limit": 3}', "the Seine")]
+    prepared, tokenizer, rejects = prepare_rows(tmp_path, model, rows)
+    assert rejects == []
+    rendered = tokenizer.apply_chat_template(
+        [
+            *rows[0]["chosen"][:1],
+            {**rows[0]["chosen"][1], "tool_calls": [call("search", {"query": "rivers", "limit": 3})]},
+        ],
+        tokenize=False,
+    )
+    assert '"arguments": {"query": "rivers", "limit": 3}' in rendered  # what the template makes of the object
+    text = tokenizer.decode(prepared.train[0]["chosen_input_ids"])
+    assert "\\" not in text and '" limit " : 3' in text, text
+    seen, score_rejects = scored_ids(tmp_path, model, rows, monkeypatch)
+    assert score_rejects == [] and seen == [
+        [prepared.train[0]["chosen_input_ids"], prepared.train[0]["rejected_input_ids"]]
+    ]
+
+
 def test_a_template_that_drops_tools_is_a_reject_in_data_score_and_serve(tmp_path, monkeypatch):
     from rmspec.serve.chat import check_layout
     from rmspec.serve.request_io import ApiError

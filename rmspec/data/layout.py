@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmspec.errors import DataError
-from rmspec.messages import Invalid, Problem, has_tools, missing_tool_texts
+from rmspec.messages import Invalid, Problem, for_template, has_tools, missing_tool_texts
 
 TEMPLATE, PAIR, PLAIN = "template", "pair", "plain"
 
@@ -184,7 +184,9 @@ class Layout:
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool = False) -> str:
         try:
-            return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+            return self.tok.apply_chat_template(
+                for_template(messages), tokenize=False, add_generation_prompt=generation_prompt
+            )
         except Exception as exc:
             raise DataError(
                 f"the tokenizer's chat template failed on a conversation: {' '.join(str(exc).split())[:200]}",
