@@ -11,19 +11,14 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from typing import Any
 
 from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS, Reject
+from rmspec.data.row_values import conversation_pair, hh_turns, messages, number, required, split_hh, text
 from rmspec.data.steps import PROCESS_DEFAULTS, steps_record
 from rmspec.errors import DataError
-from rmspec.messages import Invalid, Problem, Rules, conversation, ends_with_reply, field_value
-from rmspec.messages import text as checked_text
 
 HELPSTEER2_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
-# A prompt may be text, or no messages at all; conversations may hold tool turns and tool calls
-# (stored by rmspec.data.tool_store, checked against the chat template when laid out).
-DATA_RULES = Rules(allow_text=True, allow_empty=True, tools=True)
 
 # Default source column for each canonical field, per preset (explicit `columns:` override them).
 DEFAULTS: dict[str | None, dict[str, str]] = {
@@ -184,7 +179,7 @@ class RowMapper:
             records = [
                 {
                     "messages": messages(
-                        _get(row, self.cols.get("messages", "messages")), "messages", need_last_assistant=True
+                        required(row, self.cols.get("messages", "messages")), "messages", need_last_assistant=True
                     )
                 }
             ]
@@ -224,20 +219,22 @@ class RowMapper:
         return a, b
 
     def _pairs(self, row: dict[str, Any]) -> dict[str, Any]:
-        chosen_v = _get(row, self.cols.get("chosen", "chosen"))
-        rejected_v = _get(row, self.cols.get("rejected", "rejected"))
+        chosen_v = required(row, self.cols.get("chosen", "chosen"))
+        rejected_v = required(row, self.cols.get("rejected", "rejected"))
         prompt_col = self.cols.get("prompt")
         if isinstance(chosen_v, list) or isinstance(rejected_v, list):
             prompt_msgs, chosen, rejected = conversation_pair(
-                chosen_v, rejected_v, _get(row, prompt_col) if prompt_col and row.get(prompt_col) is not None else None
+                chosen_v,
+                rejected_v,
+                required(row, prompt_col) if prompt_col and row.get(prompt_col) is not None else None,
             )
         else:
             chosen = text(chosen_v, "chosen")
             rejected = text(rejected_v, "rejected")
-            prompt_msgs = messages(_get(row, prompt_col), "prompt") if prompt_col else []
+            prompt_msgs = messages(required(row, prompt_col), "prompt") if prompt_col else []
         margin = 0.0
         if "margin" in self.cols:
-            margin = number(_get(row, self.cols["margin"]), "margin")
+            margin = number(required(row, self.cols["margin"]), "margin")
         sc, sr = self._scores_pair(row)
         return {
             "prompt_messages": prompt_msgs,
@@ -272,8 +269,8 @@ class RowMapper:
     def _ranked(self, row: dict[str, Any]) -> dict[str, Any]:
         """One prompt with N >= 2 responses and one score each (higher is better)."""
         prompt_col = self.cols.get("prompt")
-        responses = _get(row, self.cols.get("responses", "responses"))
-        scores = _get(row, self.cols.get("response_scores", "scores"))
+        responses = required(row, self.cols.get("responses", "responses"))
+        scores = required(row, self.cols.get("response_scores", "scores"))
         if not isinstance(responses, list) or not isinstance(scores, list):
             raise Reject("wrong_type", "responses and scores must be lists")
         if len(responses) != len(scores):
@@ -285,14 +282,14 @@ class RowMapper:
         if len(set(values)) < 2:
             raise Reject("tie", f"all responses score {values[0]:g}")
         return {
-            "prompt_messages": messages(_get(row, prompt_col), "prompt") if prompt_col else [],
+            "prompt_messages": messages(required(row, prompt_col), "prompt") if prompt_col else [],
             "responses": texts,
             "scores": values,
         }
 
     def _hh(self, row: dict[str, Any]) -> dict[str, Any]:
-        chosen_t = text(_get(row, self.cols["chosen"]), "chosen")
-        rejected_t = text(_get(row, self.cols["rejected"]), "rejected")
+        chosen_t = text(required(row, self.cols["chosen"]), "chosen")
+        rejected_t = text(required(row, self.cols["rejected"]), "rejected")
         prefix_c, chosen = split_hh(chosen_t, "chosen")
         prefix_r, rejected = split_hh(rejected_t, "rejected")
         if prefix_c.strip() != prefix_r.strip():
@@ -307,10 +304,10 @@ class RowMapper:
         }
 
     def _shp(self, row: dict[str, Any]) -> dict[str, Any]:
-        prompt = messages(_get(row, self.cols["prompt"]), "history")
-        a = text(_get(row, self.cols["chosen"]), "human_ref_A")
-        b = text(_get(row, self.cols["rejected"]), "human_ref_B")
-        label = _get(row, "labels")
+        prompt = messages(required(row, self.cols["prompt"]), "history")
+        a = text(required(row, self.cols["chosen"]), "human_ref_A")
+        b = text(required(row, self.cols["rejected"]), "human_ref_B")
+        label = required(row, "labels")
         if isinstance(label, bool) or label not in (0, 1):
             raise Reject("wrong_type", f"labels must be 0 or 1, got {label!r}")
         score_a = number(row["score_A"], "score_A") if row.get("score_A") is not None else None
@@ -332,14 +329,14 @@ class RowMapper:
         score_cols = self.cols.get("scores") or {a: a for a in HELPSTEER2_ATTRIBUTES}
         prompt_col = self.cols.get("prompt")
         return {
-            "prompt_messages": messages(_get(row, prompt_col), "prompt") if prompt_col else [],
-            "response": text(_get(row, self.cols.get("response", "response")), "response"),
-            "scores": [number(_get(row, score_cols[a]), a) for a in attrs],
+            "prompt_messages": messages(required(row, prompt_col), "prompt") if prompt_col else [],
+            "response": text(required(row, self.cols.get("response", "response")), "response"),
+            "scores": [number(required(row, score_cols[a]), a) for a in attrs],
         }
 
     def _ultrafeedback(self, row: dict[str, Any], index: int) -> list[dict[str, Any]]:
-        prompt = messages(_get(row, self.cols["prompt"]), "instruction")
-        completions = _get(row, "completions")
+        prompt = messages(required(row, self.cols["prompt"]), "instruction")
+        completions = required(row, "completions")
         if not isinstance(completions, list):
             raise Reject("wrong_type", f"completions must be a list, got {type(completions).__name__}")
         scored = []
@@ -375,103 +372,3 @@ class RowMapper:
             }
             for a, b in pairs
         ]
-
-
-# ---------------------------------------------------------------- value checks
-
-
-def _get(row: dict[str, Any], column: str) -> Any:
-    try:
-        return field_value(row, column)
-    except Invalid:
-        raise Reject("missing_field", f"column {column!r} is missing or null") from None
-
-
-def text(value: Any, field: str) -> str:
-    try:
-        return checked_text(value, field)
-    except Invalid:
-        raise Reject("wrong_type", f"{field} must be text, got {type(value).__name__}") from None
-
-
-def number(value: Any, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                raise Reject("wrong_type", f"{field} must be a number, got {value!r}") from None
-        else:
-            raise Reject("wrong_type", f"{field} must be a number, got {type(value).__name__}")
-    if not math.isfinite(value):
-        raise Reject("wrong_type", f"{field} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def messages(value: Any, field: str, need_last_assistant: bool = False) -> list[dict[str, str]]:
-    """Text becomes one user turn; a list (maybe empty) must hold {role, content} with known
-    roles (rmspec.messages, the check score and serve use too)."""
-    try:
-        out = conversation(value, field, DATA_RULES)
-        return ends_with_reply(out, field) if need_last_assistant else out
-    except Invalid as exc:
-        if exc.problem == Problem.NOT_TEXT_OR_MESSAGES:
-            raise Reject(
-                "wrong_type", f"{field} must be text or a list of messages, got {type(value).__name__}"
-            ) from None
-        if exc.problem == Problem.BAD_TOOL_CALLS:
-            raise Reject("bad_tool_calls", f"{exc.field}: {exc.detail}") from None
-        if exc.problem == Problem.NO_REPLY:
-            raise Reject("malformed", f"{field} must end with an assistant message (the turn to learn)") from None
-        raise Reject(
-            "wrong_type",
-            f"{field}[{exc.index}] must be {{role: system|user|assistant, content: text}}, got {str(exc.value)[:80]}",
-        ) from None
-
-
-def conversation_pair(chosen: Any, rejected: Any, prompt: Any) -> tuple[list[dict[str, str]], str, str]:
-    """Conversational pairs: either full conversations (the prompt is all but the last message) or
-    completions only, with the prompt in its own column (TRL's explicit-prompt format)."""
-    c = messages(chosen, "chosen")
-    r = messages(rejected, "rejected")
-    if not c or not r or c[-1]["role"] != "assistant" or r[-1]["role"] != "assistant":
-        raise Reject("malformed", "chosen and rejected must each end with an assistant message")
-    for side, conv in (("chosen", c), ("rejected", r)):
-        if conv[-1].get("tool_calls"):  # the scored reply is text: its calls would vanish without a word
-            raise Reject("bad_tool_calls", f"{side}.{len(conv) - 1}.tool_calls: the reply to score must be text")
-    if len(c) == 1 and len(r) == 1:
-        if prompt is None:
-            raise Reject("missing_field", "completions without their conversation need a prompt column")
-        prompt_msgs = messages(prompt, "prompt")
-    else:
-        prompt_msgs = c[:-1]
-        if [_turn(m) for m in r[:-1]] != [_turn(m) for m in prompt_msgs]:
-            raise Reject("malformed", "chosen and rejected conversations differ before the last message")
-    return prompt_msgs, c[-1]["content"], r[-1]["content"]
-
-
-def _turn(m: dict[str, Any]) -> tuple[Any, ...]:
-    """What makes two prompt turns the same: role, text and any tool parts."""
-    return (m["role"], m["content"].strip(), *(m.get(k) for k in ("tool_calls", "name", "tool_call_id")))
-
-
-HH_ASSISTANT = "\n\nAssistant:"
-HH_TURN = re.compile(r"\n\n(Human|Assistant):[ ]?")
-
-
-def split_hh(transcript: str, field: str) -> tuple[str, str]:
-    """hh-rlhf: the prompt is everything up to the last "\\n\\nAssistant:", the response the rest."""
-    cut = transcript.rfind(HH_ASSISTANT)
-    if cut < 0 or "\n\nHuman:" not in transcript[:cut]:
-        raise Reject("malformed", f"{field} has no '\\n\\nHuman:' turn followed by a '\\n\\nAssistant:' turn")
-    return transcript[:cut], transcript[cut + len(HH_ASSISTANT) :].lstrip(" ")
-
-
-def hh_turns(prefix: str) -> list[dict[str, str]]:
-    """The shared prefix as chat turns (Human -> user, Assistant -> assistant)."""
-    parts = HH_TURN.split(prefix)
-    turns = []
-    # parts: [before-first-marker, role, text, role, text, ...]
-    for role, content in zip(parts[1::2], parts[2::2]):
-        turns.append({"role": "user" if role == "Human" else "assistant", "content": content.strip()})
-    return turns

@@ -138,7 +138,7 @@ def detect(columns: list[str], named: dict[str, str]) -> Shape:
 # ---------------------------------------------------------------------- row checks (rmspec.messages)
 
 # A prompt is text (kept as it is) or a non-empty list of messages; conversations may hold tool
-# turns and assistant tool calls, as training data may (rmspec.data.presets.DATA_RULES).
+# turns and assistant tool calls, as training data may (rmspec.data.row_values.DATA_RULES).
 SCORE_PROMPT = Rules(allow_text=True, tools=True)
 SCORE_MESSAGES = Rules(tools=True)
 MESSAGE_FORM = "{role: system|user|assistant, content: text}"  # the words users know (tool turns pass too)

@@ -12,7 +12,7 @@ from rmspec.messages import split_reply as checked_split_reply
 from rmspec.serve.request_io import ApiError
 
 # The OpenAI form: content may be a list of text parts; tool turns and assistant tool calls pass,
-# as they do in training data and `rmspec score` (rmspec.data.presets.DATA_RULES, score.shapes).
+# as they do in training data and `rmspec score` (rmspec.data.row_values.DATA_RULES, score.shapes).
 SERVE_RULES = Rules(text_parts=True, tools=True)
 
 
