@@ -35,6 +35,7 @@ NOISE = (
     "host",
     "version",
     "hash",
+    "memory",  # the process's peak RSS: what else ran in it (the whole suite, or this module alone)
 )
 
 BASE = {

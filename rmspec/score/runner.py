@@ -123,6 +123,7 @@ def _score_chunk(
 ) -> Chunk:
     """(scored rows, rejects, (real tokens, tokens in the batches)) of one chunk."""
     process = engine.kind == ScorerKind.PROCESS
+    layout = engine.layout if isinstance(engine, RewardEngine) else None  # checks tool turns (process rows have none)
     kept: list[tuple[dict[str, Any], Any]] = []
     rejects = []
     for k, row in enumerate(chunk):
@@ -131,7 +132,7 @@ def _score_chunk(
             rejects.append(_reject(i, row.reason, row.kind, row.raw))
             continue
         try:
-            kept.append((row, step_item(row, shape) if process else shape.items(row, getattr(engine, "layout", None))))
+            kept.append((row, step_item(row, shape) if process else shape.items(row, layout)))
         except Invalid as exc:
             rejects.append(_reject(i, *(step_reason(exc) if process else shapes.reason(exc)), row))
     cols, padding = _scores(engine, shape, [item for _, item in kept], batch_size)

@@ -35,8 +35,6 @@ def split_reply(conv: list[Message], field: str = "messages") -> tuple[list[Mess
 def check_layout(layout: Any, prompt: list[Message], field: str = "messages") -> None:
     """A 422 naming the message whose tool call or result the model's chat template does not render
     (training data rejects such a row: `template_drops_tools`)."""
-    if layout is None:
-        return
     try:
         layout.check_tools(prompt, field)
     except Invalid as exc:

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from rmspec.inference.engine import RewardEngine
 from rmspec.serve.chat import check_layout, conversation
 from rmspec.serve.request_io import ApiError, parse, read_json
 from rmspec.serve.service import Service
@@ -83,7 +84,8 @@ def router(service: Service) -> APIRouter:
         if req.n not in (None, 1):
             raise ApiError(400, "n: a greedy judge gives one reply; send n: 1", "n")
         conv = conversation(req.messages)
-        check_layout(getattr(service.engine, "layout", None), conv)  # a tool turn the template drops: 422
+        assert isinstance(service.engine, RewardEngine), "a judge is a RewardEngine"
+        check_layout(service.engine.layout, conv)  # a tool turn the template drops: 422
         [reply] = await service.generate([conv], req.max_completion_tokens or req.max_tokens, request=request)
         # Every field vLLM's ChatCompletionResponse sends, so clients that read them find them.
         message: dict[str, Any] = {

@@ -85,7 +85,8 @@ def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
                 field,
             )
         prompt, reply = split_reply(conversation(req.messages))
-        check_layout(getattr(engine, "layout", None), prompt)  # a tool turn the template drops: 422
+        assert isinstance(engine, RewardEngine), "a server that is not a process model holds a RewardEngine"
+        check_layout(engine.layout, prompt)  # a tool turn the template drops: 422
         encoded = engine.encode([(prompt, reply)])  # the training layout, segment ids included
         return [engine.encode_ids(e.ids, limit) if limit and len(e.ids) > limit else e for e in encoded]
     given = req.input
