@@ -182,8 +182,8 @@ def test_serve_maps_the_validators_own_words():
 
 
 def test_a_missing_or_wrongly_typed_field_in_data_and_score():
-    from rmspec.data.row_values import messages as data_messages
     from rmspec.data.records import Reject
+    from rmspec.data.row_values import messages as data_messages
     from rmspec.score import shapes
 
     with pytest.raises(Reject) as caught:
