@@ -8,6 +8,7 @@ tiny model, with the network replaced at rmspec's call sites (the hub API, the t
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 from importlib.machinery import ModuleSpec
@@ -230,6 +231,11 @@ def _libraries(monkeypatch) -> dict[str, mock.MagicMock]:
         fakes[name].__spec__ = ModuleSpec(name, None)  # rmspec checks that each is installed
         monkeypatch.setitem(sys.modules, name, fakes[name])
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", fakes["tensorboard"])
+    # rmspec sets these with setdefault for its (one-run) process; here the run is in pytest's process, so
+    # without this they would stay set and send a later test's `rmspec run` subprocess's trackio store here
+    for name in ("TRACKIO_DIR", "WANDB_SILENT"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+        monkeypatch.delenv(name)
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub, "HfApi", fakes["hub"])
@@ -282,7 +288,7 @@ def _scrub(data, run: str):
 
 def _run(world, base, sets, tmp_path, monkeypatch) -> dict:
     """What the run does and writes: metrics, status, results, its files, the model's config, and the
-    arguments it gives from_pretrained and the hub API."""
+    arguments it gives from_pretrained, generate and the hub API."""
     import transformers
 
     from rmspec.launch.prepare import write_run_dir
@@ -308,6 +314,14 @@ def _run(world, base, sets, tmp_path, monkeypatch) -> dict:
             return _original(path, *args, **kwargs)
 
         monkeypatch.setattr(cls, "from_pretrained", record)
+    lengths: list = []  # what the judge's generate calls are allowed (its verdicts may not show it)
+    generate = transformers.GenerationMixin.generate
+
+    def record_generate(self, *args, **kwargs):
+        lengths.append(kwargs.get("max_new_tokens"))
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.GenerationMixin, "generate", record_generate)
     train_run(out / "plan.json")
     monkeypatch.undo()  # the recorders stay in place only for the run
     read = lambda name: json.loads((out / name).read_text()) if (out / name).exists() else None  # noqa: E731
@@ -321,6 +335,7 @@ def _run(world, base, sets, tmp_path, monkeypatch) -> dict:
         ),
         "model": (read("model/config.json") or {}).get("rmspec"),
         "loads": sorted({repr(x) for x in loads}),
+        "generate": sorted({repr(x) for x in lengths}),
         "calls": _calls(fakes),
     }
     return _scrub(artifact, str(out))
