@@ -80,8 +80,9 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, model_dir):
 
 
 def test_ctrl_c_saves_a_checkpoint_and_stops_cleanly(tmp_path, model_dir):
+    # far more steps than can finish before the signal: 400 once ran out in 2.3 s, before the poll saw step 4
     spec = make_run_spec(
-        tmp_path, name="sigint", training="  max_steps: 400\n  save_steps: 1000", batch=4, model=model_dir
+        tmp_path, name="sigint", training="  max_steps: 100000\n  save_steps: 1000000", batch=4, model=model_dir
     )
     run = tmp_path / "runs" / "sigint"
     proc = _start(spec, tmp_path)
