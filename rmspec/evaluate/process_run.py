@@ -98,5 +98,6 @@ def evaluate_process_run(
         results["notes"].append("tune_threshold: no validation rows, so no threshold was tuned")
     evaluate_benchmarks(engine, requests, rd.eval_dir, results, base_dir=loaded_spec.base_dir, progress=progress)
     for entry in results["benchmarks"].values():
-        if entry.get("scorer") == PROCESS and tuned is not None:
+        # the tuned threshold moves ProcessBench's first-error prediction; PRMBench's rule fixes 0.5
+        if entry.get("scorer") == PROCESS and entry.get("kind") == "processbench" and tuned is not None:
             with_tuned(entry, res.read_jsonl(rd.eval_dir / f"{entry['name']}.jsonl"), tuned, "validation split")

@@ -69,6 +69,10 @@ CATALOGUE: dict[str, BenchmarkInfo] = {
         _kind(
             "processbench", "Qwen/ProcessBench", None, (PROCESS,), "ProcessBench: the first wrong step of a solution"
         ),
+        _kind("rmb", None, None, (REWARD,), "RMB: pairwise and best-of-N, helpfulness and harmlessness"),
+        _kind(
+            "prmbench", "hitsmy/PRMBench_Preview", "train", (PROCESS,), "PRMBench: every step valid or not, PRMScore"
+        ),
     )
 }
 
