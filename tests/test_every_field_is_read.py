@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import fields_recipes, fields_sources
+from helpers.echoes import plan_without_echoes
 from helpers.spec_fields import every_field
 
 REPO = Path(__file__).resolve().parents[1]
@@ -236,14 +237,6 @@ def _args(sets, tmp_path):
     return build_training_arguments(loaded.spec, _plan(sets), tmp_path, has_validation=True).to_dict()
 
 
-def _without_echoes(plan: dict) -> dict:
-    """plan.json less what only repeats the spec (its hash, the --set list, the model's name, shape and LoRA
-    settings, the hardware section): a field must change what the plan decided, not its echo."""
-    out = {k: v for k, v in plan.items() if k not in ("spec_hash", "sets", "hardware")}
-    out["model"] = {k: v for k, v in plan["model"].items() if k.endswith("parameters")}
-    return out
-
-
 DATA_BASE = ["data.source.limit=300"]  # the data artifact reads the first 300 demo rows (fast)
 DATA_NOISE = ("seconds", "cached", "fingerprint")  # time and the config hash, not what the field changed
 _TOKENIZER: list = []
@@ -280,7 +273,7 @@ def test_field_changes_its_artifact(field, tmp_path):
     base = [*BASE[1], *setup]
     changed = [*base, last]
     if artifact == "plan":
-        before, after = _without_echoes(_plan(base).to_json()), _without_echoes(_plan(changed).to_json())
+        before, after = plan_without_echoes(_plan(base).to_json()), plan_without_echoes(_plan(changed).to_json())
     elif artifact == "data":
         before, after = _data([*DATA_BASE, *base], tmp_path), _data([*DATA_BASE, *changed], tmp_path)
     else:

@@ -7,6 +7,7 @@ tiny model, with the network replaced at rmspec's call sites (the hub API, the t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -17,6 +18,7 @@ from unittest import mock
 
 import pytest
 
+from helpers.echoes import model_config_without_echoes, plan_without_echoes
 from helpers.fields_recipes import EFFECTS
 
 pytest.importorskip("transformers")
@@ -118,6 +120,14 @@ def world(tmp_path_factory):
         "PAIRS": _write(root / "pairs.jsonl", [_pair(rng, i) for i in range(24)]),
         "BENCH2": _write(root / "bench2.jsonl", [_pair(rng, i) for i in range(8)]),
         "BENCH": _write(root / "bench.jsonl", [_hh(_pair(rng, i)) for i in range(8)]),
+        # RewardBench subsets from two sections: kind pairs and kind rewardbench score the same rows apart
+        "RB1": _write(
+            root / "rb1.jsonl",
+            [
+                {**_pair(rng, i), "subset": ("alpacaeval-easy", "math-prm", "xstest-should-respond")[i % 3]}
+                for i in range(9)
+            ],
+        ),
         "LISTS": _write(
             root / "lists.jsonl",
             [
@@ -215,11 +225,10 @@ def _load(world, base: str, sets: list[str]):
 def _plan(world, base, sets, tmp_path, monkeypatch) -> dict:
     from rmspec.plan import compile_plan
     from rmspec.plan.hardware import HostFacts
-    from test_every_field_is_read import _without_echoes
 
     loaded, sets = _load(world, base, sets)
     host = HostFacts(cpu_bf16_flags=(), ram_gb=32.0, gpus=(), cpu_count=8)
-    return _without_echoes(compile_plan(loaded, host=host, sets=sets).to_json())
+    return plan_without_echoes(compile_plan(loaded, host=host, sets=sets).to_json())
 
 
 def _libraries(monkeypatch) -> dict[str, mock.MagicMock]:
@@ -286,9 +295,21 @@ def _scrub(data, run: str):
     return data.replace(run, "RUN") if isinstance(data, str) else data
 
 
+def _weights(model: Path) -> dict[str, str]:
+    """The saved model's tensors (the classifier's and, for an ensemble, its members' heads), each as a
+    digest of its values: what training did to the weights."""
+    from safetensors.torch import load_file
+
+    return {
+        f"{path.name}:{name}": hashlib.sha256(tensor.float().numpy().tobytes()).hexdigest()[:16]
+        for path in sorted(model.glob("*.safetensors"))
+        for name, tensor in sorted(load_file(str(path)).items())
+    }
+
+
 def _run(world, base, sets, tmp_path, monkeypatch) -> dict:
-    """What the run does and writes: metrics, status, results, its files, the model's config, and the
-    arguments it gives from_pretrained, generate and the hub API."""
+    """What the run does and writes: metrics, status, results, its files, the model's config less the spec
+    it copies in, the saved weights, and the arguments it gives from_pretrained, generate and the hub API."""
     import transformers
 
     from rmspec.launch.prepare import write_run_dir
@@ -333,7 +354,8 @@ def _run(world, base, sets, tmp_path, monkeypatch) -> dict:
         "files": sorted(
             str(p.relative_to(out)) for p in out.rglob("*") if "checkpoint" not in str(p) and "cache" not in str(p)
         ),
-        "model": (read("model/config.json") or {}).get("rmspec"),
+        "model": model_config_without_echoes(read("model/config.json")),
+        "weights": _weights(out / "model"),
         "loads": sorted({repr(x) for x in loads}),
         "generate": sorted({repr(x) for x in lengths}),
         "calls": _calls(fakes),
@@ -342,10 +364,14 @@ def _run(world, base, sets, tmp_path, monkeypatch) -> dict:
 
 
 ARTIFACTS = {"plan": _plan, "run": _run, "trackers": _trackers, "push": _push}
+DERIVED = {"weights": ("run", "weights")}  # an entry that claims a weight effect compares the run's weights only
 _SEEN: dict = {}  # artifacts by (artifact, base, sets): several entries share a "before"
 
 
 def _artifact(world, artifact, base, sets, tmp_path, monkeypatch, cached=True):
+    if artifact in DERIVED:
+        source, part = DERIVED[artifact]
+        return _artifact(world, source, base, sets, tmp_path, monkeypatch, cached)[part]
     key = (artifact, base, tuple(sets))
     if not cached or key not in _SEEN:
         _SEEN[key] = ARTIFACTS[artifact](world, base, sets, tmp_path, monkeypatch)

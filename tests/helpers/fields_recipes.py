@@ -6,8 +6,9 @@ tests/test_every_field_is_read_recipes.py; the coverage check in the core test r
 on tiny models and data). override: --set items, "a;b" sets a in both specs and b only in the changed one;
 "b1 & b2" changes both (an approach's kind only changes with a mapping that fits it: the spec refuses a
 mismatch). artifact: plan (plan.json less its echoes) | run (the run body in process on a tiny model, a few
-steps: metrics.jsonl, status.json, results.json, the files written, the model's config, the arguments of
-from_pretrained and of the hub API) | trackers (the tracker constructors' arguments) | push (the hub API's
+steps: metrics.jsonl, status.json, results.json, the files written, the model's config less the spec values
+it copies in, the saved weights, the arguments of from_pretrained and of the hub API) | weights (that run's
+saved tensors only: for a field that claims to change what is trained) | trackers (the tracker constructors' arguments) | push (the hub API's
 arguments in the run's upload)."""
 
 from __future__ import annotations
@@ -67,25 +68,29 @@ EFFECTS: dict[str, tuple[str, str, str]] = {
     "BradleyTerry.sft_weight": ("run", "pairs", "model.name_or_path=LLAMA;approach.sft_weight=0.5"),
     "BradleyTerry.center_rewards_coefficient": ("run", "pairs", "approach.center_rewards_coefficient=5.0"),
     "BradleyTerry.length_debias": ("plan", "pairs", ODIN),
-    "LengthDebias.kind": ("plan", "pairs", "approach.length_debias=null;" + ODIN),
-    "LengthDebias.lambda_length": ("run", "pairs", ODIN + ";approach.length_debias.lambda_length=5.0"),
-    "LengthDebias.lambda_quality": ("run", "pairs", ODIN + ";approach.length_debias.lambda_quality=5.0"),
-    "LengthDebias.lambda_ortho": ("run", "pairs", ODIN + ";approach.length_debias.lambda_ortho=5.0"),
+    # each lambda weighs a term of the loss: the weights trained differ
+    "LengthDebias.lambda_length": ("weights", "pairs", ODIN + ";approach.length_debias.lambda_length=5.0"),
+    "LengthDebias.lambda_quality": ("weights", "pairs", ODIN + ";approach.length_debias.lambda_quality=5.0"),
+    "LengthDebias.lambda_ortho": ("weights", "pairs", ODIN + ";approach.length_debias.lambda_ortho=5.0"),
     "BradleyTerry.ensemble": ("plan", "pairs", "approach.ensemble={members: 3}"),
     "Ensemble.members": ("plan", "pairs", "approach.ensemble={members: 3};approach.ensemble.members=5"),
-    "Ensemble.bootstrap": ("plan", "pairs", "approach.ensemble={members: 3};approach.ensemble.bootstrap=false"),
+    # where it acts: each member's head trains on its own resample (or on every pair), so the heads differ
+    "Ensemble.bootstrap": ("weights", "pairs", "approach.ensemble={members: 2};approach.ensemble.bootstrap=false"),
     # listwise, pointwise, process, generative
     "Listwise.top_k": ("run", "lists", "approach.top_k=1"),
     "Listwise.center_rewards_coefficient": ("run", "lists", "approach.center_rewards_coefficient=5.0"),
-    "Pointwise.attributes": ("run", "scores", "approach.attributes=[helpfulness]"),
-    "Pointwise.weights": ("run", "scores", "approach.weights={helpfulness: 1.0, verbosity: -1.0}"),
-    "Pointwise.objective": ("run", "scores", "approach.objective=ordinal"),
-    "Pointwise.scale": ("run", "scores", "approach.objective=ordinal;approach.scale={min: 0, max: 6}"),
-    "ScoreScale.min": ("run", "scores", "approach.objective=ordinal;approach.scale.min=-2"),
-    "ScoreScale.max": ("run", "scores", "approach.objective=ordinal;approach.scale.max=6"),
-    "Process.step_separator": ("run", "steps", "approach.step_separator=' w0'"),
-    "Process.train_on": ("run", "steps", "approach.train_on=last_step"),
-    "Process.threshold": ("run", "steps", "approach.threshold=0.2"),
+    "Pointwise.attributes": ("weights", "scores", "approach.attributes=[helpfulness]"),
+    # the weights combine the attributes into the reward the validation metrics score
+    "Pointwise.weights": ("run", "scores", "eval.validation=true;approach.weights={helpfulness: 1.0, verbosity: -1.0}"),
+    "Pointwise.objective": ("weights", "scores", "approach.objective=ordinal"),
+    # the ordinal scale sets the classes (and their thresholds) the head is trained on
+    "Pointwise.scale": ("weights", "scores", "approach.objective=ordinal;approach.scale={min: 0, max: 6}"),
+    "ScoreScale.min": ("weights", "scores", "approach.objective=ordinal;approach.scale.min=-2"),
+    "ScoreScale.max": ("weights", "scores", "approach.objective=ordinal;approach.scale.max=6"),
+    "Process.step_separator": ("weights", "steps", "approach.step_separator=' w0'"),
+    "Process.train_on": ("weights", "steps", "approach.train_on=last_step"),
+    # the threshold turns the validation's step scores into predictions
+    "Process.threshold": ("run", "steps", "eval.validation=true;approach.threshold=0.2"),
     "Process.tune_threshold": ("run", "steps", "eval.validation=true;approach.tune_threshold=true"),
     "Generative.verdict_pattern": ("run", "judge", "approach.verdict_pattern='(w[0-9])'"),
     "Generative.max_new_tokens": ("run", "judge", "approach.max_new_tokens=2"),
@@ -105,7 +110,12 @@ EFFECTS: dict[str, tuple[str, str, str]] = {
     # evaluation
     "EvalSpec.validation": ("run", "pairs", "eval.validation=true"),
     "EvalSpec.benchmarks": ("run", "pairs", BENCH),
-    "Benchmark.kind": ("run", "pairs", "eval.benchmarks=[];" + BENCH),
+    # the same rows scored by another kind's official rule (RewardBench's sections)
+    "Benchmark.kind": (
+        "run",
+        "pairs",
+        "eval.benchmarks=[{kind: pairs, path: RB1}];eval.benchmarks=[{kind: rewardbench, path: RB1}]",
+    ),
     "Benchmark.path": ("run", "pairs", BENCH + ";eval.benchmarks=[{kind: pairs, path: BENCH2, limit: 6}]"),
     "Benchmark.preset": (
         "run",
