@@ -1,0 +1,1 @@
+"""Composite rewards: rules, judges and trained models combined by a spec (`approach.kind: composite`)."""

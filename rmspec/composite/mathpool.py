@@ -1,0 +1,162 @@
+"""math-verify in worker processes, each call under a wall-clock limit.
+
+math-verify times itself out with `signal.alarm`, which works only in a process's main thread
+(verl PR #5635: in Ray workers every score came back 0; PR #5839: with the alarm off, training
+hung). Here each call runs in the main thread of a worker process, with math-verify's own alarm
+armed and `raise_on_error=True` (so a timeout or a parse failure is an exception, never a quiet
+False). The parent waits at most the limit; a worker past it is killed and replaced, and the call
+counts as `timeout`. Callers in threads (the server's, or `check_many`'s) each hold one worker,
+so a hung call never delays another beyond its own worker.
+
+Workers are started with `spawn`: forking a process that runs threads (uvicorn, torch) can copy a
+held lock. A new worker imports math-verify before it takes work; the limit counts from the
+moment the task is sent, so that start-up is never charged to a call.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import multiprocessing as mp
+import queue
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from rmspec.composite.outcome import Outcome, failed, ok
+
+READY_TIMEOUT_S = 300.0  # a worker importing sympy on a contended machine
+
+
+def check_answer(gold: str, answer: str, limit_s: float) -> tuple[str, float | None, str | None]:
+    """Gold first, as math-verify requires: ("ok", 1.0 | 0.0, None) or (reason, None, detail).
+    Must run in a main thread (math-verify's signal.alarm)."""
+    from math_verify import parse, verify
+    from math_verify.errors import TimeoutException
+
+    seconds = max(1, math.ceil(limit_s))
+    try:
+        gold_parsed = parse(gold, parsing_timeout=seconds, raise_on_error=True)
+        if not gold_parsed and not gold.lstrip().startswith("$"):  # a bare LaTeX reference: \frac{1}{2}
+            gold_parsed = parse(f"${gold}$", parsing_timeout=seconds, raise_on_error=True)
+        if not gold_parsed:
+            return "parse_error", None, "no answer could be read from the reference"
+        answer_parsed = parse(answer, parsing_timeout=seconds, raise_on_error=True)
+        if not answer_parsed:
+            return "parse_error", None, "no answer could be read from the response"
+        right = verify(gold_parsed, answer_parsed, timeout_seconds=seconds, raise_on_error=True)
+    except TimeoutException:
+        return "timeout", None, f"math-verify ran past {seconds} s"
+    except Exception as exc:  # math-verify/sympy failures on odd input: counted, never a silent 0
+        return "parse_error", None, f"math-verify raised {type(exc).__name__}"
+    return "ok", 1.0 if right else 0.0, None
+
+
+def _serve(conn: Any) -> None:
+    """A worker's loop (its main thread): import once, say ready, then answer tasks until EOF."""
+    import math_verify  # noqa: F401  # the import is the slow part of a start
+
+    conn.send("ready")
+    while True:
+        try:
+            gold, answer, limit_s = conn.recv()
+        except (EOFError, OSError):
+            return
+        conn.send(check_answer(gold, answer, limit_s))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Any
+    ready: bool = False
+
+    def wait_ready(self) -> None:
+        if self.ready:
+            return
+        if not self.conn.poll(READY_TIMEOUT_S):
+            raise RuntimeError(f"a math-verify worker did not start within {READY_TIMEOUT_S:.0f} s")
+        self.conn.recv()
+        self.ready = True
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(timeout=5)
+        self.conn.close()
+
+
+class MathPool:
+    """`check(gold, answer)` -> Outcome within `limit_s` (+ the time to hand the result back)."""
+
+    def __init__(self, workers: int = 2, limit_s: float = 5.0):
+        self.size, self.limit_s = workers, limit_s
+        self._ctx = mp.get_context("spawn")
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: list[_Worker] = []
+        self._lock = threading.Lock()
+        self.replaced = 0
+        self.closed = False
+        for _ in range(workers):
+            self._idle.put(self._start())
+        atexit.register(self.close)
+
+    def _start(self) -> _Worker:
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(target=_serve, args=(child,), daemon=True, name="rmspec-math-verify")
+        process.start()
+        child.close()
+        worker = _Worker(process, parent)
+        with self._lock:
+            self._all.append(worker)
+        return worker
+
+    def _replace(self, worker: _Worker) -> _Worker:
+        worker.kill()
+        with self._lock:
+            self._all.remove(worker)
+            self.replaced += 1
+        return self._start()
+
+    def check(self, gold: str, answer: str, limit_s: float | None = None) -> Outcome:
+        if self.closed:
+            raise RuntimeError("the math-verify pool is closed")
+        limit = self.limit_s if limit_s is None else limit_s
+        worker = self._idle.get()
+        try:
+            worker.wait_ready()
+            worker.conn.send((gold, answer, limit))
+            if not worker.conn.poll(limit):
+                worker = self._replace(worker)
+                return failed("timeout", f"math-verify ran past {limit:g} s; its worker was replaced")
+            status, value, detail = worker.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = worker.process.exitcode
+            worker = self._replace(worker)
+            return failed("parse_error", f"the math-verify worker exited (code {code}); it was replaced")
+        finally:
+            self._idle.put(worker)
+        return ok(value) if status == "ok" else failed(status, detail)
+
+    def check_many(self, pairs: Sequence[tuple[str, str]], limit_s: float | None = None) -> list[Outcome]:
+        """Every (gold, answer) pair, `size` at a time, in order."""
+        if not pairs:
+            return []
+        with ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="math-verify") as pool:
+            return list(pool.map(lambda p: self.check(p[0], p[1], limit_s), pairs))
+
+    def close(self) -> None:
+        self.closed = True
+        with self._lock:
+            workers, self._all = self._all, []
+        for worker in workers:
+            worker.kill()
+
+
+def check_inline(gold: str, answer: str, limit_s: float = 5.0) -> Outcome:
+    """The same check in this process's main thread, with no pool (benchmarks, one-off use)."""
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("math-verify's signal.alarm needs the main thread: use MathPool off it")
+    status, value, detail = check_answer(gold, answer, limit_s)
+    return ok(value) if status == "ok" else failed(status, detail)  # type: ignore[arg-type]

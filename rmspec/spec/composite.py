@@ -1,0 +1,257 @@
+"""`approach: {kind: composite}`: a reward built without training, from verifiable rules, LLM judges
+and trained models, combined by weights, gates and routes.
+
+The settings of each component kind live here (light: the spec side validates them without
+importing anything heavy); what each kind computes lives in one module per kind under
+`rmspec.composite.components`, looked up by the same `kind`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
+
+from rmspec.spec.base import Section
+
+FAILURE_REASONS = ("timeout", "parse_error", "no_reference", "endpoint_error", "invalid_output")
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
+
+
+def _compiles(pattern: str, groups: int = 0) -> str:
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    if compiled.groups < groups:
+        raise ValueError(f"the pattern {pattern!r} needs a capture group around the value it reads")
+    return pattern
+
+
+class OnFailureValue(Section):
+    value: float = Field(description="The value a failed component takes (still counted as a failure).")
+
+
+OnFailure = Literal["error", "skip"] | OnFailureValue
+
+
+class ComponentBase(Section):
+    name: str = Field(
+        pattern=NAME_PATTERN,
+        description="The component's name: its column in `rmspec score` output, its key in extra_logs and metrics.",
+    )
+    weight: float = Field(1.0, description="Its weight in the combination (0 keeps it as a gate or a log only).")
+    normalize: Literal["none", "zscore", "minmax"] = Field(
+        "none",
+        description="Rescale its values before combining: zscore or minmax with statistics fitted on the "
+        "training split by `rmspec run` (written to RUN/reward.yaml).",
+    )
+    on_failure: OnFailure | None = Field(
+        None, description="This component's failure policy, in place of the composite's `on_failure`."
+    )
+
+
+class ModelComponent(ComponentBase):
+    """A trained reward model, scored by the engine behind `rmspec score`."""
+
+    kind: Literal["model"]
+    path: str = Field(
+        min_length=1,
+        description="An rmspec run directory or a sequence-classification reward model folder (relative to the spec).",
+    )
+
+
+class MathAnswer(ComponentBase):
+    """1 when the response's final answer equals the reference under math-verify (gold first), else 0."""
+
+    kind: Literal["math_answer"]
+    timeout_s: PositiveFloat = Field(
+        5.0, description="Wall-clock limit per answer; past it the worker is replaced and the row counted `timeout`."
+    )
+
+
+class RegexRule(ComponentBase):
+    """1 when the response matches the pattern, else 0 (format rewards)."""
+
+    kind: Literal["regex"]
+    pattern: str = Field(description="A Python regular expression, e.g. ^<think>.*?</think>\\s*<answer>.*?</answer>$.")
+    match: Literal["full", "search"] = Field(
+        "full", description="full: the whole response must match (re.fullmatch); search: anywhere (re.search)."
+    )
+    dotall: bool = Field(True, description="`.` also matches newlines (re.DOTALL).")
+
+    @field_validator("pattern")
+    @classmethod
+    def _valid(cls, pattern: str) -> str:
+        return _compiles(pattern)
+
+
+class JsonSchemaRule(ComponentBase):
+    """1 when the response (or its fenced ```json block) is JSON valid under the schema, else 0."""
+
+    kind: Literal["json_schema"]
+    json_schema: dict[str, Any] | str = Field(
+        alias="schema",
+        description="The JSON Schema inline (a mapping), or the path of a .json file holding it (relative to the spec).",
+    )
+    fenced: bool = Field(
+        True, description="Read the first ```json fenced block when the response has one, else the whole response."
+    )
+
+
+class LengthRule(ComponentBase):
+    """A length reward in tokens of a named tokenizer: DAPO's soft overlong punishment or a target length."""
+
+    kind: Literal["length"]
+    tokenizer: str = Field(
+        min_length=1, description="A tokenizer folder or model (relative to the spec), e.g. the policy's."
+    )
+    mode: Literal["overlong", "target"] = Field(
+        "overlong",
+        description="overlong (DAPO): 0 up to max_tokens - cache_tokens, then linear down to -1 at max_tokens, "
+        "-1 beyond; target: -|L - target_tokens| / target_tokens, floored at -1.",
+    )
+    max_tokens: PositiveInt | None = Field(None, description="overlong: the response budget L_max.")
+    cache_tokens: PositiveInt | None = Field(None, description="overlong: the soft punishment interval L_cache.")
+    target_tokens: PositiveInt | None = Field(None, description="target: the wanted length.")
+
+    @model_validator(mode="after")
+    def _settings(self) -> LengthRule:
+        if self.mode == "overlong":
+            if self.max_tokens is None or self.cache_tokens is None:
+                raise ValueError("mode overlong needs max_tokens and cache_tokens (DAPO: 20480 and 4096)")
+            if self.cache_tokens > self.max_tokens:
+                raise ValueError("cache_tokens must not exceed max_tokens")
+            if self.target_tokens is not None:
+                raise ValueError("target_tokens is for mode: target")
+        elif self.target_tokens is None or self.max_tokens is not None or self.cache_tokens is not None:
+            raise ValueError("mode target takes target_tokens only (max_tokens/cache_tokens are for mode: overlong)")
+        return self
+
+
+class RepetitionRule(ComponentBase):
+    """An n-gram repetition penalty: (1 - distinct n-grams / n-grams) x max_penalty over lowercased words."""
+
+    kind: Literal["repetition"]
+    ngram: PositiveInt = Field(3, description="n-gram size, in whitespace-separated words.")
+    max_penalty: float = Field(-1.0, le=0, description="The value of a fully repeated response (<= 0).")
+
+
+class JudgeScale(Section):
+    min: float = Field(1.0, description="Lowest score the rubric allows.")
+    max: float = Field(10.0, description="Highest score the rubric allows.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> JudgeScale:
+        if self.max <= self.min:
+            raise ValueError(f"max must be greater than min (got min={self.min}, max={self.max})")
+        return self
+
+
+class JudgeComponent(ComponentBase):
+    """An LLM judge on an OpenAI-compatible /v1/chat/completions endpoint, scoring one response."""
+
+    kind: Literal["judge"]
+    base_url: str = Field(
+        pattern=r"^https?://",
+        description="The endpoint's base URL, e.g. http://127.0.0.1:8000/v1 (rmspec serve of a judge).",
+    )
+    model: str = Field(min_length=1, description="The `model` field of each request.")
+    api_key_env: str | None = Field(
+        None, description="Environment variable holding the bearer token (unset: no Authorization header)."
+    )
+    rubric: list[str] | str = Field(
+        description="The principles the judge scores against: a list, or the path of a text file (one per line)."
+    )
+    scale: JudgeScale = Field(default_factory=JudgeScale, description="The scale the judge writes its score on.")
+    pattern: str = Field(
+        r"\[\[(-?\d+(?:\.\d+)?)\]\]", description="Regex whose first group is the score in the judge's reply."
+    )
+    temperature: float = Field(0.0, ge=0, description="Sampling temperature sent with each request.")
+    max_tokens: PositiveInt = Field(256, description="The reply budget sent with each request.")
+    concurrency: PositiveInt = Field(4, description="Requests in flight at once.")
+    timeout_s: PositiveFloat = Field(60.0, description="Per-request limit; past it the row is counted `timeout`.")
+
+    @field_validator("pattern")
+    @classmethod
+    def _one_group(cls, pattern: str) -> str:
+        return _compiles(pattern, groups=1)
+
+
+Component = Annotated[
+    ModelComponent | MathAnswer | RegexRule | JsonSchemaRule | LengthRule | RepetitionRule | JudgeComponent,
+    Field(discriminator="kind"),
+]
+
+
+class Gate(Section):
+    component: str = Field(description="The component that must pass.")
+    threshold: float = Field(1.0, description="It passes when its value is >= threshold (rules give 1 or 0).")
+    floor: float = Field(description="The reward of a row that fails the gate, whatever the other components say.")
+
+
+class CompositeColumns(Section):
+    prompt: str = Field("prompt", description="Column with the prompt (text or chat messages).")
+    response: str = Field("response", description="Column with the response scored.")
+    label: str = Field(
+        "label",
+        description="Column with the reference answer for rules (OpenRLHF sends it as `labels`, verl as `ground_truth`).",
+    )
+
+
+class Composite(Section):
+    """A reward from components: trains nothing; `rmspec run` fits normalisation and evaluates it."""
+
+    kind: Literal["composite"]
+    components: list[Component] = Field(min_length=1, description="The parts of the reward.")
+    combine: Literal["weighted_sum", "weighted_mean"] = Field(
+        "weighted_sum", description="sum(w_i x v_i), or that divided by the sum of the weights used on the row."
+    )
+    gates: list[Gate] = Field(
+        default_factory=list, description="Components that must pass, else the reward is the floor."
+    )
+    route_by: str | None = Field(
+        None, description="A column (e.g. verl's data_source) whose value picks the components of each row (routes)."
+    )
+    routes: dict[str, list[str]] = Field(
+        default_factory=dict, description="route_by value -> the component names used for such rows."
+    )
+    default_route: list[str] | None = Field(
+        None, description="The components for a row whose route_by value is not in routes (needed with route_by)."
+    )
+    on_failure: OnFailure = Field(
+        "error",
+        description="A failed component: error (the row is rejected with the reason), skip (left out, the "
+        "remaining weights renormalised to their original total) or {value: X} (it takes X).",
+    )
+    columns: CompositeColumns = Field(default_factory=CompositeColumns, description="Where rows hold each role.")
+    end_tokens: list[str] = Field(
+        default_factory=lambda: ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<eos>", "[SEP]"],
+        description="Text removed from the end of a response that OpenRLHF sends inside its query (the decoded EOS).",
+    )
+
+    @model_validator(mode="after")
+    def _names(self) -> Composite:
+        names = [c.name for c in self.components]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"component names must be unique; repeated: {', '.join(duplicates)}")
+        known = set(names)
+        for where, used in [
+            ("gates", [g.component for g in self.gates]),
+            *((f"routes.{key}", value) for key, value in self.routes.items()),
+            ("default_route", self.default_route or []),
+        ]:
+            unknown = [n for n in used if n not in known]
+            if unknown:
+                raise ValueError(
+                    f"{where} names no component {', '.join(map(repr, unknown))}; known: {', '.join(names)}"
+                )
+        if self.route_by is None and (self.routes or self.default_route is not None):
+            raise ValueError("routes/default_route need route_by (the column that picks the route)")
+        if self.route_by is not None and self.default_route is None:
+            raise ValueError("route_by needs default_route: the components for rows whose value has no route")
+        if self.combine == "weighted_mean" and sum(c.weight for c in self.components) == 0:
+            raise ValueError("weighted_mean needs at least one non-zero weight")
+        return self
