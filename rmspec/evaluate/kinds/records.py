@@ -69,8 +69,8 @@ class Fields:
     def fail(self, field: str, detail: str) -> DataError:
         return DataError(f"benchmark {self.kind!r}: {self.record.where}: field {field!r}: {detail}", self.hint)
 
-    def get(self, field: str, check: Callable[[Any], bool], expected: str, value: Any = None) -> Any:
-        data: Mapping[str, Any] = self.record.value if value is None else value
+    def get(self, field: str, check: Callable[[Any], bool], expected: str) -> Any:
+        data: Mapping[str, Any] = self.record.value
         if field not in data:
             raise self.fail(field, f"missing (has: {', '.join(map(str, data)) or 'nothing'})")
         got = data[field]
@@ -78,8 +78,8 @@ class Fields:
             raise self.fail(field, f"expected {expected}, got {type(got).__name__} {str(got)[:60]!r}")
         return got
 
-    def text(self, field: str, value: Any = None) -> str:
-        return str(self.get(field, lambda v: isinstance(v, str), "a string", value))
+    def text(self, field: str) -> str:
+        return str(self.get(field, lambda v: isinstance(v, str), "a string"))
 
     def ident(self, field: str) -> str:
         got = self.get(field, lambda v: isinstance(v, (str, int)) and not isinstance(v, bool), "a string or number")
@@ -93,5 +93,5 @@ class Fields:
         )
         return list(got)
 
-    def mapping(self, field: str, value: Any = None) -> dict[str, Any]:
-        return dict(self.get(field, lambda v: isinstance(v, dict), "an object", value))
+    def mapping(self, field: str) -> dict[str, Any]:
+        return dict(self.get(field, lambda v: isinstance(v, dict), "an object"))

@@ -107,11 +107,13 @@ def _messages(fields: Fields) -> list[dict[str, str]]:
     return out
 
 
-def _answer(fields: Fields, field: str, value: Any = None, label: str | None = None) -> str:
-    answer = fields.mapping(field, value) if value is not None else fields.mapping(field)
-    if not isinstance(answer.get("answer"), str):
-        raise fields.fail(label or field, "needs an 'answer' string ({llm_name, answer})")
-    return str(answer["answer"])
+def _answer(fields: Fields, label: str, value: Any) -> str:
+    """The answer text of a `{llm_name, answer}` object."""
+    if not isinstance(value, dict) or not isinstance(value.get("answer"), str):
+        raise fields.fail(
+            label, f"expected an object {{llm_name, answer}} with an answer string, got {str(value)[:60]!r}"
+        )
+    return str(value["answer"])
 
 
 def example_of(record: Record) -> Example:
@@ -125,11 +127,11 @@ def example_of(record: Record) -> Example:
     messages = _messages(fields)
     meta = {"section": section, "category_path": path}
     if section.startswith("pairwise"):
-        responses = [_answer(fields, "chosen"), _answer(fields, "reject")]
+        responses = [_answer(fields, f, fields.mapping(f)) for f in ("chosen", "reject")]
         return Example(fields.ident("pair_uid"), path, messages, responses, meta)
     losers = fields.get("loser_list", lambda v: isinstance(v, list) and bool(v), "a non-empty list of answers")
-    responses = [_answer(fields, "bon_best")]
-    responses += [_answer(fields, "loser_list", v, f"loser_list[{i}]") for i, v in enumerate(losers)]
+    responses = [_answer(fields, "bon_best", fields.mapping("bon_best"))]
+    responses += [_answer(fields, f"loser_list[{i}]", v) for i, v in enumerate(losers)]
     return Example(fields.ident("bon_uid"), path, messages, responses, meta)
 
 
