@@ -72,12 +72,14 @@ def build_config(
     max_grad_norm: float,
 ) -> dict:
     """The config dict for one plan (written as YAML into the run directory)."""
-    if use_cpu:
+    if strategy.startswith("fsdp"):
+        # Also on CPU processes, where only a test plans it (the planner's ladder never does): accelerate
+        # then runs it as MULTI_CPU (DDP), and rmspec's strategy guard stops the run.
+        distributed = "FSDP"
+    elif use_cpu:
         # CPU processes: accelerate starts several of them only through its multi-GPU launcher
         # (torchrun); use_cpu (and ACCELERATE_USE_CPU in the launch environment) puts them on gloo.
         distributed = "MULTI_GPU" if num_processes > 1 else "NO"
-    elif strategy.startswith("fsdp"):
-        distributed = "FSDP"
     elif strategy.startswith("deepspeed"):
         distributed = "DEEPSPEED"
     else:

@@ -187,6 +187,9 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=early.patience))
     trainer = build_trainer(spec, model, tokenizer, args, prepared.train, validation, callbacks)
     trainer.decay_ratio = spec.training.decay_ratio
+    from rmspec.train.strategy_guard import enforce_plan
+
+    enforce_plan(plan, trainer.accelerator.state)  # before the first step: stop a run that is not its plan
     if checkpoint is not None and checkpoint_is_final(checkpoint):
         # The Trainer resumed at max_steps still trains one step before it checks (a 41st step of a
         # 40-step run): take the checkpoint's weights and state as they are, and finish.
