@@ -267,7 +267,9 @@ def agreement(
     """Cohen's kappa per annotator pair, Fleiss' kappa, Krippendorff's alpha; each annotator vs the majority."""
     from rmspec.annotate.agreement import agreement as compute
     from rmspec.annotate.agreement import labels_by_task
+    from rmspec.extras import need, require
 
+    require([need("rmspec annotate agreement", "annotate", ("statsmodels", "krippendorff", "sklearn"))])
     tasks = _load_tasks(export_file, from_url, project_id, token_env, export_type)
     scores = None
     if model:

@@ -103,7 +103,10 @@ def eval_(
     progress = None if as_json else (lambda message: click.echo(message, err=True))
 
     from rmspec.evaluate import run_level
+    from rmspec.extras import benchmark_needs, require, spec_needs
     from rmspec.inference.target import is_run_dir, load_run_spec
+
+    asked = benchmark_needs([r.kind for r in requests or []])
 
     if is_run_dir(path):
         if out_dir is not None:  # a run's evaluation is the run's: report, status and serve read it there
@@ -120,6 +123,7 @@ def eval_(
                 f"leave it out, or score the folder itself: rmspec eval {path / 'model'} ...",
             )
         loaded = load_run_spec(path)
+        require(spec_needs(loaded.spec, training=False) + asked)  # before any model loads
         if limit is not None and requests is None:
             requests = [
                 run_level.BenchmarkRequest(r.kind, r.path, r.split, r.preset, limit)
@@ -132,6 +136,7 @@ def eval_(
                 f"{target} is a model folder, not a run: no spec names its benchmarks",
                 "add --benchmark KIND [--path FILE] (e.g. --benchmark rewardbench)",
             )
+        require(asked)
         out = Path(out_dir) if out_dir else Path("rmspec-eval") / path.resolve().name
         results = run_level.evaluate_model(
             path, requests, out, batch_size=batch_size or 32, progress=progress, step_separator=step_separator

@@ -27,6 +27,10 @@ def report(run_dir: str, html: bool, as_json: bool) -> None:
             f"{run_dir} does not look like a run directory (none of {', '.join(known)})",
             "point at the folder `rmspec run` wrote",
         )
+    if html:  # before the console summary: all or nothing
+        from rmspec.extras import need, require
+
+        require([need("report.html (leave it out with --no-html)", "report")])
     if as_json:
         from rmspec.evaluate.results import read_results
 

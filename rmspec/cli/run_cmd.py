@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overwrite: bool, submit: bool) -> None:
     """Train from a spec (SPEC.yaml) or a saved plan (PLAN.json), then evaluate and report."""
     from rmspec.launch import prepare
-    from rmspec.rundir import RunDir
+    from rmspec.rundir import RunDir, load_run_spec
+    from rmspec.spec import load_spec
 
     if resume_dir is not None:
         if target or sets or overwrite:
@@ -55,6 +56,7 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
         try:
             plan = prepare.plan_of_run(run_dir)
             _check_submit(plan, submit)
+            _require_extras(load_run_spec(run_dir).spec)
             _preflight(plan)
         except BaseException:
             lock.release()
@@ -68,6 +70,7 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
         plan, document = prepare.plan_and_document(target, sets)
         run_dir = RunDir(Path(plan.run_dir))
         _check_submit(plan, submit)
+        _require_extras(load_spec(plan.spec_path, plan.sets).spec)
         _preflight(plan)  # before the run directory is touched
         lock = prepare.claim(run_dir, overwrite=overwrite)
         prepare.write_run_dir(run_dir, plan, document)
@@ -93,6 +96,14 @@ def _check_submit(plan: Plan, submit: bool) -> None:
             "--submit hands a plan on several nodes to SLURM; this plan runs on one machine",
             hint="run it here without --submit, or plan for several nodes: --set hardware.nodes=2",
         )
+
+
+def _require_extras(spec) -> None:
+    """Optional packages the run imports (the report's matplotlib, peft for LoRA, ...): missing ones stop it
+    here, before the run directory is touched or a process starts, not after training."""
+    from rmspec.extras import require_for_spec
+
+    require_for_spec(spec)
 
 
 def _preflight(plan: Plan) -> None:

@@ -151,6 +151,9 @@ def serve(
             "add --ensemble-reduce mean_minus_std, or leave out --ensemble-coef",
         )
     token = read_token(host, token_env)  # before loading anything: an open bind without a token never starts
+    from rmspec.extras import need, require
+
+    require([need("rmspec serve", "serve")])
     if not Path(target).exists():
         raise RmspecError(
             f"{target}: no such run directory or model folder",
