@@ -7,9 +7,9 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
+from helpers.ci import need
 
-pytest.importorskip("datasets")
+need("datasets")
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "rmspec" / "data" / "demo" / "prm_steps.jsonl"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.ci import missing
 from rmspec.errors import DataError
 from rmspec.evaluate.benchmarks import load_benchmark, per_example_rows
 from rmspec.evaluate.scoring_rules import score_rows
@@ -47,7 +48,9 @@ def test_rewardbench_file():
 
 def test_rewardbench_parquet_matches_jsonl():
     if not (FIXTURES / "rewardbench.parquet").exists():
-        pytest.skip("parquet fixture not generated (pyarrow missing)")
+        missing(
+            "tests/fixtures/benchmarks/rewardbench.parquet is missing (python tests/fixtures/benchmarks/make_fixtures.py)"
+        )
     a = scored("rewardbench", "rewardbench.jsonl")[2]
     b = scored("rewardbench", "rewardbench.parquet")[2]
     assert a.to_json() == b.to_json()

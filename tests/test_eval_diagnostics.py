@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from helpers.ci import need
 from rmspec.evaluate import diagnostics as dg
 
 
@@ -54,7 +55,7 @@ def test_length_bias_reward_equals_length():
 
 
 def test_spearman_matches_scipy_with_ties():
-    stats = pytest.importorskip("scipy.stats")
+    stats = need("scipy.stats")
     chosen_len, rejected_len = [5, 7, 7, 2, 9], [3, 3, 8, 1, 4]
     chosen, rejected = [0.3, 1.2, 1.2, -0.5, 2.0], [0.1, 0.0, 0.9, -0.7, 0.4]
     bias = dg.length_bias(_pairs(chosen_len, rejected_len, chosen, rejected))
@@ -95,7 +96,7 @@ def test_reward_distribution_and_normalization():
 
 
 def test_save_reward_stats_round_trips_through_transformers(tmp_path):
-    transformers = pytest.importorskip("transformers")
+    transformers = need("transformers")
     transformers.BertConfig(
         hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8
     ).save_pretrained(tmp_path)

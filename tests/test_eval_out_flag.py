@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from helpers.ci import need
 
-pytest.importorskip("torch")
+need("torch")
 
 from helpers.fabricated_run import fabricate_run  # noqa: E402
 from helpers.scoring_models import build_tiny_bert  # noqa: E402

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from helpers.ci import need
+
+torch = need("torch")
+transformers = need("transformers")
 
 from helpers import REPO  # noqa: E402
 from helpers.fabricated_run import fabricate_run  # noqa: E402

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from helpers.ci import need
+
+torch = need("torch")
+transformers = need("transformers")
 
 from helpers.scoring_models import PAIRS, build_tiny_bert, build_tiny_llama_chat  # noqa: E402
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import fields_recipes, fields_sources
+from helpers.ci import need
 from helpers.echoes import plan_without_echoes
 from helpers.spec_fields import every_field
 
@@ -229,7 +230,7 @@ def _plan(sets):
 
 
 def _args(sets, tmp_path):
-    pytest.importorskip("transformers")
+    need("transformers")
     from rmspec.spec import load_spec
     from rmspec.train.arguments import build_training_arguments
 
@@ -244,7 +245,7 @@ _TOKENIZER: list = []
 
 def _data(sets, tmp_path):
     """What the data stage makes: the report, and the train and validation rows (tokenized)."""
-    pytest.importorskip("transformers")
+    need("transformers")
     from transformers import AutoTokenizer
 
     from rmspec.data.pipeline import prepare

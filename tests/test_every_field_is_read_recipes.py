@@ -18,10 +18,11 @@ from unittest import mock
 
 import pytest
 
+from helpers.ci import need
 from helpers.echoes import model_config_without_echoes, plan_without_echoes
 from helpers.fields_recipes import EFFECTS
 
-pytest.importorskip("transformers")
+need("transformers")
 
 WORD = [f"w{i}" for i in range(10, 70)]
 # what differs between two identical runs (clock, process, host) or only echoes the spec (its hash)

@@ -15,9 +15,10 @@ import sys
 import pytest
 
 from helpers import fields_sources
+from helpers.ci import need
 from helpers.data import chat_tokenizer, write_jsonl
 
-pytest.importorskip("transformers")
+need("transformers")
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 NOISE = ("seconds", "cached", "fingerprint")  # time and the config hash, not what a field changed

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.ci import need
 from rmspec.errors import PlanError
 from rmspec.plan import compile_plan
 from rmspec.plan.hardware import HostFacts
@@ -101,7 +102,7 @@ def test_installed_table_read_without_import(tmp_path, monkeypatch):
 
 
 def test_training_arguments_follow_the_plan(monkeypatch):
-    pytest.importorskip("transformers")
+    need("transformers")
     from rmspec.errors import RmspecError
     from rmspec.train import arguments
 

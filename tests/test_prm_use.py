@@ -5,13 +5,14 @@ both checked against plain transformers."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from helpers.ci import need
+
+torch = need("torch")
+transformers = need("transformers")
 
 SEP = " w79"
 
@@ -85,8 +86,7 @@ def test_score_writes_step_scores_and_first_error(prm_dir, tmp_path, cli):
 
 @pytest.mark.slow
 def test_serve_pooling_token_classify(prm_dir):
-    if os.environ.get("CI") != "true":  # CI installs the serve extra: a missing fastapi fails there
-        pytest.importorskip("fastapi")
+    need("fastapi")
     from helpers.serve_process import ServeProcess
 
     tok = transformers.AutoTokenizer.from_pretrained(prm_dir)

@@ -10,11 +10,12 @@ import math
 
 import pytest
 
+from helpers.ci import need
 from helpers.scoring_models import build_tiny_bert
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("httpx")
+torch = need("torch")
+transformers = need("transformers")
+need("httpx")
 
 TEXTS = ["What is 2 + 2? It is four.", "Name a colour. Blue, as the sky on a clear day.", "Hi"]
 

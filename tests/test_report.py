@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.ci import need
 from rmspec.evaluate import results as res
 
 IMG = re.compile(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
@@ -215,7 +216,7 @@ def test_html_report_renders_in_headless_browser(run_dir, tmp_path, cli):
         timeout=120,
     )
     assert shot.exists(), done.stderr[-2000:]
-    matplotlib_image = pytest.importorskip("matplotlib.image")
+    matplotlib_image = need("matplotlib.image")
     pixels = matplotlib_image.imread(shot)
     assert pixels.shape[0] >= 2000 and pixels.shape[1] >= 1000
     # Not blank: many distinct colours, and plot colours (chosen green / rejected red) present.

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from helpers.ci import need
+
+torch = need("torch")
+transformers = need("transformers")
 
 from helpers.serving import build_spread_bert  # noqa: E402
 

@@ -11,12 +11,14 @@ import time
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from helpers.ci import need
+
+torch = need("torch")
+transformers = need("transformers")
 
 from helpers.serve_models import build_llama3, build_qwen2_chatml, metric  # noqa: E402
 from helpers.serve_process import ServeProcess  # noqa: E402
-from helpers.serving import build_spread_bert, need  # noqa: E402
+from helpers.serving import build_spread_bert  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CONV = [{"role": "user", "content": "What colour is the sky?"}]

@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from helpers.ci import need
+
+torch = need("torch")
 
 from helpers.serve_process import ServeProcess  # noqa: E402
 from helpers.serving import build_spread_bert, need  # noqa: E402

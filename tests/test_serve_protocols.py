@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from helpers.ci import need
+
+torch = need("torch")
+transformers = need("transformers")
 
 from helpers.scoring_models import PAIRS, build_tiny_bert, build_tiny_llama_chat  # noqa: E402
 from helpers.serve_process import ServeProcess  # noqa: E402
-from helpers.serving import MEAN, STD, build_spread_bert, need  # noqa: E402
+from helpers.serving import MEAN, STD, build_spread_bert  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
 
@@ -144,7 +146,7 @@ def test_openrlhf_batch_and_extra_keys(server, engine):
 
 def test_openai_client_classify_as_verl_calls_it(server, engine):
     openai = need("openai")
-    httpx = pytest.importorskip("httpx2") if importlib.util.find_spec("httpx2") else pytest.importorskip("httpx")
+    httpx = need("httpx2") if importlib.util.find_spec("httpx2") else need("httpx")
     client = openai.OpenAI(base_url=server.url, api_key="unused")
     prompt, response = PAIRS[0]
     raw = engine.outputs(engine.encode([(prompt, response)]))[0][0]

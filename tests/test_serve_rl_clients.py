@@ -36,12 +36,14 @@ from types import SimpleNamespace
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from helpers.ci import missing, need
+
+torch = need("torch")
+transformers = need("transformers")
 
 from helpers.serve_models import build_llama3, build_qwen2_chatml  # noqa: E402
 from helpers.serve_process import REPO, ServeProcess, free_port  # noqa: E402
-from helpers.serving import build_spread_bert, need  # noqa: E402
+from helpers.serving import build_spread_bert  # noqa: E402
 
 pytestmark = pytest.mark.slow
 OPENRLHF_09 = REPO / ".venv" / "openrlhf-0.9.0"  # pip install --no-deps --target (see .ci/install_rl_clients.sh)
@@ -151,9 +153,7 @@ def test_openrlhf_0_11_single_turn_executor(served):
 
 def _openrlhf_09():
     if not (OPENRLHF_09 / "openrlhf" / "utils" / "remote_rm_utils.py").exists():
-        if os.environ.get("CI") == "true":
-            raise AssertionError(f"{OPENRLHF_09} is missing: run .ci/install_rl_clients.sh")
-        pytest.skip("OpenRLHF 0.9.0 is not installed beside 0.11.2 (.ci/install_rl_clients.sh)")
+        missing(f"OpenRLHF 0.9.0 is not installed beside 0.11.2 at {OPENRLHF_09} (.ci/install_rl_clients.sh)")
     need("ray")
     spec = importlib.util.spec_from_file_location(
         "openrlhf_09_remote_rm_utils", OPENRLHF_09 / "openrlhf" / "utils" / "remote_rm_utils.py"

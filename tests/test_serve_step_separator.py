@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("fastapi")
+from helpers.ci import need
+
+torch = need("torch")
+transformers = need("transformers")
+need("fastapi")
 
 from helpers.serve_process import ServeProcess  # noqa: E402
 

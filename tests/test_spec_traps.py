@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.ci import need
 from rmspec.errors import SpecError
 from rmspec.spec import load_spec
 from rmspec.spec.root import Spec
@@ -109,7 +110,7 @@ def test_early_stopping_metric_the_approach_never_produces(tmp_path, approach, e
 
 
 def test_pairs_from_scores_reads_the_mapped_score_columns(tmp_path):
-    pytest.importorskip("datasets")
+    need("datasets")
     from helpers.data import bert_tokenizer, make_spec, write_jsonl
     from rmspec.data import prepare
 

@@ -7,6 +7,7 @@ import importlib.util
 import pytest
 
 import helpers.trackers as readers
+from helpers import ci
 from helpers.runs import make_run_spec, metrics_rows, rmspec
 from rmspec.train.trackers import numeric
 
@@ -24,7 +25,7 @@ MODULES = {
 def tracked_run(tmp_path_factory):
     installed = [b for b in BACKENDS if importlib.util.find_spec(MODULES[b]) is not None]
     if not installed:
-        pytest.skip("no tracker package is installed (pip install rmspec[tracking])")
+        ci.missing("no tracker package is installed (pip install -e '.[tracking]')")
     tmp = tmp_path_factory.mktemp("trackers")
     spec = make_run_spec(tmp, name="tracked", training="  max_steps: 6\n  eval_steps: 3")
     spec.write_text(spec.read_text() + f"tracking: {{backends: [{', '.join(installed)}]}}\n")
@@ -42,7 +43,7 @@ def test_the_tracker_holds_the_metrics_jsonl_values(tracked_run, backend):
     run, both, installed = tracked_run
     expected = both["first" if backend == "swanlab" else "last"]
     if backend not in installed:
-        pytest.skip(f"{backend} is not installed")
+        ci.missing(f"{backend} is not installed (pip install -e '.[tracking]')")
     got = getattr(readers, backend)(run)
     assert {"train/rm/loss", "eval/rm/accuracy", "episode", "num_tokens", "grad_norm"} <= {k for k, _ in expected}
     missing = sorted(set(expected) - set(got))

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import CORPUS, Finding, bounded, check_cli, save_case, scaled
+from helpers.ci import need
 from strategies import http_requests, mutated_exports
 
 pytestmark = pytest.mark.slow
@@ -103,7 +104,7 @@ def test_annotate_import_command(value):
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    pytest.importorskip("fastapi")
+    need("fastapi")
     from fastapi.testclient import TestClient
 
     from helpers.scoring_models import build_tiny_bert

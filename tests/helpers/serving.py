@@ -3,29 +3,16 @@ whole units."""
 
 from __future__ import annotations
 
-import importlib
-import os
 from pathlib import Path
 
-import pytest
-
+from helpers.ci import need
 from helpers.scoring_models import build_tiny_bert
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = need("torch")  # need: also what the serve tests import from here for their client packages
+transformers = need("transformers")
 
 
 MEAN, STD = 0.25, 1.5
-
-
-def need(module: str):
-    """The client package, or a skip; in CI a missing client fails the test instead."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"{module} is not installed (pip install -e '.[dev]')")
 
 
 def build_spread_bert(directory: Path, mean: float | None = MEAN, std: float | None = STD) -> Path:
