@@ -27,7 +27,7 @@ entry's notes. The official figures, -1 included, are kept in `details.official`
 numbers can be reproduced exactly.
 
 Per-example rows: `id` (idx), `subset` (class), `step_scores`, `step_labels` (1 valid, 0 error),
-`step_predictions` (1 when score > 0.5), `error_steps` (1-based), `threshold`.
+`step_predictions` (1 when score > 0.5), `error_steps` (1-based), `steps_total`, `threshold`.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def score_prmbench(
         "official": {
             "overall": overall["official_prm_score"],
             "groups": official_groups,
-            "classes": {c: f["official_prm_score"] for c, f in figures.items()},
+            "classes": {c: f["official_prm_score"] for c, f in figures.items() if c != CORRECT},
             "note": "as the official code computes them: an undefined F1 is -1, averaged in",
         },
     }
@@ -247,6 +247,7 @@ def prmbench_rows(engine: Any, data: BenchmarkData) -> list[dict[str, Any]]:
                 "step_labels": [0 if k in errors else 1 for k in range(1, len(scores) + 1)],
                 "step_predictions": [int(s > THRESHOLD) for s in scores],
                 "error_steps": sorted(errors),
+                "steps_total": len(ex.responses),
                 "threshold": THRESHOLD,
             }
         )
@@ -307,11 +308,18 @@ class PRMBench(BenchmarkKind):
 
     def score(self, rows: Sequence[Mapping[str, Any]]) -> BenchmarkScore:
         """Recomputed from the saved step scores (valid when > 0.5), by the rule above."""
-        return score_prmbench(
+        score = score_prmbench(
             [str(r.get("subset") or "all") for r in rows],
             [[int(y) for y in r["step_labels"]] for r in rows],
             [[int(float(s) > THRESHOLD) for s in r["step_scores"]] for r in rows],
         )
+        cut = [r for r in rows if int(r.get("steps_total") or 0) > len(r["step_scores"])]
+        if cut:
+            score.notes.append(
+                f"{len(cut)} example(s) longer than the model's max_length: their last "
+                f"{sum(int(r['steps_total']) - len(r['step_scores']) for r in cut)} step(s) got no score and are not counted"
+            )
+        return score
 
     def step_diagnostics(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return step_metrics(rows)
