@@ -88,7 +88,7 @@ class Fields:
     def texts(self, field: str) -> list[str]:
         got = self.get(
             field,
-            lambda v: isinstance(v, list) and v and all(isinstance(s, str) for s in v),
+            lambda v: isinstance(v, list) and bool(v) and all(isinstance(s, str) for s in v),
             "a non-empty list of strings",
         )
         return list(got)
