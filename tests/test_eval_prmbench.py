@@ -85,7 +85,8 @@ def test_prmbench_scored_by_the_official_rule(tmp_path):
     from rmspec.evaluate.results import read_jsonl
     from rmspec.evaluate.scoring_rules import score_rows
 
-    entry = evaluate(StepMarker(), [BenchmarkRequest("prmbench", str(PRMBENCH))], tmp_path)["benchmarks"]["prmbench"]
+    results = evaluate(StepMarker(), [BenchmarkRequest("prmbench", str(PRMBENCH))], tmp_path / "eval")
+    entry = results["benchmarks"]["prmbench"]
     want = official(PRMBENCH, markers)
     # Worked by hand from the fixture: confidence has no error step, F1 = 0.8 (2 of 3 found valid,
     # no false valid), so the official code's PRMScore is 0.5·0.8 + 0.5·(-1) = -0.1; multi_solutions
@@ -124,6 +125,14 @@ def test_prmbench_scored_by_the_official_rule(tmp_path):
     assert entry["scorer"] == "process" and entry["diagnostics"]["steps_scored"] == sum(
         len(r["step_scores"]) for r in rows
     )
+    # The report: the class table (undefined shown as such) and the step-score section.
+    from rmspec.evaluate.report import build_html
+    from rmspec.evaluate.results import write_results
+
+    write_results(tmp_path / "results.json", results)
+    page = build_html(tmp_path)
+    assert "<h3>prmbench <span class=muted>(prmbench, 13 examples" in page and "negative F1" in page
+    assert "step AUROC" in page
 
 
 def test_the_headline_leaves_the_correct_samples_out():

@@ -81,7 +81,7 @@ def test_rmb_folder_scored_by_the_official_rules(tmp_path):
     from rmspec.evaluate.results import read_jsonl
     from rmspec.evaluate.scoring_rules import score_rows
 
-    results = evaluate(WordCounter(), [BenchmarkRequest("rmb", str(RMB))], tmp_path)
+    results = evaluate(WordCounter(), [BenchmarkRequest("rmb", str(RMB))], tmp_path / "eval")
     entry = results["benchmarks"]["rmb"]
     expected = official_figures(RMB, words)
     # Worked out from the fixture's plan: 2/4, 2/3, 1/3, 2/2; their mean 0.625.
@@ -116,6 +116,14 @@ def test_rmb_folder_scored_by_the_official_rules(tmp_path):
     assert score_rows("rmb", rows).overall == pytest.approx(expected["overall"])
     # The diagnostics read pairs: 7 pairwise + best-vs-each-loser (3 + 2 + 2 + 1 + 3).
     assert entry["diagnostics"]["num_pairs"] == 7 + 11
+    # The report shows the four sections and the per-scenario breakdown.
+    from rmspec.evaluate.report import build_html
+    from rmspec.evaluate.results import write_results
+
+    write_results(tmp_path / "results.json", results)
+    page = build_html(tmp_path)
+    assert "Overall: <b>62.5%</b>" in page and "bon harmlessness" in page
+    assert "Pairwise_set/Helpfulness/Chat/Discussion" in page
 
 
 def test_ties_count_as_wrong_pairwise_and_best_of_n():
