@@ -3,17 +3,50 @@ generative judge, or a process reward model (one reward per reasoning step)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
+from rmspec.spec import approach_rules as rules
 from rmspec.spec.base import Section
 from rmspec.spec.heads import Ensemble, HeadOptionsCheck, LengthDebias
 
+if TYPE_CHECKING:
+    from rmspec.spec.root import Spec
+
 MarginMode = Literal["none", "subtract", "scale"]
 
+# The row shapes the data stage writes (rmspec.data.records names them by the approach that first
+# trained on them): pairs, a ranked list, scored responses, a conversation, steps with labels.
+PAIRS, LIST, SCORED, MESSAGES, STEPS = "bradley_terry", "listwise", "pointwise", "generative", "process"
+# The validation metrics a pair-scoring approach logs (metrics.jsonl names); the first is the default
+# metric that picks the final model.
+PAIR_METRICS = ("eval/rm/accuracy", "eval/rm/loss", "eval/rm/reward_margin")
 
-class BradleyTerry(Section):
+
+class ApproachSection(Section):
+    """What every `approach:` section tells the spec checks (rmspec.spec.rules): the rows it trains on,
+    the validation metrics it logs, and its own cross-field rules. The rest of an approach (sizing,
+    trainer, evaluation, init) is declared in its module under rmspec/approaches/."""
+
+    rows: ClassVar[str] = PAIRS
+    # Validation metrics that can pick the final model (training.best_metric), the default first.
+    best_metrics: ClassVar[tuple[str, ...]] = PAIR_METRICS
+    # What early stopping may watch; None: not checked (the approach did not say).
+    logged_metrics: ClassVar[tuple[str, ...] | None] = None
+
+    def problems(self, spec: Spec) -> Iterator[rules.Problem]:
+        """This approach's own cross-field rules: (path, message, hint)."""
+        return iter(())
+
+    @property
+    def margin_mode(self) -> str:
+        """How a per-pair margin enters the loss; only a pairwise loss reads one."""
+        return "none"
+
+
+class BradleyTerry(ApproachSection):
     kind: Literal["bradley_terry"]
     use_margin: bool = Field(
         False,
@@ -104,10 +137,16 @@ class BradleyTerry(Section):
         """The margin's use, with use_margin: true read as subtract."""
         return self.margin or ("subtract" if self.use_margin else "none")
 
+    def problems(self, spec: Spec) -> Iterator[rules.Problem]:
+        yield from rules.pairs_need_pairs(spec)
+        yield from rules.sft_needs_decoder(spec, self.sft_weight)
+        yield from rules.margin_needs_a_column(spec, self)
 
-class Listwise(HeadOptionsCheck, Section):
+
+class Listwise(HeadOptionsCheck, ApproachSection):
     """Plackett-Luce over N >= 2 scored responses per prompt (UltraFeedback's four ratings kept whole)."""
 
+    rows: ClassVar[str] = LIST
     kind: Literal["listwise"]
     loss: Literal["plackett_luce"] = Field(
         "plackett_luce",
@@ -123,6 +162,9 @@ class Listwise(HeadOptionsCheck, Section):
         description="Weight of the mean squared reward, keeping rewards centred (e.g. 0.01).",
     )
 
+    def problems(self, spec: Spec) -> Iterator[rules.Problem]:
+        return rules.list_needs_lists(spec)
+
 
 class ScoreScale(Section):
     min: float = Field(0.0, description="Lowest score on the scale.")
@@ -135,7 +177,9 @@ class ScoreScale(Section):
         return self
 
 
-class Pointwise(HeadOptionsCheck, Section):
+class Pointwise(HeadOptionsCheck, ApproachSection):
+    rows: ClassVar[str] = SCORED
+    best_metrics: ClassVar[tuple[str, ...]] = ("eval/rm/loss", "eval/rm/mse", "eval/rm/mae", "eval/rm/accuracy")
     kind: Literal["pointwise"]
     attributes: list[str] = Field(
         min_length=1,
@@ -149,8 +193,14 @@ class Pointwise(HeadOptionsCheck, Section):
     )
     scale: ScoreScale = Field(default_factory=ScoreScale, description="The score scale (HelpSteer2: 0 to 4).")
 
+    def problems(self, spec: Spec) -> Iterator[rules.Problem]:
+        return rules.scores_needed(spec, self)
 
-class Generative(HeadOptionsCheck, Section):
+
+class Generative(HeadOptionsCheck, ApproachSection):
+    rows: ClassVar[str] = MESSAGES
+    best_metrics: ClassVar[tuple[str, ...]] = ("eval/sft/loss",)
+    logged_metrics: ClassVar[tuple[str, ...] | None] = ("eval/sft/loss",)
     kind: Literal["generative"]
     output: Literal["verdict", "score"] = Field(
         "verdict", description="What the judge writes: a verdict (A or B) or a numeric score."
@@ -173,8 +223,12 @@ class Generative(HeadOptionsCheck, Section):
             raise ValueError("the pattern needs a capture group around the verdict, e.g. \\[\\[(A|B)\\]\\]")
         return pattern
 
+    def problems(self, spec: Spec) -> Iterator[rules.Problem]:
+        yield from rules.judge_needs_causal_lm(spec)
+        yield from rules.judge_writes_verdicts(self)
 
-class Process(HeadOptionsCheck, Section):
+
+class Process(HeadOptionsCheck, ApproachSection):
     """A process reward model (PRM): P(step is correct) read at the last token of every step.
 
     The head is a token classifier with 2 labels (0 wrong, 1 correct), exactly what TRL's
@@ -184,6 +238,19 @@ class Process(HeadOptionsCheck, Section):
     difference) but would be unreadable by those tools.
     """
 
+    rows: ClassVar[str] = STEPS
+    best_metrics: ClassVar[tuple[str, ...]] = (
+        "eval/rm/step_accuracy",
+        "eval/rm/loss",
+        "eval/rm/auroc",
+        "eval/rm/first_error_accuracy",
+    )
+    logged_metrics: ClassVar[tuple[str, ...] | None] = (
+        "eval/rm/first_error_accuracy",
+        "eval/rm/step_accuracy",
+        "eval/rm/auroc",
+        "eval/rm/loss",
+    )
     kind: Literal["process"]
     step_separator: str = Field(
         "\n",
@@ -202,5 +269,19 @@ class Process(HeadOptionsCheck, Section):
         description="Also report the threshold that maximises first-error F1 on the validation split (reported as tuned, never used in place of `threshold`).",
     )
 
+    def problems(self, spec: Spec) -> Iterator[rules.Problem]:
+        return rules.process_needs_steps(spec, self)
 
-Approach = Annotated[BradleyTerry | Listwise | Pointwise | Generative | Process, Field(discriminator="kind")]
+
+# The approach sections the spec accepts, in the order of the schema's choices. rmspec.approaches
+# declares each approach around its section; `add_section` (rmspec.spec.root) extends this at run
+# time for an approach registered there (a plugin, a test).
+SECTIONS: list[type[ApproachSection]] = [BradleyTerry, Listwise, Pointwise, Generative, Process]
+
+
+def approach_union(sections: list[type[ApproachSection]]) -> Any:
+    """The `approach:` type: the sections, told apart by `kind`."""
+    return Annotated[Union[tuple(sections)], Field(discriminator="kind")]  # noqa: UP007  (a runtime tuple)
+
+
+Approach = approach_union(SECTIONS)

@@ -11,18 +11,10 @@ from rmspec.spec.root import Spec
 
 Problem = tuple[tuple, str, str | None]
 
-# approach kind -> the metrics its periodic validation logs (rmspec/train: bradley_terry.py, pointwise.py,
-# process.py step_metrics, the causal-LM loss of generative), in the metrics.jsonl names early stopping reads.
-# Kinds not listed here (new approaches) are not checked.
-VALIDATION_METRICS: dict[str, tuple[str, ...]] = {
-    "process": ("eval/rm/first_error_accuracy", "eval/rm/step_accuracy", "eval/rm/auroc", "eval/rm/loss"),
-    "generative": ("eval/sft/loss",),
-}
-
 
 def early_stopping_metric_exists(spec: Spec) -> Iterator[Problem]:
     stopping = spec.training.early_stopping
-    produced = VALIDATION_METRICS.get(spec.approach.kind)
+    produced = type(spec.approach).logged_metrics  # None: the approach did not say; not checked
     if stopping is None or produced is None or stopping.metric in produced:
         return
     first = produced[0]
@@ -60,17 +52,6 @@ def report_formats_have_effects(spec: Spec) -> Iterator[Problem]:
         )
 
 
-def judge_writes_verdicts(spec: Spec) -> Iterator[Problem]:
-    if spec.approach.kind == "generative" and spec.approach.output != "verdict":
-        yield (
-            ("approach", "output"),
-            "approach.output: score is not implemented: a generative judge is trained and evaluated on verdicts "
-            "(A or B, read with verdict_pattern)",
-            "delete approach.output (verdict is the only value), or train a score model: approach kind "
-            "bradley_terry or pointwise",
-        )
-
-
 def liger_needs_a_gpu(spec: Spec) -> Iterator[Problem]:
     if spec.training.liger_kernel == "on" and spec.hardware.device == "cpu":
         yield (
@@ -104,7 +85,6 @@ OPTION_RULES = (
     early_stopping_metric_exists,
     pairs_from_scores_reads_a_score,
     report_formats_have_effects,
-    judge_writes_verdicts,
     liger_needs_a_gpu,
     one_host_memory_on_cpu,
     chat_template_is_used,

@@ -6,13 +6,14 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from rmspec.spec.approach import Approach
+from rmspec.spec.approach import Approach, ApproachSection, approach_union
 from rmspec.spec.base import Section
 from rmspec.spec.data import DataSpec
 from rmspec.spec.evaluation import EvalSpec
 from rmspec.spec.hardware import HardwareSpec
 from rmspec.spec.model import ModelSpec
 from rmspec.spec.output import OutputSpec, TrackingSpec
+from rmspec.spec.sweep import SweepSpec
 from rmspec.spec.training import TrainingSpec
 
 SPEC_VERSION = 1
@@ -41,3 +42,20 @@ class Spec(Section):
     tracking: TrackingSpec = Field(
         default_factory=TrackingSpec, description="Experiment trackers besides metrics.jsonl."
     )
+    sweep: SweepSpec | None = Field(
+        None, description="A hyperparameter search over this spec, run by `rmspec sweep` (refused by `rmspec run`)."
+    )
+
+
+def use_sections(sections: list[type[ApproachSection]]) -> None:
+    """Make `approach:` accept exactly these sections (rmspec.approaches.register calls this for an
+    approach added at run time): the union is rebuilt and Spec re-validated against it."""
+    import rmspec.spec.approach as approach_module
+
+    union = approach_union(sections)
+    approach_module.SECTIONS[:] = sections
+    approach_module.Approach = union
+    field = Spec.model_fields["approach"]
+    field.annotation = get_args(union)[0]
+    field.metadata = list(get_args(union)[1:])
+    Spec.model_rebuild(force=True)

@@ -3,204 +3,112 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
+from rmspec.spec.approach import LIST, MESSAGES, PAIRS, SCORED, STEPS
+from rmspec.spec.approach_rules import (
+    ENCODER_HINTS,
+    LIST_PRESETS,
+    PAIR_PRESETS,
+    PROCESS_PRESETS,
+    SCORE_PRESETS,
+    mappings,
+)
+from rmspec.spec.data_filters import Filter
 from rmspec.spec.root import Spec
 from rmspec.spec.training_rules import best_checkpoint_rules, optimizer_needs_cuda
 
+__all__ = ["ENCODER_HINTS", "LIST_PRESETS", "PAIR_PRESETS", "PROCESS_PRESETS", "SCORE_PRESETS", "check"]
+
 Problem = tuple[tuple, str, str | None]
 
-ENCODER_HINTS = ("bert", "minilm", "deberta", "roberta", "electra", "mpnet", "e5-", "bge-")
-# Presets whose mapping yields scores for pointwise training (pairs_by turns helpsteer2 into pairs).
-SCORE_PRESETS = ("helpsteer2",)
-PROCESS_PRESETS = ("stepwise", "math-shepherd", "processbench")
-LIST_PRESETS = ("ranked",)
-PAIR_PRESETS = ("pairs", "hh-rlhf", "conversational", "ultrafeedback-binarized", "shp", "ultrafeedback")
+# The presets' row shapes and what each filter reads: a spec that gives an approach rows it does
+# not train on, or a filter for other rows, is refused here rather than at the data stage.
+PRESET_ROWS = {
+    **dict.fromkeys(PAIR_PRESETS, PAIRS),
+    **dict.fromkeys(LIST_PRESETS, LIST),
+    **dict.fromkeys(SCORE_PRESETS, SCORED),
+    "messages": MESSAGES,
+    **dict.fromkeys(PROCESS_PRESETS, STEPS),
+}
+ROW_NAMES = {
+    PAIRS: "preference pairs",
+    LIST: "N scored responses per prompt",
+    SCORED: "scored single responses",
+    MESSAGES: "conversations a judge learns from",
+    STEPS: "reasoning steps with step labels",
+}
+FILTER_KINDS = [get_args(c.model_fields["kind"].annotation)[0] for c in get_args(get_args(Filter)[0])]
+FILTER_ROWS = {"drop_identical": (PAIRS,), "min_score_gap": (PAIRS,)}  # other filters read any rows
 
 
-def _looks_encoder(spec: Spec) -> bool:
-    if spec.model.shape is not None:
-        return spec.model.shape.architecture == "encoder"
-    name = spec.model.name_or_path.lower()
-    return any(h in name for h in ENCODER_HINTS)
+def preset_rows(mapping: Any) -> str | None:
+    """The rows a mapping's preset gives (helpsteer2 with pair_by: pairs; ultrafeedback ranked: lists)."""
+    if mapping.preset == "helpsteer2" and mapping.pair_by is not None:
+        return PAIRS
+    if mapping.preset == "ultrafeedback" and mapping.binarize == "ranked":
+        return LIST
+    return PRESET_ROWS.get(mapping.preset)
 
 
-def _mappings(spec: Spec) -> Iterator[tuple[tuple, object]]:
-    """(path, mapping) of each dataset: data.mapping, or each data.sources[i].mapping of a mixture."""
-    if spec.data.sources is None:
-        yield ("data", "mapping"), spec.data.mapping
-    else:
-        for i, entry in enumerate(spec.data.sources):
-            yield ("data", "sources", i, "mapping"), entry.mapping
+def usable_presets(rows: str) -> list[str]:
+    return [p for p, r in PRESET_ROWS.items() if r == rows] + (["helpsteer2 (with pair_by)"] if rows == PAIRS else [])
 
 
-def pointwise_needs_scores(spec: Spec) -> Iterator[Problem]:
-    for path, mapping in _mappings(spec):
-        yield from _pointwise_scores(spec, path, mapping)
-
-
-def _pointwise_scores(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem]:
-    if spec.approach.kind != "pointwise":
-        return
-    scores = mapping.columns.scores
-    if mapping.preset in SCORE_PRESETS and mapping.pair_by is None:
-        available = set(scores or {}) | {"helpfulness", "correctness", "coherence", "complexity", "verbosity"}
-    elif scores:
-        available = set(scores)
-    else:
-        yield (
-            path,
-            f"the pointwise approach needs scores, but the mapping gives none (preset: {mapping.preset})",
-            "use preset: helpsteer2, or map columns.response and columns.scores: {attribute: column}",
-        )
-        return
-    for i, attr in enumerate(spec.approach.attributes):
-        if attr not in available:
-            yield (
-                ("approach", "attributes", i),
-                f"attribute {attr!r} is not among the mapped scores ({', '.join(sorted(available))})",
-                "add it to data.mapping.columns.scores or remove it here",
-            )
-    for name in spec.approach.weights or {}:
-        if name not in spec.approach.attributes:
-            yield (("approach", "weights", name), f"weight for {name!r}, which is not in approach.attributes", None)
-
-
-def pairwise_needs_pairs(spec: Spec) -> Iterator[Problem]:
-    if spec.approach.kind == "listwise" and spec.data.mapping.preset not in (*LIST_PRESETS, "ultrafeedback", None):
-        yield (
-            ("data", "mapping", "preset"),
-            f"approach kind listwise needs a prompt with several scored responses; preset {spec.data.mapping.preset!r} "
-            "gives another shape",
-            "use preset: ranked (prompt, responses, scores) or preset: ultrafeedback with binarize: ranked",
-        )
-    if (
-        spec.approach.kind == "listwise"
-        and spec.data.mapping.preset == "ultrafeedback"
-        and spec.data.mapping.binarize != "ranked"
-    ):
-        yield (
-            ("data", "mapping", "binarize"),
-            "approach kind listwise keeps every rated completion",
-            "set data.mapping.binarize: ranked",
-        )
-    if (
-        spec.approach.kind == "bradley_terry"
-        and spec.data.mapping.preset == "ultrafeedback"
-        and spec.data.mapping.binarize == "ranked"
-    ):
-        yield (
-            ("data", "mapping", "binarize"),
-            "binarize: ranked keeps every rated completion in one row, for listwise",
-            "set approach: {kind: listwise}, or binarize: best_vs_worst (or all_pairs) for pairs",
-        )
-    if spec.approach.kind == "bradley_terry" and spec.data.mapping.preset == "ranked":
-        yield (
-            ("data", "mapping", "preset"),
-            "the ranked preset gives N scored responses per prompt, for listwise",
-            "set approach: {kind: listwise}, or use preset: ultrafeedback with a binarize rule for pairs",
-        )
-    if spec.approach.kind != "bradley_terry":
-        return
-    for path, mapping in _mappings(spec):
-        yield from _pairs(path, mapping)
-
-
-def _pairs(path: tuple, mapping: Any) -> Iterator[Problem]:
-    if mapping.preset in ("helpsteer2",) and mapping.pair_by is None:
-        yield (
-            (*path, "pair_by"),
-            "the helpsteer2 preset gives pointwise rows; bradley_terry needs pairs",
-            "set pair_by: helpfulness (pairs by an attribute) or use approach kind: pointwise",
-        )
-    if mapping.preset == "messages":
-        yield ((*path, "preset"), "the messages preset is for the generative approach", None)
-
-
-def generative_needs_causal_lm(spec: Spec) -> Iterator[Problem]:
-    if spec.approach.kind == "generative" and _looks_encoder(spec):
-        yield (
-            ("model", "name_or_path"),
-            f"the generative approach trains a causal LM, but {spec.model.name_or_path!r} is an encoder",
-            "pick a decoder model (e.g. Qwen/Qwen2.5-0.5B-Instruct) or approach kind: bradley_terry",
-        )
-
-
-def sft_needs_decoder(spec: Spec) -> Iterator[Problem]:
-    """The SFT regularizer is a next-token loss: an encoder has no causal LM head to keep."""
-    if spec.approach.kind == "bradley_terry" and spec.approach.sft_weight > 0 and _looks_encoder(spec):
-        yield (
-            ("approach", "sft_weight"),
-            f"sft_weight adds a next-token (language-model) loss, but {spec.model.name_or_path!r} is an encoder",
-            "remove approach.sft_weight, or pick a decoder model (e.g. Qwen/Qwen2.5-0.5B-Instruct)",
-        )
-
-
-def process_needs_steps(spec: Spec) -> Iterator[Problem]:
-    """A PRM learns from step lists with one label per step; other approaches cannot read them."""
-    for path, mapping in _mappings(spec):
-        yield from _steps(spec, path, mapping)
-    split = spec.data.split
-    if (
-        spec.approach.kind == "process"
-        and spec.approach.tune_threshold
-        and split.validation_fraction is None
-        and split.validation_source is None
-    ):
-        yield (
-            ("approach", "tune_threshold"),
-            "tune_threshold needs a validation split",
-            "set data.split.validation_fraction",
-        )
-
-
-def _steps(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem]:
-    if spec.approach.kind != "process":
-        if mapping.preset in PROCESS_PRESETS:
-            yield (
-                (*path, "preset"),
-                f"the {mapping.preset} preset gives reasoning steps with step labels, for approach kind: process",
-                "set approach: {kind: process}, or choose a preset for this approach",
-            )
-        return
-    if mapping.preset not in (*PROCESS_PRESETS, None):
+def approach_rules(spec: Spec) -> Iterator[Problem]:
+    """The approach's own rules (its section's `problems`), then a preset that gives it rows it does not
+    train on, where its own rules said nothing about that dataset."""
+    own = list(spec.approach.problems(spec))
+    yield from own
+    rows, kind = type(spec.approach).rows, spec.approach.kind
+    for path, mapping in mappings(spec):
+        given = preset_rows(mapping)
+        if given is None or given == rows or any(p[: len(path)] == path for p, _, _ in own):
+            continue
         yield (
             (*path, "preset"),
-            f"approach kind process needs steps with step labels, but preset {mapping.preset!r} gives {spec.approach.kind} data of another shape",
-            f"use one of: {', '.join(PROCESS_PRESETS)}, or map columns.prompt, columns.steps and columns.step_labels",
+            f"the {mapping.preset} preset gives {ROW_NAMES[given]}, which approach {kind} does not train on "
+            f"(it trains on {ROW_NAMES.get(rows, rows)})",
+            f"presets approach {kind} can use: {', '.join(usable_presets(rows)) or 'none: map the columns'}",
         )
-    elif mapping.preset is None and not (mapping.columns.steps and mapping.columns.step_labels):
+
+
+def filters_read_the_rows(spec: Spec) -> Iterator[Problem]:
+    """A filter for other rows (drop_identical on lists) stops the data stage: say so at validate."""
+    rows, kind = type(spec.approach).rows, spec.approach.kind
+    usable = sorted(
+        {*FILTER_KINDS} - {name for name, shapes in FILTER_ROWS.items() if rows not in shapes},
+        key=FILTER_KINDS.index,
+    )
+    lists = [(("data", "filters"), spec.data.filters)]
+    lists += [(("data", "sources", i, "filters"), e.filters) for i, e in enumerate(spec.data.sources or [])]
+    for path, filters in lists:
+        for i, f in enumerate(filters):
+            if rows not in FILTER_ROWS.get(f.kind, (rows,)):
+                yield (
+                    (*path, i, "kind"),
+                    f"filter {f.kind} reads {ROW_NAMES[FILTER_ROWS[f.kind][0]]}; approach {kind} trains on "
+                    f"{ROW_NAMES.get(rows, rows)}",
+                    f"remove it; filters approach {kind} can use: {', '.join(usable)}",
+                )
+    if spec.data.augment and rows != PAIRS:
         yield (
-            (*path, "columns"),
-            "approach kind process needs a steps column and a step_labels column (no preset is set)",
-            "map columns.steps and columns.step_labels, or set preset: stepwise (prompt, completions, labels)",
+            ("data", "augment"),
+            f"data.augment makes preference pairs; approach {kind} trains on {ROW_NAMES.get(rows, rows)}",
+            "remove data.augment, or train on pairs (approach kind: bradley_terry)",
         )
 
 
 def margin_must_be_used(spec: Spec) -> Iterator[Problem]:
-    for path, mapping in _mappings(spec):
-        yield from _margin(spec, path, mapping)
-
-
-def _margin(spec: Spec, path: tuple, mapping: Any) -> Iterator[Problem]:
-    margin_col = mapping.columns.margin
-    uses = spec.approach.kind == "bradley_terry" and spec.approach.margin_mode != "none"
-    if margin_col and not uses:
-        yield (
-            (*path, "columns", "margin"),
-            f"a margin column ({margin_col!r}) is mapped, but the loss ignores it",
-            "set approach.margin: subtract (or scale), or remove the margin mapping",
-        )
-    # shp, ultrafeedback and helpsteer2's pair_by derive the margin from their scores; other data
-    # needs a margin column. (`uses` implies bradley_terry: the kind is restated for the type checker.)
-    derives_margin = mapping.preset in ("shp", "ultrafeedback", "helpsteer2")
-    if uses and spec.approach.kind == "bradley_terry" and not margin_col and not derives_margin:
-        field = "margin" if spec.approach.margin else "use_margin"
-        yield (
-            ("approach", field),
-            f"the loss uses a margin ({spec.approach.margin_mode}), but no margin column is mapped",
-            f"map data.mapping.columns.margin, or remove approach.{field}",
-        )
+    uses = spec.approach.margin_mode != "none"
+    for path, mapping in mappings(spec):
+        margin_col = mapping.columns.margin
+        if margin_col and not uses:
+            yield (
+                (*path, "columns", "margin"),
+                f"a margin column ({margin_col!r}) is mapped, but the loss ignores it",
+                "set approach.margin: subtract (or scale), or remove the margin mapping",
+            )
 
 
 def batch_divides(spec: Spec) -> Iterator[Problem]:
@@ -261,11 +169,8 @@ def lora_precision(spec: Spec) -> Iterator[Problem]:
 
 
 RULES = (
-    pointwise_needs_scores,
-    pairwise_needs_pairs,
-    generative_needs_causal_lm,
-    sft_needs_decoder,
-    process_needs_steps,
+    approach_rules,
+    filters_read_the_rows,
     margin_must_be_used,
     batch_divides,
     early_stopping_needs_eval,
@@ -279,5 +184,7 @@ RULES = (
 
 def check(spec: Spec) -> list[Problem]:
     from rmspec.spec.option_rules import OPTION_RULES
+    from rmspec.spec.sweep_rules import sweep_problems
 
-    return [problem for rule in (*RULES, *OPTION_RULES) for problem in rule(spec)]
+    problems = [problem for rule in (*RULES, *OPTION_RULES) for problem in rule(spec)]
+    return problems + list(sweep_problems(spec, check))

@@ -26,15 +26,6 @@ OPTIMIZER_ALIASES = {"adamw": "adamw_torch_fused", "lion": "lion_32bit"}
 # Schedules that end at training.min_learning_rate instead of 0 (EasyDeL's learning_rate_end).
 MIN_LR_SCHEDULES = ("cosine_with_min_lr", "warmup_stable_decay")
 
-# The validation metrics each approach produces (metrics.jsonl names) that can pick the final model;
-# the first is the default. Lower is better for losses and errors.
-BEST_METRICS = {
-    "bradley_terry": ("eval/rm/accuracy", "eval/rm/loss", "eval/rm/reward_margin"),
-    "pointwise": ("eval/rm/loss", "eval/rm/mse", "eval/rm/mae", "eval/rm/accuracy"),
-    "process": ("eval/rm/step_accuracy", "eval/rm/loss", "eval/rm/auroc", "eval/rm/first_error_accuracy"),
-    "generative": ("eval/sft/loss",),
-}
-
 
 def lower_is_better(metric: str) -> bool:
     return metric.rsplit("/", 1)[-1] in ("loss", "mse", "mae")

@@ -6,16 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from rmspec.spec.training import BEST_METRICS
-
 Problem = tuple[tuple, str, str | None]
 CUDA_OPTIMIZERS = ("adamw_8bit", "lion", "lion_32bit", "lion_8bit")  # bitsandbytes kernels
 
 
-def valid_best_metrics(approach_kind: str) -> tuple[str, ...]:
-    """The validation metrics `approach_kind` produces that may pick the final model (default first).
-    Approaches without an entry score pairs like Bradley-Terry does."""
-    return BEST_METRICS.get(approach_kind, BEST_METRICS["bradley_terry"])
+def valid_best_metrics(approach: Any) -> tuple[str, ...]:
+    """The validation metrics the spec's `approach:` section produces that may pick the final model
+    (default first): its class's `best_metrics` (rmspec.spec.approach)."""
+    return tuple(type(approach).best_metrics)
 
 
 def selection_metric(spec: Any) -> str | None:
@@ -27,7 +25,7 @@ def selection_metric(spec: Any) -> str | None:
         return str(tr.best_metric)
     if tr.early_stopping is not None:
         return str(tr.early_stopping.metric)
-    return valid_best_metrics(spec.approach.kind)[0]
+    return valid_best_metrics(spec.approach)[0]
 
 
 def final_model(spec: Any) -> str:
@@ -39,7 +37,7 @@ def final_model(spec: Any) -> str:
 
 def best_checkpoint_rules(spec: Any) -> Iterator[Problem]:
     tr = spec.training
-    valid = valid_best_metrics(spec.approach.kind)
+    valid = valid_best_metrics(spec.approach)
     if tr.best_metric is not None and tr.best_metric not in valid:
         yield (
             ("training", "best_metric"),

@@ -1,0 +1,96 @@
+"""What an approach declares: the one type every module under rmspec/approaches/ instantiates.
+
+Light (no torch, no datasets): `rmspec validate`, `plan` and `init` read these declarations. The
+heavy parts (the trainer, the end-of-run evaluation) are named by dotted path, "module:function",
+and imported only when a run calls them (`Approach.hook`), as the benchmark catalogue names each
+kind's module (rmspec.spec.benchmarks).
+
+Facts a spec check needs (the row shape it trains on, its own cross-field rules, the metrics its
+periodic validation logs) live on the spec section class (rmspec.spec.approach), because
+validation runs in rmspec.spec, below this package; the declaration reads them from there.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from rmspec.spec.base import Section
+from rmspec.spec.scorer_kind import ScorerKind
+
+# What the planner sizes as the model's output layer (rmspec.plan.shapes): a score head, the LM
+# head (a generative judge) or a per-token head (a process reward model).
+SCORE_HEAD, LM_HEAD, TOKEN_HEAD = "score", "lm", "token"
+
+
+class Approach:
+    """One approach. A module under rmspec/approaches/ subclasses this and sets `APPROACH = Its()`.
+
+    Class attributes are the static declaration; the methods are the parts that depend on the
+    spec's section (override them where the default does not hold)."""
+
+    name: str  # approach.kind in the spec
+    section: type[Section]  # the spec's `approach:` model for this kind
+    scorer: ScorerKind  # how the saved model scores (rmspec score / serve / eval read it)
+    description: str = ""
+
+    # ---- plan sizing (rmspec.plan.compile)
+    head: str = SCORE_HEAD  # the output layer the planner sizes
+    sequences_per_example: int | None = 1  # sequences one example puts through the model; None: N, the data's lists
+    shared_prefix: bool = False  # training.packing: shared_prefix can put the prompt once per example
+    causal_lm: bool = False  # needs a decoder (an encoder is refused by validate and plan)
+
+    # ---- training (rmspec.train)
+    trainer: str  # "module:function(spec, model, tokenizer, common, packed, validation) -> Trainer"
+    metric_family: str = "rm"  # metrics.jsonl prefix: eval/<family>/<metric>
+    auto_model: str = "sequence_classification"  # or token_classification, causal_lm (rmspec.train.modeling)
+    lora_task: str = "SEQ_CLS"  # peft TaskType name
+    # "module:function(spec) -> (model -> model) | None": turns the trained model into the saved one
+    # (e.g. ODIN keeps only the quality head); None: saved as trained.
+    finalize: str | None = None
+
+    # ---- evaluation (rmspec.evaluate.run_level)
+    evaluation: str  # "module:function(rd, loaded, results, **kw)": validation section + benchmarks
+    validation_metrics: tuple[str, ...] = ()  # the keys of results.json's validation.metrics
+    validation_needs_split: bool = False  # run_level gets the tokenized validation split from training
+
+    # ---- init (rmspec.scaffold)
+    template: str  # file under rmspec/templates/
+    demo_data: str  # `rmspec init --data` default (a name rmspec.scaffold.data_choice knows)
+
+    @property
+    def rows(self) -> str:
+        """The record kind the data stage writes for it (rmspec.data.records)."""
+        return str(self.section.rows)  # type: ignore[attr-defined]
+
+    def hook(self, which: str) -> Callable[..., Any]:
+        """The heavy function a dotted "module:function" attribute names, imported now."""
+        module, _, function = getattr(self, which).partition(":")
+        return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
+
+    # ---- per-spec parts
+    def validation_metric_names(self, section: Any) -> tuple[str, ...]:
+        """The keys of results.json's validation.metrics for this spec's section."""
+        return self.validation_metrics
+
+    def num_outputs(self, section: Any) -> int:
+        """Outputs of the score head (rmspec.train.modeling); 1: one reward."""
+        return 1
+
+    def output_labels(self, section: Any) -> list[str]:
+        """Names of the head's outputs, saved in config.id2label."""
+        return ["reward"]
+
+    def uses_lm_head(self, section: Any) -> bool:
+        """The LM head is kept while training (planned and sized)."""
+        return self.head == LM_HEAD
+
+    def config_extra(self, spec: Any) -> dict[str, Any]:
+        """What RUN/model/config.json records beyond the approach's name, so a bare model folder
+        scores as training did."""
+        return {}
+
+    def plan_notes(self, spec: Any, n_list: int | None, list_how: str | None) -> list[str]:
+        """Plan warnings for this approach's options."""
+        return []

@@ -1,0 +1,37 @@
+"""Generative: a causal LM judge that writes a verdict ([[A]] or [[B]]) for a pair.
+
+Trained by rmspec.train.generative (next-token loss on the judge's answer); validation judges each
+held-out pair in both orders with the saved model (rmspec.inference.judge): verdict accuracy in the
+written order, with the responses swapped, and in both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rmspec.approaches.base import LM_HEAD, Approach
+from rmspec.spec.approach import Generative
+from rmspec.spec.scorer_kind import ScorerKind
+
+
+class GenerativeApproach(Approach):
+    name = "generative"
+    section = Generative
+    scorer = ScorerKind.JUDGE
+    description = "a judge model writing verdicts"
+    head = LM_HEAD
+    causal_lm = True
+    trainer = "rmspec.train.generative:build_trainer"
+    metric_family = "sft"
+    auto_model = "causal_lm"
+    lora_task = "CAUSAL_LM"
+    evaluation = "rmspec.evaluate.approach_validation:evaluate_judge"
+    validation_metrics = ("verdict_accuracy_first_order", "verdict_accuracy_swapped_order", "verdict_accuracy")
+    template = "generative.yaml"
+    demo_data = "judge-demo"
+
+    def config_extra(self, spec: Any) -> dict[str, Any]:
+        return {"verdict_pattern": spec.approach.verdict_pattern}
+
+
+APPROACH = GenerativeApproach()
