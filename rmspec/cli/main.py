@@ -20,6 +20,8 @@ COMMANDS = {
     "plan": ("rmspec.cli.plan_cmd:plan", "Dry run: memory per device, strategy, batch math, launch command."),
     "data": ("rmspec.cli.data_cmd:data", "Preview the mapped rows or report on the data (rejects, lengths, quality)."),
     "run": ("rmspec.cli.run_cmd:run", "Train from a spec or a saved plan, then evaluate and report."),
+    "sweep": ("rmspec.cli.sweep_cmd:sweep", "Search hyperparameters with Optuna: a run per trial, pruned, resumable."),
+    "compare": ("rmspec.cli.compare_cmd:compare", "Runs side by side: spec differences, metrics, time, tokens."),
     "eval": ("rmspec.cli.eval_cmd:eval_", "Score a run or any HF reward model on benchmarks."),
     "report": ("rmspec.cli.report_cmd:report", "Render the report of a run directory again."),
     "annotate": (

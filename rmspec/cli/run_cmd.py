@@ -68,6 +68,11 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
                 hint="e.g. rmspec init --example quickstart, then rmspec run quickstart.yaml",
             )
         plan, document = prepare.plan_and_document(target, sets)
+        if document.get("sweep") is not None:
+            raise RmspecError(
+                f"{target} has a sweep: section: a search over many runs, which rmspec run does not do",
+                hint=f"run the search with `rmspec sweep {target}`, or one run of it with --set sweep=null",
+            )
         run_dir = RunDir(Path(plan.run_dir))
         _check_submit(plan, submit)
         _require_extras(load_spec(plan.spec_path, plan.sets).spec)

@@ -119,7 +119,8 @@ def write_run_dir(run_dir: RunDir, plan: Plan, document: dict) -> None:
     yaml.default_flow_style = False
     out = io.StringIO()
     out.write(f"# The spec as run (from {plan.spec_path}, --set applied).\n")
-    yaml.dump(document, out)
+    # extends: is merged into the document already; kept, it would name a base relative to the run directory
+    yaml.dump({k: v for k, v in document.items() if k != "extends"}, out)
     atomic_write_text(run_dir.spec, out.getvalue())
     write_launch_files(plan)  # plan.json, accelerate_config.yaml, launch.slurm for several nodes
     atomic_write_json(run_dir.versions, versions())

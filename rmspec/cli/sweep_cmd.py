@@ -1,0 +1,72 @@
+"""`rmspec sweep SPEC [-o DIR] [--set ...]` and `rmspec sweep --resume DIR`.
+
+Parses options and renders the outcome; the search lives in rmspec.sweep (Optuna is imported only here,
+when the command runs). The parent stays light: each trial trains in its own `rmspec run`.
+"""
+
+from __future__ import annotations
+
+import click
+
+from rmspec.cli.options import set_option
+from rmspec.errors import RmspecError
+
+
+@click.command()
+@click.argument("spec_file", required=False, type=click.Path(dir_okay=False))
+@set_option
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False), default=None, help="Sweep directory.")
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Continue the sweep in DIR: finished trials stay, an interrupted one is finished, then on to the budget.",
+)
+def sweep(spec_file: str | None, sets: tuple[str, ...], out: str | None, resume_dir: str | None) -> None:
+    """Search the spec's `sweep:` space: each trial is an ordinary run in DIR/trials/NNN.
+
+    Writes DIR/study.db (Optuna), DIR/sweep.json, DIR/best.yaml and DIR/report.html.
+    """
+    try:
+        from rmspec.sweep import driver, outputs
+    except ImportError as exc:
+        raise RmspecError(f"rmspec sweep needs Optuna ({exc})", hint="pip install 'rmspec[sweep]'") from None
+    if resume_dir is not None:
+        if spec_file or sets or out:
+            raise RmspecError(
+                "--resume continues a sweep as it started: give no SPEC, --set or -o with it",
+                hint=f"rmspec sweep --resume {resume_dir}",
+            )
+        state, lock = driver.resume(resume_dir)
+    else:
+        if spec_file is None:
+            raise RmspecError("give a spec with a sweep: section", hint="e.g. rmspec sweep sweep.yaml -o sweeps/lr")
+        state, lock = driver.start(spec_file, sets, out)
+    try:
+        try:
+            driver.run_sweep(state)
+        except KeyboardInterrupt:
+            outputs.write_sweep_json(state)
+            driver.exit_interrupted(state)
+        outputs.finish(state)
+    finally:
+        lock.release()
+    _summary(state)
+
+
+def _summary(state) -> None:
+    from rmspec.sweep.outputs import best_trial
+
+    best = best_trial(state.study)
+    root = state.dir.root
+    if best is None:
+        click.echo(f"no trial completed; see {root / 'sweep.json'} for each trial's error", err=True)
+        raise SystemExit(1)
+    click.echo(
+        f"best: trial {best.number}, {state.spec.objective.metric} = {best.value:.6g} "
+        f"({', '.join(f'{k}={v}' for k, v in best.user_attrs.get('values', {}).items())})"
+    )
+    click.echo(f"best spec: {state.dir.best_yaml}  (rmspec run {state.dir.best_yaml})")
+    click.echo(f"report: {state.dir.report_html}   trials: rmspec compare {root}")
+    click.echo(f"study: optuna-dashboard {state.dir.storage_url}")

@@ -1,0 +1,147 @@
+"""DIR/report.html of a sweep: the objective by trial, each parameter against the objective, the
+parameter importances, and the table of trials. Figures are matplotlib PNGs embedded as base64 (the run
+report's way, rmspec.evaluate.report_plots); without matplotlib the tables stand alone."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rmspec.evaluate.html_parts import esc, img, table
+from rmspec.evaluate.report import CSS
+from rmspec.rundir import atomic_write_text
+from rmspec.sweep.layout import SweepDir
+
+STATE_COLOURS = {"complete": "#1c7ed6", "pruned": "#f08c00", "fail": "#c92a2a"}
+
+
+def write_report(folder: SweepDir, record: Mapping[str, Any]) -> None:
+    trials = record.get("trials") or []
+    metric = record.get("objective", "objective")
+    parts = [f"<h1>sweep {esc(record.get('study_name', ''))}</h1>", _summary(record)]
+    parts.append("<h2>objective by trial</h2>" + img(_by_trial(trials, metric), "objective by trial"))
+    keys = sorted({k for t in trials for k in t.get("params", {})})
+    if keys:
+        parts.append("<h2>parameters against the objective</h2>")
+        parts += [img(_against(trials, key, metric), f"{key} against the objective") for key in keys]
+    importances = record.get("importances")
+    parts.append("<h2>parameter importances (Optuna's PED-ANOVA)</h2>")
+    if isinstance(importances, Mapping) and importances:
+        parts.append(img(_bars(importances), "importances"))
+        parts.append(table(("parameter", "importance"), [(k, f"{v:.3f}") for k, v in importances.items()], (1,)))
+    else:
+        parts.append(f"<p>{esc(importances or 'none')}</p>")
+    parts.append("<h2>trials</h2>" + _trials_table(trials))
+    html = (
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        f"<title>rmspec sweep: {esc(record.get('study_name', ''))}</title><style>{CSS}</style></head><body>\n"
+        + "\n".join(parts)
+        + "\n</body></html>\n"
+    )
+    atomic_write_text(folder.report_html, html)
+
+
+def _summary(record: Mapping[str, Any]) -> str:
+    best = record.get("best") or {}
+    rows = [
+        ("objective", f"{record.get('objective')} ({record.get('direction')})"),
+        ("trials", len(record.get("trials") or [])),
+        ("best trial", best.get("number", "-")),
+        ("best value", _fmt(best.get("objective"))),
+        ("best values", ", ".join(f"{k}={v}" for k, v in (best.get("values") or {}).items())),
+        ("study", f"{record.get('storage')} (study {record.get('study_name')})"),
+    ]
+    return table(("", ""), rows)
+
+
+def _trials_table(trials: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        (
+            t["number"],
+            t["state"],
+            ", ".join(f"{k}={_fmt(v)}" for k, v in t.get("params", {}).items()),
+            _fmt(t.get("objective")),
+            _fmt(t.get("stderr")),
+            t.get("pruned_at_step") or "",
+            t.get("seconds") or "",
+            (t.get("error") or "").strip().splitlines()[-1:][0] if t.get("error") else "",
+        )
+        for t in trials
+    ]
+    return table(("trial", "state", "parameters", "objective", "± s.e.", "pruned at", "seconds", "error"), rows, (0, 3))
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _figure():
+    try:
+        from rmspec.evaluate.report_plots import _figure as figure
+    except ImportError:  # pragma: no cover - matplotlib is the report extra
+        return None
+    try:
+        return figure()
+    except ImportError:
+        return None
+
+
+def _png(fig: Any) -> str:
+    from rmspec.evaluate.report_plots import _png as png
+
+    return png(fig)
+
+
+def _points(trials: Sequence[Mapping[str, Any]], key: str | None) -> dict[str, list[tuple[Any, float]]]:
+    """state -> [(x, objective)]: pruned trials at their last reported value are left out (no objective)."""
+    out: dict[str, list[tuple[Any, float]]] = {}
+    for t in trials:
+        if t.get("objective") is None:
+            continue
+        x = t["number"] if key is None else t.get("params", {}).get(key)
+        out.setdefault(t["state"], []).append((x, t["objective"]))
+    return out
+
+
+def _by_trial(trials: Sequence[Mapping[str, Any]], metric: str) -> str | None:
+    made = _figure()
+    if made is None:
+        return None
+    fig, ax = made
+    for state, points in _points(trials, None).items():
+        ax.scatter(*zip(*points, strict=True), label=state, color=STATE_COLOURS.get(state))
+    pruned = [t["number"] for t in trials if t["state"] == "pruned"]
+    for number in pruned:
+        ax.axvline(number, color=STATE_COLOURS["pruned"], alpha=0.3)
+    ax.set_xlabel("trial (pruned: orange lines)")
+    ax.set_ylabel(metric)
+    return _png(fig)
+
+
+def _against(trials: Sequence[Mapping[str, Any]], key: str, metric: str) -> str | None:
+    made = _figure()
+    if made is None:
+        return None
+    fig, ax = made
+    for state, points in _points(trials, key).items():
+        ax.scatter(*zip(*points, strict=True), label=state, color=STATE_COLOURS.get(state))
+    values = [t.get("params", {}).get(key) for t in trials]
+    if values and all(isinstance(v, (int, float)) and v > 0 for v in values) and max(values) / min(values) > 50:
+        ax.set_xscale("log")
+    ax.set_xlabel(key)
+    ax.set_ylabel(metric)
+    return _png(fig)
+
+
+def _bars(importances: Mapping[str, float]) -> str | None:
+    made = _figure()
+    if made is None:
+        return None
+    fig, ax = made
+    names = list(importances)
+    ax.barh(names, [importances[n] for n in names], color="#1c7ed6")
+    ax.invert_yaxis()
+    ax.set_xlabel("importance")
+    return _png(fig)
