@@ -42,7 +42,7 @@ def load_engine(model: str | Path) -> RewardEngine:
             "give runs/NAME (after rmspec run) or a folder with config.json and weights",
         )
     engine = load_scorer(path)
-    if engine.kind == ScorerKind.PROCESS or engine.kind == ScorerKind.JUDGE:
+    if engine.kind == ScorerKind.PROCESS or engine.kind == ScorerKind.JUDGE or engine.kind == ScorerKind.COMPOSITE:
         raise RmspecError(
             f"--model {model} is not a score-head reward model",
             "active selection ranks pairs by reward margin: use a bradley_terry or pointwise run",

@@ -156,3 +156,6 @@ def _print_summary(s: dict) -> None:
     if s["rejected"]:
         reasons = ", ".join(f"{n} {why}" for why, n in sorted(s["rejected_by_reason"].items(), key=lambda kv: -kv[1]))
         echo(f"rejects: {s['rejects']} ({reasons})")
+    for name, counts in (s.get("failures") or {}).get("components", {}).items():  # a composite's components
+        failed = ", ".join(f"{n} {why}" for why, n in counts["failed"].items()) or "none"
+        echo(f"component {name}: {counts['scored']} rows, failures: {failed}")

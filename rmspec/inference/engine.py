@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from rmspec.composite.scorer import CompositeScorer
 from rmspec.inference.encoding import Encoded, Prompt, encode_many, make_layout
 from rmspec.inference.loading import load_reward_model, max_length_for
 from rmspec.inference.process import StepEngine, is_token_classifier
@@ -36,12 +37,19 @@ def load_scorer(
     device: str | None = None,
     batch_size: int | None = None,
     step_separator: str | None = None,
-) -> RewardEngine | StepEngine:
+) -> RewardEngine | StepEngine | CompositeScorer:
     """The scorer a run directory (its spec decides layout, max_length, approach) or a model folder
     holds: a generative judge or a score-head model (`RewardEngine`), or a process reward model,
     rmspec's or any token classifier (`StepEngine`); dispatch on its `kind`. `step_separator`
     (the CLI's --step-separator): the text after every step for a process reward model, in place of
-    the saved one (a PRM saved without it is read with "\\n", TRL's default)."""
+    the saved one (a PRM saved without it is read with "\\n", TRL's default). A composite run
+    (RUN/reward.yaml, rmspec.composite) gives a `CompositeScorer`, its model components loaded here."""
+    from rmspec.composite.reward_file import is_composite
+
+    if is_composite(model_or_run):
+        from rmspec.composite.scorer import load_composite
+
+        return load_composite(model_or_run, load_model=lambda path: load_scorer(path, dtype=dtype, device=device))
     target = resolve_target(model_or_run)
     spec = target.loaded_spec.spec if target.loaded_spec is not None else None
     is_process = (spec is not None and spec.approach.kind == "process") or is_token_classifier(target.model_dir)
@@ -87,7 +95,7 @@ class RewardEngine:
         dtype: str = "float32",
         device: str | None = None,
         batch_size: int | None = None,
-    ) -> RewardEngine | StepEngine:
+    ) -> RewardEngine | StepEngine | CompositeScorer:
         """`load_scorer`, by the name older callers use: a PRM folder gives a `StepEngine`."""
         return load_scorer(model_or_run, dtype=dtype, device=device, batch_size=batch_size)
 

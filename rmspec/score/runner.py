@@ -19,19 +19,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rmspec.composite.scorer import CompositeScorer
 from rmspec.errors import DataError
 from rmspec.inference.engine import RewardEngine, preference_probability
 from rmspec.inference.ensemble import member_std
 from rmspec.inference.process import StepEngine
 from rmspec.inference.scorer import ScorerKind
 from rmspec.messages import Invalid
-from rmspec.score import output, reader, shapes
+from rmspec.score import composite_rows, output, reader, shapes
 from rmspec.score.reader import BadRow
 from rmspec.score.steps import step_columns, step_item, step_reason, step_shape
 
 
 def score_file(
-    engine: RewardEngine | StepEngine,
+    engine: RewardEngine | StepEngine | CompositeScorer,
     input_path: str | Path,
     out: Path,
     *,
@@ -64,7 +65,11 @@ def score_file(
         if first is None:
             raise DataError(f"{input_path}: no row to score", "the file is empty, or no line is a JSON object")
         detect = step_shape if engine.kind == ScorerKind.PROCESS else shapes.detect  # a PRM: prompt + steps
-        shape = detect(list(first), named)
+        shape = (
+            composite_rows.composite_shape(engine)
+            if engine.kind == ScorerKind.COMPOSITE
+            else detect(list(first), named)
+        )
         rows = iter(reader.open_rows(in_path, split=split, skip=skip).rows)  # the peek consumed rows: read again
     if engine.kind == ScorerKind.JUDGE and shape.kind != shapes.PAIRS:
         raise DataError(
@@ -83,7 +88,10 @@ def score_file(
         chunk = list(itertools.islice(rows, chunk_rows))
         if not chunk:
             break
-        scored, rejects, (r, p) = _score_chunk(engine, shape, chunk, index, bs)
+        if engine.kind == ScorerKind.COMPOSITE:  # rules, judges, models: rmspec.score.composite_rows
+            scored, rejects, (r, p) = *composite_rows.score_chunk(engine, shape, chunk, index), (0, 0)
+        else:
+            scored, rejects, (r, p) = _score_chunk(engine, shape, chunk, index, bs)
         real, padded = real + r, padded + p
         writer.write(scored, rejects, len(chunk))
         index += len(chunk)
@@ -92,6 +100,8 @@ def score_file(
     writer.finish()
     summary = _summary(writer.state, out, in_path, started, index - skip, real, padded, resumed=skip)
     summary["shape"] = shape.describe()
+    if engine.kind == ScorerKind.COMPOSITE:  # failures per component and reason (this run's rows)
+        summary["failures"] = engine.counts.to_json()
     return summary
 
 

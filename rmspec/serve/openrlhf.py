@@ -16,7 +16,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
+from rmspec.composite.scorer import CompositeScorer
 from rmspec.inference.engine import RewardEngine
+from rmspec.serve.composite import CompositeMetrics, composite_rewards
 from rmspec.serve.request_io import ApiError, check_items, check_tokens, parse, read_json
 from rmspec.serve.service import Service
 
@@ -26,10 +28,13 @@ class RewardRequest(BaseModel):
     query: list[str] | str
     prompts: list[Any] | None = None
     labels: list[Any] | None = None
+    # A composite routed by a column (approach.route_by, e.g. verl's data_source): its value per query.
+    routes: list[Any] | None = None
 
 
 def router(service: Service) -> APIRouter:
     api = APIRouter()
+    composite = CompositeMetrics(service.metrics.registry) if service.is_composite and service.metrics else None
 
     @api.post("/get_reward")
     async def get_reward(request: Request) -> dict[str, Any]:
@@ -49,6 +54,8 @@ def router(service: Service) -> APIRouter:
         )
         queries = [req.query] if isinstance(req.query, str) else req.query
         check_items(len(queries), service.limits.max_items, "query")
+        if isinstance(service.engine, CompositeScorer):  # rules, judges, models: rmspec.serve.composite
+            return await composite_rewards(service.engine, composite, queries, req.prompts, req.labels, req.routes)
         engine = service.engine
         assert isinstance(engine, RewardEngine), "judges and process models are refused above"
         encoded = [service.served(engine.encode_text(q, add_special_tokens=False)) for q in queries]

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rmspec.composite.scorer import CompositeScorer
 from rmspec.inference.encoding import Encoded
 from rmspec.inference.engine import RewardEngine
 from rmspec.inference.process import StepEngine
@@ -42,7 +43,7 @@ class Judged:
 class Service:
     def __init__(
         self,
-        engine: RewardEngine | StepEngine,
+        engine: RewardEngine | StepEngine | CompositeScorer,
         *,
         model_name: str,
         normalize: bool | None = None,
@@ -113,6 +114,11 @@ class Service:
     @property
     def is_process(self) -> bool:
         return self.engine.kind == ScorerKind.PROCESS
+
+    @property
+    def is_composite(self) -> bool:
+        """Rules, judges and models combined (rmspec.serve.composite answers /get_reward)."""
+        return self.engine.kind == ScorerKind.COMPOSITE
 
     def served(self, encoded: Encoded) -> Encoded:
         """A served text's encoding with the chosen encoder segment ids: `training` keeps the

@@ -141,6 +141,10 @@ async def _values(
     model = service.check_model(req.model)
     if service.is_judge:
         raise ApiError(400, "this server holds a generative judge: use POST /v1/chat/completions", "input")
+    if service.is_composite:
+        raise ApiError(
+            400, "this server holds a composite reward: use POST /get_reward (query, prompts, labels)", "input"
+        )
     per_token = service.is_process
     if pooling and per_token and req.task != "token_classify":
         raise ApiError(
