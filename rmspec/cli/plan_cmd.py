@@ -36,5 +36,9 @@ def plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) 
     from rmspec.render.plan_view import render_plan
 
     render_plan(result)
+    if loaded.spec.sweep is not None:
+        from rmspec.sweep.budget import render_budget
+
+        render_budget(loaded, sets, result)
     if out:
         click.echo(f"\nsaved plan to {out}; run it with `rmspec run {out}` (refused if {spec_file} changes)")
