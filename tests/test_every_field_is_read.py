@@ -53,6 +53,19 @@ EFFECTS: dict[str, tuple[str, str]] = {
     "TrainingSpec.liger_kernel": ("training.liger_kernel=off", "plan"),  # auto on CPU writes no key; off does
     "HardwareSpec.gpus_per_node": ("hardware.gpus_per_node=2", "plan"),
     "HardwareSpec.headroom": ("hardware.headroom=0.3", "plan"),
+    # hardware.slurm: the #SBATCH lines of launch.slurm (plan.slurm_script, what sbatch reads); the real cluster
+    # takes partition and time in tests/test_slurm_train.py
+    "HardwareSpec.slurm": ("hardware.nodes=2;hardware.slurm={partition: gpu}", "plan"),
+    "SlurmSpec.partition": ("hardware.nodes=2;hardware.slurm={};hardware.slurm={partition: gpu}", "plan"),
+    "SlurmSpec.account": ("hardware.nodes=2;hardware.slurm={};hardware.slurm={account: proj}", "plan"),
+    "SlurmSpec.time": ("hardware.nodes=2;hardware.slurm={};hardware.slurm={time: '01:00:00'}", "plan"),
+    "SlurmSpec.qos": ("hardware.nodes=2;hardware.slurm={};hardware.slurm={qos: high}", "plan"),
+    "SlurmSpec.constraint": ("hardware.nodes=2;hardware.slurm={};hardware.slurm={constraint: ib}", "plan"),
+    "SlurmSpec.gpus_per_node": (
+        "hardware.device=a100-80gb;hardware.nodes=2;hardware.slurm={};hardware.slurm={gpus_per_node: 'a100:1'}",
+        "plan",
+    ),
+    "SlurmSpec.extra": ("hardware.nodes=2;hardware.slurm={};hardware.slurm={extra: [--mem=0]}", "plan"),
     "HardwareSpec.cpu_memory_gb": ("hardware.cpu_memory_gb=64", "plan"),
     # on device cpu memory_gb is the host RAM unless cpu_memory_gb is set (both: refused); shown on a GPU device
     "HardwareSpec.memory_gb": ("hardware.device=a100-80gb;hardware.memory_gb=40", "plan"),

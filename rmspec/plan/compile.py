@@ -28,6 +28,7 @@ from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.plan.communication import communication, with_communication
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
+from rmspec.plan.invariants import checked
 from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
@@ -182,6 +183,7 @@ def compile_plan(
             run_dir=str(run.root),
             is_gpu=hw.is_gpu,
             env=launch_env(not hw.is_gpu),
+            slurm=spec.hardware.slurm,
         )
         files.append(str(run.root / "launch.slurm"))
         argv = launch_argv(
@@ -260,7 +262,7 @@ def compile_plan(
         from rmspec.plan.separator import separator_check
 
         step_separator = separator_check(spec.approach.step_separator, spec.model.name_or_path, model_path, hub_cache)
-    return Plan(
+    plan = Plan(  # checked below: no negative or NaN figure reaches a reader (plan/invariants.py)
         schema_version=SCHEMA_VERSION,
         name=spec.name,
         approach=approach,
@@ -339,6 +341,7 @@ def compile_plan(
         optimizer=None if base.optimizer == "adamw" else base.optimizer,
         liger_kernel=liger,
     )
+    return checked(plan)
 
 
 def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro, packed_list: int | None = None) -> NoReturn:

@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rmspec.errors import PlanError
 from rmspec.spec.hardware import DEVICE_CATALOG
 
 GIB = 1024**3
@@ -138,6 +139,13 @@ def hardware_profile(hw, host: HostFacts | None = None) -> HardwareProfile:
                 interconnect=hw.interconnect,
                 source=f"detected: nvidia-smi ({len(host.gpus)} x {name})",
                 strategy=hw.strategy,
+            )
+        if hw.nodes > 1:  # a login node without GPUs says nothing about the compute nodes
+            raise PlanError(
+                f"hardware.nodes is {hw.nodes} with hardware.device: auto, and auto detects the planning host: "
+                "name the device (e.g. `hardware.device: h100-80gb`): this host has no GPU",
+                hint="set hardware.device to the compute nodes' GPU (`rmspec plan SPEC --set "
+                "hardware.device=h100-80gb`); a CPU job across nodes says hardware.device: cpu",
             )
         device = "cpu"
         source = "detected: no GPU (nvidia-smi absent), CPU with RAM from /proc/meminfo"

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rmspec.errors import PlanError
+from rmspec.plan.invariants import possible_shape
 
 # model_type -> facts a config.json leaves implicit (class defaults in transformers).
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -186,8 +187,11 @@ class ModelShape:
         return base + self.hidden_size  # score head: h x 1 (a few more for pointwise attributes)
 
     def root_parameters(self, head: str) -> int:
-        """What FSDP's root unit holds once each block is its own unit: embeddings, final norm, heads."""
-        return self.trained_parameters(head) - self.num_layers * self.layer_parameters()
+        """What FSDP's root unit holds once each block is its own unit: embeddings, final norm, heads.
+        Counted from those parts, not as the given total less the blocks: a model.shape's num_parameters
+        need not equal the sum of its parts (the parts are estimated), and the difference is not the root's."""
+        parts = replace(self, given_num_parameters=None)
+        return parts.trained_parameters(head) - self.num_layers * self.layer_parameters()
 
     def largest_unit_parameters(self) -> int:
         """Largest module gathered at once under full sharding: a block or the embedding table."""
@@ -295,10 +299,11 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
 
 
 def shape_from_spec(shape: Any, source: str = "spec model.shape") -> ModelShape:
-    """A shape from the spec's `model.shape` block; its num_parameters is taken as given."""
+    """A shape from the spec's `model.shape` block; its num_parameters is taken as given, once it can hold
+    the embedding table and the (untied, decoder) LM head that the other fields imply."""
     kv = shape.num_key_value_heads or shape.num_attention_heads
     family = FAMILIES["llama" if shape.architecture == "decoder" else "bert"]
-    return ModelShape(
+    result = ModelShape(
         architecture=shape.architecture,
         model_type="custom",
         hidden_size=shape.hidden_size,
@@ -318,6 +323,8 @@ def shape_from_spec(shape: Any, source: str = "spec model.shape") -> ModelShape:
         pooler=family.get("pooler", False),
         given_num_parameters=shape.num_parameters,
     )
+    possible_shape(result)
+    return result
 
 
 # ---------------------------------------------------------------- resolution

@@ -10,14 +10,27 @@ computed per node. What a real cluster taught (tests/test_slurm_train.py, REFERE
 - the first node hosts the c10d store (`is_host`) and each node passes its own rank, expanded in
   its own task: two nodes on one host otherwise both claim the port (accelerate refuses);
 - a requeued job must append to its output file and find its checkpoints: `--requeue`,
-  `--open-mode=append`; the trainer resumes from the last complete checkpoint by itself.
+  `--open-mode=append`; the trainer resumes from the last complete checkpoint by itself;
+- most clusters want a partition, an account, a time limit or a QoS: `hardware.slurm` writes them
+  (validated in rmspec/spec/hardware.py: one word each, sbatch's time formats, no line breaks), and
+  what the spec leaves out sbatch still takes from SBATCH_PARTITION, SBATCH_TIMELIMIT, ... at submit.
 """
 
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from rmspec.plan.argv import launch_argv, runtime_env
+
+# hardware.slurm field -> the sbatch option it writes
+CLUSTER_OPTIONS = {
+    "partition": "--partition",
+    "account": "--account",
+    "time": "--time",
+    "qos": "--qos",
+    "constraint": "--constraint",
+}
 
 
 def slurm_script(
@@ -31,7 +44,9 @@ def slurm_script(
     is_gpu: bool = True,
     env: dict[str, str] | None = None,
     port: int = 29500,
+    slurm: Any = None,
 ) -> str:
+    """The batch script; `slurm` is the spec's hardware.slurm section (None: only what every job needs)."""
     argv = launch_argv(
         config_file,
         plan_file,
@@ -47,7 +62,9 @@ def slurm_script(
     # Quote everything; words with a shell expansion in double quotes, which each node's task evaluates.
     words = [f'"{w}"' if "$" in w else shlex.quote(w) for w in argv]
     command = " \\\n    ".join(_pairs(words))
-    devices = f"#SBATCH --gpus-per-node={gpus_per_node}\n" if is_gpu else ""
+    gpu_request = slurm.gpus_per_node if slurm is not None and slurm.gpus_per_node else gpus_per_node
+    devices = f"#SBATCH --gpus-per-node={gpu_request}\n" if is_gpu else ""
+    cluster = _cluster_lines(slurm)
     exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in (env or {}).items())
     defaults = "".join(
         f"export {key}=${{{key}:-{shlex.quote(value)}}}\n" for key, value in runtime_env(not is_gpu).items()
@@ -62,7 +79,7 @@ def slurm_script(
 #SBATCH --requeue
 #SBATCH --open-mode=append
 #SBATCH --output={run_dir}/slurm-%j.out
-set -euo pipefail
+{cluster}set -euo pipefail
 
 {exports}{defaults}GPUS_PER_NODE={gpus_per_node}
 HEAD_NAME=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
@@ -82,6 +99,18 @@ node_task() {{
 export -f node_task
 srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c node_task
 """  # noqa: E501 (the script's lines stay whole: they are what `rmspec plan` writes)
+
+
+def _cluster_lines(slurm: Any) -> str:
+    """#SBATCH lines for hardware.slurm's partition, account, time, qos, constraint and extra entries."""
+    if slurm is None:
+        return ""
+    lines = [f"{option}={getattr(slurm, field)}" for field, option in CLUSTER_OPTIONS.items()]
+    lines = [line for line, field in zip(lines, CLUSTER_OPTIONS) if getattr(slurm, field) is not None]
+    lines += list(slurm.extra)
+    for line in lines:  # the spec refused these already; a line break here would end the #SBATCH comment
+        assert "\n" not in line and "\r" not in line, f"line break in an #SBATCH line: {line!r}"
+    return "".join(f"#SBATCH {line}\n" for line in lines)
 
 
 def _pairs(words: list[str]) -> list[str]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from rmspec.spec.base import Section
 from rmspec.spec.choices import unknown_choice
@@ -43,6 +44,98 @@ DEVICE_CATALOG: dict[str, DeviceInfo] = {
     "b200-192gb": DeviceInfo(192, True, 2250, "NVIDIA B200 192GB"),
     "mi300x-192gb": DeviceInfo(192, True, 1307, "AMD MI300X 192GB"),
 }
+
+
+# sbatch --time: minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes,
+# days-hours:minutes:seconds (man sbatch); 0 asks for no limit.
+SBATCH_TIME = re.compile(r"\d+|\d+:[0-5]?\d|\d+:[0-5]?\d:[0-5]?\d|\d+-\d+|\d+-\d+:[0-5]?\d|\d+-\d+:[0-5]?\d:[0-5]?\d")
+# One word on an #SBATCH line: no whitespace or control character can end the line and start a shell command.
+SBATCH_WORD = re.compile(r"[^\s\x00-\x1f\x7f]+")
+# The #SBATCH options the script writes itself (or a slurm field writes): `extra` may not repeat them.
+SBATCH_WRITTEN = {
+    "--job-name": "the spec's name",
+    "--nodes": "hardware.nodes",
+    "--ntasks-per-node": "one task per node, always",
+    "--gpus-per-node": "hardware.slurm.gpus_per_node",
+    "--exclusive": "always written",
+    "--requeue": "always written",
+    "--open-mode": "always written (append)",
+    "--output": "the run directory",
+    "--partition": "hardware.slurm.partition",
+    "--account": "hardware.slurm.account",
+    "--time": "hardware.slurm.time",
+    "--qos": "hardware.slurm.qos",
+    "--constraint": "hardware.slurm.constraint",
+}
+SBATCH_SHORT = {"-J": "--job-name", "-N": "--nodes", "-p": "--partition", "-A": "--account", "-t": "--time"}
+SBATCH_SHORT |= {"-q": "--qos", "-C": "--constraint", "-o": "--output"}
+
+
+class SlurmSpec(Section):
+    """`hardware.slurm:` what a real cluster asks of a job, written as #SBATCH lines of launch.slurm."""
+
+    partition: str | None = Field(None, description="#SBATCH --partition (sbatch's SBATCH_PARTITION also works).")
+    account: str | None = Field(None, description="#SBATCH --account to charge (or SBATCH_ACCOUNT).")
+    time: NonNegativeInt | str | None = Field(
+        None,
+        description="#SBATCH --time, as sbatch reads it: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
+        '(quote it in YAML: "00:30:00"); or SBATCH_TIMELIMIT.',
+    )
+    qos: str | None = Field(None, description="#SBATCH --qos (or SBATCH_QOS).")
+    constraint: str | None = Field(
+        None, description="#SBATCH --constraint, node features such as a100&ib (or SBATCH_CONSTRAINT)."
+    )
+    gpus_per_node: str | None = Field(
+        None,
+        description="#SBATCH --gpus-per-node when it must differ from hardware.gpus_per_node, e.g. a typed "
+        "request a100:8; its count must be at least hardware.gpus_per_node (GPU plans only).",
+    )
+    extra: list[str] = Field(
+        default_factory=list,
+        description="Further sbatch options, one per entry, each written as `#SBATCH <entry>` (e.g. --mem=0, "
+        "--mail-type=END); an option rmspec writes itself is refused here.",
+    )
+
+    @field_validator("partition", "account", "qos", "constraint", "gpus_per_node")
+    @classmethod
+    def _one_word(cls, value: str | None) -> str | None:
+        if value is not None and not SBATCH_WORD.fullmatch(value):
+            raise ValueError(f"{value!r} must be one word: no space, tab, newline or control character")
+        return value
+
+    @field_validator("time")
+    @classmethod
+    def _sbatch_time(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, str) and not SBATCH_TIME.fullmatch(value):
+            raise ValueError(
+                f'{value!r} is not a time sbatch reads: give minutes (30), MM:SS, HH:MM:SS ("02:00:00"), '
+                'D-HH, D-HH:MM or D-HH:MM:SS ("1-12:00:00")'
+            )
+        return value
+
+    @field_validator("gpus_per_node")
+    @classmethod
+    def _gpu_request(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"([A-Za-z0-9_.-]+:)?[1-9]\d*", value):
+            raise ValueError(f"{value!r} is not a GPU request: give a count (8) or type:count (a100:8)")
+        return value
+
+    @field_validator("extra")
+    @classmethod
+    def _extra_lines(cls, lines: list[str]) -> list[str]:
+        for line in lines:
+            if not re.fullmatch(r"--?[A-Za-z][^\x00-\x1f\x7f]*", line) or line != line.strip():
+                raise ValueError(
+                    f"{line!r}: each entry is one sbatch option on one line, starting with - (e.g. --mem=0)"
+                )
+            option = re.split(r"[=\s]", line, maxsplit=1)[0]
+            option = SBATCH_SHORT.get(option, option)
+            if option in SBATCH_WRITTEN:
+                raise ValueError(f"{line!r}: {option} is written by rmspec ({SBATCH_WRITTEN[option]}), not here")
+        return lines
+
+    def gpu_count(self) -> int | None:
+        return None if self.gpus_per_node is None else int(self.gpus_per_node.rsplit(":", 1)[-1])
 
 
 class HardwareSpec(Section):
@@ -87,6 +180,12 @@ class HardwareSpec(Section):
         description="Distributed strategy; auto lets the plan pick the cheapest that fits (DeepSpeed only when named here).",
     )
 
+    slurm: SlurmSpec | None = Field(
+        None,
+        description="Several nodes: the partition, account, time limit, QoS, constraint, GPU request and further "
+        "#SBATCH lines of launch.slurm (docs/several_nodes.md).",
+    )
+
     @field_validator("device")
     @classmethod
     def _known_device(cls, device: str) -> str:
@@ -99,6 +198,25 @@ class HardwareSpec(Section):
     def _custom_needs_numbers(self) -> HardwareSpec:
         if self.device == "custom" and (self.memory_gb is None or self.bf16 is None):
             raise ValueError("device: custom needs memory_gb and bf16 (whether the GPU computes bf16 natively)")
+        return self
+
+    @model_validator(mode="after")
+    def _slurm_for_several_nodes(self) -> HardwareSpec:
+        if self.slurm is None:
+            return self
+        if self.nodes == 1:
+            raise ValueError(
+                "hardware.slurm writes launch.slurm, which only a plan on several nodes has: set hardware.nodes "
+                "above 1, or delete hardware.slurm"
+            )
+        count = self.slurm.gpu_count()
+        if count is not None and self.device == "cpu":
+            raise ValueError("hardware.slurm.gpus_per_node asks for GPUs, but hardware.device is cpu: delete it")
+        if count is not None and count < self.gpus_per_node:
+            raise ValueError(
+                f"hardware.slurm.gpus_per_node {self.slurm.gpus_per_node} asks for fewer GPUs than the "
+                f"{self.gpus_per_node} processes per node the plan starts (hardware.gpus_per_node)"
+            )
         return self
 
     def resolved_device(self) -> DeviceInfo | None:
