@@ -253,3 +253,20 @@ def test_rmspec_eval_scores_prmbench_beside_processbench_in_one_command(cli, prm
     saved = json.loads((out / "results.json").read_text())["benchmarks"]["prmbench"]
     assert saved["details"]["official"]["classes"] == pytest.approx(want["classes"])
     assert printed["processbench"]["num_examples"] == 20
+
+
+def test_a_process_spec_names_prmbench_in_eval_benchmarks(cli, tmp_path):
+    from helpers import REPO
+
+    spec = (REPO / "specs" / "quickstart_prm.yaml").read_text()
+    assert "\neval:" in spec
+    head = spec[: spec.index("\neval:")].replace("../rmspec/", str(REPO / "rmspec") + "/")
+    path = tmp_path / "prm.yaml"
+    path.write_text(
+        head + f"\neval:\n  benchmarks:\n    - {{kind: prmbench, path: {PRMBENCH}}}\n    - {{kind: prmbench}}\n"
+    )
+    result = cli("validate", path)
+    assert result.code == 0, result.out + result.err
+    path.write_text(head + "\neval:\n  benchmarks:\n    - {kind: prm_bench}\n")
+    result = cli("validate", path)
+    assert result.code == 2 and "prmbench" in result.out + result.err

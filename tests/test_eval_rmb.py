@@ -252,3 +252,32 @@ def test_rmspec_eval_scores_rmb_beside_the_other_benchmarks_in_one_command(cli, 
     assert all(isinstance(r.get("chosen_reward", r.get("bon_best_reward")), float) for r in rows)
     saved = json.loads((out / "results.json").read_text())["benchmarks"]["rmb"]
     assert saved["overall"] == printed["rmb"]["overall"]
+
+
+def test_a_runs_spec_scores_rmb_from_eval_benchmarks(cli, bert, tmp_path):
+    """`eval.benchmarks: [{kind: rmb, path: FOLDER}]` in a run's spec, scored by `rmspec eval RUN`."""
+    import shutil
+
+    from helpers import REPO
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copytree(bert, run / "model")
+    spec = (REPO / "specs" / "quickstart.yaml").read_text()
+    spec = (
+        spec[: spec.index("eval:")] + f"eval:\n  validation: false\n  benchmarks:\n    - {{kind: rmb, path: {RMB}}}\n"
+    )
+    (run / "spec.yaml").write_text(spec)
+    (run / "plan.json").write_text(json.dumps({"spec_path": str(REPO / "specs" / "quickstart.yaml"), "sets": []}))
+    assert cli("validate", run / "spec.yaml").code == 0
+    result = cli("eval", run, "--json")
+    assert result.code == 0, result.err
+    printed = json.loads(result.out)
+    assert set(printed) == {"rmb"} and set(printed["rmb"]["sections"]) == {
+        "pairwise helpfulness",
+        "pairwise harmlessness",
+        "bon helpfulness",
+        "bon harmlessness",
+    }
+    saved = json.loads((run / "results.json").read_text())["benchmarks"]["rmb"]
+    assert saved["overall"] == pytest.approx(sum(saved["sections"].values()) / 4)
