@@ -117,8 +117,9 @@ def spec_needs(spec: Any, *, training: bool = True) -> list[Need]:
 
 def benchmark_needs(kinds: list[str]) -> list[Need]:
     """Benchmark kinds whose scoring imports an optional package."""
-    if "processbench" in kinds:
-        return [need("benchmark processbench (step AUROC)", "process")]
+    per_step = [k for k in ("processbench", "prmbench") if k in kinds]
+    if per_step:
+        return [need(f"benchmark {', '.join(per_step)} (step AUROC)", "process")]
     return []
 
 
