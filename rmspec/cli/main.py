@@ -30,6 +30,7 @@ COMMANDS = {
     ),
     "score": ("rmspec.cli.score_cmd:score", "Score a file of responses (or pairs) with a reward model or judge."),
     "serve": ("rmspec.cli.serve_cmd:serve", "Serve a reward model over HTTP (OpenRLHF, vLLM, OpenAI protocols)."),
+    "export": ("rmspec.cli.export_cmd:export", "Write the file verl or OpenRLHF imports to call `rmspec serve RUN`."),
     "status": ("rmspec.cli.status_cmd:status", "State of a run, local or SLURM: live or stopped, last checkpoint."),
 }
 
