@@ -65,6 +65,11 @@ def test_score_output_reconciles(served):
     assert failed == {"parse_error": 1, "no_reference": 1}
 
 
+def build_qwen2_tokenizer(directory):
+    """The chat tokenizer of the tiny Qwen2 (verl decodes the rollout with it)."""
+    return transformers.AutoTokenizer.from_pretrained(build_qwen2_chatml(directory))
+
+
 def _prompt(tok, question):
     return tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False)
 
@@ -165,3 +170,78 @@ def test_timeout_counted_while_server_answers(tmp_path):
         assert metric(text, "rmspec_component_failures_total", component="math", reason="timeout") == 1.0
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def rules_served(tmp_path_factory):
+    """A composite of rules only: verl's compute_score sees the response without its prompt."""
+    need("fastapi")
+    folder = tmp_path_factory.mktemp("rules")
+    run = write_composite_run(folder / "run", composite_section())
+    _, scored = score_rows(run, write_math_rows(folder / "rows.jsonl"), folder / "scored.jsonl")
+    proc = ServeProcess(run)
+    yield SimpleNamespace(run=run, server=proc, scored=scored, folder=folder)
+    proc.stop()
+
+
+def test_verl_reward_manager_calls_the_exported_compute_score(rules_served, tmp_path):
+    """verl 0.9.1's NaiveRewardManager with the file `rmspec export --to verl` wrote, loaded by verl's
+    own get_custom_reward_fn: each row's reward (at its last response token) equals rmspec score."""
+    need("verl")
+    import numpy as np
+    from omegaconf import OmegaConf
+    from verl.protocol import DataProto
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.workers.reward_manager.naive import NaiveRewardManager
+
+    out = tmp_path / "compute_score.py"
+    result = subprocess.run(
+        [sys.executable, "-m", "rmspec", "export", str(rules_served.run), "--to", "verl", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    tok = build_qwen2_tokenizer(tmp_path / "tok")
+    config = OmegaConf.create({"reward": {"custom_reward_function": {"path": str(out), "name": "compute_score"}}})
+    os.environ["RMSPEC_REWARD_URL"] = rules_served.server.url
+    try:
+        manager = NaiveRewardManager(tok, num_examine=0, compute_score=get_custom_reward_fn(config))
+        prompts = [tok(_prompt(tok, q), add_special_tokens=False)["input_ids"] for q, _, _ in MATH_ROWS]
+        responses = [tok(r, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for _, r, _ in MATH_ROWS]
+        p_len, r_len = max(map(len, prompts)), max(map(len, responses)) + 2
+        pad = tok.pad_token_id
+        batch_prompts = [[pad] * (p_len - len(p)) + p for p in prompts]  # left-padded, as verl's rollout
+        batch_responses = [r + [pad] * (r_len - len(r)) for r in responses]  # right-padded
+        mask = [
+            [0] * (p_len - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (r_len - len(r))
+            for p, r in zip(prompts, responses)
+        ]
+        data = DataProto.from_dict(
+            tensors={
+                "prompts": torch.tensor(batch_prompts),
+                "responses": torch.tensor(batch_responses),
+                "attention_mask": torch.tensor(mask),
+            },
+            non_tensors={
+                "data_source": np.array(["math"] * len(MATH_ROWS), dtype=object),
+                "reward_model": np.array([{"ground_truth": ref} for _, _, ref in MATH_ROWS], dtype=object),
+            },
+        )
+        answer = manager(data, return_dict=True)
+    finally:
+        del os.environ["RMSPEC_REWARD_URL"]
+    rewards = [answer["reward_tensor"][i, len(r) - 1].item() for i, r in enumerate(responses)]
+    assert rewards == pytest.approx([r["reward"] for r in rules_served.scored], abs=1e-6)
+    info = answer["reward_extra_info"]
+    assert info["math_failed"] == [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0]  # parse_error, no_reference: counted
+    assert info["fmt"] == [r["fmt"] for r in rules_served.scored]
+
+
+def test_refused_and_bad_requests(rules_served):
+    status, body, _ = rules_served.server.post("/get_reward", {"query": ["x"], "labels": ["1"]})
+    assert status == 422 and "prompts" in body["error"]["message"]
+    status, body, _ = rules_served.server.post("/get_reward", {"query": ["qx"], "prompts": ["q"]})
+    assert status == 422 and "labels" in body["error"]["message"]
+    status, body, _ = rules_served.server.post("/classify", {"input": "x"})
+    assert status == 400 and "/get_reward" in body["error"]["message"]
