@@ -72,7 +72,8 @@ def render_budget(loaded: LoadedSpec, sets: tuple[str, ...], plan: Plan) -> None
     table.add_column("point")
     table.add_column("per run", justify="right")
     for point in found["points"]:
-        table.add_row(point["point"], _time(point["seconds"]) if point["seconds"] is not None else point["error"])
+        shown = _time(point["seconds"]) if point["seconds"] is not None else point.get("error")
+        table.add_row(point["point"], shown or "? (the plan has no time estimate: see its note)")
     console.print(table)
     console.print("time: compute only, as the plan above estimates it; pruned trials stop early")
 
