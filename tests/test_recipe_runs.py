@@ -8,9 +8,10 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers.models import build_model
-from helpers.runs import rmspec
+from helpers.runs import metrics_rows, rmspec
 from helpers.serving import served_rewards
 
 SPEC = """version: 1
@@ -21,7 +22,7 @@ data:
   mapping: {mapping}
   split: {{validation_fraction: 0.25, seed: 0}}
 approach: {approach}
-training: {{max_steps: 4, learning_rate: 3.0e-3, global_batch_size: 8, max_length: 64, logging_steps: 2, seed: 7}}
+training: {{max_steps: 4, learning_rate: {lr}, global_batch_size: 8, max_length: 64, logging_steps: 1, seed: 7}}
 hardware: {{device: cpu}}
 eval: {{validation: true, benchmarks: []}}
 output: {{dir: {out}}}
@@ -71,12 +72,19 @@ def work(tmp_path_factory):
     return folder, build_model("llama", folder / "llama", causal=True)
 
 
-def _run(work, name, approach, data="pairs.jsonl", mapping="{preset: pairs}", init=""):
+def _run(work, name, approach, data="pairs.jsonl", mapping="{preset: pairs}", init="", lr="3.0e-3"):
     folder, model = work
     spec = folder / f"{name}.yaml"
     spec.write_text(
         SPEC.format(
-            name=name, model=model, init=init, data=data, mapping=mapping, approach=approach, out=folder / "runs" / name
+            name=name,
+            model=model,
+            init=init,
+            data=data,
+            mapping=mapping,
+            approach=approach,
+            out=folder / "runs" / name,
+            lr=lr,
         )
     )
     done = rmspec("run", str(spec), cwd=folder, timeout=600)
@@ -127,8 +135,24 @@ def test_listwise_plackett_luce(work):
     _scores(work, run)
 
 
-def test_ties_rejected_by_default_and_trained_by_davidson(work):
-    run, status, _ = _run(work, "ties_reject", "{kind: bradley_terry}")
+def _tensors(model_dir: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(model_dir / "model.safetensors"))
+
+
+def _first_step(run: Path) -> dict:
+    return next(r for r in metrics_rows(run) if r.get("step") == 1 and "train/rm/loss" in r)
+
+
+@pytest.fixture(scope="module")
+def plain_bt(work):
+    """Plain Bradley-Terry on pairs.jsonl (its ties rejected): the unscaled twin of the scaled run."""
+    return _run(work, "ties_reject", "{kind: bradley_terry}")
+
+
+def test_ties_rejected_by_default_and_trained_by_davidson(work, plain_bt):
+    run, status, _ = plain_bt
     report = json.loads((run / "data_report.json").read_text())
     assert report["rejected"] == {"tie": 10}  # every fifth of 48 rows
     run, status, _ = _run(work, "davidson", "{kind: bradley_terry, ties: davidson}")
@@ -139,7 +163,10 @@ def test_ties_rejected_by_default_and_trained_by_davidson(work):
     _scores(work, run)
 
 
-def test_scaled_margin_with_margin_map(work):
+def test_scaled_margin_with_margin_map(work, plain_bt):
+    """Same rows, seed and first batch as the plain run: at step 1 (the same weights, the same rewards) the scaled
+    loss is mean(d * l) with every d in {1, 3, 10} (strengths 1/2/3 remapped), so it lies strictly above the plain
+    mean(l) and at most 10 times it; after training the weights differ."""
     run, status, _ = _run(
         work,
         "scaled",
@@ -147,6 +174,12 @@ def test_scaled_margin_with_margin_map(work):
         mapping="{preset: pairs, columns: {margin: strength}}",
     )
     assert "eval/rm/accuracy" in status["metrics"]
+    plain, scaled = _first_step(plain_bt[0]), _first_step(run)
+    for same in ("train/rm/chosen_rewards", "train/rm/rejected_rewards"):
+        assert scaled[same] == pytest.approx(plain[same], abs=1e-6), same  # the same weights and batch
+    assert plain["train/rm/loss"] < scaled["train/rm/loss"] <= 10 * plain["train/rm/loss"] + 1e-6, (plain, scaled)
+    before, after = _tensors(plain_bt[0] / "model"), _tensors(run / "model")
+    assert any(not torch.equal(before[k], after[k]) for k in before)
     _scores(work, run)
 
 
@@ -159,15 +192,23 @@ def test_two_stages_through_init_from(work):
         data="scored.jsonl",
         mapping="{columns: {prompt: prompt, response: response, scores: {helpfulness: helpfulness}}}",
     )
+    # a learning rate too small to move a float32 weight: the saved weights are the initial ones
     second, _, done = _run(
         work,
         "stage2",
         "{kind: bradley_terry, margin: scale}",
         mapping="{preset: pairs, columns: {margin: strength}}",
         init=f", init_from: {first}",
+        lr="1.0e-30",
     )
     log = (second / "train.log").read_text()
     assert "tensors taken" in log and "the score head too" in log, log[-2000:]
+    source, initial = _tensors(first / "model"), _tensors(second / "model")
+    assert set(initial) == set(source)
+    for name, tensor in source.items():
+        assert torch.equal(initial[name], tensor), name  # every tensor, the score head too, is the first stage's
+    base = _tensors(folder / "llama")
+    assert any(not torch.equal(base[k], source[k]) for k in base if k in source)  # stage 1 moved away from the base
     _scores(work, second)
 
 
@@ -177,11 +218,20 @@ def test_sft_weight_keeps_lm_head_in_training_only(work):
     assert any("train/rm/sft_loss" in r for r in rows), rows[:3]
     _plain_classifier(run)
     scored = _scores(work, run)
-    # rmspec score and plain transformers agree on the saved classifier
-    import torch
+    # rmspec score and plain transformers agree on the saved classifier. The tiny tokenizer has no chat
+    # template, so the text is rmspec's plain layout (rmspec.data.layout): "User: ...\n\nAssistant: ..." with
+    # the tokenizer's own special tokens (its EOS closes the response).
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     model = AutoModelForSequenceClassification.from_pretrained(run / "model").eval()
     tok = AutoTokenizer.from_pretrained(run / "model")
-    assert model.config.pad_token_id is not None and tok is not None
-    assert torch.isfinite(torch.tensor([r["reward_chosen"] for r in scored])).all()
+    assert tok.chat_template is None
+    source = {r["id"]: r for r in map(json.loads, (work[0] / "pairs.jsonl").read_text().splitlines())}
+    for row in scored[:8]:
+        pair = source[row["id"]]
+        for side in ("chosen", "rejected"):
+            ids = tok(f"User: {pair['prompt']}\n\nAssistant: {pair[side]}")["input_ids"]
+            assert ids[-1] == tok.eos_token_id
+            with torch.no_grad():
+                plain = float(model(input_ids=torch.tensor([ids])).logits[0, 0])
+            assert row[f"reward_{side}"] == pytest.approx(plain, abs=1e-5), (row["id"], side)
