@@ -21,10 +21,12 @@ Official rule:
   (missing_condition, deception, multi_solutions).
 
 Undefined metrics: an F1 with no positive to find (a class with no error steps has no negative
-F1, one with no valid steps no F1). The official code writes -1 for them and averages that -1 into the class and group
-scores; rmspec reports them as undefined (None), leaves them out of its means and says so in the
-entry's notes. The official figures, -1 included, are kept in `details.official` so the published
-numbers can be reproduced exactly.
+F1, one with no valid steps no F1). The official code writes -1 for a precision or recall over an
+empty set, feeds that -1 into F1's formula (`official_f1`), and averages the result into the class
+and group scores; rmspec reports such an F1 as undefined (None), leaves it out of its means and
+says so in the entry's notes. The official figures, quirks included, are kept in
+`details.official` so the published numbers can be reproduced exactly. As the official task does,
+a repeated (classification, idx) is scored once (the first), and the repeats are counted in a note.
 
 Per-example rows: `id` (idx), `subset` (class), `step_scores`, `step_labels` (1 valid, 0 error),
 `step_predictions` (1 when score > 0.5), `error_steps` (1-based), `steps_total`, `threshold`.
@@ -103,6 +105,16 @@ def f1_score(tp: int, fp: int, fn: int) -> float | None:
     return 2 * tp / (2 * tp + fp + fn)
 
 
+def official_f1(tp: int, fp: int, fn: int) -> float:
+    """F1 exactly as the official code computes it, quirks included: precision and recall are -1
+    over an empty denominator, and F1 = 2pr/(p+r), or -1 when p + r == 0. So no true positive with
+    both errors present gives -1 (p = r = 0), no positive to find with a false alarm gives 0
+    (p = 0, r = -1), and neither gives -1 (p = r = -1)."""
+    precision = tp / (tp + fp) if tp + fp else -1.0
+    recall = tp / (tp + fn) if tp + fn else -1.0
+    return 2 * precision * recall / (precision + recall) if precision + recall != 0 else -1.0
+
+
 def class_figures(confusion: Confusion, f1_only: bool = False) -> dict[str, Any]:
     """F1 (valid steps positive), negative F1 (error steps positive) and PRMScore; None = undefined."""
     c = confusion
@@ -110,12 +122,12 @@ def class_figures(confusion: Confusion, f1_only: bool = False) -> dict[str, Any]
     negative = f1_score(c.tn, c.fn, c.fp)
     both = None if f1 is None or negative is None else 0.5 * f1 + 0.5 * negative
     score = f1 if f1_only else both
-    official_f1, official_negative = (-1.0 if f1 is None else f1), (-1.0 if negative is None else negative)
+    official_f1_, official_negative = official_f1(c.tp, c.fp, c.fn), official_f1(c.tn, c.fn, c.fp)
     return {
         "f1": f1,
         "negative_f1": negative,
         "prm_score": score,
-        "official_prm_score": official_f1 if f1_only else 0.5 * official_f1 + 0.5 * official_negative,
+        "official_prm_score": official_f1_ if f1_only else 0.5 * official_f1_ + 0.5 * official_negative,
         "valid_steps": c.tp + c.fn,
         "error_steps": c.fp + c.tn,
     }
@@ -145,7 +157,7 @@ def score_prmbench(
     notes = [
         f"class {c}: PRMScore undefined (no {'valid' if f['f1'] is None else 'error'} steps, so no "
         f"{'F1' if f['f1'] is None else 'negative F1'}), left out of its group's mean; the official code "
-        "counts it as -1"
+        "gives it a figure from -1 precision or recall (details.official)"
         for c, f in figures.items()
         if c != CORRECT and f["prm_score"] is None
     ]
@@ -186,18 +198,17 @@ def score_prmbench(
 # ----------------------------------------------------------------- the files
 
 
-def _error_steps(fields: Fields, steps: int) -> list[int]:
+def _error_steps(fields: Fields, steps: int) -> tuple[list[int], list[int]]:
+    """(error steps within 1..steps, those outside it). The released files have 100 of 6,216 rows
+    naming a step past the end of modified_process; the official rule never matches such a step to
+    one it scores, so it has no effect there, and rmspec counts the rows in a note."""
     got = fields.get(
         "error_steps",
         lambda v: isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v),
         "a list of step numbers (1-based)",
     )
-    bad = [i for i in got if not 1 <= i <= steps]
-    if bad:
-        raise fields.fail(
-            "error_steps", f"step number(s) {bad} outside 1..{steps} (modified_process has {steps} steps)"
-        )
-    return sorted(set(got))
+    inside = sorted({i for i in got if 1 <= i <= steps})
+    return inside, sorted({i for i in got if not 1 <= i <= steps})
 
 
 def examples_of(record: Record) -> list[Example]:
@@ -208,8 +219,8 @@ def examples_of(record: Record) -> list[Example]:
     name = class_name(fields.text("classification"))
     question = fields.text("modified_question" if "modified_question" in value else "question")
     steps = fields.texts("modified_process")
-    errors = _error_steps(fields, len(steps))
-    out = [Example(idx, name, question, steps, {"error_steps": errors})]
+    errors, outside = _error_steps(fields, len(steps))
+    out = [Example(idx, name, question, steps, {"error_steps": errors, "error_steps_outside": outside})]
     if name == "redundancy":
         original = fields.text("original_question" if "original_question" in value else "question")
         out.append(Example(f"correct_{idx}", CORRECT, original, fields.texts("original_process"), {"error_steps": []}))
@@ -226,10 +237,31 @@ def load_prmbench(path: str | None, *, split: str | None, limit: int | None, bas
         records = [Record(f"{source} row {i}", r, source) for i, r in enumerate(rows)]
     if limit is not None:
         records = records[:limit]
-    examples = [e for r in records for e in examples_of(r)]
+    examples, seen, repeated = [], set(), 0
+    for example in (e for r in records for e in examples_of(r)):
+        # The official task keeps the first of each (class, idx) and drops the rest (its released
+        # multi_solutions file repeats 5 of its 165 ids); rmspec does the same, and counts them.
+        key = (example.subset, example.id)
+        if key in seen:
+            repeated += example.subset != CORRECT
+            continue
+        seen.add(key)
+        examples.append(example)
     if not examples:
         raise DataError(f"benchmark 'prmbench': {source} has no rows", HINT)
-    return BenchmarkData("prmbench", source, split, examples)
+    data = BenchmarkData("prmbench", source, split, examples)
+    outside = sum(bool(e.meta.get("error_steps_outside")) for e in examples)
+    if outside:
+        data.notes.append(
+            f"{outside} row(s) name error steps past the end of modified_process: those step numbers match no "
+            "scored step, so they count for nothing, as in the official rule"
+        )
+    if repeated:
+        data.notes.append(
+            f"{repeated} row(s) repeat an (classification, idx) already read: the first is scored and the "
+            "repeats are left out, as the official task does"
+        )
+    return data
 
 
 def prmbench_rows(engine: Any, data: BenchmarkData) -> list[dict[str, Any]]:
