@@ -7,7 +7,7 @@ the spec's CPU plan and replaces its strategy and accelerate config with what rm
 `rmspec run plan.json` -> `accelerate launch -m rmspec.launch.entrypoint RUN/plan.json`.
 
 Every run here trains full-batch gradient descent (SGD, constant rate, no clipping in effect, the
-whole training split in each step) so that the sharded run and a single process see the same
+whole training split in each step; momentum so that there is optimizer state to resume) so that the sharded run and a single process see the same
 global batch at every step, whatever the data order.
 """
 
@@ -36,6 +36,7 @@ model:
 approach: {{kind: bradley_terry}}
 training:
   optimizer: sgd
+  optimizer_args: {{momentum: 0.9}}  # stateless SGD cannot resume under FSDP2 (no optimizer state to load)
   learning_rate: 0.5
   lr_scheduler: constant
   max_grad_norm: 1.0e+9
