@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -31,7 +32,8 @@ def run_approach(run: Path) -> str:
         )
     from rmspec.rundir.spec import load_run_spec
 
-    return str(load_run_spec(run).spec.approach.kind)
+    approach: Any = load_run_spec(run).spec.approach
+    return str(approach.kind)
 
 
 @click.command("export")

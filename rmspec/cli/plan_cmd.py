@@ -25,7 +25,11 @@ def plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) 
     """
     from rmspec.plan import compile_plan, save_plan
     from rmspec.spec import load_spec
+    from rmspec.spec.composite_spec import is_composite_spec
 
+    if is_composite_spec(spec_file):  # trains nothing: what each component costs (rmspec.composite.plan)
+        _composite_plan(spec_file, sets, as_json, out)
+        return
     loaded = load_spec(spec_file, sets)
     result = compile_plan(loaded, sets=sets)
     if out:
@@ -42,3 +46,16 @@ def plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) 
         render_budget(loaded, sets, result)
     if out:
         click.echo(f"\nsaved plan to {out}; run it with `rmspec run {out}` (refused if {spec_file} changes)")
+
+
+def _composite_plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) -> None:
+    from rmspec.composite.plan import composite_plan, render_composite_plan
+    from rmspec.errors import RmspecError
+    from rmspec.spec.composite_spec import load_composite_spec
+
+    if out:
+        raise RmspecError(
+            "a composite trains nothing: there is no plan to save", f"run it with `rmspec run {spec_file}`"
+        )
+    result = composite_plan(load_composite_spec(spec_file, sets))
+    click.echo(json.dumps(result, indent=2) if as_json else "\n".join(render_composite_plan(result)))

@@ -67,6 +67,11 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
                 "give a spec (SPEC.yaml) or a plan (PLAN.json) to run",
                 hint="e.g. rmspec init --example quickstart, then rmspec run quickstart.yaml",
             )
+        from rmspec.spec.composite_spec import is_composite_spec
+
+        if is_composite_spec(target):  # a reward built without training: fit, write, evaluate here
+            _run_composite(target, sets, overwrite, submit)
+            return
         plan, document = prepare.plan_and_document(target, sets)
         if document.get("sweep") is not None:
             raise RmspecError(
@@ -93,6 +98,18 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
     finally:
         lock.release()
     conclude(run_dir, code)
+
+
+def _run_composite(target: str, sets: tuple[str, ...], overwrite: bool, submit: bool) -> None:
+    from rmspec.evaluate.composite_run import run_composite
+    from rmspec.spec.composite_spec import load_composite_spec
+
+    if submit:
+        raise RmspecError("a composite trains nothing: there is no job to submit", f"rmspec run {target}")
+    say = lambda message: click.echo(message, err=True)  # noqa: E731
+    run_dir = run_composite(load_composite_spec(target, sets), overwrite=overwrite, progress=say)
+    say(f"composite written: {run_dir / 'reward.yaml'}; results: {run_dir / 'results.json'}")
+    say(f"use it: rmspec score {run_dir} FILE, rmspec serve {run_dir}, rmspec export {run_dir} --to verl|openrlhf")
 
 
 def _check_submit(plan: Plan, submit: bool) -> None:

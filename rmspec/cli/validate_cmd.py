@@ -13,8 +13,14 @@ def validate(spec_file: str, sets: tuple[str, ...], show_all: bool) -> None:
     """Check SPEC_FILE: every problem at once, each with FILE:LINE:COL and field path."""
     from rmspec.errors import SpecError
     from rmspec.spec import load_spec
+    from rmspec.spec.composite_spec import is_composite_spec, load_composite_spec
 
     try:
+        if is_composite_spec(spec_file):  # a reward built without training (approach kind composite)
+            composite = load_composite_spec(spec_file, sets).spec.approach
+            parts = ", ".join(f"{c.name}: {c.kind}" for c in composite.components)
+            click.echo(f"{spec_file}: valid (composite: {parts})")
+            return
         loaded = load_spec(spec_file, sets)
     except SpecError as exc:
         exc.show_all = show_all  # read by rmspec.render.errors.print_error

@@ -36,11 +36,12 @@ class CompositeScorer:
         stats: dict[str, Any] | None = None,
         source: Path | None = None,
         batch_size: int = 64,
+        fitting: bool = False,
     ):
         self.composite, self.context, self.source = composite, context, source
         self.stats = stats or {}
         missing = [c.name for c in composite.components if c.normalize != "none" and c.name not in self.stats]
-        if missing:
+        if missing and not fitting:  # `rmspec run` builds it unfitted, fits, then sets `stats`
             raise RunError(
                 f"components {', '.join(missing)} normalise with statistics that are not fitted",
                 "run `rmspec run SPEC` (it fits them on the training split), or set normalize: none",

@@ -9,6 +9,7 @@ from typing import Any
 
 from rmspec.composite.combine import RowReward
 from rmspec.composite.outcome import Item
+from rmspec.composite.rows import item_from_row
 from rmspec.composite.scorer import CompositeScorer
 from rmspec.score.reader import BadRow
 from rmspec.score.shapes import Shape
@@ -22,16 +23,6 @@ def composite_shape(scorer: CompositeScorer) -> Shape:
     if c.route_by is not None:
         columns["route"] = c.route_by
     return Shape(COMPOSITE, columns)
-
-
-def row_item(row: dict[str, Any], shape: Shape) -> Item | str:
-    """The row as components see it, or why it cannot be scored."""
-    cols = shape.columns
-    response = row.get(cols["response"])
-    if not isinstance(response, str):
-        return f"column {cols['response']!r} must hold the response text (got {type(response).__name__})"
-    route = row.get(cols["route"]) if "route" in cols else None
-    return Item(row.get(cols["prompt"]), response, row.get(cols["label"]), None if route is None else str(route))
 
 
 def columns(scorer: CompositeScorer, scored: RowReward) -> dict[str, Any]:
@@ -55,7 +46,7 @@ def score_chunk(
         if isinstance(row, BadRow):
             rejects.append({"row": index, "reason": row.reason, "reason_kind": row.kind, "input": row.raw})
             continue
-        item = row_item(row, shape)
+        item = item_from_row(row, scorer.composite)
         if isinstance(item, str):
             rejects.append({"row": index, "reason": item, "reason_kind": "missing_response", "input": row})
         else:

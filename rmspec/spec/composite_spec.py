@@ -1,0 +1,144 @@
+"""A composite reward's spec file: `approach: {kind: composite}` with the rows it fits and is
+evaluated on, its benchmarks and its run directory. It trains nothing, so it has no `model:`,
+`training:` or `hardware:` section; `rmspec validate`, `plan` and `run` recognise it by its
+approach kind and load it here (located errors, as any spec).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, PositiveInt, ValidationError, model_validator
+
+from rmspec.errors import SpecError, SpecIssue
+from rmspec.spec.base import Section
+from rmspec.spec.composite import Composite
+from rmspec.spec.evaluation import EvalSpec
+from rmspec.spec.explain import explain
+from rmspec.spec.overrides import apply_set, parse_set, resolve_extends
+from rmspec.spec.yaml_io import Locations, read_yaml_file
+
+
+class CompositeData(Section):
+    train: str | None = Field(
+        None,
+        description="Rows (JSONL, JSON, CSV, Parquet; relative to the spec) the normalisation is fitted on; "
+        "needed when a component has normalize: zscore or minmax.",
+    )
+    validation: str | None = Field(
+        None, description="Rows scored after the fit: results.json's validation section (reward, components, failures)."
+    )
+    limit: PositiveInt | None = Field(None, description="Read at most this many rows of each file (smoke tests).")
+
+
+class CompositeOutput(Section):
+    dir: str = Field(
+        "runs/{name}", description="Run directory ({name} is the spec's name): reward.yaml, results.json, eval/."
+    )
+
+
+class CompositeSpec(Section):
+    """A reward built without training: rules, judges and trained models combined."""
+
+    version: Literal[1] = Field(description="Version of the spec format (currently 1).")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="Run name: letters, digits, '.', '_' and '-'; names the run directory.",
+    )
+    extends: str | None = Field(
+        None, description="Another composite spec file (relative to this one) this file overrides."
+    )
+    approach: Composite = Field(description="The components and how they combine.")
+    data: CompositeData = Field(default_factory=CompositeData, description="Rows to fit and to validate on.")
+    eval: EvalSpec = Field(
+        default_factory=EvalSpec, description="Validation and benchmarks, scored by their official rules."
+    )
+    output: CompositeOutput = Field(default_factory=CompositeOutput, description="Where the run is written.")
+
+    @model_validator(mode="after")
+    def _fit_rows(self) -> CompositeSpec:
+        normalised = [c.name for c in self.approach.components if c.normalize != "none"]
+        if normalised and self.data.train is None:
+            raise ValueError(
+                f"components {', '.join(normalised)} normalise with statistics of the training rows: set data.train"
+            )
+        if (
+            self.eval.validation
+            and self.data.validation is None
+            and self.data.train is None
+            and not self.eval.benchmarks
+        ):
+            raise ValueError("nothing to evaluate: set data.validation, eval.benchmarks, or eval.validation: false")
+        return self
+
+
+@dataclass
+class LoadedComposite:
+    spec: CompositeSpec
+    file: Path
+    document: dict[str, Any]
+    locations: Locations
+
+    @property
+    def base_dir(self) -> Path:
+        return self.file.parent
+
+    @property
+    def spec_hash(self) -> str:
+        canonical = json.dumps(self.document, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def is_composite_document(doc: Any) -> bool:
+    approach = doc.get("approach") if isinstance(doc, dict) else None
+    return isinstance(approach, dict) and approach.get("kind") == "composite"
+
+
+def is_composite_spec(path: str | Path) -> bool:
+    """Whether the spec file (before extends) declares approach kind composite."""
+    try:
+        doc, _ = read_yaml_file(Path(path))
+    except (SpecError, OSError):
+        return False  # the ordinary loader reports what is wrong with the file
+    return is_composite_document(doc)
+
+
+def load_composite_spec(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> LoadedComposite:
+    file = Path(path)
+    doc, locs = read_yaml_file(file)
+    doc, locs = resolve_extends(doc, locs, file, read_yaml_file, (file.resolve(),))
+    for expr in sets:
+        key_path, value, set_locs = parse_set(expr)
+        apply_set(doc, key_path, value, expr)
+        locs.drop_under(key_path)
+        locs.merge(set_locs)
+    try:
+        spec = CompositeSpec.model_validate(doc)
+    except ValidationError as exc:
+        issues = explain(exc, doc, locs, CompositeSpec)
+        raise SpecError(sorted(issues, key=lambda i: (i.file or "", i.line or 0, i.col or 0))) from None
+    missing = [
+        (("data", key), value)
+        for key, value in (("train", spec.data.train), ("validation", spec.data.validation))
+        if value is not None and not (file.parent / value).is_file()
+    ]
+    if missing:
+        issues = []
+        for where_path, value in missing:
+            where = locs.find(where_path)
+            issues.append(
+                SpecIssue(
+                    ".".join(where_path),
+                    f"file not found: {value}",
+                    where.file,
+                    where.line,
+                    where.col,
+                    "give a path relative to the spec file",
+                )
+            )
+        raise SpecError(issues)
+    return LoadedComposite(spec=spec, file=file, document=doc, locations=locs)
