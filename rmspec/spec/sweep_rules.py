@@ -100,14 +100,14 @@ def sample_points(sweep: SweepSpec) -> Iterator[tuple[str, dict[str, Any]]]:
     the first trials: a sample that finds a bound or choice under which the spec stops validating."""
     for key, param in sweep.space.items():
         if isinstance(param, GroupParam):
-            for i, choice in enumerate(param.choices):
-                yield f"{key} choice {i}", dict(choice)
+            for i, option in enumerate(param.choices):
+                yield f"{key} choice {i}", dict(option)
         elif isinstance(param, (FloatParam, IntParam)):
-            for value in dict.fromkeys((param.low, top(param))):
-                yield f"{key}={value}", {key: value}
+            for bound in dict.fromkeys((param.low, top(param))):
+                yield f"{key}={bound}", {key: bound}
         else:
-            for value in param.choices:
-                yield f"{key}={value}", {key: value}
+            for choice in param.choices:
+                yield f"{key}={choice}", {key: choice}
     for i, values in enumerate(sweep.first_trials):
         yield f"first_trials[{i}]", expand(sweep, values)
 

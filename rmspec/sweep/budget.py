@@ -27,7 +27,7 @@ def budget(loaded: LoadedSpec, sets: tuple[str, ...], plan: Plan) -> dict[str, A
     assert sweep is not None
     seeds = len(sweep.seeds or [None])
     per_run = run_seconds(plan)
-    points = []
+    points: list[dict[str, Any]] = []
     for label, values in sample_points(sweep):
         extra = ["sweep=null", *(f"{path}={json.dumps(value)}" for path, value in values.items())]
         try:

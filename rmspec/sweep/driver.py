@@ -119,10 +119,14 @@ def _study(folder: SweepDir, loaded: LoadedSpec, create: bool) -> optuna.Study:
     sweep = loaded.spec.sweep
     assert sweep is not None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    kwargs = dict(storage=folder.storage_url, sampler=space.sampler_of(sweep), pruner=space.pruner_of(sweep))
+    storage, sampler, pruner = folder.storage_url, space.sampler_of(sweep), space.pruner_of(sweep)
+    name = loaded.spec.name
     if create:
-        return optuna.create_study(study_name=loaded.spec.name, direction=sweep.objective.direction, **kwargs)
-    return optuna.load_study(study_name=loaded.spec.name, **kwargs)
+        direction = sweep.objective.direction
+        return optuna.create_study(
+            study_name=name, storage=storage, sampler=sampler, pruner=pruner, direction=direction
+        )
+    return optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
 
 
 # ------------------------------------------------------------------ the loop
