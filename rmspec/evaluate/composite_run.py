@@ -49,7 +49,8 @@ def run_composite(
         raise RmspecError(f"{run} already holds a run", "pass --overwrite to replace it, or set output.dir")
     run.mkdir(parents=True, exist_ok=True)
     (run / "spec.yaml").write_text(loaded.file.read_text(encoding="utf-8"), encoding="utf-8")
-    context = Context(base_dir=base, load_model=lambda path: load_scorer(path))
+    batch = spec.eval.batch_size  # a model component's sequences per forward pass
+    context = Context(base_dir=base, load_model=lambda path: load_scorer(path, batch_size=batch))
     scorer = CompositeScorer(spec.approach, context, fitting=True)
     try:
         results = res.new_results(str(run.resolve()), str(run.resolve()))
