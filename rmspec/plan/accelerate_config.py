@@ -57,6 +57,9 @@ DEEPSPEED_KEYS = frozenset(
 )
 
 DEFAULT_PORT = 29500
+# The FSDP state-dict types with which Trainer.save_model writes model.safetensors (measured on two CPU
+# processes: tests/test_fsdp_config.py).
+SAVING_STATE_DICT_TYPES = ("FULL_STATE_DICT",)
 
 
 def build_config(
@@ -107,9 +110,12 @@ def build_config(
             "fsdp_version": 2,
             "fsdp_reshard_after_forward": strategy != "fsdp_shard_grad_op",
             "fsdp_offload_params": strategy == "fsdp_full_shard_offload",
+            # FULL_STATE_DICT: Trainer.save_model writes RUN/model from it (see SAVING_STATE_DICT_TYPES).
             "fsdp_state_dict_type": "FULL_STATE_DICT",
+            # Rank 0 loads the weights and broadcasts them; without it each rank keeps its own load,
+            # and a head or LoRA matrices initialised differently per rank train silently apart.
+            # (No fsdp_sync_module_states: FSDP2 ignores it; accelerate reads it for FSDP1 only.)
             "fsdp_cpu_ram_efficient_loading": True,
-            "fsdp_sync_module_states": True,  # needed by cpu_ram_efficient_loading
             "fsdp_activation_checkpointing": checkpointing,
         }
         if layer_class:
@@ -131,7 +137,20 @@ def build_config(
             "gradient_clipping": max_grad_norm,
         }
     check_nested_keys(config)
+    check_saves_model(config)
     return config
+
+
+def check_saves_model(config: dict) -> None:
+    """Refuse an FSDP state-dict type with which `Trainer.save_model` writes no model: under FSDP2,
+    SHARDED_STATE_DICT trains and checkpoints, but RUN/model stays empty, without a warning."""
+    fsdp = config.get("fsdp_config") or {}
+    kind = fsdp.get("fsdp_state_dict_type", "FULL_STATE_DICT")
+    if fsdp and kind not in SAVING_STATE_DICT_TYPES:
+        raise PlanError(
+            f"accelerate config: fsdp_state_dict_type {kind} saves no model with Trainer.save_model",
+            hint="plan again with this rmspec (`rmspec plan SPEC --out plan.json`); it writes FULL_STATE_DICT",
+        )
 
 
 def check_nested_keys(config: dict) -> None:
