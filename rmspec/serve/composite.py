@@ -81,7 +81,7 @@ def items_of(
     if scorer.needs_reference and labels is None:
         raise ApiError(
             422,
-            "this composite checks answers against references: send `labels` (OpenRLHF: --label_key)",
+            "this composite checks answers against references: send `labels` (OpenRLHF fills them from the dataset's label column)",
             "labels",
         )
     end = scorer.composite.end_tokens
