@@ -85,6 +85,7 @@ def serve(
 
     from rmspec.inference.engine import load_scorer
     from rmspec.inference.process import StepEngine
+    from rmspec.inference.scorer import ScorerKind
     from rmspec.serve.app import create_app
     from rmspec.serve.service import Service
 
@@ -114,6 +115,8 @@ def serve(
     )
     # A process reward model's clients put its separator after every step: say which one it reads.
     detail = f"step separator {engine.separator!r}" if isinstance(engine, StepEngine) else f"normalization {norm}"
+    if engine.kind == ScorerKind.COMPOSITE:  # rules, judges, models: POST /get_reward
+        detail = "components " + ", ".join(f"{n} ({k})" for n, k in engine.describe()["components"].items())
     log(f"rmspec serve: {engine.kind} model {Path(target)} (max_length {engine.max_length}, {detail})")
     log(f"listening on http://{host}:{port}" + (" (bearer token required)" if token else ""))
     config = uvicorn.Config(
