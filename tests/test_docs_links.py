@@ -6,7 +6,8 @@ A "measured figure", narrowly: a number that only a measurement can give, writte
 forms: a speed ratio (`1.56x`, `2.2x`), a percentage with a decimal (`93.0%`), a rate per second
 (`49.9 req/s`, `16.25 pairs/s`), a wall time (`182 s`, `0.5-0.7 s`, `69 ms`), seconds per step
 (`s/step`), a mean with its standard error (`0.764 ± 0.010`) or a peak memory (`peak RSS`).
-Limits, defaults and arithmetic (`256 MiB`, a `180 s timeout`, `100 x the rate`) are not figures. The unit that must name its source is the
+Limits, defaults, test bounds and arithmetic (`256 MiB`, a `180 s timeout`, `under 1 s`,
+`limit + 1 s`, `mean ± standard error` as a column's description, `100 x the rate`) are not figures. The unit that must name its source is the
 paragraph, list item or table row holding the figure; the source is a path under bench/results/
 (linked or in backticks), and it must exist.
 """
@@ -24,8 +25,9 @@ FIGURE = re.compile(
     r"(?<![\w.])\d+(?:\.\d+)?x(?![\w])"  # a ratio: 1.56x
     r"|\d+\.\d+%"  # 93.0%
     r"|\d[\d,.]*\s(?:pairs|rows|req|texts|tokens|samples)/s\b"  # a rate
-    r"|(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? (?:s|ms|min)\b(?! timeout)"  # a wall time: 182 s, 69 ms
-    r"|s/step|±|peak RSS"
+    # a wall time (182 s, 69 ms), not a bound or a tolerance (under 1 s, within 5 s, limit + 1 s, at most 30 s)
+    r"|(?<![\w.])(?<!under )(?<!within )(?<!\+ )(?<!most )\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? (?:s|ms|min)\b(?! timeout)"
+    r"|\d ?± ?\d|s/step|peak RSS"  # a mean and its standard error: 0.764 ± 0.010
 )
 SOURCE = re.compile(r"bench/results/[\w.-]+\.(?:md|jsonl)")
 
@@ -138,5 +140,6 @@ def test_the_checks_catch_what_they_claim(tmp_path):
     assert links(page) == []  # inside a code fence
     assert [u for u in units(page.read_text()) if FIGURE.search(u)] == ["It ran 1.56x faster."]
     assert not FIGURE.search("at most 256 MiB; OpenRLHF's 180 s timeout; 100 x the model's rate")
+    assert not FIGURE.search("counted within the limit + 1 s, answered in under 1 s; mean ± standard error")
     assert FIGURE.search("0.764 ± 0.010") and FIGURE.search("49.9 req/s") and FIGURE.search("93.0%")
     assert FIGURE.search("answered in 0.5-0.7 s") and FIGURE.search("trains in 291 s")
