@@ -29,6 +29,7 @@ OUTPUT_COLUMNS = {
         "chosen_token_type_ids",
         "rejected_token_type_ids",
         "tie",
+        "prompt_messages",  # the conversation as written: a GRPO judge's prompt quotes it
     ],
     LISTWISE: [
         "id",

@@ -53,7 +53,7 @@ APPROACH_OF_PRESET = {
 class RowMapper:
     def __init__(self, mapping: Any, approach: Any, columns: list[str], where: str = "data.mapping"):
         self.preset = mapping.preset
-        self.approach = approach.kind
+        self.approach = approach.row_kind  # the row shape (a GRPO judge maps pairs)
         self.binarize = mapping.binarize
         self.pair_by = mapping.pair_by
         self.ties = getattr(approach, "ties", "reject")  # a tie row is a reject unless the loss trains ties
@@ -252,7 +252,7 @@ class RowMapper:
         tie = row.get(col) if col else None
         if tie is not None and not isinstance(tie, bool):
             raise Reject("wrong_type", f"{col} must be true or false, got {tie!r}")
-        if tie and self.ties != "davidson":
+        if tie and self.ties not in ("davidson", "verdict"):  # trained: Davidson ties, or a judge's tie verdict
             raise Reject("tie", "annotated as a tie; approach.ties: reject (ties: davidson trains them)")
         rec["tie"] = bool(tie)
         if self.margin_map is not None:

@@ -54,7 +54,7 @@ class Context:
 
     @property
     def approach(self) -> str:
-        return self.loaded.spec.approach.kind
+        return self.loaded.spec.approach.row_kind  # the rows it trains on (a GRPO judge: pairs)
 
     @property
     def default_max(self) -> int:

@@ -9,6 +9,14 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from rmspec.spec import approach_rules as rules
+from rmspec.spec.approach_judge import (
+    DEFAULT_JUDGE_TEMPLATE,
+    DEFAULT_SCORES_PATTERN,
+    DEFAULT_SCORES_TEMPLATE,
+    GRPOOptions,
+    JudgeReward,
+    grpo_problems,
+)
 from rmspec.spec.base import Section
 from rmspec.spec.heads import Ensemble, HeadOptionsCheck, LengthDebias
 
@@ -44,6 +52,12 @@ class ApproachSection(Section):
     def margin_mode(self) -> str:
         """How a per-pair margin enters the loss; only a pairwise loss reads one."""
         return "none"
+
+    @property
+    def row_kind(self) -> str:
+        """The rows this spec's approach trains on: `rows`, unless an option changes them (a judge
+        trained by GRPO reads pairs)."""
+        return self.rows
 
 
 class BradleyTerry(ApproachSection):
@@ -198,17 +212,64 @@ class Pointwise(HeadOptionsCheck, ApproachSection):
 
 
 class Generative(HeadOptionsCheck, ApproachSection):
+    """A causal LM judge writing a verdict for a pair: trained on written verdicts (method: sft, chat
+    messages ending with the verdict) or by reinforcement on preference pairs (method: grpo, TRL's
+    GRPOTrainer, rewarded when its parsed verdict matches the label: docs/judges_grpo.md)."""
+
     rows: ClassVar[str] = MESSAGES
     best_metrics: ClassVar[tuple[str, ...]] = ("eval/sft/loss",)
     logged_metrics: ClassVar[tuple[str, ...] | None] = ("eval/sft/loss",)
     kind: Literal["generative"]
-    output: Literal["verdict", "score"] = Field(
-        "verdict", description="What the judge writes: a verdict (A or B) or a numeric score."
+    method: Literal["sft", "grpo"] = Field(
+        "sft",
+        description="sft: next-token loss on written verdicts (messages rows); grpo: reinforcement on preference "
+        "pairs (pairs rows, both orders), reward from the parsed verdict (approach.reward, approach.grpo).",
+    )
+    output: Literal["verdict", "scores"] = Field(
+        "verdict",
+        description="What the judge writes: a verdict (A or B), or with method: grpo two scores whose order is the "
+        "verdict (JudgeLRM; verdict_pattern then has two groups).",
     )
     verdict_pattern: str = Field(
         r"\[\[(A|B)\]\]", description="Regex whose first group is the verdict or score in the generated text."
     )
     max_new_tokens: PositiveInt = Field(64, description="Generation budget at evaluation.")
+    judge_template: str | None = Field(
+        None,
+        description="method: grpo: the judge prompt, with {prompt}, {response_a} and {response_b}; unset: a shipped "
+        "default asking for [[A]] or [[B]] (or [[score A, score B]] with output: scores).",
+    )
+    ties: Literal["reject", "verdict"] = Field(
+        "reject",
+        description="method: grpo: rows labelled tie are rejected (reason `tie`), or trained to the verdict "
+        "tie_verdict; a tie never counts as a win for the first response.",
+    )
+    tie_verdict: str = Field("C", min_length=1, description="ties: verdict: the verdict a tie should get.")
+    reward: JudgeReward = Field(
+        default_factory=JudgeReward, description="method: grpo: the verdict reward (defaults after RM-R1)."
+    )
+    grpo: GRPOOptions = Field(
+        default_factory=GRPOOptions, description="method: grpo: TRL GRPOConfig settings, under TRL's names."
+    )
+
+    @property
+    def row_kind(self) -> str:
+        return PAIRS if self.method == "grpo" else MESSAGES
+
+    @property
+    def judge_pattern(self) -> str:
+        """The pattern the reward reads: verdict_pattern, or with output: scores and no pattern
+        written, the default two-score pattern."""
+        if self.output == "scores" and "verdict_pattern" not in self.model_fields_set:
+            return DEFAULT_SCORES_PATTERN
+        return self.verdict_pattern
+
+    @property
+    def prompt_template(self) -> str:
+        """The judge prompt: judge_template, or the shipped default for the output."""
+        if self.judge_template is not None:
+            return self.judge_template
+        return DEFAULT_SCORES_TEMPLATE if self.output == "scores" else DEFAULT_JUDGE_TEMPLATE
 
     @field_validator("verdict_pattern")
     @classmethod
@@ -225,7 +286,10 @@ class Generative(HeadOptionsCheck, ApproachSection):
 
     def problems(self, spec: Spec) -> Iterator[rules.Problem]:
         yield from rules.judge_needs_causal_lm(spec)
-        yield from rules.judge_writes_verdicts(self)
+        if self.method == "grpo":
+            yield from grpo_problems(spec, self)
+        else:
+            yield from rules.judge_writes_verdicts(self)
 
 
 class Process(HeadOptionsCheck, ApproachSection):

@@ -160,14 +160,21 @@ def judge_needs_causal_lm(spec: Spec) -> Iterator[Problem]:
 
 
 def judge_writes_verdicts(approach: Any) -> Iterator[Problem]:
+    """method: sft learns written verdicts: the GRPO-only options have no effect there."""
     if approach.output != "verdict":
         yield (
             ("approach", "output"),
-            "approach.output: score is not implemented: a generative judge is trained and evaluated on verdicts "
+            "approach.output: scores is trained by reinforcement only: method sft learns written verdicts "
             "(A or B, read with verdict_pattern)",
-            "delete approach.output (verdict is the only value), or train a score model: approach kind "
-            "bradley_terry or pointwise",
+            "write approach.method: grpo, or delete approach.output (verdict)",
         )
+    for name in ("judge_template", "ties", "tie_verdict", "reward", "grpo"):
+        if name in approach.model_fields_set:
+            yield (
+                ("approach", name),
+                f"approach.{name} is read by method: grpo only, but approach.method is sft",
+                f"write approach.method: grpo, or delete approach.{name}",
+            )
 
 
 # ---------------------------------------------------------------- process

@@ -60,7 +60,7 @@ def approach_rules(spec: Spec) -> Iterator[Problem]:
     train on, where its own rules said nothing about that dataset."""
     own = list(spec.approach.problems(spec))
     yield from own
-    rows, kind = type(spec.approach).rows, spec.approach.kind
+    rows, kind = spec.approach.row_kind, spec.approach.kind
     for path, mapping in mappings(spec):
         given = preset_rows(mapping)
         if given is None or given == rows or any(p[: len(path)] == path for p, _, _ in own):
@@ -75,7 +75,7 @@ def approach_rules(spec: Spec) -> Iterator[Problem]:
 
 def filters_read_the_rows(spec: Spec) -> Iterator[Problem]:
     """A filter for other rows (drop_identical on lists) stops the data stage: say so at validate."""
-    rows, kind = type(spec.approach).rows, spec.approach.kind
+    rows, kind = spec.approach.row_kind, spec.approach.kind
     usable = sorted(
         {*FILTER_KINDS} - {name for name, shapes in FILTER_ROWS.items() if rows not in shapes},
         key=FILTER_KINDS.index,

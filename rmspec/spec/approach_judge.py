@@ -1,0 +1,174 @@
+"""The generative judge's reinforcement options (approach generative, method: grpo).
+
+`grpo:` maps one to one onto TRL's GRPOConfig (rmspec.train.judge_grpo); `reward:` is the verdict
+reward (rmspec.train.judge_reward, defaults after RM-R1). The checks TRL makes when the trainer
+starts are made here, at validate time, each naming the field and what to write.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, PositiveInt
+
+from rmspec.spec.approach_rules import Problem
+from rmspec.spec.base import Section
+
+if TYPE_CHECKING:
+    from rmspec.spec.root import Spec
+
+
+# The judge prompt when approach.judge_template is unset: {prompt}, {response_a}, {response_b} are
+# filled per row, once with the chosen response as A and once as B.
+DEFAULT_JUDGE_TEMPLATE = (
+    "Which response answers the question better?\n"
+    "Question: {prompt}\n"
+    "Response A: {response_a}\n"
+    "Response B: {response_b}\n"
+    "Reply [[A]] or [[B]]."
+)
+DEFAULT_SCORES_TEMPLATE = (
+    "Score each response from 0 to 10.\n"
+    "Question: {prompt}\n"
+    "Response A: {response_a}\n"
+    "Response B: {response_b}\n"
+    "Reply [[score of A, score of B]]."
+)
+TEMPLATE_FIELDS = ("{prompt}", "{response_a}", "{response_b}")
+DEFAULT_SCORES_PATTERN = r"\[\[\s*(\d+(?:\.\d+)?)\s*,\s*(\d+(?:\.\d+)?)\s*\]\]"
+
+
+class JudgeReward(Section):
+    """The reward of one generated judgement (rmspec.train.judge_reward)."""
+
+    correct: float = Field(1.0, description="Reward when the parsed verdict equals the label (RM-R1: 1).")
+    wrong: float = Field(-1.0, description="Reward when the parsed verdict is the other one (RM-R1: -1).")
+    unparsed: float = Field(
+        -1.0,
+        description="Reward when verdict_pattern finds no verdict, or several that disagree (RM-R1: -1).",
+    )
+    format_pattern: str | None = Field(
+        None,
+        description="Optional format term: a regex searched in the whole completion (e.g. '<think>.+</think>'); "
+        "format_reward is added when it is found.",
+    )
+    format_reward: float = Field(0.0, description="Added to the reward when format_pattern is found.")
+
+
+class GRPOOptions(Section):
+    """TRL GRPOConfig fields, under the same names (rmspec.train.judge_grpo passes them on)."""
+
+    num_generations: PositiveInt = Field(
+        4,
+        description="Completions sampled per prompt (the group); at least 2. training.global_batch_size counts "
+        "completions and must be divisible by it.",
+    )
+    max_completion_length: PositiveInt = Field(64, description="Tokens generated per completion at most.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the generations.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling: keep the tokens within this probability mass.")
+    beta: float = Field(
+        0.0,
+        ge=0,
+        description="KL coefficient against the starting model; a reference model is loaded only when > 0 "
+        "(RM-Gallery: 0.001).",
+    )
+    epsilon: float = Field(0.2, gt=0, description="PPO clipping range of the importance ratio.")
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = Field(
+        "dapo",
+        description="How token losses are averaged: grpo (per sequence), dr_grpo (a constant), dapo (active tokens "
+        "of the accumulated batch, TRL's default), bnpo (active tokens of the local batch).",
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description="Divide advantages by the group's reward std, the batch's, or not at all (Dr. GRPO)."
+    )
+    mask_truncated_completions: bool = Field(
+        False, description="Leave completions cut at max_completion_length out of the loss (DAPO)."
+    )
+    steps_per_generation: PositiveInt | None = Field(
+        None,
+        description="Optimizer micro-steps fed by one generation batch; unset: the gradient accumulation steps "
+        "(the generation batch is then training.global_batch_size).",
+    )
+    use_vllm: bool = Field(False, description="Generate with vLLM (GPU plans only; vllm must be installed).")
+
+
+def template_problems(template: str, path: tuple[str, ...]) -> Iterator[Problem]:
+    missing = [f for f in TEMPLATE_FIELDS if f not in template]
+    if missing:
+        yield (path, f"the judge template lacks {', '.join(missing)}", "write each of " + ", ".join(TEMPLATE_FIELDS))
+        return
+    try:
+        template.format(prompt="", response_a="", response_b="")
+    except (KeyError, IndexError, ValueError) as exc:
+        yield (path, f"the judge template does not format: {exc}", "write literal braces as {{ and }}")
+
+
+def grpo_problems(spec: Spec, approach: Any) -> Iterator[Problem]:
+    """TRL's own launch checks and rmspec's, before anything runs."""
+    grpo, training, hardware = approach.grpo, spec.training, spec.hardware
+    where = ("approach", "grpo")
+    if grpo.num_generations < 2:
+        yield (
+            (*where, "num_generations"),
+            f"GRPO compares completions within a group: num_generations {grpo.num_generations} gives no advantage",
+            "write approach.grpo.num_generations: 2 or more (RM-Gallery uses 4)",
+        )
+        return
+    if grpo.use_vllm and hardware.device == "cpu":
+        yield (
+            (*where, "use_vllm"),
+            "use_vllm generates on a GPU, but hardware.device is cpu",
+            "write approach.grpo.use_vllm: false (generation uses transformers on CPU)",
+        )
+    if grpo.steps_per_generation is None:
+        batch, how = training.global_batch_size, "training.global_batch_size"
+    elif isinstance(training.micro_batch_size, int):
+        world = hardware.gpus_per_node * hardware.nodes
+        batch = training.micro_batch_size * world * grpo.steps_per_generation
+        how = f"micro_batch_size {training.micro_batch_size} x {world} processes x steps_per_generation"
+    else:
+        yield (
+            (*where, "steps_per_generation"),
+            "with steps_per_generation the generation batch is micro_batch_size x processes x steps_per_generation, "
+            "but training.micro_batch_size is auto",
+            "write training.micro_batch_size as a number, or remove approach.grpo.steps_per_generation",
+        )
+        return
+    if batch % grpo.num_generations:
+        fit = (batch // grpo.num_generations + 1) * grpo.num_generations
+        yield (
+            ("training", "global_batch_size")
+            if grpo.steps_per_generation is None
+            else (*where, "steps_per_generation"),
+            f"the generation batch ({how} = {batch} completions) is not divisible by "
+            f"approach.grpo.num_generations {grpo.num_generations}: TRL needs whole groups",
+            f"write training.global_batch_size: {fit}"
+            if grpo.steps_per_generation is None
+            else "pick steps_per_generation so that the product is a multiple of num_generations",
+        )
+    pattern = re.compile(approach.judge_pattern)
+    need = 2 if approach.output == "scores" else 1
+    if pattern.groups < need:
+        yield (
+            ("approach", "verdict_pattern"),
+            f"output: scores reads two scores, but verdict_pattern has {pattern.groups} group",
+            f"write a pattern with two groups, e.g. {DEFAULT_SCORES_PATTERN}",
+        )
+    if approach.ties == "verdict" and approach.output == "verdict":
+        shown = re.search(pattern, _shown(approach.judge_pattern, approach.tie_verdict))
+        if shown is None or shown.group(1).strip() != approach.tie_verdict:
+            yield (
+                ("approach", "tie_verdict"),
+                f"ties: verdict trains the verdict {approach.tie_verdict!r}, which verdict_pattern cannot read",
+                r"write a verdict_pattern that captures it, e.g. \[\[(A|B|C)\]\] with tie_verdict: C",
+            )
+    if approach.judge_template is not None:
+        yield from template_problems(approach.judge_template, ("approach", "judge_template"))
+
+
+def _shown(pattern: str, verdict: str) -> str:
+    """The verdict as the default bracket convention writes it, e.g. [[C]]; a pattern without
+    brackets is tried on the bare verdict."""
+    return f"[[{verdict}]]" if pattern.startswith(r"\[\[") else verdict

@@ -1,0 +1,81 @@
+"""The GRPO judge's spec checks: TRL's launch constraints refused at validate, each naming the field
+and what to write; GRPO-only options refused under method: sft; the shipped two-stage specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC = REPO / "specs" / "judge_grpo.yaml"
+
+
+def refused(cli, *sets: str) -> str:
+    args = ["validate", str(SPEC)]
+    for s in sets:
+        args += ["--set", s]
+    result = cli(*args)
+    assert result.code == 2, result.err
+    assert "Traceback" not in result.err
+    return result.err
+
+
+def test_shipped_stages_validate(cli):
+    for name in ("judge_grpo.yaml", "judge_grpo_sft.yaml"):
+        result = cli("validate", str(REPO / "specs" / name))
+        assert result.code == 0, result.err
+
+
+def test_use_vllm_refused_on_a_cpu_plan(cli):
+    err = refused(cli, "hardware.device=cpu", "approach.grpo.use_vllm=true")
+    assert "approach.grpo.use_vllm" in err and "use_vllm: false" in err
+    assert cli("validate", str(SPEC), "--set", "approach.grpo.use_vllm=true").code == 0  # an L4 plan may
+
+
+def test_generation_batch_not_divisible_by_num_generations(cli):
+    err = refused(cli, "approach.grpo.num_generations=3")  # global batch 16
+    assert "training.global_batch_size" in err and "num_generations 3" in err
+    assert "global_batch_size: 18" in err  # the next multiple
+    err = refused(cli, "approach.grpo.steps_per_generation=3", "training.micro_batch_size=3")
+    assert "approach.grpo.steps_per_generation" in err and "9 completions" in err
+    err = refused(cli, "approach.grpo.steps_per_generation=2")  # micro batch auto: unknown product
+    assert "micro_batch_size is auto" in err
+
+
+def test_num_generations_below_two(cli):
+    err = refused(cli, "approach.grpo.num_generations=1")
+    assert "approach.grpo.num_generations" in err and "2 or more" in err
+
+
+def test_scores_need_two_groups_and_ties_a_readable_verdict(cli):
+    err = refused(cli, "approach.output=scores")  # the spec's [[(A|B)]] has one group
+    assert "approach.verdict_pattern" in err and "two groups" in err
+    err = refused(cli, "approach.ties=verdict")  # [[(A|B)]] cannot read C
+    assert "approach.tie_verdict" in err
+    ok = cli(
+        "validate", str(SPEC), "--set", "approach.ties=verdict", "--set", r"approach.verdict_pattern=\[\[(A|B|C)\]\]"
+    )
+    assert ok.code == 0, ok.err
+    err = refused(cli, "approach.judge_template=Judge {prompt} {response_a}")
+    assert "{response_b}" in err
+
+
+@pytest.mark.parametrize("field", ["grpo={num_generations: 2}", "ties=verdict", "judge_template=x"])
+def test_grpo_options_refused_under_sft(cli, field):
+    err = refused(cli, "approach.method=sft", "data.mapping.preset=messages", f"approach.{field}")
+    assert "method: grpo" in err
+
+
+def test_scores_default_pattern_and_template(tmp_path):
+    from rmspec.spec import load_spec
+    from rmspec.spec.approach_judge import DEFAULT_SCORES_PATTERN, DEFAULT_SCORES_TEMPLATE
+
+    text = SPEC.read_text().replace("  verdict_pattern: '\\[\\[(A|B)\\]\\]'\n", "  output: scores\n")
+    assert "output: scores" in text
+    path = tmp_path / "s.yaml"
+    path.write_text(text.replace("../rmspec", str(REPO / "rmspec")))
+    approach = load_spec(path).spec.approach
+    assert approach.row_kind == "bradley_terry"  # GRPO trains on pairs
+    assert approach.prompt_template == DEFAULT_SCORES_TEMPLATE
+    assert approach.judge_pattern == DEFAULT_SCORES_PATTERN
