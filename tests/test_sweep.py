@@ -214,3 +214,42 @@ def test_a_diverging_trial_is_pruned_its_trainer_killed_and_its_status_says_wher
     logged = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert max(logged) < 300  # stopped long before its last step
     assert not (run / "model").exists()
+
+
+LONG = """extends: tiny.yaml
+training: {max_steps: 100000, save_steps: 100000}
+sweep:
+  space:
+    training.learning_rate: {kind: float, low: 1.0e-3, high: 3.0e-2, log: true}
+  objective: {metric: validation.overall}
+  trials: 2
+"""
+
+
+def test_ctrl_c_stops_the_trial_with_a_checkpoint_and_the_sweep_with_the_resume_command(tmp_path, model_dir):
+    make_run_spec(tmp_path, name="tiny", model=model_dir)
+    spec = tmp_path / "long.yaml"
+    spec.write_text(LONG)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rmspec", "sweep", str(spec), "-o", "sw"],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    metrics = tmp_path / "sw" / "trials" / "000" / "metrics.jsonl"
+    try:
+        _wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) > 3, 600, proc)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the foreground group
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out
+    assert "rmspec sweep --resume sw" in out
+    status = json.loads((tmp_path / "sw" / "trials" / "000" / "status.json").read_text())
+    assert status["state"] == "interrupted" and Path(status["checkpoint"]).name == f"checkpoint-{status['step']}"
+    study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{tmp_path / 'sw' / 'study.db'}")
+    assert [t.state for t in study.get_trials()] == [optuna.trial.TrialState.RUNNING]  # --resume finishes it
