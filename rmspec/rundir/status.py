@@ -16,8 +16,9 @@ from typing import Any
 
 from rmspec.rundir.layout import RunDir, atomic_write_json, read_json
 
-# What a state means (docs/architecture.md): written by the trainer, except `submitted` (rmspec run --submit).
-STATES = ("submitted", "running", "evaluating", "completed", "interrupted", "failed")
+# What a state means (docs/architecture.md): written by the trainer, except `submitted` (rmspec run --submit)
+# and `pruned` (rmspec sweep, once its pruner stopped the run: `step` is the step of the report that pruned it).
+STATES = ("submitted", "running", "evaluating", "completed", "interrupted", "failed", "pruned")
 CLEARED_ON_RUNNING = ("error", "traceback", "push_error")  # a resumed run's old failure is not its state
 
 
