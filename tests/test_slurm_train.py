@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 pytest_plugins = ["helpers.slurm_cluster"]
 
 # Tiny steps (a 2-layer hidden-32 Llama): 160 of them take seconds, long enough to requeue mid-run.
+PARTITION, TIME_LIMIT = "rmspec", "00:10:00"  # tests/helpers/slurm_cluster.py: not the default partition
 TRAINING = "  max_steps: 160\n  save_steps: 20\n  save_total_limit: 3"
 VENV_BIN = str(Path(sys.executable).parent)
 
@@ -30,9 +31,16 @@ def _spec(tmp: Path, name: str, model: Path, *, nodes: int) -> Path:
     spec = make_run_spec(
         tmp, name=name, training=TRAINING, batch=8, procs=2 if nodes == 1 else 1, rows=120, model=model
     )
-    if nodes > 1:
-        spec.write_text(spec.read_text().replace("gpus_per_node: 1}", f"gpus_per_node: 1, nodes: {nodes}}}"))
+    if nodes > 1:  # what a real cluster asks for: a partition (not the default one) and a time limit
+        hardware = f"gpus_per_node: 1, nodes: {nodes}, slurm: {{partition: {PARTITION}, time: '{TIME_LIMIT}'}}}}"
+        spec.write_text(spec.read_text().replace("gpus_per_node: 1}", hardware))
     return spec
+
+
+def _job_field(cluster, job: str, name: str) -> str:
+    """A field of `scontrol show job` (kept by slurmctld for MinJobAge, 300 s, after the job ends)."""
+    shown = cluster.run("scontrol", "show", "job", job).stdout
+    return next(word.split("=", 1)[1] for word in shown.split() if word.startswith(name + "="))
 
 
 # One thread per process everywhere: accelerate gives each node's process all the node's cores (2 for each
@@ -130,6 +138,7 @@ def test_launch_slurm_submitted_unchanged_trains_on_two_nodes(work, reference, s
     assert f"sbatch {script}" in written.stdout and "--submit" in written.stdout
     text = script.read_text()
     assert "--gpus-per-node" not in text  # a CPU plan asks for no GPU
+    assert f"#SBATCH --partition={PARTITION}\n" in text and f"#SBATCH --time={TIME_LIMIT}\n" in text
     assert json.loads((run / "plan.json").read_text())["slurm_script"] == text
 
     started = time.time()
@@ -141,6 +150,9 @@ def test_launch_slurm_submitted_unchanged_trains_on_two_nodes(work, reference, s
     finally:
         slurm_cluster.run("scancel", job, check=False)
     print(f"\nSLURM 2-node job {job}: {time.time() - started:.1f} s from sbatch to the end ({final or 'gone'})")
+    # The cluster took the spec's partition and time limit (the default partition is another, unlimited).
+    assert _job_field(slurm_cluster, job, "Partition") == PARTITION
+    assert _job_field(slurm_cluster, job, "TimeLimit") == TIME_LIMIT
     output = (run / f"slurm-{job}.out").read_text()
     status = _status(run)
     assert status.get("state") == "completed", output[-3000:]
@@ -272,3 +284,35 @@ def test_scancel_leaves_interrupted_with_the_last_checkpoint(work, slurm_cluster
     assert shown.returncode == 0, shown.stderr
     assert "interrupted" in shown.stdout and str(checkpoint) in shown.stdout
     assert f"rmspec run --resume {run} --submit" in shown.stdout
+
+
+def test_sbatch_environment_variables_fill_what_the_spec_leaves_out(work, slurm_cluster):
+    """The SBATCH_* alternative (docs/several_nodes.md): a script without a partition or a time limit takes
+    them from SBATCH_PARTITION and SBATCH_TIMELIMIT at submission."""
+    tmp, model = work
+    spec = _spec(tmp, "from-env", model, nodes=2)
+    spec.write_text(spec.read_text().replace(f", slurm: {{partition: {PARTITION}, time: '{TIME_LIMIT}'}}", ""))
+    env = _client_env(slurm_cluster)
+    written = subprocess.run(
+        [sys.executable, "-m", "rmspec", "run", str(spec)],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert written.returncode == 0, written.stdout + written.stderr
+    script = tmp / "runs" / "from-env" / "launch.slurm"
+    assert "--partition" not in script.read_text() and "--time" not in script.read_text()
+    # Submitted held (it never runs): the job the controller holds carries what the environment gave.
+    submit_env = {**env, "SBATCH_PARTITION": PARTITION, "SBATCH_TIMELIMIT": "00:05:00"}
+    job = subprocess.run(
+        ["sbatch", "--parsable", "--hold", str(script)], cwd=tmp, env=submit_env, capture_output=True, text=True
+    )
+    assert job.returncode == 0, job.stdout + job.stderr
+    job_id = job.stdout.strip()
+    try:
+        assert _job_field(slurm_cluster, job_id, "Partition") == PARTITION
+        assert _job_field(slurm_cluster, job_id, "TimeLimit") == "00:05:00"
+    finally:
+        slurm_cluster.run("scancel", job_id, check=False)

@@ -75,6 +75,9 @@ KillWait=5
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=2,bf_interval=2
 {nodes}
 PartitionName=debug Nodes={",".join(NODE_PORTS)} Default=YES MaxTime=INFINITE State=UP
+# A second partition, not the default, with a time limit: a spec's hardware.slurm.partition and .time must
+# reach sbatch for a job to land here (tests/test_slurm_train.py reads the job's Partition and TimeLimit).
+PartitionName=rmspec Nodes={",".join(NODE_PORTS)} Default=NO MaxTime=30 State=UP
 """
 
 
