@@ -137,3 +137,24 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run(base, sharded):
     got = load_file(run / "model" / "model.safetensors")
     for name, value in want.items():
         assert torch.equal(got[name], value), name
+
+
+def test_the_offload_plan_runs_and_saves(base, sharded):
+    """fsdp_full_shard_offload through the shim. Stated: CPU has no pinned memory, so the shim gives the
+    plugin CPUOffloadPolicy(pin_memory=False); pinning waits for a GPU."""
+    from safetensors.torch import load_file
+
+    root, model = base
+    spec = write_spec(root, model, name="offload", steps=STEPS, save_steps=2)
+    plan = plan_fsdp_on_cpu(spec, "fsdp_full_shard_offload")
+    assert json.loads(plan.read_text())["accelerate_config"]["fsdp_config"]["fsdp_offload_params"] is True
+    done = rmspec_run(str(plan), cwd=root, env=run_env(root / "rec-offload"))
+    run = root / "runs" / "offload"
+    assert done.returncode == 0, explain(done, run)  # the guard saw offload planned and running
+    facts = json.loads((root / "rec-offload" / "rank1_params.json").read_text())
+    assert all(f["dtensor"] and f["mesh_size"] == 2 for f in facts.values())
+    assert losses(run) == pytest.approx(losses(sharded[0]), rel=1e-6)
+    want = load_file(sharded[0] / "model" / "model.safetensors")
+    got = load_file(run / "model" / "model.safetensors")
+    for name, value in want.items():
+        torch.testing.assert_close(got[name], value, rtol=1e-5, atol=1e-6, msg=name)
