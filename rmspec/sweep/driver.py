@@ -8,7 +8,6 @@ budget. DIR/.claim.lock (rmspec.rundir.lock) keeps a second sweep out of the dir
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -20,7 +19,7 @@ from typing import Any
 import optuna
 
 from rmspec.errors import RmspecError
-from rmspec.rundir import atomic_write_json, last_complete_checkpoint, read_json, read_status
+from rmspec.rundir import RunDir, atomic_write_json, last_complete_checkpoint, read_json, read_status
 from rmspec.rundir.lock import RunLocked, claim_lock, held_by, trainer_owner
 from rmspec.spec import LoadedSpec, load_spec
 from rmspec.spec.sweep import SweepSpec
@@ -28,7 +27,7 @@ from rmspec.spec.sweep_rules import pruner_metric
 from rmspec.sweep import space
 from rmspec.sweep.layout import SweepDir
 from rmspec.sweep.live import SweepView
-from rmspec.sweep.trial import RunOutcome, RunRequest, check_request, run_once, trial_sets
+from rmspec.sweep.trial import RunOutcome, RunRequest, check_request, outcome_of, run_once, trial_sets
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
 
@@ -235,15 +234,11 @@ def _finish_interrupted(sweep: Sweep, frozen: optuna.trial.FrozenTrial) -> None:
     outcomes = []
     for request in _requests(sweep, number, values):
         _wait_for_owner(sweep, number, request.run_dir)
-        from rmspec.rundir import RunDir
-
         run = RunDir(request.run_dir)
         status = read_status(run)
         if status.state == "completed":
             sweep.view.note(f"trial {number}: {run.root} completed while the sweep was stopped; read as it is")
-            from rmspec.sweep.trial import _outcome
-
-            outcomes.append(_outcome(run, 0, sweep.spec.objective.metric, 0.0, [], request.log))
+            outcomes.append(outcome_of(run, 0, sweep.spec.objective.metric, 0.0, [], request.log))
         elif status.state == "pruned":
             outcomes.append(RunOutcome("pruned", pruned_at=status.step))
         elif run.plan.exists() and last_complete_checkpoint(run.checkpoints, remove_partial=False):
@@ -265,8 +260,6 @@ def _finish_interrupted(sweep: Sweep, frozen: optuna.trial.FrozenTrial) -> None:
 
 def _wait_for_owner(sweep: Sweep, number: int, run_dir: Path) -> None:
     """A trainer (or `rmspec run`) the killed sweep left behind still owns the run: let it end first."""
-    from rmspec.rundir import RunDir
-
     said = False
     while (owner := held_by(RunDir(run_dir).claim_lock) or trainer_owner(run_dir)) is not None:
         if not said:
@@ -283,7 +276,3 @@ def _last_line(text: str | None) -> str:
 def exit_interrupted(sweep: Sweep) -> None:
     print(f"sweep interrupted; resume with: rmspec sweep --resume {sweep.dir.root}", file=sys.stderr)
     sys.exit(130)
-
-
-def as_json(value: Any) -> str:
-    return json.dumps(value, default=str)

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rmspec.errors import RmspecError
 from rmspec.rundir import RunDir, read_json, read_status, write_status
@@ -112,13 +111,13 @@ def run_once(
             raise
     seconds = time.monotonic() - start
     run = RunDir(request.run_dir)
-    if pruned_at is not None:
+    if pruned_at is not None and read_status(run).state != "completed":  # not when it ended before the kill
         write_status(run, "pruned", step=pruned_at, pruned_at_step=pruned_at, pruned_metric=report_metric)
         return RunOutcome("pruned", pruned_at=pruned_at, seconds=seconds, steps=follower.seen)
-    return _outcome(run, code, objective, seconds, follower.seen, request.log)
+    return outcome_of(run, code, objective, seconds, follower.seen, request.log)
 
 
-def _outcome(run: RunDir, code: int, objective: str, seconds: float, steps: list, log: Path) -> RunOutcome:
+def outcome_of(run: RunDir, code: int, objective: str, seconds: float, steps: list, log: Path) -> RunOutcome:
     status = read_status(run)
     if status.state == "interrupted":
         return RunOutcome("interrupted", error=f"interrupted at step {status.step}", seconds=seconds, steps=steps)
@@ -194,13 +193,3 @@ def _last_lines(log: Path, n: int = 15) -> str:
     from rmspec.launch.prepare import tail
 
     return tail(log, n)
-
-
-def describe(outcome: RunOutcome) -> dict[str, Any]:
-    return {
-        "state": outcome.state,
-        "value": outcome.value,
-        "error": outcome.error,
-        "pruned_at_step": outcome.pruned_at,
-        "seconds": round(outcome.seconds, 2),
-    }
