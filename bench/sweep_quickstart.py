@@ -65,7 +65,13 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=180, help="the quickstart's epoch is 180 steps")
     parser.add_argument("--eval-steps", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path("/tmp/sweep-bench"))
+    parser.add_argument(
+        "--summarise-only", action="store_true", help="read OUT/sw as it is (a sweep still running or stopped)"
+    )
     args = parser.parse_args()
+    if args.summarise_only:
+        print(table(summarise(args.out, exit_code=None, wall=None)))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     spec = args.out / "sweep.yaml"
     spec.write_text(
@@ -86,7 +92,13 @@ def main() -> None:
         [sys.executable, "-m", "rmspec", "sweep", str(spec), "-o", str(args.out / "sw")], env=env, cwd=args.out
     )
     wall = time.time() - start
-    record = json.loads((args.out / "sw" / "sweep.json").read_text())
+    summary = summarise(args.out, done.returncode, wall)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(table(summary))
+
+
+def summarise(out: Path, exit_code: int | None, wall: float | None) -> dict:
+    record = json.loads((out / "sw" / "sweep.json").read_text())
     trials = []
     for t in record["trials"]:
         held = []
@@ -100,9 +112,9 @@ def main() -> None:
     full = statistics.fmean(t["seconds"] for t in completed) if completed else float("nan")
     saved = sum(max(0.0, full - t["seconds"]) for t in pruned)
     best = record.get("best") or {}
-    summary = {
+    return {
         "command": " ".join(sys.argv),
-        "exit_code": done.returncode,
+        "exit_code": exit_code,
         "wall_seconds": wall,
         "trials": trials,
         "best_number": best.get("number"),
@@ -111,8 +123,6 @@ def main() -> None:
         "pruning_saved_seconds": saved,
         "importances": record.get("importances"),
     }
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(table(summary))
 
 
 def table(summary: dict) -> str:
@@ -121,6 +131,8 @@ def table(summary: dict) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for t in summary["trials"]:
+        if t["state"] == "running":
+            continue
         v = t["values"]
         held = f"{mean_se(t['held_out'])[0]:.4f} ± {mean_se(t['held_out'])[1]:.4f}" if t["held_out"] else "-"
         objective = f"{t['objective']:.4f}" if t["objective"] is not None else "-"
@@ -130,11 +142,11 @@ def table(summary: dict) -> str:
         lines.append(
             f"| {t['number']}{' (defaults)' if t['number'] == 0 else ''}{' (best)' if t['number'] == summary['best_number'] else ''} "
             f"| {v.get('training.learning_rate', 0):.3g} | {v.get('training.warmup_ratio', 0):.3f} | {t['state']}{note} "
-            f"| {objective} | {held} | {t['seconds']:.0f} |"
+            f"| {objective} | {held} | {t['seconds'] or 0:.0f} |"
         )
     lines.append("")
     lines.append(
-        f"wall time {summary['wall_seconds'] / 60:.1f} min; {summary['pruned']} trial(s) pruned; a completed trial took "
+        f"wall time {(summary['wall_seconds'] or float('nan')) / 60:.1f} min; {summary['pruned']} trial(s) pruned; a completed trial took "
         f"{summary['mean_completed_trial_seconds']:.0f} s on average; pruning saved about "
         f"{summary['pruning_saved_seconds']:.0f} s; importances: {summary['importances']}"
     )
