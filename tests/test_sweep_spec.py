@@ -183,3 +183,17 @@ def test_a_combination_that_does_not_plan_is_a_failed_trial_carrying_the_error(t
     assert not (tmp_path / "sw" / "trials" / "000").exists()  # refused before any run directory
     study = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{tmp_path / 'sw' / 'study.db'}")
     assert study.trials[0].state == optuna.trial.TrialState.FAIL
+
+
+def test_sweep_refuses_an_approach_metric_the_approach_does_not_write(tmp_path):
+    pytest.importorskip("optuna")
+    body = (
+        "space: {training.learning_rate: {kind: float, low: 0.001, high: 0.01}}\n"
+        "objective: {metric: validation.metrics.acuracy}"
+    )
+    spec = _write(tmp_path, _sweep(body))
+    assert rmspec("validate", str(spec), cwd=tmp_path).returncode == 0  # names are the registry's, read by sweep
+    done = rmspec("sweep", str(spec), "-o", "sw", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "validation writes metrics accuracy" in done.stderr and "validation.metrics.accuracy" in done.stderr
+    assert not (tmp_path / "sw").exists()

@@ -26,7 +26,9 @@ Checker = Callable[[Any], list[Problem]]
 # Set by rmspec sweep itself for every trial: the space cannot move them.
 OWNED_BY_SWEEP = ("version", "name", "extends", "sweep", "output.dir")
 # What an entry of results.json holds (rmspec.rundir.results), below validation or benchmarks.NAME.
-ENTRY_KEYS = ("overall", "sections", "subsets", "counts", "num_examples", "diagnostics", "details")
+# validation.metrics.NAME: the approach's own validation metrics (rmspec.approaches declares the names; the
+# sweep checks them when it starts, since this layer cannot read the registry).
+ENTRY_KEYS = ("overall", "sections", "subsets", "counts", "num_examples", "diagnostics", "details", "metrics")
 
 
 def sweep_problems(spec: Any, checker: Checker) -> Iterator[Problem]:

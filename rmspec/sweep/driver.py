@@ -60,6 +60,7 @@ def start(spec_file: str, sets: tuple[str, ...], out: str | None) -> tuple[Sweep
         raise RmspecError(
             f"{spec_file} has no sweep: section", hint="add one (docs/sweeps.md), or train it with `rmspec run`"
         )
+    check_objective(loaded)
     root = Path(out or sweep.dir.format(name=loaded.spec.name))
     folder = SweepDir(root)
     lock = _claim(folder)
@@ -102,6 +103,24 @@ def resume(root: str) -> tuple[Sweep, Any]:
     sweep = loaded.spec.sweep
     assert sweep is not None
     return Sweep(loaded, tuple(record.get("sets") or ()), folder, study, SweepView(loaded.spec.name, sweep)), lock
+
+
+def check_objective(loaded: LoadedSpec) -> None:
+    """validation.metrics.NAME must be a metric the approach's evaluation writes (its registry entry)."""
+    from rmspec import approaches
+
+    sweep = loaded.spec.sweep
+    assert sweep is not None
+    parts = sweep.objective.metric.split(".")
+    if parts[:2] != ["validation", "metrics"]:
+        return
+    names = approaches.of(loaded.spec).validation_metric_names(loaded.spec.approach)
+    if len(parts) != 3 or parts[2] not in names:
+        raise RmspecError(
+            f"sweep.objective.metric {sweep.objective.metric!r}: approach {loaded.spec.approach.kind}'s validation "
+            f"writes metrics {', '.join(names) or '(none)'}",
+            hint=f"use one of: {', '.join(f'validation.metrics.{n}' for n in names) or 'validation.overall'}",
+        )
 
 
 def _claim(folder: SweepDir):
