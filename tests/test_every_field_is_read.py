@@ -12,7 +12,7 @@ import pytest
 
 from helpers import fields_recipes, fields_sources
 from helpers.ci import need
-from helpers.echoes import plan_without_echoes
+from helpers.echoes import data_report_without_echoes, plan_without_echoes
 from helpers.spec_fields import every_field
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,9 +24,11 @@ SHAPE = (
 )
 DECODER = SHAPE.replace("encoder", "decoder")
 
-# "Class.field" -> (--set override on the quickstart spec, artifact that changes: plan | args | data); "a;b"
-# sets a in both specs and b only in the changed one. plan: plan.json; args: the run's TrainingArguments;
-# data: rmspec.data.prepare's report and train/validation rows (tokenized, first 300 demo rows)
+# "Class.field" -> (--set override on the quickstart spec, artifact that changes: plan | gpu_plan | args | data |
+# rows); "a;b" sets a in both specs and b only in the changed one. plan: plan.json less its echoes of the spec;
+# gpu_plan: the same made on a host with an H100 whose liger_kernel patches the model, each decision without its
+# prose; args: the run's TrainingArguments; data: rmspec.data.prepare's report (less its echoes) and
+# train/validation rows (tokenized, first 300 demo rows); rows: the rows kept and rejected (counted by reason)
 EFFECTS: dict[str, tuple[str, str]] = {
     "Spec.name": ("name=other", "plan"),
     "OutputSpec.dir": ("output.dir=elsewhere/{name}", "plan"),
@@ -50,7 +52,8 @@ EFFECTS: dict[str, tuple[str, str]] = {
     "TrainingSpec.save_total_limit": ("training.save_total_limit=5", "args"),
     "TrainingSpec.save_steps": ("training.save_steps=7", "args"),
     "TrainingSpec.eval_steps": ("training.eval_steps=7", "args"),
-    "TrainingSpec.liger_kernel": ("training.liger_kernel=off", "plan"),  # auto on CPU writes no key; off does
+    # where it acts: a GPU plan on a host whose liger_kernel patches the model (auto turns it on; off does not)
+    "TrainingSpec.liger_kernel": ("hardware.device=h100-80gb;training.liger_kernel=off", "gpu_plan"),
     "HardwareSpec.gpus_per_node": ("hardware.gpus_per_node=2", "plan"),
     "HardwareSpec.headroom": ("hardware.headroom=0.3", "plan"),
     # hardware.slurm: the #SBATCH lines of launch.slurm (plan.slurm_script, what sbatch reads); the real cluster
@@ -140,7 +143,8 @@ EFFECTS: dict[str, tuple[str, str]] = {
     "DataSpec.mapping": ("data.mapping={preset: pairs}", "data"),
     "MappingSpec.columns": ("data.mapping.columns={}", "data"),
     "ColumnMap.group": ("data.mapping.columns.group=id", "data"),
-    "DataSpec.filters": ("data.filters=[]", "data"),
+    # where it acts: a filter listed drops rows (the rows and the rejects differ)
+    "DataSpec.filters": ("data.filters=[];data.filters=[{kind: sample, n: 100}]", "rows"),
     "MaxLengthFilter.kind": ("data.filters=[];data.filters=[{kind: max_length, max_tokens: 40, policy: drop}]", "data"),
     "MaxLengthFilter.max_tokens": (
         "data.filters=[{kind: max_length, max_tokens: 256}];data.filters=[{kind: max_length, max_tokens: 40}]",
@@ -175,7 +179,11 @@ EFFECTS: dict[str, tuple[str, str]] = {
         "data",
     ),  # noqa: E501
     "DataSpec.augment": ("data.augment=[{kind: cross_prompt_negatives}]", "data"),
-    "CrossPromptNegatives.kind": ("data.augment=[{kind: cross_prompt_negatives}]", "data"),
+    # another augmentation of the same rows swapped for it
+    "CrossPromptNegatives.kind": (
+        "data.augment=[{kind: truncated_negatives}];data.augment=[{kind: cross_prompt_negatives}]",
+        "data",
+    ),
     "CrossPromptNegatives.fraction": (
         "data.augment=[{kind: cross_prompt_negatives}];data.augment=[{kind: cross_prompt_negatives, fraction: 0.3}]",
         "data",
@@ -233,13 +241,25 @@ def test_no_stale_entries():
         seen |= set(table)
 
 
-def _plan(sets):
+def _plan(sets, gpus=()):
     from rmspec.plan import compile_plan
     from rmspec.plan.hardware import HostFacts
     from rmspec.spec import load_spec
 
-    host = HostFacts(cpu_bf16_flags=(), ram_gb=32.0, gpus=(), cpu_count=8)
+    liger = ("bert", "llama") if gpus else None  # the model types an installed liger_kernel patches
+    host = HostFacts(cpu_bf16_flags=(), ram_gb=32.0, gpus=gpus, cpu_count=8, liger_model_types=liger)
     return compile_plan(load_spec(BASE[0], sets), host=host, sets=sets)
+
+
+H100 = (("NVIDIA H100 80GB HBM3", 79.6),)
+
+
+def _gpu_plan(sets) -> dict:
+    """The plan on a GPU host, its liger_kernel entry reduced to the decision (the reason is prose)."""
+    plan = plan_without_echoes(_plan(sets, gpus=H100).to_json())
+    if plan.get("liger_kernel"):
+        plan["liger_kernel"] = plan["liger_kernel"]["enabled"]
+    return plan
 
 
 def _args(sets, tmp_path):
@@ -252,7 +272,6 @@ def _args(sets, tmp_path):
 
 
 DATA_BASE = ["data.source.limit=300"]  # the data artifact reads the first 300 demo rows (fast)
-DATA_NOISE = ("seconds", "cached", "fingerprint")  # time and the config hash, not what the field changed
 _TOKENIZER: list = []
 
 
@@ -272,9 +291,10 @@ def _data(sets, tmp_path):
         )
     cache = tmp_path / f"cache{len(list(tmp_path.glob('cache*')))}"  # a fresh cache: nothing is reused
     prepared = prepare(loaded, _TOKENIZER[0], cache_dir=cache)
-    report = {k: v for k, v in prepared.report.to_json().items() if k not in DATA_NOISE}
+    report = data_report_without_echoes(prepared.report.to_json())
     return {
         "report": report,
+        "rejected": report["rejected"],
         "train": prepared.train.to_list(),
         "validation": prepared.validation.to_list() if prepared.validation is not None else None,
     }
@@ -288,8 +308,12 @@ def test_field_changes_its_artifact(field, tmp_path):
     changed = [*base, last]
     if artifact == "plan":
         before, after = plan_without_echoes(_plan(base).to_json()), plan_without_echoes(_plan(changed).to_json())
-    elif artifact == "data":
+    elif artifact == "gpu_plan":
+        before, after = _gpu_plan(base), _gpu_plan(changed)
+    elif artifact in ("data", "rows"):
         before, after = _data([*DATA_BASE, *base], tmp_path), _data([*DATA_BASE, *changed], tmp_path)
+        if artifact == "rows":  # which rows are kept: their count, and the rejected count per reason
+            before, after = ({"kept": v["report"]["rows_kept"], "rejected": v["rejected"]} for v in (before, after))
     else:
         before, after = _args(base, tmp_path), _args(changed, tmp_path)
     assert before != after, f"{override} changed nothing in the {artifact}"

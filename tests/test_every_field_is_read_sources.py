@@ -17,11 +17,11 @@ import pytest
 from helpers import fields_sources
 from helpers.ci import need
 from helpers.data import chat_tokenizer, write_jsonl
+from helpers.echoes import data_report_without_echoes
 
 need("transformers")
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
-NOISE = ("seconds", "cached", "fingerprint")  # time and the config hash, not what a field changed
 BEFORE_REFUSED = {"FilesSource.format"}  # auto cannot tell a .data file's format: the data stage stops, says so
 
 
@@ -252,7 +252,7 @@ def _artifact(world, scenario: str, sets: list[str]) -> dict:
         else:
             result = {
                 "calls": calls,
-                "report": {k: v for k, v in prepared.report.to_json().items() if k not in NOISE},
+                "report": data_report_without_echoes(prepared.report.to_json()),
                 "train": prepared.train.to_list(),
                 "validation": prepared.validation.to_list() if prepared.validation is not None else None,
                 "rejects": (out / "rejects.jsonl").read_text(),
