@@ -245,3 +245,30 @@ def test_refused_and_bad_requests(rules_served):
     assert status == 422 and "labels" in body["error"]["message"]
     status, body, _ = rules_served.server.post("/classify", {"input": "x"})
     assert status == 400 and "/get_reward" in body["error"]["message"]
+
+
+def test_openrlhf_0_9_batch_client_sends_labels(served):
+    """OpenRLHF 0.8-0.9 post a whole rollout batch with its labels in one request."""
+    import importlib.util
+
+    path = REPO / ".venv" / "openrlhf-0.9.0" / "openrlhf" / "utils" / "remote_rm_utils.py"
+    if not path.exists():
+        if os.environ.get("CI") == "true":
+            raise AssertionError(f"{path} is missing: run .ci/install_rl_clients.sh")
+        pytest.skip("OpenRLHF 0.9.0 is not installed beside 0.11.2 (.ci/install_rl_clients.sh)")
+    need("ray")
+    spec = importlib.util.spec_from_file_location("openrlhf_09_remote_rm_utils", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tok = served.tokenizer
+    prompts = [_prompt(tok, q) for q, _, _ in MATH_ROWS]
+    queries = [
+        tok.decode(tok(p, add_special_tokens=False)["input_ids"] + StubVLLM(tok, r).ids, skip_special_tokens=False)
+        for p, (_, r, _) in zip(prompts, MATH_ROWS)
+    ]
+    labels = [ref for _, _, ref in MATH_ROWS]
+    answer = module.request_api_wrapper(
+        served.server.url + "/get_reward", {"query": queries * 8, "prompts": prompts * 8, "labels": labels * 8}
+    )
+    assert answer["rewards"] == pytest.approx([r["reward"] for r in served.scored] * 8, abs=1e-6)
+    assert answer["extra_logs"]["math_no_reference"] == [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0] * 8
