@@ -61,7 +61,12 @@ def reference(answer: Fraction) -> str:
 
 def main() -> None:
     rng = random.Random(0)
-    rows = {"math_answers_train.jsonl": [], "math_answers_val.jsonl": [], "math_pairs.jsonl": [], "math_bestofn.jsonl": []}
+    rows = {
+        "math_answers_train.jsonl": [],
+        "math_answers_val.jsonl": [],
+        "math_pairs.jsonl": [],
+        "math_bestofn.jsonl": [],
+    }
     for i in range(480):
         question, answer = problem(rng)
         ref = reference(answer)
@@ -77,7 +82,9 @@ def main() -> None:
         elif i < 280:  # single responses: fit (60) and validation (60)
             right, formatted = rng.random() < 0.5, rng.random() < 0.7
             target = "math_answers_train.jsonl" if i < 220 else "math_answers_val.jsonl"
-            rows[target].append({"prompt": question, "response": response(question, answer, right, formatted, rng), "label": ref})
+            rows[target].append(
+                {"prompt": question, "response": response(question, answer, right, formatted, rng), "label": ref}
+            )
         else:  # best-of-4: at least one good candidate, the others a mix
             kinds = [(True, True)] + [rng.choice([(True, False), (False, True), (False, False)]) for _ in range(3)]
             rng.shuffle(kinds)
