@@ -106,31 +106,30 @@ def _points(trials: Sequence[Mapping[str, Any]], key: str | None) -> dict[str, l
 
 
 def _by_trial(trials: Sequence[Mapping[str, Any]], metric: str) -> str | None:
-    made = _figure()
-    if made is None:
-        return None
-    fig, ax = made
-    for state, points in _points(trials, None).items():
-        ax.scatter(*zip(*points, strict=True), label=state, color=STATE_COLOURS.get(state))
     pruned = [t["number"] for t in trials if t["state"] == "pruned"]
-    for number in pruned:
-        ax.axvline(number, color=STATE_COLOURS["pruned"], alpha=0.3)
-    ax.set_xlabel("trial (pruned: orange lines)")
-    ax.set_ylabel(metric)
-    return _png(fig)
+    return _scatter(trials, None, metric, "trial (pruned: orange lines)", pruned)
 
 
 def _against(trials: Sequence[Mapping[str, Any]], key: str, metric: str) -> str | None:
+    return _scatter(trials, key, metric, key, [])
+
+
+def _scatter(
+    trials: Sequence[Mapping[str, Any]], key: str | None, metric: str, xlabel: str, lines: Sequence[int]
+) -> str | None:
+    """The objective against the trial number (key None) or a parameter, one colour per state."""
     made = _figure()
     if made is None:
         return None
     fig, ax = made
     for state, points in _points(trials, key).items():
         ax.scatter(*zip(*points, strict=True), label=state, color=STATE_COLOURS.get(state))
-    values = [t.get("params", {}).get(key) for t in trials]
+    for number in lines:
+        ax.axvline(number, color=STATE_COLOURS["pruned"], alpha=0.3)
+    values = [t.get("params", {}).get(key) for t in trials] if key else []
     if values and all(isinstance(v, (int, float)) and v > 0 for v in values) and max(values) / min(values) > 50:
         ax.set_xscale("log")
-    ax.set_xlabel(key)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
     return _png(fig)
 
