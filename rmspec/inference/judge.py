@@ -17,24 +17,25 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import RmspecError
+from rmspec.spec.approach_judge import JUDGE_INSTRUCTION, LAYOUT
 from rmspec.spec.benchmarks import JUDGE, kinds_scored_by
 
-JUDGE_INSTRUCTION = (
-    "Compare the two responses to the prompt below and decide which one is better. "
-    "Consider correctness, safety, tone and whether the instructions are followed. "
-    "End your answer with [[A]] or [[B]]."
-)
 # The pairwise benchmarks a judge can be scored on, from the benchmark catalogue (alphabetical, as listed in messages).
 JUDGE_KINDS = tuple(sorted(kinds_scored_by(JUDGE)))
 
 
+def judge_prompt_text(prompt: Any) -> str:
+    """The prompt as the judge message quotes it: a conversation's one user turn as is, more as plain turns."""
+    if isinstance(prompt, str):
+        return prompt
+    if len(prompt) == 1 and prompt[0]["role"] == "user":
+        return str(prompt[0]["content"])
+    return "\n\n".join(f"{m['role']}: {m['content']}" for m in prompt)
+
+
 def judge_message(prompt: Any, response_a: str, response_b: str) -> str:
-    if not isinstance(prompt, str):  # a conversation: one user turn as is, more as plain turns
-        if len(prompt) == 1 and prompt[0]["role"] == "user":
-            prompt = prompt[0]["content"]
-        else:
-            prompt = "\n\n".join(f"{m['role']}: {m['content']}" for m in prompt)
-    return f"{JUDGE_INSTRUCTION}\n\n[Prompt]\n{prompt}\n\n[Response A]\n{response_a}\n\n[Response B]\n{response_b}"
+    prompt = judge_prompt_text(prompt)
+    return JUDGE_INSTRUCTION + LAYOUT.format(prompt=prompt, response_a=response_a, response_b=response_b)
 
 
 def parse_verdict(text: str, pattern: str) -> str | None:

@@ -20,21 +20,20 @@ if TYPE_CHECKING:
     from rmspec.spec.root import Spec
 
 
-# The judge prompt when approach.judge_template is unset: {prompt}, {response_a}, {response_b} are
-# filled per row, once with the chosen response as A and once as B.
-DEFAULT_JUDGE_TEMPLATE = (
-    "Which response answers the question better?\n"
-    "Question: {prompt}\n"
-    "Response A: {response_a}\n"
-    "Response B: {response_b}\n"
-    "Reply [[A]] or [[B]]."
+# The judge prompt when approach.judge_template is unset: the layout rmspec's judge inference uses
+# (rmspec.inference.judge.judge_message: evaluation, JudgeBench, `rmspec serve`), so a judge trained by
+# GRPO is asked as it was trained. {prompt}, {response_a}, {response_b} are filled per row, once with
+# the chosen response as A and once as B.
+JUDGE_INSTRUCTION = (
+    "Compare the two responses to the prompt below and decide which one is better. "
+    "Consider correctness, safety, tone and whether the instructions are followed. "
+    "End your answer with [[A]] or [[B]]."
 )
+LAYOUT = "\n\n[Prompt]\n{prompt}\n\n[Response A]\n{response_a}\n\n[Response B]\n{response_b}"
+DEFAULT_JUDGE_TEMPLATE = JUDGE_INSTRUCTION + LAYOUT
 DEFAULT_SCORES_TEMPLATE = (
-    "Score each response from 0 to 10.\n"
-    "Question: {prompt}\n"
-    "Response A: {response_a}\n"
-    "Response B: {response_b}\n"
-    "Reply [[score of A, score of B]]."
+    "Score each of the two responses to the prompt below from 0 to 10 for correctness, safety, tone and "
+    "whether the instructions are followed. End your answer with [[score of A, score of B]]." + LAYOUT
 )
 TEMPLATE_FIELDS = ("{prompt}", "{response_a}", "{response_b}")
 DEFAULT_SCORES_PATTERN = r"\[\[\s*(\d+(?:\.\d+)?)\s*,\s*(\d+(?:\.\d+)?)\s*\]\]"
