@@ -29,7 +29,12 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "serve": ("fastapi", "uvicorn", "prometheus_client"),
     "annotate": ("label_studio_sdk", "statsmodels", "krippendorff", "sklearn"),
     "tracking": ("tensorboard", "wandb", "mlflow", "trackio", "swanlab"),
+    "rules": ("math_verify", "jsonschema"),
+    "sweep": ("optuna",),
+    "grpo": ("trl",),
 }
+# a composite approach's component kind -> the import it needs (the `rules` extra)
+RULE_MODULES = {"math_answer": "math_verify", "json_schema": "jsonschema"}
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 # tracking.backends entry -> its import name (the `tracking` extra installs them all)
 TRACKER_MODULES = {
@@ -79,9 +84,10 @@ def require(needs: list[Need]) -> None:
     if lines:
         # One extra is enough where it brings every missing package of another (demo brings report's).
         absent = {m for item in needs for m in item.modules if not installed(m)}
+        gives = {e: set(EXTRAS.get(e, ())).union(*(i.modules for i in needs if i.extra == e)) & absent for e in extras}
         wanted: list[str] = []
-        for extra in sorted(extras, key=lambda e: -len(absent & set(EXTRAS[e]))):
-            if absent & set(EXTRAS[extra]) - {m for w in wanted for m in EXTRAS[w]}:
+        for extra in sorted(extras, key=lambda e: -len(gives[e])):  # greedy: the biggest first, then what is left
+            if gives[extra] - set().union(*(gives[w] for w in wanted)):
                 wanted.append(extra)
         raise RmspecError(
             "optional packages are missing; nothing was started:\n" + "\n".join(lines),
@@ -94,7 +100,7 @@ def spec_needs(spec: Any, *, training: bool = True) -> list[Need]:
     needs = []
     if "html" in spec.output.report:
         needs.append(need("output.report: html (report.html)", "report"))
-    if training:
+    if training and getattr(spec, "model", None) is not None:  # a composite reward trains no model
         name = spec.model.name_or_path
         if name.lower() in PACKAGED_MODELS and offline():  # online, the hub serves the same checkpoint
             package = PACKAGED_MODELS[name.lower()][0]
@@ -105,6 +111,8 @@ def spec_needs(spec: Any, *, training: bool = True) -> list[Need]:
             needs.append(need("training.optimizer: schedule_free_adamw", "optim"))
         if spec.approach.kind == "process":
             needs.append(need("approach.kind: process (step AUROC on validation)", "process"))
+        if getattr(spec.approach, "method", None) == "grpo":
+            needs.append(need("approach.method: grpo (TRL's GRPOTrainer)", "grpo"))
         sources = [entry.source for entry in spec.data.mixture()]
         if spec.data.split.validation_source is not None:
             sources.append(spec.data.split.validation_source)
@@ -112,7 +120,19 @@ def spec_needs(spec: Any, *, training: bool = True) -> list[Need]:
             needs.append(need("data source kind: sql", "sql"))
         for backend in spec.tracking.backends:
             needs.append(need(f"tracking.backends: {backend}", "tracking", (TRACKER_MODULES[backend],)))
+    for kind in sorted(_kinds(spec.approach.model_dump()) & set(RULE_MODULES)):  # computed in runs and evals
+        needs.append(need(f"composite component kind: {kind}", "rules", (RULE_MODULES[kind],)))
     return needs + benchmark_needs([b.kind for b in spec.eval.benchmarks])
+
+
+def _kinds(document: Any) -> set[str]:
+    """Every `kind:` value anywhere in a dumped section (a composite's components, its routes, its gates)."""
+    if isinstance(document, dict):
+        own = {document["kind"]} if isinstance(document.get("kind"), str) else set()
+        return own.union(*(_kinds(v) for v in document.values()))
+    if isinstance(document, list):
+        return set().union(*(_kinds(v) for v in document))
+    return set()
 
 
 def benchmark_needs(kinds: list[str]) -> list[Need]:
