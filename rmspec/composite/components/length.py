@@ -7,6 +7,7 @@ L_cache = cache_tokens): 0 if L <= L_max - L_cache; ((L_max - L_cache) - L) / L_
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,9 +34,12 @@ class Length:
 
     def __init__(self, settings: LengthRule, tokenizer: Any):
         self.settings, self.tokenizer = settings, tokenizer
+        # A fast tokenizer called from several server threads at once can fail ("Already borrowed").
+        self.lock = threading.Lock()
 
     def count(self, texts: Sequence[str]) -> list[int]:
-        return [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+        with self.lock:
+            return [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
 
     def score(self, items: Sequence[Item]) -> list[Outcome]:
         s = self.settings

@@ -4,6 +4,7 @@ the whole query text when an RL trainer sent one (as `rmspec serve` scores /get_
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,8 +24,13 @@ class Model:
                 "point `path` at a Bradley-Terry or single-output reward model",
             )
         self.engine = engine
+        self.lock = threading.Lock()
 
     def score(self, items: Sequence[Item]) -> list[Outcome]:
+        with self.lock:  # one forward at a time: the server calls from several threads
+            return self._score(items)
+
+    def _score(self, items: Sequence[Item]) -> list[Outcome]:
         engine = self.engine
         encoded = [
             engine.encode_text(it.query) if it.query is not None else engine.encode([(it.prompt, it.response)])[0]
