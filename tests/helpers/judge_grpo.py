@@ -36,6 +36,12 @@ output: {{dir: {out}}}
 """
 
 
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
 def arithmetic_pairs(path: Path, n: int, seed: int = 0) -> None:
     """`a + b =`: the chosen response is the sum, the rejected one is off by 1 to 3."""
     rng = random.Random(seed)
@@ -54,7 +60,7 @@ def build_judge_model(folder: Path, *, hidden: int = 128, layers: int = 4, seed:
 
     from rmspec.inference.judge import JUDGE_INSTRUCTION
 
-    corpus = [JUDGE_INSTRUCTION, "[Prompt] [Response A] [Response B] User : Assistant : + ="]
+    corpus = [JUDGE_INSTRUCTION, "[Prompt] [Response A] [Response B] User : Assistant : + = <user> <assistant>"]
     corpus += [str(k) for k in range(0, 25)]
     words = []
     for text in corpus:
@@ -67,6 +73,7 @@ def build_judge_model(folder: Path, *, hidden: int = 128, layers: int = 4, seed:
     tok.post_processor = processors.TemplateProcessing(single="$A <eos>", special_tokens=[("<eos>", vocab["<eos>"])])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", unk_token="<unk>")
     fast.add_tokens(["[[A]]", "[[B]]"])
+    fast.chat_template = CHAT_TEMPLATE  # rmspec serve's OpenAI route renders chats with it
     fast.save_pretrained(folder)
     config = LlamaConfig(
         vocab_size=len(fast),
