@@ -99,15 +99,16 @@ def with_demo(bare):
 
 
 def test_the_wheel_holds_the_files_the_commands_read(bare):
-    _venv, wheel, _env = bare
+    venv, wheel, _env = bare
+    src = venv.parent / "src"  # the copy the wheel was built from (not the live tree other work may change)
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {
         f"rmspec/{folder}/{p.name}"
         for folder in ("templates", "specs", "schemas")
-        for p in (REPO / folder).iterdir()
+        for p in (src / folder).iterdir()
         if p.suffix in (".yaml", ".json")
     }
-    expected |= {f"rmspec/data/demo/{p.name}" for p in (REPO / "rmspec" / "data" / "demo").iterdir()}
+    expected |= {f"rmspec/data/demo/{p.name}" for p in (src / "rmspec" / "data" / "demo").iterdir()}
     assert expected - names == set()
 
 
