@@ -1,0 +1,103 @@
+"""FSDP2 on two CPU processes (test-only shim, tests/helpers/fsdp_cpu_shim.py) with LoRA, with
+shared-prefix packing and with activation checkpointing, each against one process on the same
+full-batch SGD run (see tests/test_fsdp_cpu.py for the plain case, the resume and the offload)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from helpers.fsdp_runs import explain, losses, plan_fsdp_on_cpu, rmspec_run, run_env, status, write_spec
+from helpers.models import build_model
+
+STEPS = 2
+CKPT = "_checkpoint_wrapped_module."  # accelerate's checkpoint wrapper in parameter names
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fsdp-variants")
+    return root, build_model("llama", root / "model-src")
+
+
+def _run(base, name: str, *, fsdp: bool, check: bool = True, **options):
+    root, model = base
+    spec = write_spec(root, model, name=name, procs=2 if fsdp else 1, steps=STEPS, **options)
+    target = plan_fsdp_on_cpu(spec) if fsdp else spec
+    done = rmspec_run(str(target), cwd=root, env=run_env(root / f"rec-{name}", shim=fsdp))
+    run = root / "runs" / name
+    if check:
+        assert done.returncode == 0, explain(done, run)
+    return run, root / f"rec-{name}", done
+
+
+def _same_training(sharded, single) -> dict:
+    """Every parameter sharded, and gradients of step 1 and logged losses as one process has them."""
+    facts = json.loads((sharded[1] / "rank0_params.json").read_text())
+    assert all(f["dtensor"] and f["mesh_size"] == 2 for f in facts.values())
+    got = {k.replace(CKPT, ""): v for k, v in torch.load(sharded[1] / "grads_step1.pt").items()}
+    want = torch.load(single[1] / "grads_step1.pt")
+    assert got.keys() == want.keys() and want
+    for name, grad in want.items():
+        # LoRA's B starts at zero, so A's first gradient is zero by construction (B's and the head's are not)
+        assert "lora_A" in name or grad.abs().sum() > 0, name
+        torch.testing.assert_close(got[name], grad, rtol=1e-5, atol=1e-6, msg=name)
+    want_loss = losses(single[0])
+    assert losses(sharded[0]) == pytest.approx(want_loss, rel=1e-5, abs=1e-6) and len(want_loss) == STEPS
+    return facts
+
+
+@pytest.fixture(scope="module")
+def single(base):
+    return _run(base, "single", fsdp=False)
+
+
+def test_activation_checkpointing_under_fsdp_trains_as_one_process(base, single):
+    sharded = _run(base, "ckpt", fsdp=True, checkpointing="on")
+    plan = json.loads((sharded[0] / "plan.json").read_text())
+    assert plan["accelerate_config"]["fsdp_config"]["fsdp_activation_checkpointing"] is True
+    facts = _same_training(sharded, single)
+    assert any(CKPT in name for name in facts)  # accelerate wrapped the decoder layers
+    assert status(sharded[0])["state"] == "completed"
+
+
+def test_shared_prefix_packing_under_fsdp_trains_as_one_process(base):
+    single_packed = _run(base, "single-packed", fsdp=False, packing="shared_prefix")
+    sharded = _run(base, "packed", fsdp=True, packing="shared_prefix")
+    assert json.loads((sharded[0] / "plan.json").read_text())["packing"] == "shared_prefix"
+    _same_training(sharded, single_packed)
+    assert status(sharded[0])["state"] == "completed"
+
+
+@pytest.fixture(scope="module")
+def lora_runs(base):
+    single_lora = _run(base, "single-lora", fsdp=False, lora=True)
+    sharded = _run(base, "lora", fsdp=True, lora=True, check=False)
+    return sharded, single_lora
+
+
+def test_lora_under_fsdp_trains_as_one_process(lora_runs):
+    sharded, single_lora = lora_runs
+    facts = _same_training(sharded, single_lora)
+    trained = {n for n, f in facts.items() if f["requires_grad"]}
+    assert any("lora_A" in n for n in trained) and any("score" in n for n in trained)
+    assert not any(f["requires_grad"] for n, f in facts.items() if "lora_" not in n and "score" not in n)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="rmspec/train/final_model.py merges LoRA and calls save_pretrained on rank 0 alone while the "
+    "weights are FSDP2 shards: safetensors fails ('invalid python storage') and no RUN/model is written",
+)
+def test_lora_under_fsdp_saves_the_merged_model_and_its_head(lora_runs):
+    from safetensors.torch import load_file
+
+    sharded, _ = lora_runs
+    run, rec, done = sharded
+    assert done.returncode == 0, explain(done, run)
+    final = torch.load(rec / "final.pt")
+    saved = load_file(run / "model" / "model.safetensors")
+    head = next(v for k, v in final["params"].items() if "score" in k)
+    assert torch.equal(saved["score.weight"].float(), head)
