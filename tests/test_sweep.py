@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 OBJECTIVE = "validation.diagnostics.rewards.margin.mean"
 SWEEP = """extends: tiny.yaml
-training: {{max_steps: 12, save_steps: 6, logging_steps: 2}}
+training: {{max_steps: 40, save_steps: 10, logging_steps: 5}}
 sweep:
   space:
     training.learning_rate: {{kind: float, low: 1.0e-3, high: 3.0e-2, log: true}}
@@ -89,8 +89,9 @@ def resumed_sweep(tmp_path_factory, model_dir):
         start_new_session=True,  # the test kills the sweep's whole process group, as a crash would
     )
     third = out / "trials" / "002" / "status.json"
+    saved = out / "trials" / "002" / "checkpoints" / "checkpoint-10" / "trainer_state.json"
     try:
-        _wait_for(lambda: third.exists() and json.loads(third.read_text() or "{}").get("pid"), 600, proc)
+        _wait_for(saved.exists, 600, proc)  # killed after its first checkpoint: the resume continues from it
         trainer = json.loads(third.read_text())["pid"]
         os.killpg(proc.pid, signal.SIGKILL)
         os.killpg(os.getpgid(trainer), signal.SIGKILL)  # the trial's launcher and trainer (their own session)
@@ -136,9 +137,10 @@ def test_resume_keeps_finished_trials_and_finishes_the_killed_one(resumed_sweep)
     for number, files in resumed_sweep["before"].items():
         assert _snapshot(out / "trials" / number) == files, f"trial {number} was touched by the resume"
     said = resumed_sweep["resume_output"]
-    assert "trial 2: resuming" in said or "trial 2: no checkpoint" in said, said
+    assert "trial 2: resuming" in said, said
     status = json.loads((out / "trials" / "002" / "status.json").read_text())
-    assert status["state"] == "completed" and status["step"] == 12
+    assert status["state"] == "completed" and status["step"] == 40
+    assert status["resumed"] is True and Path(status["resumed_from"]).name.startswith("checkpoint-")
 
 
 def test_best_yaml_reruns_to_the_best_trials_metric_exactly(resumed_sweep):
