@@ -1167,6 +1167,35 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+N_SCORED = 300  # pairs behind rmspec/data/demo/scored.jsonl (600 scored responses)
+
+
+def scored_rows(pairs: list[dict], seed: int) -> list[dict]:
+    """HelpSteer2's layout (prompt, response, five 0-4 attributes) for `init --approach pointwise`,
+    offline: both responses of each pair. helpfulness and correctness follow the pair's label (the
+    chosen response 3-4, the rejected 0-2), coherence is 3-4 for both, complexity and verbosity
+    follow the response's length in words; a seeded draw picks within each range."""
+    rng = random.Random(seed)
+    rows = []
+    for i, pair in enumerate(pairs):
+        for side, good in (("chosen", True), ("rejected", False)):
+            text = pair[side]
+            n = words(text)
+            rows.append(
+                {
+                    "id": f"scored-{i:05d}-{side[0]}",
+                    "prompt": pair["prompt"],
+                    "response": text,
+                    "helpfulness": rng.choice((3, 4)) if good else rng.choice((0, 1, 2)),
+                    "correctness": rng.choice((3, 4)) if good else rng.choice((0, 1)),
+                    "coherence": rng.choice((3, 4)),
+                    "complexity": min(4, n // 12),
+                    "verbosity": min(4, n // 10),
+                }
+            )
+    return rows
+
+
 def build() -> dict[str, list[dict]]:
     train_raw = make_pairs(TRAIN_SEED, N_TRAIN, LABEL_NOISE)
     train_prompts = {r["prompt"] for r in train_raw}
@@ -1178,6 +1207,7 @@ def build() -> dict[str, list[dict]]:
         "demo/preferences.jsonl": finish(train_raw, "demo", "family"),
         "demo/benchmark_pairs.jsonl": finish(bench_raw, "bench", "subset"),
         "demo/judge_messages.jsonl": judge_rows(judge_raw, JUDGE_SEED),
+        "demo/scored.jsonl": scored_rows(train_raw[:N_SCORED], TRAIN_SEED),
     }
     files.update({f"fixtures/{k}": v for k, v in fixture_rows(TRAIN_SEED).items()})
     files.update(prm_files())

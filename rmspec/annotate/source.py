@@ -17,12 +17,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rmspec import rows
+from rmspec import approaches, rows
 from rmspec.errors import DataError
+from rmspec.spec.approach import PAIRS as ROW_PAIRS
+from rmspec.spec.approach import SCORED as ROW_SCORED
+from rmspec.spec.approach import STEPS as ROW_STEPS
 
 PAIRWISE, POINTWISE, PROCESS = "pairwise", "pointwise", "process"
-# approach kind -> what annotate export labels for it (generative: nothing, it learns from texts)
-EXPORTABLE = {"bradley_terry": PAIRWISE, "pointwise": POINTWISE, "process": PROCESS}
+# The rows an approach trains on (rmspec.spec.approach) -> the annotation task they make.
+EXPORTABLE = {ROW_PAIRS: PAIRWISE, ROW_SCORED: POINTWISE, ROW_STEPS: PROCESS}
 SPEC_SUFFIXES = (".yaml", ".yml")
 
 
@@ -60,16 +63,23 @@ def prompt_value(messages: list[dict[str, str]]) -> str | list[dict[str, str]]:
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
+def exportable_approaches() -> list[str]:
+    """The approaches whose rows make annotation tasks (the registry's order)."""
+    return [name for name in approaches.names() if approaches.get(name).rows in EXPORTABLE]
+
+
 def _from_spec(path: Path, sets: tuple[str, ...]) -> Source:
     from rmspec.data import load_canonical
     from rmspec.spec import load_spec
 
     loaded = load_spec(path, sets)
     approach = loaded.spec.approach
-    if approach.kind not in EXPORTABLE:
+    task = EXPORTABLE.get(approach.row_kind)
+    if task is None:
         raise DataError(
             f"{path}: approach {approach.kind} has no pairs, scores or steps to label",
-            f"export from a {', '.join(EXPORTABLE)} spec (pairs, scores, per-step labels), or from a file of pairs",
+            f"export from a {', '.join(exportable_approaches())} spec (pairs, scores, per-step labels), "
+            "or from a file of pairs",
         )
     import datasets
 
@@ -82,16 +92,17 @@ def _from_spec(path: Path, sets: tuple[str, ...]) -> Source:
             "group": row.get("group") or "",
             "prompt": prompt_value(row["prompt_messages"] or []),
         }
-        if approach.kind == "pointwise":
+        if task == POINTWISE:
             items.append({**base, "response": row["response"], "scores": list(row["scores"])})
-        elif approach.kind == "process":
+        elif task == PROCESS:
             labels = row.get("step_labels")
             items.append({**base, "steps": list(row["steps"]), "step_labels": list(labels) if labels else None})
         else:
             items.append({**base, "first": row["chosen"], "second": row["rejected"], "label": "first"})
-    if approach.kind == "pointwise":
-        return Source(POINTWISE, items, list(approach.attributes), (approach.scale.min, approach.scale.max), str(path))
-    if approach.kind == "process":
+    if task == POINTWISE:
+        scored: Any = approach  # a section with attributes and a scale (rows of scores)
+        return Source(POINTWISE, items, list(scored.attributes), (scored.scale.min, scored.scale.max), str(path))
+    if task == PROCESS:
         return Source(PROCESS, items, origin=str(path))
     return Source(PAIRWISE, items, origin=str(path))
 

@@ -11,6 +11,7 @@ heavy hooks each declaration names ("module:function") are imported when a run c
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from rmspec.approaches.base import Approach
@@ -46,6 +47,26 @@ def _check_sections() -> None:
 
 
 _check_sections()
+
+# Approaches from outside rmspec (a plugin, a test): RMSPEC_APPROACHES="package.module,..." names
+# modules that each define `APPROACH`; they are registered when this package is first imported
+# (rmspec/__init__.py imports it first when the variable is set, so every command and the training
+# processes see them).
+PLUGINS_ENV = "RMSPEC_APPROACHES"
+
+
+def _load_plugins() -> None:
+    from rmspec.errors import RmspecError
+
+    for name in filter(None, (n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            approach = importlib.import_module(name).APPROACH
+        except (ImportError, AttributeError) as exc:
+            raise RmspecError(
+                f"{PLUGINS_ENV}: cannot load an approach from {name!r}: {exc}",
+                "name importable modules that define APPROACH (an rmspec.approaches.base.Approach), comma-separated",
+            ) from None
+        register(approach)
 
 
 def names() -> tuple[str, ...]:
@@ -83,3 +104,6 @@ def unregister(name: str) -> None:
     approach = _registry.pop(name, None)
     if approach is not None and approach.section in SECTIONS:
         use_sections([s for s in SECTIONS if s is not approach.section])
+
+
+_load_plugins()

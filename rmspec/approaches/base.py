@@ -16,7 +16,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from rmspec.spec.base import Section
+from rmspec.spec.approach import ApproachSection
 from rmspec.spec.scorer_kind import ScorerKind
 
 # What the planner sizes as the model's output layer (rmspec.plan.shapes): a score head, the LM
@@ -31,7 +31,7 @@ class Approach:
     spec's section (override them where the default does not hold)."""
 
     name: str  # approach.kind in the spec
-    section: type[Section]  # the spec's `approach:` model for this kind
+    section: type[ApproachSection]  # the spec's `approach:` model for this kind
     scorer: ScorerKind  # how the saved model scores (rmspec score / serve / eval read it)
     description: str = ""
 
@@ -39,6 +39,7 @@ class Approach:
     head: str = SCORE_HEAD  # the output layer the planner sizes
     sequences_per_example: int | None = 1  # sequences one example puts through the model; None: N, the data's lists
     shared_prefix: bool = False  # training.packing: shared_prefix can put the prompt once per example
+    packed_row: str = ""  # with shared_prefix: the packed row, as the plan's reason says it
     causal_lm: bool = False  # needs a decoder (an encoder is refused by validate and plan)
 
     # ---- training (rmspec.train)
@@ -46,6 +47,9 @@ class Approach:
     metric_family: str = "rm"  # metrics.jsonl prefix: eval/<family>/<metric>
     auto_model: str = "sequence_classification"  # or token_classification, causal_lm (rmspec.train.modeling)
     lora_task: str = "SEQ_CLS"  # peft TaskType name
+    # "module:function(trainer, validation, spec, tokenizer, main) -> (metrics, reward statistics)": the
+    # final evaluation at the end of training (metrics.jsonl, status.json, the model card).
+    final_metrics: str = "rmspec.train.finish:predicted_metrics"
     # "module:function(spec) -> (model -> model) | None": turns the trained model into the saved one
     # (e.g. ODIN keeps only the quality head); None: saved as trained.
     finalize: str | None = None
@@ -53,26 +57,31 @@ class Approach:
     # ---- evaluation (rmspec.evaluate.run_level)
     evaluation: str  # "module:function(rd, loaded, results, **kw)": validation section + benchmarks
     validation_metrics: tuple[str, ...] = ()  # the keys of results.json's validation.metrics
-    validation_needs_split: bool = False  # run_level gets the tokenized validation split from training
 
     # ---- init (rmspec.scaffold)
     template: str  # file under rmspec/templates/
     demo_data: str  # `rmspec init --data` default (a name rmspec.scaffold.data_choice knows)
+    init_preset: str | None = "pairs"  # the mapping preset `init --data FILE` writes (None: plain columns)
 
     @property
     def rows(self) -> str:
         """The record kind the data stage writes for it (rmspec.data.records)."""
-        return str(self.section.rows)  # type: ignore[attr-defined]
+        return self.section.rows
 
     def hook(self, which: str) -> Callable[..., Any]:
         """The heavy function a dotted "module:function" attribute names, imported now."""
         module, _, function = getattr(self, which).partition(":")
-        return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module), function)
 
     # ---- per-spec parts
     def validation_metric_names(self, section: Any) -> tuple[str, ...]:
         """The keys of results.json's validation.metrics for this spec's section."""
         return self.validation_metrics
+
+    def reward_weights(self, section: Any) -> list[float] | None:
+        """How the head's outputs make the one reward whose statistics are saved: [] one output,
+        [w_1, ...] a weighted sum of per-attribute outputs, None no single reward (a PRM)."""
+        return []
 
     def num_outputs(self, section: Any) -> int:
         """Outputs of the score head (rmspec.train.modeling); 1: one reward."""
@@ -90,6 +99,9 @@ class Approach:
         """What RUN/model/config.json records beyond the approach's name, so a bare model folder
         scores as training did."""
         return {}
+
+    def init_document(self, doc: dict[str, Any], mapping: dict[str, Any]) -> None:
+        """Adjust the template's document to the data `init --data` chose (its mapping), in place."""
 
     def plan_notes(self, spec: Any, n_list: int | None, list_how: str | None) -> list[str]:
         """Plan warnings for this approach's options."""

@@ -24,13 +24,17 @@ class BradleyTerryApproach(Approach):
     head = SCORE_HEAD
     sequences_per_example = 2
     shared_prefix = True
-    trainer = "rmspec.train.bradley_terry:build_trainer"
+    packed_row = "Bradley-Terry: each prompt computed once per pair, one row [prompt | chosen | rejected]"
+    trainer = "rmspec.train.factory:bradley_terry"
     evaluation = "rmspec.evaluate.approach_validation:evaluate_pairs"
     validation_metrics = ("accuracy",)
-    validation_needs_split = True
     finalize = "rmspec.train.heads:finalize_for_spec"  # ODIN / an ensemble: one output saved
     template = "bradley_terry.yaml"
     demo_data = "demo"
+
+    def init_document(self, doc: dict[str, Any], mapping: dict[str, Any]) -> None:
+        if mapping.get("preset") == "helpsteer2":  # scored responses: pairs by one attribute
+            doc["data"]["mapping"]["pair_by"] = "helpfulness"
 
     def num_outputs(self, section: Any) -> int:
         return head_outputs(section)  # ODIN: 2 heads, an ensemble: N, while training

@@ -21,14 +21,16 @@ class GenerativeApproach(Approach):
     description = "a judge model writing verdicts"
     head = LM_HEAD
     causal_lm = True
-    trainer = "rmspec.train.generative:build_trainer"
+    trainer = "rmspec.train.factory:generative"
     metric_family = "sft"
+    final_metrics = "rmspec.train.generative:final_metrics"
     auto_model = "causal_lm"
     lora_task = "CAUSAL_LM"
-    evaluation = "rmspec.evaluate.approach_validation:evaluate_judge"
+    evaluation = "rmspec.evaluate.judge_run:evaluate_judge"
     validation_metrics = ("verdict_accuracy_first_order", "verdict_accuracy_swapped_order", "verdict_accuracy")
     template = "generative.yaml"
     demo_data = "judge-demo"
+    init_preset = "messages"
 
     def config_extra(self, spec: Any) -> dict[str, Any]:
         return {"verdict_pattern": spec.approach.verdict_pattern}

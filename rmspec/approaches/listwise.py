@@ -22,11 +22,13 @@ class ListwiseApproach(Approach):
     head = SCORE_HEAD
     sequences_per_example = None  # N: from the data (the plan reads the lists)
     shared_prefix = True
-    trainer = "rmspec.train.listwise:build_trainer"
+    packed_row = "listwise training: each prompt computed once, one row [prompt | r_1 | ... | r_N]"
+    trainer = "rmspec.train.factory:listwise"
     evaluation = "rmspec.evaluate.approach_validation:evaluate_lists"
     validation_metrics = ("pair_accuracy", "kendall_tau")
     template = "listwise.yaml"
     demo_data = "ranked"
+    init_preset = "ranked"
 
     def plan_notes(self, spec: Any, n_list: int | None, list_how: str | None) -> list[str]:
         return [

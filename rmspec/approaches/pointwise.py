@@ -23,16 +23,25 @@ def bins(section: Any) -> int:
 class PointwiseApproach(Approach):
     name = "pointwise"
     section = Pointwise
-    scorer = ScorerKind.REWARD
+    scorer = ScorerKind.POINTWISE  # one output per attribute
     description = "absolute scores per attribute, regression or ordinal"
     head = SCORE_HEAD
-    trainer = "rmspec.train.pointwise:build_trainer"
+    trainer = "rmspec.train.factory:pointwise"
     evaluation = "rmspec.evaluate.approach_validation:evaluate_scores"
     template = "pointwise.yaml"
     demo_data = "scored-demo"
+    init_preset = None
 
     def validation_metric_names(self, section: Any) -> tuple[str, ...]:
         return tuple(f"{a}/{m}" for a in section.attributes for m in ("mae", "pearson"))
+
+    def init_document(self, doc: dict[str, Any], mapping: dict[str, Any]) -> None:
+        if "columns" in mapping:  # a file of plain columns: its one `score` column
+            doc["approach"]["attributes"] = ["score"]
+
+    def reward_weights(self, section: Any) -> list[float] | None:
+        weights = section.weights or {}
+        return [weights.get(a, 1.0 if not weights else 0.0) for a in section.attributes]
 
     def num_outputs(self, section: Any) -> int:
         per = bins(section) if section.objective == "ordinal" else 1

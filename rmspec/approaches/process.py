@@ -23,14 +23,17 @@ class ProcessApproach(Approach):
     scorer = ScorerKind.PROCESS
     description = "a process reward model: one reward per reasoning step"
     head = TOKEN_HEAD
-    trainer = "rmspec.train.process:build_trainer"
+    trainer = "rmspec.train.factory:process"
     auto_model = "token_classification"
     lora_task = "TOKEN_CLS"
     evaluation = "rmspec.evaluate.process_run:evaluate_process_run"
     validation_metrics = ("step_f1", "first_error_accuracy")
-    validation_needs_split = True
     template = "process.yaml"
     demo_data = "prm-demo"
+    init_preset = "stepwise"
+
+    def reward_weights(self, section: Any) -> list[float] | None:
+        return None  # per-step probabilities, not a reward to normalise
 
     def num_outputs(self, section: Any) -> int:
         return len(PROCESS_LABELS)

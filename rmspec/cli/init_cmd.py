@@ -14,7 +14,9 @@ def _ask(approach: str | None, data: str | None, model: str | None, out: Path | 
 
     if not approach:
         approach = Prompt.ask("Approach", choices=list(APPROACHES), default="bradley_terry")
-    default_data = {"generative": "judge-demo", "pointwise": "helpsteer2", "process": "prm-demo"}.get(approach, "demo")
+    from rmspec import approaches
+
+    default_data = approaches.get(approach).demo_data
     data = data or Prompt.ask(
         f"Data (a name: {', '.join(data_names())}; a hub dataset id; or a file path)", default=default_data
     )

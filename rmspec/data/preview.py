@@ -14,23 +14,24 @@ def preview_records(loaded: Any, tokenizer: Any, n: int) -> tuple[list[dict[str,
     Reads at most max(1000, 50 n) source rows: a preview, not a pass over a large dataset."""
     ds, report = load_canonical(loaded, tokenizer, limit=max(1000, 50 * n))
     approach = loaded.spec.approach
+    rows_kind = approach.row_kind  # the rows the approach trains on: what a preview row shows
     out = []
     for row in ds.select(range(min(n, len(ds)))):
         rec: dict[str, Any] = {"id": row["id"]}
         if row["group"]:
             rec["group"] = row["group"]
-        if approach.kind == PAIRS:
+        if rows_kind == PAIRS:
             rec.update(prompt=row["prompt"], chosen=row["chosen"], rejected=row["rejected"])
             if row["margin"]:
                 rec["margin"] = row["margin"]
-        elif approach.kind == LISTWISE:
+        elif rows_kind == LISTWISE:
             rec.update(
                 prompt=row["prompt"],
                 responses=[{"score": s, "response": r} for s, r in zip(row["scores"], row["responses"])],
             )
-        elif approach.kind == GENERATIVE:
+        elif rows_kind == GENERATIVE:
             rec.update(messages=row["messages"], text=tokenizer.decode(row["input_ids"]))
-        elif approach.kind == PROCESS:  # each step with its label, as the model learns it
+        elif rows_kind == PROCESS:  # each step with its label, as the model learns it
             rec.update(
                 prompt=row["prompt"],
                 steps="\n".join(

@@ -23,6 +23,19 @@ from rmspec.spec.benchmarks import PROCESS
 IGNORE = -100
 
 
+def step_f1(rows: Sequence[dict[str, Any]]) -> float | None:
+    """F1 of the steps predicted wrong (P(correct) < the row's threshold) against the steps labelled
+    wrong, over every step of every row; None when no step is labelled or predicted wrong."""
+    hit = predicted = labelled = 0
+    for row in rows:
+        for score, label in zip(row["step_scores"], row["step_labels"]):
+            wrong_pred, wrong_gold = score < row["threshold"], label == 0
+            hit += wrong_pred and wrong_gold
+            predicted += wrong_pred
+            labelled += wrong_gold
+    return 2 * hit / (predicted + labelled) if predicted + labelled else None
+
+
 def validation_step_rows(engine: Any, validation: Any, threshold: float) -> list[dict[str, Any]]:
     from rmspec.inference.process import token_probabilities
 
@@ -82,9 +95,12 @@ def evaluate_process_run(
             rows = validation_step_rows(engine, validation, threshold)
             path = rd.eval_dir / "validation.jsonl"
             res.write_jsonl(path, rows)
-            results["validation"] = res.entry(
-                "validation", "process_validation", rows, path, source="validation split", scorer=PROCESS
-            )
+            entry = res.entry("validation", "process_validation", rows, path, source="validation split", scorer=PROCESS)
+            entry["metrics"] = {
+                "step_f1": step_f1(rows),
+                "first_error_accuracy": entry["diagnostics"].get("first_error_accuracy"),
+            }
+            results["validation"] = entry
             if spec.approach.tune_threshold:
                 value, f1 = tune_threshold(rows)
                 tuned = value

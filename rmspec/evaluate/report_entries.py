@@ -15,7 +15,7 @@ from rmspec.evaluate.report_plots import (
     length_bias_plot,
     step_score_plot,
 )
-from rmspec.evaluate.results import read_jsonl
+from rmspec.evaluate.results import METRICS, read_jsonl
 from rmspec.spec.benchmarks import PROCESS, REWARD
 
 
@@ -28,12 +28,25 @@ def per_example_file(run_dir: Path, entry: Mapping[str, Any]) -> Path | None:
     return None
 
 
+def metrics_table(metrics: Mapping[str, Any]) -> str:
+    """The approach's own validation metrics (results.json validation.metrics), under their names."""
+    return table(
+        ("validation metric", "value"),
+        [(k, "-" if v is None else f"{v:.4f}") for k, v in metrics.items()],
+        numeric=(1,),
+    )
+
+
 def entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[str, int]:
     parts = [
         f"<h3>{esc(name)} <span class=muted>({esc(entry.get('kind'))}, {entry.get('num_examples')} examples"
         f"{', ' + esc(entry['source']) if entry.get('source') else ''})</span></h3>",
-        f"<p>Overall: <b>{pct(entry.get('overall'))}</b></p>",
     ]
+    if entry.get("metrics"):
+        parts.append(metrics_table(entry["metrics"]))
+    if entry.get("kind") == METRICS:  # a table of named metrics, not a benchmark's rows
+        return "\n".join(parts + [f"<p class=note>note: {esc(n)}</p>" for n in entry.get("notes") or []]), 0
+    parts.append(f"<p>Overall: <b>{pct(entry.get('overall'))}</b></p>")
     counts = entry.get("counts") or {}
     subsets = entry.get("subsets") or {}
     if entry.get("sections"):

@@ -19,7 +19,12 @@ from rmspec.rundir.results import (
     write_results,
 )
 
+# The kind of a results.json entry that is a table of named metrics (an approach's validation, e.g.
+# listwise pair_accuracy and kendall_tau), not a benchmark's rows and figures.
+METRICS = "metrics"
+
 __all__ = [
+    "METRICS",
     "SCHEMA_VERSION",
     "cli_summary",
     "entry",

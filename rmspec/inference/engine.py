@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from rmspec import approaches
 from rmspec.composite.scorer import CompositeScorer
 from rmspec.inference.encoding import Encoded, Prompt, encode_many, make_layout
 from rmspec.inference.loading import load_reward_model, max_length_for
@@ -52,7 +53,8 @@ def load_scorer(
         return load_composite(model_or_run, load_model=lambda path: load_scorer(path, dtype=dtype, device=device))
     target = resolve_target(model_or_run)
     spec = target.loaded_spec.spec if target.loaded_spec is not None else None
-    is_process = (spec is not None and spec.approach.kind == "process") or is_token_classifier(target.model_dir)
+    scorer = approaches.of(spec).scorer if spec is not None else None  # what the run's approach saved
+    is_process = scorer == ScorerKind.PROCESS or is_token_classifier(target.model_dir)
     if step_separator is not None and not is_process:
         from rmspec.errors import RmspecError
 
@@ -60,7 +62,7 @@ def load_scorer(
             f"--step-separator is for process reward models; {model_or_run} is not one",
             "leave out --step-separator (it has no effect on a reward model or a judge)",
         )
-    if spec is not None and spec.approach.kind == "generative":
+    if spec is not None and scorer == ScorerKind.JUDGE:
         return RewardEngine.load_judge(target.model_dir, spec, target=target, batch_size=batch_size)
     if is_process:
         return StepEngine.load(
@@ -119,7 +121,7 @@ class RewardEngine:
         labels = _head_labels(config)
         kind: Literal[ScorerKind.REWARD, ScorerKind.POINTWISE] = (
             ScorerKind.POINTWISE
-            if (spec is not None and spec.approach.kind == "pointwise") or len(labels) > 1
+            if (spec is not None and approaches.of(spec).scorer == ScorerKind.POINTWISE) or len(labels) > 1
             else ScorerKind.REWARD
         )
         return cls(

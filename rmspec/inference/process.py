@@ -149,7 +149,7 @@ class StepEngine:
 
         saved = dict(getattr(model.config, "rmspec", None) or {})
         limit = max_length_for(model, tokenizer)
-        if spec is not None and spec.approach.kind == "process":
+        if spec is not None and getattr(spec.approach, "step_separator", None) is not None:  # a PRM's run
             saved.update(
                 step_separator=spec.approach.step_separator,
                 threshold=spec.approach.threshold,

@@ -21,6 +21,8 @@ import os
 from pathlib import Path
 from typing import NoReturn
 
+from rmspec import approaches
+from rmspec.approaches.base import LM_HEAD
 from rmspec.errors import PlanError
 from rmspec.packaged import resolve_model_path
 from rmspec.plan import accelerate_config as accel
@@ -28,8 +30,8 @@ from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.plan.communication import communication, with_communication
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
-from rmspec.plan.invariants import checked
 from rmspec.plan.heads import extra_head_parameters, head_notes
+from rmspec.plan.invariants import checked
 from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
@@ -86,11 +88,12 @@ def compile_plan(
         shape = resolve_shape(spec.model.name_or_path, model_path, spec.model.shape, hub_cache)
     hw = hardware or hardware_profile(spec.hardware, host)
     training = spec.training
-    approach = spec.approach.kind
+    declared = approaches.of(spec)
+    approach = declared.name
     lora = spec.model.lora
-    if approach == "generative" and shape.architecture == "encoder":
+    if declared.causal_lm and shape.architecture == "encoder":
         raise PlanError(
-            f"model {spec.model.name_or_path!r} is an encoder; the generative approach needs a causal LM",
+            f"model {spec.model.name_or_path!r} is an encoder; the {approach} approach needs a causal LM",
             hint="pick a decoder model or approach kind: bradley_terry",
         )
 
@@ -101,20 +104,22 @@ def compile_plan(
         if spec.model.attn_implementation == "auto"
         else "model.attn_implementation in the spec"
     )
-    sft = approach == "bradley_terry" and spec.approach.sft_weight > 0
+    # a language-model term beside the score head (Bradley-Terry's sft_weight)
+    sft = declared.uses_lm_head(spec.approach) and declared.head != LM_HEAD
     if sft and shape.architecture == "encoder":
         raise PlanError(
             f"model {spec.model.name_or_path!r} is an encoder; approach.sft_weight adds a next-token loss "
             "that needs a causal LM",
             hint="remove approach.sft_weight, or pick a decoder model",
         )
-    n_list, list_how = list_size(spec, loaded.base_dir) if approach == "listwise" else (None, None)
-    packing, packing_reason = plan_packing(training.packing, approach, shape.architecture, attn, sft)
+    lists = declared.sequences_per_example is None  # N sequences per example, N read from the data
+    n_list, list_how = list_size(spec, loaded.base_dir) if lists else (None, None)
+    packing, packing_reason = plan_packing(training.packing, declared, shape.architecture, attn, sft)
     packed = packing == SHARED_PREFIX
-    if packed and approach == "listwise":  # one row [prompt | r_1 | ... | r_N] per prompt
-        assert n_list is not None, "list_size ran above for a listwise approach"
+    if packed and lists:  # one row [prompt | r_1 | ... | r_N] per prompt
+        assert n_list is not None, "list_size ran above for an approach of N sequences per example"
         row_tokens, row_bound, pair_tokens, packed_how = packed_list_lengths(
-            spec.data, approach, loaded.base_dir, training.max_length, n_list
+            spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length, n_list
         )
     elif packed:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
         row_tokens, row_bound, pair_tokens, packed_how = packed_lengths(
@@ -122,10 +127,10 @@ def compile_plan(
         )
     base = TrainingShape(
         micro_batch=1,
-        seqs_per_example=1 if packed else n_list or (2 if approach == "bradley_terry" else 1),
+        seqs_per_example=1 if packed else n_list or declared.sequences_per_example or 1,
         seq_len=row_bound if packed else training.max_length,
         packed=packed,
-        head="score+lm" if sft else {"generative": "lm", "process": "token"}.get(approach, "score"),
+        head="score+lm" if sft else declared.head,
         precision=precision.compute,
         master_fp32=precision.master_fp32,
         checkpointing=False,
@@ -152,7 +157,7 @@ def compile_plan(
             training,
             lora is not None,
             fixed_micro,
-            n_list if packed and approach == "listwise" else None,
+            n_list if packed and lists else None,
         )
 
     rung = choice.rung
@@ -201,7 +206,7 @@ def compile_plan(
     rows, rows_how = data_rows(spec.data, loaded.base_dir)
     split = spec.data.split
     # Time only: a guessed mean length (memory above stays at max_length, an upper bound).
-    seq_len, seq_len_how = data_sequence_length(spec.data, approach, loaded.base_dir, training.max_length)
+    seq_len, seq_len_how = data_sequence_length(spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length)
     if packed:
         seq_len, seq_len_how = row_tokens, packed_how
     cpu_cores = None if hw.is_gpu else (host.cpu_count if host is not None else os.cpu_count())
@@ -217,7 +222,7 @@ def compile_plan(
         max_length=training.max_length,
         lora=lora is not None,
         checkpointing=rung.checkpointing,
-        lm_head=approach == "generative" or sft,
+        lm_head=declared.uses_lm_head(spec.approach),
         num_processes=hw.num_processes,
         nodes=hw.nodes,
         peak_tflops=hw.peak_tflops,
@@ -258,7 +263,8 @@ def compile_plan(
         model_types=host.liger_model_types if host is not None else installed_model_types(),
     )
     step_separator = None
-    if approach == "process":  # a PRM: how the separator that carries each step's label tokenizes
+    # A section with a step separator (a PRM): how the separator carrying each step's label tokenizes.
+    if getattr(spec.approach, "step_separator", None) is not None:
         from rmspec.plan.separator import separator_check
 
         step_separator = separator_check(spec.approach.step_separator, spec.model.name_or_path, model_path, hub_cache)

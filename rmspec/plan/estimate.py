@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rmspec import rows as row_reader
 from rmspec.plan.shapes import ModelShape
+from rmspec.spec.approach import PAIRS, SCORED
 
 MFU_GPU = 0.40
 MFU_GPU_OFFLOAD = 0.20
@@ -172,14 +173,15 @@ def sample_rows(source, base_dir: Path, limit: int = SAMPLE_ROWS) -> list[dict] 
 
 
 def text_columns(mapping, approach: str) -> tuple[str | None, list[str]] | None:
-    """(prompt column, response columns) where the mapping is plain text columns; None for other layouts."""
+    """(prompt column, response columns) where the mapping is plain text columns; None for other layouts.
+    `approach`: the rows the approach trains on (rmspec.spec.approach: PAIRS, SCORED, ...)."""
     if mapping.preset not in (None, "pairs"):
         return None
     defaults = {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"} if mapping.preset == "pairs" else {}
     cols = {**defaults, **{k: v for k, v in mapping.columns.model_dump().items() if isinstance(v, str)}}
-    if approach == "bradley_terry" and cols.get("chosen") and cols.get("rejected"):
+    if approach == PAIRS and cols.get("chosen") and cols.get("rejected"):
         return cols.get("prompt"), [cols["chosen"], cols["rejected"]]
-    if approach == "pointwise" and cols.get("response"):
+    if approach == SCORED and cols.get("response"):
         return cols.get("prompt"), [cols["response"]]
     return None
 
@@ -235,7 +237,7 @@ def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[in
         bound,
         f"max_length {max_length} x 2 per prompt-once row (no pair lengths could be sampled)",
     )
-    columns = text_columns(mapping, "bradley_terry")
+    columns = text_columns(mapping, PAIRS)
     if columns is None or source.kind not in ("files", "sql") or (source.kind == "sql" and not source.sqlite):
         return unknown
     rows = sample_rows(source, base_dir)

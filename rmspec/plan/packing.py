@@ -7,6 +7,9 @@ from the loaded model's config (rmspec.train.packing.packing_path) with the same
 
 from __future__ import annotations
 
+from typing import Any
+
+from rmspec import approaches
 from rmspec.errors import PlanError
 
 SHARED_PREFIX, OFF = "shared_prefix", "off"
@@ -14,16 +17,19 @@ MASKED_ATTENTION = ("sdpa", "eager")
 
 
 def plan_packing(
-    setting: str, approach: str, architecture: str | None, attn: str, sft: bool = False
+    setting: str, approach: Any, architecture: str | None, attn: str, sft: bool = False
 ) -> tuple[str, str]:
-    """(path, reason); ``shared_prefix`` where it cannot apply is a PlanError with the fix."""
+    """(path, reason); ``shared_prefix`` where it cannot apply is a PlanError with the fix.
+    `approach`: its declaration (rmspec.approaches) or name."""
+    if isinstance(approach, str):
+        approach = approaches.get(approach)
     if setting == OFF:
         return OFF, "training.packing: off"
     why = None
     if sft:
         why = "approach.sft_weight: the LM term reads each chosen sequence on its own (two sequences per pair)"
-    elif approach not in ("bradley_terry", "listwise"):
-        why = f"approach {approach}: one sequence per example, no prompt shared between sequences"
+    elif not approach.shared_prefix:
+        why = f"approach {approach.name}: one sequence per example, no prompt shared between sequences"
     elif architecture == "encoder":
         why = "an encoder attends in both directions, so a prompt's states depend on the response after it"
     elif attn not in MASKED_ATTENTION:
@@ -32,11 +38,7 @@ def plan_packing(
         return SHARED_PREFIX, (
             "training.packing: shared_prefix"
             if setting == SHARED_PREFIX
-            else "auto: a causal decoder in Bradley-Terry: each prompt computed once per pair, "
-            "one row [prompt | chosen | rejected]"
-            if approach == "bradley_terry"
-            else "auto: a causal decoder in listwise training: each prompt computed once, one row "
-            "[prompt | r_1 | ... | r_N]"
+            else f"auto: a causal decoder in {approach.packed_row}"
         )
     if setting == SHARED_PREFIX:
         raise PlanError(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rmspec import approaches
 from rmspec.plan.estimate import data_sequence_length, sample_rows
 
 DEFAULT_LIST_SIZE = 4
@@ -47,13 +48,7 @@ def recipe_notes(spec: Any, n_list: int | None, list_how: str | None) -> list[st
     """Plan warnings for options whose cost or effect the reader should see (none for other specs,
     so their plans are unchanged)."""
     approach = spec.approach
-    notes = []
-    if approach.kind == "listwise":
-        notes.append(
-            f"listwise: {n_list} responses per prompt ({list_how}); on a decoder with training.packing "
-            "auto they share one row [prompt | r_1 | ... | r_N] (the prompt computed once), otherwise each "
-            "[prompt | response] is its own sequence"
-        )
+    notes = approaches.of(spec).plan_notes(spec, n_list, list_how)
     if getattr(approach, "sft_weight", 0.0):
         notes.append(
             f"sft_weight {approach.sft_weight}: the LM head is kept during training (sized here: its "

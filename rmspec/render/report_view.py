@@ -25,13 +25,21 @@ def _num(value: Any, digits: int = 3) -> str:
     return "-" if value is None else f"{float(value):.{digits}f}"
 
 
+def scored_entries(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries with a benchmark's figures: the validation pairs (not an approach's table of named
+    metrics, kind `metrics`), then the benchmarks."""
+    entries = dict(results.get("benchmarks") or {})
+    validation = results.get("validation")
+    if validation and validation.get("kind") != "metrics":
+        entries = {"validation": validation, **entries}
+    return entries
+
+
 def benchmark_table(results: Mapping[str, Any]) -> Table:
     table = Table(title="Benchmarks (official scoring)", title_justify="left")
     for column in ("benchmark", "overall", "examples", "sections"):
         table.add_column(column, justify="right" if column in ("overall", "examples") else "left")
-    entries = dict(results.get("benchmarks") or {})
-    if results.get("validation"):
-        entries = {"validation": results["validation"], **entries}
+    entries = scored_entries(results)
     for name, entry in entries.items():
         sections = ", ".join(f"{k} {pct(v)}" for k, v in (entry.get("sections") or {}).items())
         table.add_row(name, pct(entry.get("overall")), str(entry.get("num_examples", "")), sections or "-")
@@ -118,7 +126,16 @@ def diagnostics_lines(name: str, entry: Mapping[str, Any]) -> list[Text]:
 def print_results(results: Mapping[str, Any], console: Console | None = None, details: bool = True) -> None:
     console = console or stdout_console()
     console.print(Text(f"model: {results.get('model')}", style="dim"))
-    console.print(benchmark_table(results))
+    metrics = (results.get("validation") or {}).get("metrics")
+    if metrics:  # the approach's own validation metrics, under their results.json names
+        table = Table(title="Validation (the approach's metrics)", title_justify="left")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for name, value in metrics.items():
+            table.add_row(name, _num(value, 4))
+        console.print(table)
+    if scored_entries(results):  # no empty benchmark table for a run without benchmarks
+        console.print(benchmark_table(results))
     entries = dict(results.get("benchmarks") or {})
     if results.get("validation"):
         entries = {"validation": results["validation"], **entries}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rmspec import approaches
 from rmspec.errors import RmspecError
 from rmspec.scaffold.data_choice import data_section
 from rmspec.scaffold.data_choice import names as data_names
@@ -23,7 +24,7 @@ from rmspec.scaffold.shipped import (
 )
 from rmspec.spec.choices import unknown_choice
 
-APPROACHES = ("bradley_terry", "listwise", "pointwise", "generative", "process")
+APPROACHES = approaches.names()  # the registry's, in its order
 
 __all__ = [
     "APPROACHES",
@@ -54,17 +55,15 @@ def build_document(
         raise RmspecError(unknown_choice("approach", approach, APPROACHES))
     if preset is not None and data is None:
         raise RmspecError("--preset says how the --data file or hub dataset is laid out; give --data too")
-    doc, _ = read_yaml_file(TEMPLATES / f"{approach}.yaml")
+    declared = approaches.get(approach)
+    doc, _ = read_yaml_file(TEMPLATES / declared.template)
     doc = absolute_shipped_paths(doc, "templates")
     note = None
     if data is not None:
         section, note = data_section(data, approach, out_dir, preset)
         doc["data"]["source"] = section["source"]
         doc["data"]["mapping"] = section["mapping"]
-        if approach == "pointwise" and "columns" in section["mapping"]:
-            doc["approach"]["attributes"] = ["score"]
-        if section["mapping"].get("preset") == "helpsteer2" and approach == "bradley_terry":
-            doc["data"]["mapping"]["pair_by"] = "helpfulness"
+        declared.init_document(doc, section["mapping"])
     _apply(doc, model, name)
     return doc, note
 

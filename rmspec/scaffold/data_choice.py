@@ -39,6 +39,7 @@ DATASETS: dict[str, dict] = {
     },
     "shp": {"source": _hub("stanfordnlp/SHP"), "mapping": {"preset": "shp"}},
     "helpsteer2": {"source": _hub("nvidia/HelpSteer2"), "mapping": {"preset": "helpsteer2"}},
+    "scored-demo": {"source": _demo("scored.jsonl"), "mapping": {"preset": "helpsteer2"}},
     "judge-demo": {"source": _demo("judge_messages.jsonl"), "mapping": {"preset": "messages"}},
     "prm-demo": {"source": _demo("prm_steps.jsonl"), "mapping": {"preset": "stepwise"}},
     # The raw Math-Shepherd text with its ки markers; TRL's converted copy is trl-lib/math_shepherd (stepwise).
@@ -59,12 +60,6 @@ PLACEHOLDER = "train.jsonl"
 
 FILE_SUFFIXES = (".json", ".jsonl", ".parquet", ".csv")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-DEFAULT_PRESET = {
-    "generative": "messages",
-    "listwise": "ranked",
-    "pointwise": None,
-    "process": "stepwise",
-}  # others: pairs
 
 
 def names() -> list[str]:
@@ -73,8 +68,10 @@ def names() -> list[str]:
 
 
 def _default_mapping(approach: str, preset: str | None) -> dict:
-    preset = preset or DEFAULT_PRESET.get(approach, "pairs")
-    if preset is None:  # pointwise without a preset: the plain prompt/response/score columns
+    from rmspec import approaches
+
+    preset = preset or approaches.get(approach).init_preset
+    if preset is None:  # scores without a preset: the plain prompt/response/score columns
         return {"columns": {"prompt": "prompt", "response": "response", "scores": {"score": "score"}}}
     return {"preset": preset}
 

@@ -348,4 +348,7 @@ def approach_union(sections: list[type[ApproachSection]]) -> Any:
     return Annotated[Union[tuple(sections)], Field(discriminator="kind")]  # noqa: UP007  (a runtime tuple)
 
 
-Approach = approach_union(SECTIONS)
+if TYPE_CHECKING:  # the type checker reads the shipped sections; at run time the union is SECTIONS'
+    Approach = BradleyTerry | Listwise | Pointwise | Generative | Process
+else:
+    Approach = approach_union(SECTIONS)

@@ -80,7 +80,7 @@ def filters_read_the_rows(spec: Spec) -> Iterator[Problem]:
         {*FILTER_KINDS} - {name for name, shapes in FILTER_ROWS.items() if rows not in shapes},
         key=FILTER_KINDS.index,
     )
-    lists = [(("data", "filters"), spec.data.filters)]
+    lists: list[tuple[tuple, Any]] = [(("data", "filters"), spec.data.filters)]
     lists += [(("data", "sources", i, "filters"), e.filters) for i, e in enumerate(spec.data.sources or [])]
     for path, filters in lists:
         for i, f in enumerate(filters):

@@ -40,7 +40,10 @@ def rename(logs: dict[str, float], family: str) -> dict[str, float]:
 
 
 def metric_family(approach_kind: str) -> str:
-    return {"bradley_terry": "rm", "pointwise": "rm", "generative": "sft"}.get(approach_kind, "rm")
+    """metrics.jsonl's prefix for the approach's metrics (eval/<family>/...): its declaration says."""
+    from rmspec import approaches
+
+    return approaches.get(approach_kind).metric_family
 
 
 class PeakMemory:

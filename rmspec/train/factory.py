@@ -1,28 +1,30 @@
-"""The Trainer for a spec's approach, with its collator, sampler and metrics."""
+"""The Trainer for a spec's approach, with its collator, sampler and metrics.
+
+`build_trainer` is the same for every approach: it decides the packing path and the arguments every
+Trainer takes, then calls the builder the approach's declaration names (rmspec.approaches: its
+`trainer` hook, one of the functions below for the shipped approaches).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rmspec.train.bradley_terry import BradleyTerryTrainer
+from rmspec import approaches
+from rmspec.approaches.base import LM_HEAD
 from rmspec.train.collators import LMCollator, PairCollator, ScoresCollator
-from rmspec.train.generative import GenerativeTrainer
-from rmspec.train.listwise import ListCollator, ListwiseTrainer, PackedListCollator
 from rmspec.train.packing import SHARED_PREFIX, PackedPairCollator, packed_length, packing_path
-from rmspec.train.pointwise import PointwiseTrainer, pointwise_metrics
-from rmspec.train.process import ProcessTrainer, StepCollator, process_metrics
 
 
-def with_lengths(dataset: Any, approach_kind: str, packed: bool = False) -> Any:
+def with_lengths(dataset: Any, packed: bool = False) -> Any:
     """Add the `length` column the length-grouped sampler reads (the longer side of a pair, or the
     shared-prefix row's P + C + R when pairs are packed)."""
     if dataset is None or "length" in dataset.column_names:
         return dataset
-    if approach_kind == "bradley_terry" and packed:
+    if "chosen_input_ids" in dataset.column_names and packed:  # pairs
         return dataset.map(
             lambda r: {"length": packed_length(r["chosen_input_ids"], r["rejected_input_ids"])}, desc="lengths"
         )
-    if approach_kind == "bradley_terry":
+    if "chosen_input_ids" in dataset.column_names:
         return dataset.map(
             lambda r: {"length": max(len(r["chosen_input_ids"]), len(r["rejected_input_ids"]))},
             desc="lengths",
@@ -39,77 +41,104 @@ def build_trainer(
     validation: Any | None,
     callbacks: list | None = None,
 ):
-    approach = spec.approach
-    sft = bool(getattr(approach, "sft_weight", 0.0))
-    packing, packing_reason = packing_path(getattr(spec.training, "packing", "auto"), approach.kind, model.config, sft)
+    approach = approaches.of(spec)
+    sft = approach.uses_lm_head(spec.approach) and approach.head != LM_HEAD  # an LM term beside the score head
+    packing, packing_reason = packing_path(getattr(spec.training, "packing", "auto"), approach, model.config, sft)
     packed = packing == SHARED_PREFIX
     common = dict(
         model=model,
         args=args,
-        train_dataset=with_lengths(train, approach.kind, packed),
-        eval_dataset=with_lengths(validation, approach.kind, packed),
+        train_dataset=with_lengths(train, packed),
+        eval_dataset=with_lengths(validation, packed),
         processing_class=tokenizer,
         callbacks=callbacks or [],
         group_by_length=spec.training.group_by_length,
     )
+    trainer = approach.hook("trainer")(spec, model, tokenizer, common, packed, validation)
+    trainer.packing = (packing, packing_reason)  # what ran and why (the plan predicted it)
+    return trainer
+
+
+# ---------------------------------------------------------------- the shipped approaches' builders
+
+
+def bradley_terry(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool, validation: Any) -> Any:
+    approach = spec.approach
     pad = tokenizer.pad_token_id
-    if approach.kind == "bradley_terry" and (approach.length_debias is not None or approach.ensemble is not None):
+    collator = PackedPairCollator(pad) if packed else PairCollator(pad)
+    if approach.length_debias is not None or approach.ensemble is not None:
         from rmspec.train.heads import build_head_trainer  # ODIN or an ensemble of heads
 
-        trainer = build_head_trainer(spec, PackedPairCollator(pad) if packed else PairCollator(pad), tokenizer, common)
-        trainer.packing = (packing, packing_reason)
-        return trainer
-    if approach.kind == "bradley_terry":
-        from rmspec.train.pair_extras import attach_tie, davidson_pair_metrics
+        return build_head_trainer(spec, collator, tokenizer, common)
+    from rmspec.train.bradley_terry import BradleyTerryTrainer
+    from rmspec.train.pair_extras import attach_tie, davidson_pair_metrics
 
-        tie = attach_tie(model, approach.tie_nu) if approach.ties == "davidson" else None
-        if sft:
-            from rmspec.train.pair_extras import attach_lm_head
+    tie = attach_tie(model, approach.tie_nu) if approach.ties == "davidson" else None
+    if approach.sft_weight:
+        from rmspec.train.pair_extras import attach_lm_head
 
-            how = attach_lm_head(model, model.config._name_or_path, len(tokenizer))
-            print(
-                f"rmspec: sft_weight {approach.sft_weight}: {how}; the saved model keeps only the score head",
-                flush=True,
-            )
-        if tie is not None:
-            common["compute_metrics"] = davidson_pair_metrics(tie)
-        trainer = BradleyTerryTrainer(
-            data_collator=PackedPairCollator(pad) if packed else PairCollator(pad),
-            margin_mode=approach.margin_mode,
-            center_rewards_coefficient=approach.center_rewards_coefficient,
-            tie=tie,
-            tie_learning_rate=approach.tie_learning_rate,
-            sft_weight=approach.sft_weight,
-            **common,
+        how = attach_lm_head(model, model.config._name_or_path, len(tokenizer))
+        print(
+            f"rmspec: sft_weight {approach.sft_weight}: {how}; the saved model keeps only the score head",
+            flush=True,
         )
-        trainer.packing = (packing, packing_reason)  # what ran and why (the plan predicted it)
-        return trainer
-    if approach.kind == "listwise":
-        trainer = ListwiseTrainer(
-            data_collator=PackedListCollator(pad) if packed else ListCollator(pad),
-            top_k=approach.top_k,
-            center_rewards_coefficient=approach.center_rewards_coefficient,
-            **common,
-        )
-        trainer.packing = (packing, packing_reason)
-        return trainer
-    if approach.kind == "pointwise":
-        prompts = list(validation["prompt"]) if validation is not None and "prompt" in validation.column_names else None
-        return PointwiseTrainer(
-            data_collator=ScoresCollator(pad),
-            objective=approach.objective,
-            bins=int(round(approach.scale.max - approach.scale.min)) + 1,
-            low=approach.scale.min,
-            compute_metrics=pointwise_metrics(list(approach.attributes), approach.weights, prompts),
-            **common,
-        )
-    if approach.kind == "process":
-        return ProcessTrainer(
-            data_collator=StepCollator(pad),
-            train_on=approach.train_on,
-            compute_metrics=process_metrics(approach.threshold),
-            **common,
-        )
-    if approach.kind == "generative":
-        return GenerativeTrainer(data_collator=LMCollator(pad), **common)
-    raise ValueError(f"unknown approach {approach.kind!r}")
+    if tie is not None:
+        common["compute_metrics"] = davidson_pair_metrics(tie)
+    return BradleyTerryTrainer(
+        data_collator=collator,
+        margin_mode=approach.margin_mode,
+        center_rewards_coefficient=approach.center_rewards_coefficient,
+        tie=tie,
+        tie_learning_rate=approach.tie_learning_rate,
+        sft_weight=approach.sft_weight,
+        **common,
+    )
+
+
+def listwise(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool, validation: Any) -> Any:
+    from rmspec.train.listwise import ListCollator, ListwiseTrainer, PackedListCollator
+
+    pad = tokenizer.pad_token_id
+    return ListwiseTrainer(
+        data_collator=PackedListCollator(pad) if packed else ListCollator(pad),
+        top_k=spec.approach.top_k,
+        center_rewards_coefficient=spec.approach.center_rewards_coefficient,
+        **common,
+    )
+
+
+def pointwise(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool, validation: Any) -> Any:
+    from rmspec.approaches.pointwise import bins
+    from rmspec.train.pointwise import PointwiseTrainer, pointwise_metrics
+
+    approach = spec.approach
+    prompts = list(validation["prompt"]) if validation is not None and "prompt" in validation.column_names else None
+    return PointwiseTrainer(
+        data_collator=ScoresCollator(tokenizer.pad_token_id),
+        objective=approach.objective,
+        bins=bins(approach),
+        low=approach.scale.min,
+        compute_metrics=pointwise_metrics(list(approach.attributes), approach.weights, prompts),
+        **common,
+    )
+
+
+def process(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool, validation: Any) -> Any:
+    from rmspec.train.process import ProcessTrainer, StepCollator, process_metrics
+
+    return ProcessTrainer(
+        data_collator=StepCollator(tokenizer.pad_token_id),
+        train_on=spec.approach.train_on,
+        compute_metrics=process_metrics(spec.approach.threshold),
+        **common,
+    )
+
+
+def generative(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool, validation: Any) -> Any:
+    if spec.approach.method == "grpo":  # a judge trained by reinforcement on pairs (TRL's GRPOTrainer)
+        from rmspec.train.judge_grpo import build_trainer as grpo_trainer
+
+        return grpo_trainer(spec, model, tokenizer, common, packed, validation)
+    from rmspec.train.generative import GenerativeTrainer
+
+    return GenerativeTrainer(data_collator=LMCollator(tokenizer.pad_token_id), **common)

@@ -117,6 +117,7 @@ def model_card(
     spec_yaml: str,
     data_summary: dict[str, Any] | None,
     results: dict[str, Any],
+    scorer: str = "reward",
 ) -> str:
     """A model card: metadata, how to use it, the spec as run, the data and the results."""
     from huggingface_hub import ModelCardData
@@ -139,7 +140,7 @@ def model_card(
         "",
         *(
             PROCESS_USE
-            if approach == "process"
+            if scorer == "process"  # the saved model's kind (rmspec.spec.scorer_kind): a token classifier
             else [
                 "```python",
                 "from transformers import AutoModelForSequenceClassification, AutoTokenizer",

@@ -9,33 +9,27 @@ from typing import Any
 
 import numpy as np
 
+from rmspec import approaches
 from rmspec.errors import RunError
 from rmspec.plan import Plan
 from rmspec.rundir import RunDir, write_status
-from rmspec.train.callbacks import metric_family, rename
+from rmspec.train.callbacks import rename
 from rmspec.train.final_model import model_card, reward_stats, save_final_model
 
 
 def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main: bool) -> tuple[dict, dict]:
-    """(metrics in the field's names, reward statistics) on the validation split."""
+    """(metrics in the field's names, reward statistics) on the validation split, by the approach's
+    `final_metrics` hook (rmspec.approaches)."""
     if validation is None:
         return {}, {}
-    kind = spec.approach.kind
-    family = metric_family(kind)
-    if kind == "generative":
-        metrics = trainer.evaluate()
-        out = rename(metrics, family)
-        if main:
-            from rmspec.train.generative import judge_metrics
+    return approaches.of(spec).hook("final_metrics")(trainer, validation, spec, tokenizer, main)
 
-            rows = [validation[i] for i in range(min(len(validation), 200))]
-            model = trainer.accelerator.unwrap_model(trainer.model)
-            judged = judge_metrics(
-                model, tokenizer, rows, spec.approach.verdict_pattern, max_new_tokens=spec.approach.max_new_tokens
-            )
-            out.update({f"eval/{family}/{k}": v for k, v in judged.items()})
-            trainer.log({f"eval_{k}": v for k, v in judged.items()})
-        return out, {}
+
+def predicted_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main: bool) -> tuple[dict, dict]:
+    """A score model's final evaluation: the Trainer's metrics on the validation split, and the
+    statistics of the reward it predicts there (none for a model whose outputs are not one reward)."""
+    declared = approaches.of(spec)
+    family = declared.metric_family
     prediction = trainer.predict(validation, metric_key_prefix="eval")
     metrics = dict(prediction.metrics)
     # Into metrics.jsonl and the trackers like any evaluation; model_step marks it as the final one and says
@@ -44,16 +38,15 @@ def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main
     trainer.log(logged)
     if "epoch" in logged:  # Trainer.log adds the epoch; status.json's final metrics have always carried it
         metrics["epoch"] = logged["epoch"]
-    if kind == "process":  # per-step probabilities, not a reward to normalise
+    weights = declared.reward_weights(spec.approach)
+    if weights is None:  # per-step probabilities (a PRM), not a reward to normalise
         return rename(metrics, family), {}
     rewards = np.asarray(prediction.predictions, dtype=np.float64)
     served = getattr(trainer, "served_rewards", None)  # extra heads (rmspec.train.heads): the saved reward's columns
     if served is not None:
         rewards = served(rewards)
-    if kind == "pointwise":
-        weights = spec.approach.weights or {}
-        w = np.array([weights.get(a, 1.0 if not weights else 0.0) for a in spec.approach.attributes])
-        rewards = rewards.reshape(-1, len(w)) @ w
+    if weights:  # several outputs (one per attribute): the one reward is their weighted sum
+        rewards = rewards.reshape(-1, len(weights)) @ np.array(weights)
     return rename(metrics, family), reward_stats(rewards)
 
 
@@ -69,21 +62,8 @@ def finish(
         "spec_hash": plan.spec_hash,
         "max_length": spec.training.max_length,
     }
-    if spec.approach.kind == "pointwise":
-        extra.update(
-            attributes=list(spec.approach.attributes),
-            weights=spec.approach.weights,
-            objective=spec.approach.objective,
-            scale=spec.approach.scale.model_dump(),
-        )
-    if spec.approach.kind == "generative":
-        extra.update(verdict_pattern=spec.approach.verdict_pattern)
-    if spec.approach.kind == "process":  # what a bare model folder needs to score steps as training did
-        extra.update(
-            step_separator=spec.approach.step_separator,
-            threshold=spec.approach.threshold,
-            chat_template=spec.data.mapping.chat_template,
-        )
+    declared = approaches.of(spec)
+    extra.update(declared.config_extra(spec))  # what a bare model folder needs to score as training did
     summary = {
         k: report.get(k)
         for k in ("rows_read", "rows_kept", "rejected", "splits", "length_heuristic_accuracy")
@@ -91,19 +71,14 @@ def finish(
     }
     card = model_card(
         name=spec.name,
-        approach=spec.approach.kind,
+        approach=declared.name,
+        scorer=declared.scorer.value,
         base_model=spec.model.name_or_path,
         spec_yaml=run.spec.read_text(encoding="utf-8") if run.spec.exists() else "",
         data_summary=summary,
         results={k: v for k, v in metrics.items() if isinstance(v, (int, float))},
     )
-    finalize = None
-    if spec.approach.kind == "bradley_terry" and (spec.approach.length_debias or spec.approach.ensemble):
-        from rmspec.train.heads import finalize_heads
-
-        option = "length_debias" if spec.approach.length_debias else "ensemble"
-        extra[option] = getattr(spec.approach, option).model_dump()
-        finalize = lambda model: finalize_heads(model, spec.approach)  # noqa: E731  (one output, saved as a plain classifier)
+    finalize = declared.hook("finalize")(spec) if declared.finalize else None
     save_final_model(
         trainer, tokenizer, run.model, config_extra=extra, card=card, reward_stats=stats, finalize=finalize
     )
@@ -184,7 +159,7 @@ def run_evaluation_hook(run: RunDir, loaded: Any, tokenizer: Any, validation: An
     from rmspec.evaluate.run_level import evaluate_run
 
     kwargs: dict[str, Any] = {"tokenizer": tokenizer}
-    if validation is not None and loaded.spec.approach.kind in ("bradley_terry", "process"):
+    if validation is not None:  # the split training held out, tokenized: scored again with the saved model
         kwargs["validation"] = validation
     evaluate_run(run.root, loaded, **kwargs)
     return "done"

@@ -89,3 +89,26 @@ def judge_metrics(
         "agreement": agreed / labelled if labelled else 0.0,
         "n": float(n),
     }
+
+
+def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main: bool) -> tuple[dict, dict]:
+    """A judge's final evaluation: the LM loss on the validation split and, on the main process, the
+    verdicts it writes for up to 200 of its rows (parse rate, agreement); no reward statistics."""
+    from rmspec import approaches
+    from rmspec.train.callbacks import rename
+
+    if spec.approach.method == "grpo":  # held-out pairs judged in both orders (no LM loss: no target text)
+        from rmspec.train.judge_grpo import final_metrics as grpo_metrics
+
+        return grpo_metrics(trainer, validation, spec, tokenizer, main)
+    family = approaches.of(spec).metric_family
+    out = rename(trainer.evaluate(), family)
+    if main:
+        rows = [validation[i] for i in range(min(len(validation), 200))]
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        judged = judge_metrics(
+            model, tokenizer, rows, spec.approach.verdict_pattern, max_new_tokens=spec.approach.max_new_tokens
+        )
+        out.update({f"eval/{family}/{k}": v for k, v in judged.items()})
+        trainer.log({f"eval_{k}": v for k, v in judged.items()})
+    return out, {}

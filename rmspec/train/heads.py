@@ -99,6 +99,15 @@ def head_linear(model: Any) -> nn.Linear:
     return head
 
 
+def finalize_for_spec(spec: Any) -> Any:
+    """What turns the trained model into the saved one for this spec (the approach's `finalize`
+    hook): with length_debias or an ensemble, the K-wide head becomes one output; else None."""
+    approach = spec.approach
+    if not (approach.length_debias or approach.ensemble):
+        return None
+    return lambda model: finalize_heads(model, approach)
+
+
 def finalize_heads(model: Any, approach: Any) -> dict[str, torch.Tensor]:
     """Turn the K-wide training head into the saved one-output head, in place; returns the tensors
     to save beside the model (the ensemble's members), else {}."""

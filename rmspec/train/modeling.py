@@ -28,10 +28,17 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from rmspec import approaches
+from rmspec.approaches.process import PROCESS_LABELS  # noqa: F401  (re-exported: the PRM head's outputs)
+
 PAD_TOKEN = "<|pad|>"
 
-# Outputs of a process reward model's token-classification head, by index (TRL: label 1 = correct).
-PROCESS_LABELS = ("wrong", "correct")
+# The transformers class each kind of model loads with (an approach declares its `auto_model`).
+AUTO_CLASSES = {
+    "sequence_classification": AutoModelForSequenceClassification,
+    "token_classification": AutoModelForTokenClassification,
+    "causal_lm": AutoModelForCausalLM,
+}
 
 # Names of the score head in the sequence-classification classes of transformers.
 HEAD_NAMES = ("score", "classifier")
@@ -45,38 +52,14 @@ class LoadedModel:
 
 
 def num_outputs(approach: Any) -> int:
-    """Outputs of the score head: 1 for a pairwise reward, one per attribute (or scale bin) pointwise."""
-    kind = approach.kind
-    if kind == "bradley_terry":  # ODIN: 2 heads, an ensemble: N, while training (rmspec.train.heads)
-        from rmspec.spec.heads import head_outputs
-
-        return head_outputs(approach)
-    if kind in ("bradley_terry", "listwise"):
-        return 1
-    if kind == "process":
-        return 2  # token classification, TRL's PRM layout: 0 wrong, 1 correct
-    if kind == "pointwise":
-        if approach.objective == "ordinal":
-            bins = int(round(approach.scale.max - approach.scale.min)) + 1
-            return len(approach.attributes) * bins
-        return len(approach.attributes)
-    raise ValueError(f"no score head for approach {kind!r}")
+    """Outputs of the score head: 1 for a pairwise reward, one per attribute (or scale bin) pointwise;
+    the approach's declaration says (rmspec.approaches)."""
+    return approaches.get(approach.kind).num_outputs(approach)
 
 
 def output_labels(approach: Any) -> list[str]:
     """Names of the head's outputs, saved in config.id2label so the model says what it scores."""
-    if approach.kind == "process":
-        return list(PROCESS_LABELS)
-    if approach.kind == "pointwise":
-        if approach.objective == "ordinal":
-            low, bins = approach.scale.min, num_outputs(approach) // len(approach.attributes)
-            return [f"{a}={low + b:g}" for a in approach.attributes for b in range(bins)]
-        return list(approach.attributes)
-    if approach.kind == "bradley_terry":
-        from rmspec.spec.heads import head_labels
-
-        return head_labels(approach)
-    return ["reward"]
+    return approaches.get(approach.kind).output_labels(approach)
 
 
 def disable_dropout_config(config: Any) -> None:
@@ -180,19 +163,20 @@ def load_model(
     if attn_implementation and attn_implementation != "auto":
         kwargs["attn_implementation"] = attn_implementation
 
-    if approach.kind == "generative":
-        model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
+    declared = approaches.get(approach.kind)
+    auto = AUTO_CLASSES[declared.auto_model]
+    if auto is AutoModelForCausalLM:  # a judge: the LM head is the model's own
+        model = auto.from_pretrained(model_path, **kwargs)
         head_initialized = False
     else:
         config.num_labels = num_outputs(approach)
         labels = output_labels(approach)
         config.id2label = dict(enumerate(labels))
         config.label2id = {name: i for i, name in enumerate(labels)}
-        # No built-in loss is used; the problem type says what the outputs are.
-        config.problem_type = "single_label_classification" if approach.kind == "process" else "regression"
+        # No built-in loss is used; the problem type says what the outputs are: a token classifier's
+        # labels (a PRM reads a score at every step's last token), else regressed scores.
+        config.problem_type = "single_label_classification" if auto is AutoModelForTokenClassification else "regression"
         torch.manual_seed(seed)
-        # A PRM reads a score at every step's last token: a token-classification head on any backbone.
-        auto = AutoModelForTokenClassification if approach.kind == "process" else AutoModelForSequenceClassification
         model, info = auto.from_pretrained(model_path, output_loading_info=True, **kwargs)
         missing = set(info.get("missing_keys", ()))
         head_initialized = any(key.split(".")[0] in HEAD_NAMES for key in missing)
@@ -201,7 +185,7 @@ def load_model(
     if grow:
         model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
     model.config.pad_token_id = tokenizer.pad_token_id
-    if approach.kind != "generative" and hasattr(model.config, "use_cache"):
+    if auto is not AutoModelForCausalLM and hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # a KV cache is dead weight when scoring whole sequences
     if getattr(model, "generation_config", None) is not None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -213,18 +197,17 @@ def apply_lora(model: PreTrainedModel, lora: Any, approach_kind: str) -> PreTrai
     """Wrap in peft LoRA; the score head is trained in full and saved with the adapter (modules_to_save)."""
     from peft import LoraConfig, TaskType, get_peft_model
 
+    declared = approaches.get(approach_kind)
     head = score_head(model)
     modules_to_save = None
-    if approach_kind != "generative" and head is not None:
+    if declared.auto_model != "causal_lm" and head is not None:
         modules_to_save = [name for name in HEAD_NAMES if getattr(model, name, None) is head]
     config = LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
         target_modules=lora.target_modules,
-        task_type={"generative": TaskType.CAUSAL_LM, "process": TaskType.TOKEN_CLS}.get(
-            approach_kind, TaskType.SEQ_CLS
-        ),
+        task_type=TaskType[declared.lora_task],
         modules_to_save=modules_to_save,
     )
     return get_peft_model(model, config)

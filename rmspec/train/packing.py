@@ -71,7 +71,7 @@ def packed_pair_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[to
 # ---------------------------------------------------------------- which path
 
 
-def packing_path(setting: str, approach_kind: str, config: Any, sft: bool = False) -> tuple[str, str]:
+def packing_path(setting: str, approach: Any, config: Any, sft: bool = False) -> tuple[str, str]:
     """(path, reason) at run time, from the spec's training.packing and the loaded model's config:
     the plan's rules (rmspec.plan.packing) applied to what the model is. ``shared_prefix`` where
     it cannot apply is an error (exit 2) with the fix."""
@@ -79,7 +79,7 @@ def packing_path(setting: str, approach_kind: str, config: Any, sft: bool = Fals
     from rmspec.plan.packing import plan_packing
 
     architecture = "decoder" if is_causal(config) else "encoder"
-    return plan_packing(setting, approach_kind, architecture, attention_implementation(config), sft)
+    return plan_packing(setting, approach, architecture, attention_implementation(config), sft)
 
 
 def packed_length(chosen: list[int], rejected: list[int]) -> int:

@@ -1,0 +1,204 @@
+"""The approach registry (rmspec/approaches): one home per approach.
+
+- Outside the registry, no code branches on the approach's kind (a grep, with a short list of
+  allowed lines, each with its reason).
+- The registry and the spec agree: every approach's section is one the spec accepts, and each
+  declaration's facts are the ones the planner and the trainer read.
+- A toy approach from outside rmspec (tests/helpers/toy_approach.py: one module, registered by one
+  line) goes through validate, plan, a 2-step run, results.json, the report and `rmspec score`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers.runs import rmspec, write_pairs
+
+REPO = Path(__file__).resolve().parent.parent
+NAMES = "bradley_terry|listwise|pointwise|generative|process"
+# What a branch on an approach's kind looks like: a comparison of `approach`, `approach_kind` or
+# `approach.kind`, an approach's name compared or listed, a table keyed by approach names, an
+# isinstance test against a section class.
+PATTERNS = [
+    re.compile(r"\bapproach(?:_kind)?(?:\.kind)?\s*(?:==|!=|\bnot in\b|\bin\b)"),
+    re.compile(rf"(?:==|!=)\s*\"(?:{NAMES})\""),
+    re.compile(rf"\"(?:{NAMES})\"\s*(?:==|!=)"),
+    re.compile(rf"\bin\s*\([^)]*\"(?:{NAMES})\""),
+    re.compile(rf"[{{,]\s*\"(?:{NAMES})\"\s*:"),
+    re.compile(r"isinstance\([^)]*\b(?:BradleyTerry|Listwise|Pointwise|Generative|Process)\b"),
+]
+# The registry itself: the declarations, and the spec side of each approach (its section and rules).
+REGISTRY = ("rmspec/approaches/", "rmspec/spec/approach.py", "rmspec/spec/approach_rules.py")
+# (file, text of the line) -> why it may stay.
+ROW_SHAPE = "the data stage branches on the rows (rmspec.data.records), named `approach` there: a new approach on the same rows goes through unchanged"
+ALLOWED_FILES = {
+    "rmspec/data/augment.py": ROW_SHAPE,
+    "rmspec/data/filters.py": ROW_SHAPE,
+    "rmspec/data/presets.py": ROW_SHAPE,
+    "rmspec/data/records.py": ROW_SHAPE,
+    "rmspec/data/summarize.py": ROW_SHAPE,
+    "rmspec/data/tokenize.py": ROW_SHAPE,
+    "rmspec/plan/estimate.py": "the length estimate reads the rows' text columns (pairs, scored responses): row shapes",
+    "rmspec/render/data_view.py": "data_report.json's `approach` is the row shape the data stage wrote (rmspec.data.summarize)",
+    "rmspec/annotate/aggregate.py": "annotation task kinds (pairwise, pointwise, process labels), not approaches",
+    "rmspec/annotate/agreement.py": "annotation task kinds, not approaches",
+    "rmspec/annotate/exports.py": "annotation task kinds, not approaches",
+    "rmspec/cli/annotate_cmd.py": "annotation task kinds, not approaches",
+}
+ALLOWED_LINES = {
+    (
+        "rmspec/render/report_view.py",
+        'entry.get("scorer") == "process"',
+    ): "the scorer kind of a results entry (a PRM's rows), not the approach",
+    (
+        "rmspec/train/final_model.py",
+        'if scorer == "process"',
+    ): "the saved model's scorer kind picks the card's usage snippet",
+    (
+        "rmspec/scaffold/__init__.py",
+        "if approach not in APPROACHES:",
+    ): "an unknown --approach refused: membership in the registry's names",
+    (
+        "rmspec/extras.py",
+        'if spec.approach.kind == "process":',
+    ): "rmspec/extras.py (another helper's, this round) sits below rmspec.approaches; not converted yet",
+}
+
+
+def branches_on_the_kind() -> list[str]:
+    found = []
+    for path in sorted((REPO / "rmspec").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith(REGISTRY) or rel in ALLOWED_FILES:
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#")[0]
+            if any(p.search(code) for p in PATTERNS) and not any(
+                rel == f and text in line for f, text in ALLOWED_LINES
+            ):
+                found.append(f"{rel}:{n}: {line.strip()}")
+    return found
+
+
+def test_no_code_outside_the_registry_branches_on_the_approach_kind():
+    assert branches_on_the_kind() == []
+
+
+def test_the_grep_finds_a_branch_on_the_kind(tmp_path, monkeypatch):
+    """The scan is not vacuous: the branches this refactor removed are what it reports."""
+    assert any(p.search('    if spec.approach.kind == "listwise":') for p in PATTERNS)
+    assert any(p.search('    return {"generative": "lm", "process": "token"}.get(approach, "score")') for p in PATTERNS)
+    assert any(p.search("    if approach_kind in ('bradley_terry', 'process'):".replace("'", '"')) for p in PATTERNS)
+    assert not any(p.search('    if source.kind == "files":') for p in PATTERNS)
+    for (file, text), _ in ALLOWED_LINES.items():  # each allowed line still exists (else drop it)
+        assert text in (REPO / file).read_text(encoding="utf-8"), (file, text)
+
+
+def test_every_registered_approach_is_a_section_the_spec_accepts():
+    from rmspec import approaches
+    from rmspec.spec.approach import SECTIONS
+    from rmspec.spec.root import APPROACH_KINDS
+
+    assert approaches.names() == ("bradley_terry", "listwise", "pointwise", "generative", "process")
+    for name in approaches.names():
+        declared = approaches.get(name)
+        assert declared.section in SECTIONS and name in APPROACH_KINDS
+        assert (REPO / "templates" / declared.template).is_file()
+        assert declared.validation_metrics or name == "pointwise"  # pointwise: one pair per attribute
+        for hook in ("trainer", "evaluation", "final_metrics"):
+            assert callable(declared.hook(hook)), (name, hook)
+    with pytest.raises(ValueError, match="unknown approach 'listwize'.*did you mean 'listwise'"):
+        approaches.get("listwize")
+
+
+def test_registering_a_toy_approach_extends_the_spec(tmp_path):
+    from helpers.toy_approach import APPROACH, ToySection
+    from rmspec import approaches
+    from rmspec.errors import SpecError
+    from rmspec.spec import load_spec
+
+    spec = tmp_path / "toy.yaml"
+    spec.write_text(_toy_spec(tmp_path, Path("model")))
+    with pytest.raises(SpecError):  # not registered: the spec does not know the kind
+        load_spec(spec)
+    approaches.register(APPROACH)
+    try:
+        loaded = load_spec(spec)
+        assert isinstance(loaded.spec.approach, ToySection) and loaded.spec.approach.temperature == 0.5
+        assert approaches.of(loaded.spec) is APPROACH
+    finally:
+        approaches.unregister("toy")
+    with pytest.raises(SpecError):
+        load_spec(spec)
+
+
+TOY = """version: 1
+name: toy
+model: {{name_or_path: {model}}}
+data:
+  source: {{kind: files, paths: [pairs.jsonl]}}
+  mapping: {{preset: pairs}}
+  filters: [{{kind: drop_identical}}]
+  split: {{validation_fraction: 0.25, seed: 0}}
+approach: {{kind: toy, temperature: 0.5}}
+training: {{max_steps: 2, learning_rate: 3.0e-3, global_batch_size: 8, max_length: 64, logging_steps: 1, seed: 7}}
+hardware: {{device: cpu}}
+eval: {{validation: true, benchmarks: []}}
+output: {{dir: {out}}}
+"""
+
+
+def _toy_spec(tmp: Path, model: Path) -> str:
+    return TOY.format(model=model, out=tmp / "runs" / "toy")
+
+
+def test_a_toy_approach_goes_from_validate_to_score(tmp_path, monkeypatch):
+    from helpers.models import build_model
+
+    monkeypatch.setenv("RMSPEC_APPROACHES", "helpers.toy_approach")
+    monkeypatch.setenv("PYTHONPATH", f"{REPO / 'tests'}")
+    model = build_model("llama", tmp_path / "model")
+    write_pairs(tmp_path / "pairs.jsonl", 64)
+    spec = tmp_path / "toy.yaml"
+    spec.write_text(_toy_spec(tmp_path, model))
+    run = tmp_path / "runs" / "toy"
+
+    valid = rmspec("validate", str(spec), cwd=tmp_path)
+    assert valid.returncode == 0 and "valid (toy" in valid.stdout, valid.stderr
+    plan = rmspec("plan", str(spec), "--json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    facts = json.loads(plan.stdout)
+    assert facts["approach"] == "toy"
+    done = rmspec("run", str(spec), cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "completed" and status["step"] == 2
+    config = json.loads((run / "model" / "config.json").read_text())
+    assert config["rmspec"]["approach"] == "toy" and config["rmspec"]["temperature"] == 0.5
+    results = json.loads((run / "results.json").read_text())
+    validation = results["validation"]
+    rows = [json.loads(line) for line in (run / "eval" / "validation.jsonl").read_text().splitlines()]
+    # pair accuracy recomputed here from the per-example rows the saved model wrote
+    assert validation["metrics"]["accuracy"] == pytest.approx(
+        sum(r["score_chosen"] > r["score_rejected"] for r in rows) / len(rows)
+    )
+    assert len(rows) == validation["num_examples"] > 0
+    html = (run / "report.html").read_text()
+    assert "validation metric" in html and "accuracy" in html
+    report = rmspec("report", str(run), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert "Validation (the approach's metrics)" in report.stdout
+
+    pairs = tmp_path / "score_me.jsonl"
+    pairs.write_text(
+        "".join(json.dumps(r) for r in [{"prompt": "w11", "chosen": "w1 w12", "rejected": "w2 w12"}]) + "\n"
+    )
+    scored = rmspec("score", str(run), str(pairs), "--out", str(tmp_path / "scored.jsonl"), cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
+    row = json.loads((tmp_path / "scored.jsonl").read_text().splitlines()[0])
+    assert {"score_chosen", "score_rejected"} <= set(row) or "scores" in row, row
