@@ -202,3 +202,33 @@ def test_a_toy_approach_goes_from_validate_to_score(tmp_path, monkeypatch):
     assert scored.returncode == 0, scored.stderr
     row = json.loads((tmp_path / "scored.jsonl").read_text().splitlines()[0])
     assert {"score_chosen", "score_rejected"} <= set(row) or "scores" in row, row
+
+
+def test_console_shows_the_approach_metrics_and_no_empty_benchmark_table(tmp_path):
+    """A listwise run with no benchmarks: its validation metrics in a table of their own, and no
+    'Benchmarks (official scoring)' table with nothing in it."""
+    from rich.console import Console
+
+    from rmspec.render.report_view import print_results
+
+    results = {
+        "model": "m",
+        "validation": {
+            "name": "validation",
+            "kind": "metrics",
+            "metrics": {"pair_accuracy": 0.75, "kendall_tau": 0.5},
+            "num_examples": 4,
+            "notes": [],
+        },
+        "benchmarks": {},
+        "notes": [],
+    }
+    console = Console(record=True, width=120)
+    print_results(results, console)
+    text = console.export_text()
+    assert "pair_accuracy" in text and "0.7500" in text and "kendall_tau" in text and "0.5000" in text
+    assert "Benchmarks (official scoring)" not in text
+    results["benchmarks"] = {"pairs": {"kind": "pairs", "overall": 0.5, "num_examples": 2}}
+    console = Console(record=True, width=120)
+    print_results(results, console)
+    assert "Benchmarks (official scoring)" in console.export_text()

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from rmspec import approaches
-from rmspec.approaches.base import LM_HEAD
 from rmspec.errors import PlanError
 from rmspec.packaged import resolve_model_path
 from rmspec.plan import accelerate_config as accel
@@ -37,7 +36,7 @@ from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
-from rmspec.plan.recipes import list_size, packed_list_lengths, recipe_notes
+from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths, recipe_notes
 from rmspec.plan.shapes import ModelShape, resolve_shape
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, what_would_fit
@@ -91,11 +90,7 @@ def compile_plan(
     declared = approaches.of(spec)
     approach = declared.name
     lora = spec.model.lora
-    if declared.causal_lm and shape.architecture == "encoder":
-        raise PlanError(
-            f"model {spec.model.name_or_path!r} is an encoder; the {approach} approach needs a causal LM",
-            hint="pick a decoder model or approach kind: bradley_terry",
-        )
+    sft = needs_a_decoder(spec, declared, shape.architecture)  # an LM term beside the score head
 
     precision = choose_precision(spec.model.dtype, hw, lora is not None)
     attn = "sdpa" if spec.model.attn_implementation == "auto" else spec.model.attn_implementation
@@ -104,14 +99,6 @@ def compile_plan(
         if spec.model.attn_implementation == "auto"
         else "model.attn_implementation in the spec"
     )
-    # a language-model term beside the score head (Bradley-Terry's sft_weight)
-    sft = declared.uses_lm_head(spec.approach) and declared.head != LM_HEAD
-    if sft and shape.architecture == "encoder":
-        raise PlanError(
-            f"model {spec.model.name_or_path!r} is an encoder; approach.sft_weight adds a next-token loss "
-            "that needs a causal LM",
-            hint="remove approach.sft_weight, or pick a decoder model",
-        )
     lists = declared.sequences_per_example is None  # N sequences per example, N read from the data
     n_list, list_how = list_size(spec, loaded.base_dir) if lists else (None, None)
     packing, packing_reason = plan_packing(training.packing, declared, shape.architecture, attn, sft)

@@ -13,9 +13,29 @@ from pathlib import Path
 from typing import Any
 
 from rmspec import approaches
+from rmspec.approaches.base import LM_HEAD
+from rmspec.errors import PlanError
 from rmspec.plan.estimate import data_sequence_length, sample_rows
 
 DEFAULT_LIST_SIZE = 4
+
+
+def needs_a_decoder(spec: Any, declared: Any, architecture: str | None) -> bool:
+    """Whether an LM term trains beside the score head (Bradley-Terry's sft_weight); an encoder is
+    refused where the approach or that term needs a causal LM."""
+    if declared.causal_lm and architecture == "encoder":
+        raise PlanError(
+            f"model {spec.model.name_or_path!r} is an encoder; the {declared.name} approach needs a causal LM",
+            hint="pick a decoder model or approach kind: bradley_terry",
+        )
+    sft = declared.uses_lm_head(spec.approach) and declared.head != LM_HEAD
+    if sft and architecture == "encoder":
+        raise PlanError(
+            f"model {spec.model.name_or_path!r} is an encoder; approach.sft_weight adds a next-token loss "
+            "that needs a causal LM",
+            hint="remove approach.sft_weight, or pick a decoder model",
+        )
+    return sft
 
 
 def list_size(spec: Any, base_dir: Path) -> tuple[int, str]:
