@@ -232,3 +232,30 @@ def test_console_shows_the_approach_metrics_and_no_empty_benchmark_table(tmp_pat
     console = Console(record=True, width=120)
     print_results(results, console)
     assert "Benchmarks (official scoring)" in console.export_text()
+
+
+def test_validate_refuses_a_filter_or_preset_for_other_rows_naming_the_usable_ones(tmp_path):
+    """`init --approach listwise` used to write drop_identical, which only the data stage refused."""
+    from rmspec.errors import SpecError
+    from rmspec.spec import load_spec
+
+    ranked = tmp_path / "ranked.jsonl"
+    ranked.write_text(json.dumps({"prompt": "p", "responses": ["a", "b"], "scores": [1, 0]}) + "\n")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "version: 1\nname: s\nmodel: {name_or_path: m}\n"
+        "data: {source: {kind: files, paths: [ranked.jsonl]}, mapping: {preset: ranked}, "
+        "filters: [{kind: drop_empty}, {kind: drop_identical}]}\napproach: {kind: listwise}\n"
+    )
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    issues = [(i.path, i.message, i.hint) for i in err.value.issues]
+    assert len(issues) == 1
+    path, message, hint = issues[0]
+    assert path in ("data.filters.1.kind", "data.filters[1].kind") and "drop_identical" in message and "listwise" in message
+    assert hint is not None and "drop_empty" in hint and "dedup" in hint and "drop_identical" not in hint
+    spec.write_text(spec.read_text().replace("preset: ranked", "preset: messages"))
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    preset = [i for i in err.value.issues if i.path == "data.mapping.preset"]
+    assert preset and "ranked" in (preset[0].hint or "")
