@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import sys
@@ -293,6 +294,8 @@ def _scrub(data, run: str):
         return {k: _scrub(v, run) for k, v in data.items() if not any(n in k for n in NOISE)}
     if isinstance(data, list):
         return [_scrub(v, run) for v in data]
+    if isinstance(data, float) and math.isnan(data):
+        return "nan"  # NaN != NaN: two runs with a NaN figure would always differ
     return data.replace(run, "RUN") if isinstance(data, str) else data
 
 

@@ -48,8 +48,8 @@ BENCHMARK_ECHOES = ("kind", "name", "source", "split", "per_example_path")  # th
 
 def results_without_echoes(results: dict[str, Any] | None) -> dict[str, Any] | None:
     """results.json less what names the spec's benchmark entries (their kind, name, path and split, the
-    per-example file named after them, the reward statistics' source name): left are the figures, in the
-    spec's order."""
+    per-example file named after them, the reward statistics' source name, a process model's threshold as
+    the spec gave it): left are the figures (and a tuned threshold), in the spec's order."""
     if results is None:
         return None
     out = dict(results)
@@ -57,6 +57,9 @@ def results_without_echoes(results: dict[str, Any] | None) -> dict[str, Any] | N
         {k: v for k, v in entry.items() if k not in BENCHMARK_ECHOES}
         for entry in (results.get("benchmarks") or {}).values()
     ]
+    threshold = out.get("threshold")
+    if isinstance(threshold, dict) and threshold.get("source") == "approach.threshold":  # the spec's value
+        out["threshold"] = {k: v for k, v in threshold.items() if k not in ("value", "source")}
     if isinstance(out.get("reward_stats"), dict):
         out["reward_stats"] = {k: v for k, v in out["reward_stats"].items() if k != "source"}
     return out

@@ -40,7 +40,7 @@ EFFECTS: dict[str, tuple[str, str, str]] = {
     "ModelShape.vocab_size": (
         "plan",
         "pairs",
-        "model.shape={architecture: decoder, num_parameters: 22000000, hidden_size: 384, num_layers: 6, "
+        "model.shape={architecture: decoder, num_parameters: 150000000, hidden_size: 384, num_layers: 6, "
         "num_attention_heads: 12, intermediate_size: 1536, vocab_size: 30522};model.shape.vocab_size=150000",
     ),
     # approach kinds: each with the data shape it takes, against the pairs base's Bradley-Terry
