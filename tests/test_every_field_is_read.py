@@ -22,7 +22,9 @@ SHAPE = (
     "model.shape={architecture: encoder, num_parameters: 22000000, hidden_size: 384, num_layers: 6, "
     "num_attention_heads: 12, intermediate_size: 1536, vocab_size: 30522}"
 )
-DECODER = SHAPE.replace("encoder", "decoder")
+# a decoder's untied LM head holds vocab_size x hidden_size more: 22M parameters is too few (the planner refuses it)
+LARGER = SHAPE.replace("22000000", "90000000")
+DECODER = LARGER.replace("encoder", "decoder")
 
 # "Class.field" -> (--set override on the quickstart spec, artifact that changes: plan | gpu_plan | args | data |
 # rows); "a;b" sets a in both specs and b only in the changed one. plan: plan.json less its echoes of the spec;
@@ -94,7 +96,7 @@ EFFECTS: dict[str, tuple[str, str]] = {
     ),  # noqa: E501
     "ModelShape.num_key_value_heads": (SHAPE + ";" + "model.shape.num_key_value_heads=4", "plan"),
     "ModelShape.intermediate_size": (SHAPE + ";" + "model.shape.intermediate_size=3072", "plan"),
-    "ModelShape.architecture": (SHAPE + ";" + "model.shape.architecture=decoder", "plan"),
+    "ModelShape.architecture": (LARGER + ";" + "model.shape.architecture=decoder", "plan"),
     "ModelShape.layer_class": (
         "hardware.device=a100-80gb"
         + ";"
