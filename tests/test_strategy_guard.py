@@ -110,3 +110,70 @@ def test_a_run_that_is_its_plan_passes_the_guard(base):
     assert status(run)["state"] == "completed"
     assert json.loads((run / "plan.json").read_text())["num_processes"] == 1
     assert os.path.exists(run / "model" / "model.safetensors")
+
+
+def test_fsdp_details_are_compared_against_accelerates_own_plugin(monkeypatch):
+    """The FSDP facts the guard reads from a real FullyShardedDataParallelPlugin, built from the
+    environment `accelerate launch` writes for the plan's config; a hand-edited accelerate config (here
+    SHARDED_STATE_DICT, no offload, size-based wrap) shows as one mismatch per fact."""
+    import types
+
+    import torch
+    from accelerate.utils import FullyShardedDataParallelPlugin
+
+    from rmspec.plan.accelerate_config import build_config
+    from rmspec.train.strategy_guard import compare, planned_facts, running_facts
+
+    config = build_config(
+        strategy="fsdp_full_shard_offload",
+        mixed_precision="no",
+        num_processes=2,
+        num_machines=1,
+        use_cpu=True,
+        layer_class="LlamaDecoderLayer",
+        checkpointing=True,
+        grad_accum=1,
+        max_grad_norm=1.0,
+    )
+    plan = types.SimpleNamespace(
+        accelerate_config=config,
+        uses_cpu=True,
+        num_processes=2,
+        processes_per_node=2,
+        mixed_precision="no",
+        hardware=types.SimpleNamespace(is_gpu=False),
+    )
+
+    def running(**env: str) -> dict:
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        plugin = FullyShardedDataParallelPlugin()
+        state = types.SimpleNamespace(
+            distributed_type=types.SimpleNamespace(value="FSDP"),
+            num_processes=2,
+            mixed_precision="no",
+            device=torch.device("cpu"),
+            fsdp_plugin=plugin,
+        )
+        return running_facts(state, {"LOCAL_WORLD_SIZE": "2"})
+
+    fsdp = config["fsdp_config"]
+    as_launched = {
+        "ACCELERATE_USE_FSDP": "true",
+        "FSDP_VERSION": "2",
+        "FSDP_AUTO_WRAP_POLICY": fsdp["fsdp_auto_wrap_policy"],
+        "FSDP_TRANSFORMER_CLS_TO_WRAP": fsdp["fsdp_transformer_layer_cls_to_wrap"],
+        "FSDP_STATE_DICT_TYPE": fsdp["fsdp_state_dict_type"],
+        "FSDP_OFFLOAD_PARAMS": "true",
+        "FSDP_RESHARD_AFTER_FORWARD": "true",
+        "FSDP_ACTIVATION_CHECKPOINTING": "true",
+    }
+    assert compare(planned_facts(plan), running(**as_launched)) == []
+    edited = {**as_launched, "FSDP_STATE_DICT_TYPE": "SHARDED_STATE_DICT", "FSDP_OFFLOAD_PARAMS": "false"}
+    edited["FSDP_AUTO_WRAP_POLICY"] = "SIZE_BASED_WRAP"
+    found = {m.fact: (m.planned, m.running) for m in compare(planned_facts(plan), running(**edited))}
+    assert found == {
+        "FSDP state dict type": ("FULL_STATE_DICT", "SHARDED_STATE_DICT"),
+        "FSDP parameter offload": ("true", "false"),
+        "FSDP auto wrap policy": ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP"),
+    }
