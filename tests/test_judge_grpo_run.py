@@ -98,3 +98,78 @@ def test_saved_model_is_a_plain_causal_lm_and_serves_on_the_openai_route(grpo_ru
         assert "[[A]]" in expected or "[[B]]" in expected  # the trained judge writes a verdict
     finally:
         proc.stop()
+
+
+def test_export_to_verl_reads_with_verls_dataset_and_scores_with_its_reward_manager(grpo_run, tmp_path):
+    """`rmspec export RUN --to verl -o DIR`: verl 0.9.1's RLHFDataset reads the Parquet, its
+    NaiveRewardManager calls the exported compute_score (loaded by verl's get_custom_reward_fn), and
+    each reward equals rmspec's verdict reward of the same decoded completion."""
+    need("verl")
+    import numpy as np
+    from omegaconf import OmegaConf
+    from verl.protocol import DataProto
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+    from verl.workers.reward_manager.naive import NaiveRewardManager
+
+    from rmspec.spec import load_spec
+    from rmspec.train.judge_grpo import rule_from_spec
+    from rmspec.train.judge_reward import verdict_reward
+
+    out = tmp_path / "verl"
+    result = rmspec("export", str(grpo_run), "--to", "verl", "-o", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    command = (out / "train_verl.sh").read_text()
+    for setting in ("algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=4", "data.max_response_length=4"):
+        assert setting in command
+    assert f"actor_rollout_ref.model.path={(grpo_run / 'model').resolve()}" in command
+    tok = transformers.AutoTokenizer.from_pretrained(grpo_run / "model")
+    tok.pad_token = tok.eos_token
+    config = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 256, "cache_dir": str(tmp_path / "c")})
+    dataset = RLHFDataset(str(out / "train.parquet"), tok, config)
+    report = json.loads((grpo_run / "data_report.json").read_text())
+    assert len(dataset) == 2 * report["splits"]["train"]  # both orders of every training pair
+    items = [dataset[i] for i in range(6)]
+    assert [it["reward_model"]["ground_truth"] for it in items] == ["A", "B"] * 3  # a pair's orders adjacent
+    completions = ["[[A]]", "[[B]]", "5 [[A]] [[B]]", "7", "[[A]] [[A]]", "[[A]]"]
+    prompts = [
+        tok.apply_chat_template(it["raw_prompt"], add_generation_prompt=True, tokenize=True, return_dict=False)
+        for it in items
+    ]
+    responses = [tok(c, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for c in completions]
+    p_len, r_len = max(map(len, prompts)), max(map(len, responses)) + 2
+    pad = tok.pad_token_id
+    mask = [
+        [0] * (p_len - len(p)) + [1] * (len(p) + len(r)) + [0] * (r_len - len(r)) for p, r in zip(prompts, responses)
+    ]
+    data = DataProto.from_dict(
+        tensors={
+            "prompts": torch.tensor([[pad] * (p_len - len(p)) + p for p in prompts]),
+            "responses": torch.tensor([r + [pad] * (r_len - len(r)) for r in responses]),
+            "attention_mask": torch.tensor(mask),
+        },
+        non_tensors={
+            "data_source": np.array([it["data_source"] for it in items], dtype=object),
+            "reward_model": np.array([it["reward_model"] for it in items], dtype=object),
+            "extra_info": np.array([it["extra_info"] for it in items], dtype=object),
+        },
+    )
+    reward_fn = get_custom_reward_fn(
+        OmegaConf.create(
+            {"reward": {"custom_reward_function": {"path": str(out / "compute_score.py"), "name": "compute_score"}}}
+        )
+    )
+    answer = NaiveRewardManager(tok, num_examine=0, compute_score=reward_fn)(data, return_dict=True)
+    got = [answer["reward_tensor"][i, len(r) - 1].item() for i, r in enumerate(responses)]
+    rule = rule_from_spec(load_spec(grpo_run / "spec.yaml").spec.approach)
+    decoded = [tok.decode(r, skip_special_tokens=True) for r in responses]
+    expected = [verdict_reward(d, it["reward_model"]["ground_truth"], rule) for d, it in zip(decoded, items)]
+    assert got == pytest.approx(expected, abs=1e-9)
+    assert got == [
+        1.0,
+        1.0,
+        -1.0,
+        -1.0,
+        1.0,
+        -1.0,
+    ]  # by hand (gold A, B, A, B, A, B): right, right, both verdicts, none, right (repeated), wrong

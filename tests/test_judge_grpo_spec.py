@@ -79,3 +79,11 @@ def test_scores_default_pattern_and_template(tmp_path):
     assert approach.row_kind == "bradley_terry"  # GRPO trains on pairs
     assert approach.prompt_template == DEFAULT_SCORES_TEMPLATE
     assert approach.judge_pattern == DEFAULT_SCORES_PATTERN
+
+
+def test_export_refusals_for_judges(cli, tmp_path):
+    err = cli("export", str(SPEC), "--to", "verl", "-o", str(tmp_path / "x.py")).err
+    assert "writes a directory" in err
+    assert "exports to verl" in cli("export", str(SPEC), "--to", "openrlhf", "-o", str(tmp_path / "d")).err
+    sft = cli("export", str(REPO / "specs" / "judge_grpo_sft.yaml"), "--to", "verl", "-o", str(tmp_path / "d"))
+    assert sft.code == 2 and "method: grpo" in sft.err and not (tmp_path / "d").exists()

@@ -14,8 +14,8 @@ whole completion (not its last characters); several matches that disagree count 
 writing both verdicts earns nothing.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: verl loads the exported copy of this file without adding it
+# to sys.modules, and dataclasses cannot resolve string annotations of such a module.
 import re
 from dataclasses import dataclass
 
