@@ -87,3 +87,28 @@ def test_export_refusals_for_judges(cli, tmp_path):
     assert "exports to verl" in cli("export", str(SPEC), "--to", "openrlhf", "-o", str(tmp_path / "d")).err
     sft = cli("export", str(REPO / "specs" / "judge_grpo_sft.yaml"), "--to", "verl", "-o", str(tmp_path / "d"))
     assert sft.code == 2 and "method: grpo" in sft.err and not (tmp_path / "d").exists()
+
+
+def test_plan_sizes_the_reference_model_and_the_kv_cache():
+    """The plan's GRPO lines, by hand for the shipped spec (Qwen2.5-0.5B from the catalogue, bf16 on an L4)."""
+    import re
+
+    from rmspec.plan import compile_plan
+    from rmspec.plan.hardware import HostFacts
+    from rmspec.spec import load_spec
+
+    host = HostFacts(cpu_bf16_flags=(), ram_gb=32.0, gpus=(), cpu_count=8)
+    plan = compile_plan(load_spec(SPEC), host=host).to_json()
+    shape = plan["model"]["shape"]
+    memory = next(w for w in plan["warnings"] if w.startswith("grpo memory"))
+    kv_width = shape["num_key_value_heads"] * shape["head_dim"]
+    completions = plan["micro_batch_size"] * plan["gradient_accumulation_steps"]  # steps_per_generation unset
+    kv = 2 * shape["num_layers"] * kv_width * 2 * completions * (1024 + 32) / 2**30
+    reference = shape["num_parameters"] * 2 / 2**30
+    assert f"reference model {reference:.2f} GB" in memory and f"generation KV cache {kv:.2f} GB" in memory
+    assert f"{completions} completions x 1056 tokens" in memory
+    timing = next(w for w in plan["warnings"] if w.startswith("grpo time"))
+    assert "512 tokens generated" in timing and "16,384 prompt tokens" in timing  # 16 x 32, 16 x 1024
+    no_kl = compile_plan(load_spec(SPEC, ["approach.grpo.beta=0"]), host=host).to_json()
+    assert "reference model 0.00 GB (beta 0: none loaded)" in next(w for w in no_kl["warnings"] if "grpo memory" in w)
+    assert re.search(r"with the training peak: [\d.]+ of", memory)

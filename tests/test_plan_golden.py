@@ -27,6 +27,8 @@ CASES = {
     "hh_bt": ("hh_bt.yaml", []),
     "helpsteer2_pointwise": ("helpsteer2_pointwise.yaml", []),
     "judge_generative": ("judge_generative.yaml", []),
+    "judge_grpo_sft": ("judge_grpo_sft.yaml", []),
+    "judge_grpo": ("judge_grpo.yaml", []),
     "ultrafeedback_bt": ("ultrafeedback_bt.yaml", []),
     "quickstart_prm": ("quickstart_prm.yaml", ["hardware.cpu_memory_gb=16"]),
     "prm_math_shepherd": ("prm_math_shepherd.yaml", []),
