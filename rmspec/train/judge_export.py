@@ -107,13 +107,14 @@ def export_judge(target: Path, to: str, out: Path) -> Path:
     run = target if target.is_dir() else None
     loaded = load_spec(run / "spec.yaml" if run else target)
     spec = loaded.spec
-    if getattr(spec.approach, "method", None) != "grpo":
+    method = getattr(spec.approach, "method", None)
+    if method != "grpo":
         raise RmspecError(
-            f"{target}: approach generative with method {spec.approach.method}: only a GRPO judge exports its training",
+            f"{target}: approach generative with method {method}: only a GRPO judge exports its training",
             "set approach.method: grpo, or serve the judge with `rmspec serve RUN`",
         )
     trained = run is not None and (run / "model" / "config.json").is_file()
-    model_path = str((run / "model").resolve()) if trained else spec.model.name_or_path
+    model_path = str((run / "model").resolve()) if run is not None and trained else spec.model.name_or_path
     tokenizer = load_tokenizer(model_path, trust_remote_code=spec.model.trust_remote_code)
     use_chat_template(tokenizer, spec.model, loaded.base_dir)
     ensure_pad_token(tokenizer)
