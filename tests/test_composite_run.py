@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("math_verify")
+from helpers.ci import need
+
+need("math_verify")
 
 from rmspec.composite.components.repetition import repetition_penalty  # noqa: E402
 

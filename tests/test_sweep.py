@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.ci import need
 from helpers.models import build_model
 from helpers.polling import _wait_for
 from helpers.runs import make_run_spec, rmspec
 
-optuna = pytest.importorskip("optuna")
-psutil = pytest.importorskip("psutil")
+optuna = need("optuna")
+psutil = need("psutil")
 
 pytestmark = pytest.mark.slow
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.ci import need
 from helpers.runs import rmspec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -139,7 +140,7 @@ def test_run_refuses_a_sweep_spec_naming_rmspec_sweep(tmp_path):
 
 
 def test_two_sweeps_on_one_directory_are_refused(tmp_path):
-    pytest.importorskip("optuna")
+    need("optuna")
     from rmspec.rundir.lock import claim_lock
 
     spec = _write(tmp_path, GOOD)
@@ -171,7 +172,7 @@ sweep:
 
 
 def test_a_combination_that_does_not_plan_is_a_failed_trial_carrying_the_error(tmp_path):
-    optuna = pytest.importorskip("optuna")
+    optuna = need("optuna")
     spec = _write(tmp_path, COMBINATION)
     assert rmspec("validate", str(spec), cwd=tmp_path).returncode == 0
     done = rmspec("sweep", str(spec), "-o", "sw", cwd=tmp_path)
@@ -186,7 +187,7 @@ def test_a_combination_that_does_not_plan_is_a_failed_trial_carrying_the_error(t
 
 
 def test_sweep_refuses_an_approach_metric_the_approach_does_not_write(tmp_path):
-    pytest.importorskip("optuna")
+    need("optuna")
     body = (
         "space: {training.learning_rate: {kind: float, low: 0.001, high: 0.01}}\n"
         "objective: {metric: validation.metrics.acuracy}"
