@@ -15,7 +15,14 @@ from rmspec.errors import RmspecError
 @click.command()
 @click.argument("spec_file", required=False, type=click.Path(dir_okay=False))
 @set_option
-@click.option("-o", "--out", "out", type=click.Path(file_okay=False), default=None, help="Sweep directory.")
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Sweep directory (default: the spec's sweep.dir, sweeps/{name}).",
+)
 @click.option(
     "--resume",
     "resume_dir",
