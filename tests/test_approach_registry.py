@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -201,7 +202,8 @@ def test_a_toy_approach_goes_from_validate_to_score(tmp_path, monkeypatch):
     scored = rmspec("score", str(run), str(pairs), "--out", str(tmp_path / "scored.jsonl"), cwd=tmp_path)
     assert scored.returncode == 0, scored.stderr
     row = json.loads((tmp_path / "scored.jsonl").read_text().splitlines()[0])
-    assert {"score_chosen", "score_rejected"} <= set(row) or "scores" in row, row
+    assert {"reward_chosen", "reward_rejected"} <= set(row), row
+    assert all(math.isfinite(row[k]) for k in ("reward_chosen", "reward_rejected"))
 
 
 def test_console_shows_the_approach_metrics_and_no_empty_benchmark_table(tmp_path):
@@ -252,7 +254,11 @@ def test_validate_refuses_a_filter_or_preset_for_other_rows_naming_the_usable_on
     issues = [(i.path, i.message, i.hint) for i in err.value.issues]
     assert len(issues) == 1
     path, message, hint = issues[0]
-    assert path in ("data.filters.1.kind", "data.filters[1].kind") and "drop_identical" in message and "listwise" in message
+    assert (
+        path in ("data.filters.1.kind", "data.filters[1].kind")
+        and "drop_identical" in message
+        and "listwise" in message
+    )
     assert hint is not None and "drop_empty" in hint and "dedup" in hint and "drop_identical" not in hint
     spec.write_text(spec.read_text().replace("preset: ranked", "preset: messages"))
     with pytest.raises(SpecError) as err:
