@@ -35,6 +35,29 @@ def merge_lora(model: Any) -> Any:
     return model
 
 
+def unshard_fsdp2(model: Any) -> bool:
+    """FSDP2 leaves each rank a shard (a DTensor) of every weight, which LoRA cannot merge into: gather
+    the whole weights into every rank's modules (a collective every rank joins; the model trains no
+    further). False without FSDP2."""
+    from torch.distributed.fsdp import FSDPModule
+
+    sharded = [module for module in model.modules() if isinstance(module, FSDPModule)]
+    for module in sharded:
+        module.unshard()
+    return bool(sharded)
+
+
+def whole_state_dict(model: Any) -> dict[str, Any]:
+    """The weights as plain CPU tensors, read from the unsharded modules without model.state_dict():
+    FSDP2's state-dict hook would reshard them (measured: save_pretrained then reads freed storage)."""
+    out = {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters(remove_duplicate=False)}
+    for prefix, module in model.named_modules(remove_duplicate=False):
+        for name, buffer in module.named_buffers(recurse=False):
+            if buffer is not None and name not in module._non_persistent_buffers_set:
+                out[f"{prefix}.{name}" if prefix else name] = buffer.detach().to("cpu", copy=True)
+    return out
+
+
 def save_final_model(
     trainer: Any,
     tokenizer: Any,
@@ -62,12 +85,14 @@ def save_final_model(
     # Every rank takes part in gathering; only the main one writes.
     side_tensors: dict[str, Any] = {}
     if hasattr(model, "merge_and_unload"):
+        gathered = unshard_fsdp2(model)
         merged = merge_lora(model)
         if finalize is not None:
             side_tensors = finalize(merged)
         if is_main:
             merged.config.update({"rmspec": config_extra, **_stats(reward_stats)})
-            merged.save_pretrained(tmp, safe_serialization=True)
+            state = whole_state_dict(merged) if gathered else None
+            merged.save_pretrained(tmp, safe_serialization=True, state_dict=state)
     else:
         if finalize is not None:
             side_tensors = finalize(model)
