@@ -46,7 +46,8 @@ def served(tmp_path_factory):
     need("fastapi")
     folder = tmp_path_factory.mktemp("composite")
     model_dir = build_qwen2_chatml(folder / "model")
-    run = write_composite_run(folder / "run", composite_section(model_dir))
+    # a generous limit: on a contended machine a 5 s check can time out and change one side only
+    run = write_composite_run(folder / "run", composite_section(model_dir, math_timeout=60))
     summary, scored = score_rows(run, write_math_rows(folder / "rows.jsonl"), folder / "scored.jsonl")
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
     proc = ServeProcess(run)
@@ -179,7 +180,7 @@ def rules_served(tmp_path_factory):
     """A composite of rules only: verl's compute_score sees the response without its prompt."""
     need("fastapi")
     folder = tmp_path_factory.mktemp("rules")
-    run = write_composite_run(folder / "run", composite_section())
+    run = write_composite_run(folder / "run", composite_section(math_timeout=60))
     _, scored = score_rows(run, write_math_rows(folder / "rows.jsonl"), folder / "scored.jsonl")
     proc = ServeProcess(run)
     yield SimpleNamespace(run=run, server=proc, scored=scored, folder=folder)
