@@ -125,6 +125,10 @@ def compare(planned: dict[str, str], running: dict[str, str]) -> list[Mismatch]:
     """Every planned fact that runs otherwise. Strategy details (FSDP_*, ZeRO) are compared only when the
     distributed type itself matches: an FSDP plan running as MULTI_CPU is one mismatch, not seven."""
     out = [Mismatch(k, v, running.get(k, "none")) for k, v in planned.items() if running.get(k, "none") != v]
+    if running.get("distributed type") == "DEEPSPEED":
+        # DeepSpeed keeps the precision in its own config, where the Trainer may leave "auto" until
+        # deepspeed.initialize: accelerate's mixed_precision is not yet the truth before the first step.
+        out = [m for m in out if m.fact != "mixed precision"]
     if any(m.fact == "distributed type" for m in out):
         out = [m for m in out if not m.fact.startswith(("FSDP ", "DeepSpeed "))]
     return out
