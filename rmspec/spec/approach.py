@@ -160,6 +160,9 @@ class BradleyTerry(ApproachSection):
 class Listwise(HeadOptionsCheck, ApproachSection):
     """Plackett-Luce over N >= 2 scored responses per prompt (UltraFeedback's four ratings kept whole)."""
 
+    no_head_options: ClassVar[str] = (
+        "its loss ranks N responses; these heads are trained with the pairwise (Bradley-Terry) loss"
+    )
     rows: ClassVar[str] = LIST
     kind: Literal["listwise"]
     loss: Literal["plackett_luce"] = Field(
@@ -192,6 +195,9 @@ class ScoreScale(Section):
 
 
 class Pointwise(HeadOptionsCheck, ApproachSection):
+    no_head_options: ClassVar[str] = (
+        "its heads regress scores; these heads are trained with the pairwise (Bradley-Terry) loss"
+    )
     rows: ClassVar[str] = SCORED
     best_metrics: ClassVar[tuple[str, ...]] = ("eval/rm/loss", "eval/rm/mse", "eval/rm/mae", "eval/rm/accuracy")
     kind: Literal["pointwise"]
@@ -216,6 +222,7 @@ class Generative(HeadOptionsCheck, ApproachSection):
     messages ending with the verdict) or by reinforcement on preference pairs (method: grpo, TRL's
     GRPOTrainer, rewarded when its parsed verdict matches the label: docs/judges_grpo.md)."""
 
+    no_head_options: ClassVar[str] = "a judge writes a verdict; it has no score head to split or repeat"
     rows: ClassVar[str] = MESSAGES
     best_metrics: ClassVar[tuple[str, ...]] = ("eval/sft/loss",)
     logged_metrics: ClassVar[tuple[str, ...] | None] = ("eval/sft/loss",)
@@ -302,6 +309,9 @@ class Process(HeadOptionsCheck, ApproachSection):
     difference) but would be unreadable by those tools.
     """
 
+    no_head_options: ClassVar[str] = (
+        "a process reward model scores every step with a token classifier, not one reward head"
+    )
     rows: ClassVar[str] = STEPS
     best_metrics: ClassVar[tuple[str, ...]] = (
         "eval/rm/step_accuracy",

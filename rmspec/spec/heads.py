@@ -3,20 +3,15 @@ model (rmspec.train.heads trains them; the saved model is still a plain one-outp
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, model_validator
 
 from rmspec.spec.base import Section
 
-# The approaches these options fit, and why the others cannot take them (spec errors say so).
+# The options only Bradley-Terry's section takes; each other section says why it cannot
+# (`no_head_options`, rmspec.spec.approach), and the spec error quotes it.
 HEAD_OPTIONS = ("length_debias", "ensemble")
-WHY_NOT = {
-    "pointwise": "its heads regress scores; these heads are trained with the pairwise (Bradley-Terry) loss",
-    "listwise": "its loss ranks N responses; these heads are trained with the pairwise (Bradley-Terry) loss",
-    "generative": "a judge writes a verdict; it has no score head to split or repeat",
-    "process": "a process reward model scores every step with a token classifier, not one reward head",
-}
 
 
 class LengthDebias(Section):
@@ -43,24 +38,26 @@ class Ensemble(Section):
     )
 
 
-def refuse_head_options(data: Any, kind: str) -> Any:
+def refuse_head_options(data: Any, kind: str, why: str) -> Any:
     """A `mode="before"` check for the approaches that cannot take these options: one clear message
     instead of pydantic's "extra inputs are not permitted"."""
     if isinstance(data, dict):
         for name in HEAD_OPTIONS:
             if name in data:
-                raise ValueError(f"approach.{name} applies to kind: bradley_terry only, not {kind}: {WHY_NOT[kind]}")
+                raise ValueError(f"approach.{name} applies to kind: bradley_terry only, not {kind}: {why}")
     return data
 
 
 class HeadOptionsCheck:
-    """Mixin for approach sections that refuse length_debias / ensemble by name."""
+    """Mixin for approach sections that refuse length_debias / ensemble by name, saying why."""
+
+    no_head_options: ClassVar[str] = "these heads are trained with the pairwise (Bradley-Terry) loss"
 
     @model_validator(mode="before")
     @classmethod
     def _no_head_options(cls, data: Any) -> Any:
         kind = data.get("kind") if isinstance(data, dict) else None
-        return refuse_head_options(data, str(kind)) if kind in WHY_NOT else data
+        return refuse_head_options(data, str(kind), cls.no_head_options)
 
 
 def head_option_conflicts(approach: Any) -> list[str]:
