@@ -217,6 +217,11 @@ def test_failure_policies():
     c = _composite(on_failure="error")
     c.components[1].on_failure = "skip"
     assert combine_row(c, outcomes).reward == pytest.approx(0.5 * 1.0 * 2.5 / 0.5)
+    # a row that fails a gate gets the floor even where another component failed under `error`
+    floored = combine_row(_composite(), {**outcomes, "fmt": ok(0)})
+    assert (floored.reward, floored.gate, floored.failures) == (-1.0, "fmt", {"math": "parse_error"})
+    # a gate component that fails under `error` fails the row
+    assert combine_row(_composite(), {**outcomes, "fmt": failed("timeout")}).reward is None
     # a gate whose component failed and is skipped does not pass
     gate_failed = combine_row(_composite(on_failure="skip"), {**outcomes, "fmt": failed("timeout")})
     assert gate_failed.reward == -1.0

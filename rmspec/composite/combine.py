@@ -1,11 +1,12 @@
 """From the components' outcomes on one row to its reward: routing, the failure policy,
 normalisation, gates and the weighted combination. Pure: no model, no I/O.
 
-Order on a row: the route picks the components; a failed component follows its policy (error:
-the row fails; skip: left out; value X: it takes X in place of its normalised value); values are
-normalised with the statistics `rmspec run` fitted; the first gate that does not pass (its raw
-value below the threshold, or its component failed and skipped) sets the reward to its floor;
-otherwise weighted_sum = sum(w v) scaled by (total weight / weight kept) when components were
+Order on a row: the route picks the components; the first gate that does not pass (its raw
+value below the threshold, or its component failed and skipped; a failed gate component under
+on_failure error fails the row) sets the reward to its floor, whatever else failed; then a failed
+component follows its policy (error: the row fails; skip: left out; value X: it takes X in place
+of its normalised value); values are normalised with the statistics `rmspec run` fitted;
+weighted_sum = sum(w v) scaled by (total weight / weight kept) when components were
 skipped, weighted_mean = sum(w v) / weight kept.
 """
 
@@ -70,6 +71,16 @@ def combine_row(
     used = route_components(composite, route)
     values = {name: outcomes[name].value for name in used}
     failures = {name: outcomes[name].reason or "" for name in used if outcomes[name].failed}
+    for gate in composite.gates:  # first: a row that fails a gate gets its floor, whatever else failed
+        if gate.component not in used:
+            continue
+        outcome = outcomes[gate.component]
+        policy = settings[gate.component].on_failure or composite.on_failure
+        if outcome.failed and policy == "error":
+            return RowReward(None, values, failures, error=f"component {gate.component} failed: {outcome.reason}")
+        raw = outcome.value if not outcome.failed else (policy.value if isinstance(policy, OnFailureValue) else None)
+        if raw is None or raw < gate.threshold:
+            return RowReward(gate.floor, values, failures, gate=gate.component)
     contributions: dict[str, float] = {}  # name -> the value combined (normalised, or the policy's)
     for name in used:
         outcome = outcomes[name]
@@ -81,14 +92,6 @@ def combine_row(
             return RowReward(None, values, failures, error=f"component {name} failed: {outcome.reason}")
         elif isinstance(policy, OnFailureValue):
             contributions[name] = policy.value
-    for gate in composite.gates:
-        if gate.component not in used:
-            continue
-        outcome = outcomes[gate.component]
-        policy = settings[gate.component].on_failure or composite.on_failure
-        raw = outcome.value if not outcome.failed else (policy.value if isinstance(policy, OnFailureValue) else None)
-        if raw is None or raw < gate.threshold:
-            return RowReward(gate.floor, values, failures, gate=gate.component)
     total = sum(settings[n].weight for n in used)
     kept = sum(settings[n].weight for n in contributions)
     weighted = sum(settings[n].weight * v for n, v in contributions.items())
