@@ -112,3 +112,8 @@ def test_plan_sizes_the_reference_model_and_the_kv_cache():
     no_kl = compile_plan(load_spec(SPEC, ["approach.grpo.beta=0"]), host=host).to_json()
     assert "reference model 0.00 GB (beta 0: none loaded)" in next(w for w in no_kl["warnings"] if "grpo memory" in w)
     assert re.search(r"with the training peak: [\d.]+ of", memory)
+
+
+def test_periodic_validation_options_refused(cli):
+    err = refused(cli, "training.eval_steps=5", "training.final_model=best")
+    assert "training.eval_steps" in err and "training.final_model" in err and "validated once, at the end" in err

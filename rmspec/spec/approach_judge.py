@@ -165,6 +165,16 @@ def grpo_problems(spec: Spec, approach: Any) -> Iterator[Problem]:
             )
     if approach.judge_template is not None:
         yield from template_problems(approach.judge_template, ("approach", "judge_template"))
+    # GRPO validates once, at the end (held-out pairs judged in both orders): nothing periodic to watch
+    for name in ("early_stopping", "eval_steps", "best_metric"):
+        if getattr(training, name) is not None:
+            yield (
+                ("training", name),
+                f"training.{name} needs periodic validation, but a GRPO judge is validated once, at the end",
+                f"delete training.{name}",
+            )
+    if training.final_model == "best":
+        yield (("training", "final_model"), "final_model: best needs periodic validation", "write final_model: last")
 
 
 def _shown(pattern: str, verdict: str) -> str:
