@@ -28,7 +28,11 @@ class ColumnMap(Section):
     prompt: str | None = Field(None, description="Column with the prompt (text or messages).")
     chosen: str | None = Field(None, description="Column with the preferred response.")
     rejected: str | None = Field(None, description="Column with the dispreferred response.")
-    margin: str | None = Field(None, description="Column with a per-pair margin (needs approach.use_margin).")
+    margin: str | None = Field(
+        None,
+        description="Column with a per-pair margin (Bradley-Terry: needs approach.margin: subtract or scale, "
+        "or use_margin: true; validate refuses a margin column the loss would ignore).",
+    )
     score_chosen: str | None = Field(
         None,
         description="Pairs: column with the chosen response's score (read by augment pairs_from_scores; "

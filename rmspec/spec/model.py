@@ -51,7 +51,9 @@ class ModelSpec(Section):
         False, description="Run model code from the hub repository. Off unless you write true."
     )
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = Field(
-        "auto", description="Attention kernel; auto picks SDPA (or flash attention where installed)."
+        "auto",
+        description="Attention kernel; auto picks SDPA (PyTorch's scaled_dot_product_attention), installed flash-attention or not; "
+        "flash_attention_2 must be written (it takes no custom mask, so it turns shared-prefix packing off).",
     )
     lora: LoraSpec | None = Field(
         None, description="Train LoRA adapters instead of all weights (the score head is always trained)."

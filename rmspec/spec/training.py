@@ -94,11 +94,12 @@ class TrainingSpec(Section):
     packing: Literal["auto", "shared_prefix", "off"] = Field(
         "auto",
         description=(
-            "Compute each prompt once per pair: one row [prompt | chosen | rejected] where each response sees "
-            "the prompt and itself (a 4D attention mask, positions restarting after the prompt). Exact for "
-            "causal decoders. auto: on for Bradley-Terry decoders whose attention takes a custom mask (sdpa, "
-            "eager), off elsewhere (encoders, flash-attention, pointwise, generative), the plan says why; "
-            "shared_prefix: require it (an error where it cannot apply); off: two sequences per pair."
+            "Compute each prompt once: one row [prompt | chosen | rejected] (listwise: [prompt | r_1 | ... | r_N]) "
+            "where each response sees the prompt and itself (a 4D attention mask, positions restarting after the "
+            "prompt). Exact for causal decoders. auto: on for Bradley-Terry and listwise decoders whose attention "
+            "takes a custom mask (sdpa, eager), off elsewhere (approach.sft_weight > 0, encoders, flash-attention, "
+            "pointwise, generative, process), the plan says why; shared_prefix: require it (an error where it "
+            "cannot apply); off: two (N) sequences per pair (ranking)."
         ),
     )
     seed: int = Field(
