@@ -83,7 +83,7 @@ def running_facts(state: Any, env: Any = None) -> dict[str, str]:
     facts = {
         "distributed type": str(distributed),
         "world size": str(state.num_processes),
-        "processes per node": str(env.get("LOCAL_WORLD_SIZE") or (1 if state.num_processes == 1 else "unknown")),
+        "processes per node": local_world_size(env, state.num_processes),
         "mixed precision": str(state.mixed_precision),
         "device type": state.device.type,
     }
@@ -105,6 +105,15 @@ def running_facts(state: Any, env: Any = None) -> dict[str, str]:
     return facts
 
 
+def local_world_size(env: Any, world_size: int) -> str:
+    """Processes on this node, as the launcher told them (torchrun; MPI-style launchers); "1" for a
+    lone process, "unknown" where no launcher said (compare() then cannot judge it)."""
+    for name in ("LOCAL_WORLD_SIZE", "LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"):
+        if env.get(name):
+            return str(env[name])
+    return "1" if world_size == 1 else "unknown"
+
+
 def wrap_policy_name(policy: Any) -> str:
     if policy is None:
         return "NO_WRAP"
@@ -124,7 +133,11 @@ def offloads(plugin: Any) -> bool:
 def compare(planned: dict[str, str], running: dict[str, str]) -> list[Mismatch]:
     """Every planned fact that runs otherwise. Strategy details (FSDP_*, ZeRO) are compared only when the
     distributed type itself matches: an FSDP plan running as MULTI_CPU is one mismatch, not seven."""
-    out = [Mismatch(k, v, running.get(k, "none")) for k, v in planned.items() if running.get(k, "none") != v]
+    out = [
+        Mismatch(k, v, running.get(k, "none"))
+        for k, v in planned.items()
+        if running.get(k, "none") not in (v, "unknown")  # unknown: no launcher said, nothing to judge
+    ]
     if running.get("distributed type") == "DEEPSPEED":
         # DeepSpeed keeps the precision in its own config, where the Trainer may leave "auto" until
         # deepspeed.initialize: accelerate's mixed_precision is not yet the truth before the first step.
