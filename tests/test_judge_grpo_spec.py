@@ -117,3 +117,12 @@ def test_plan_sizes_the_reference_model_and_the_kv_cache():
 def test_periodic_validation_options_refused(cli):
     err = refused(cli, "training.eval_steps=5", "training.final_model=best")
     assert "training.eval_steps" in err and "training.final_model" in err and "validated once, at the end" in err
+
+
+def test_a_grpo_spec_needs_the_grpo_extra():
+    from rmspec.extras import spec_needs
+    from rmspec.spec import load_spec
+
+    needs = spec_needs(load_spec(SPEC).spec)
+    assert [(n.extra, n.modules) for n in needs if n.extra == "grpo"] == [("grpo", ("trl",))]
+    assert not [n for n in spec_needs(load_spec(REPO / "specs" / "judge_grpo_sft.yaml").spec) if n.extra == "grpo"]
