@@ -107,3 +107,21 @@ def test_run_writes_reward_and_results(cli, composite_run, tmp_path):
     assert [s["reward"] for s in scored] == pytest.approx([r["reward"] for r in rows], abs=1e-9)
     result = cli("run", spec)
     assert result.code == 2 and "--overwrite" in result.err
+
+
+def test_validate_and_plan_import_nothing_heavy(composite_run):
+    import subprocess
+    import sys
+
+    spec, _ = composite_run
+    code = (
+        "import sys\n"
+        "from rmspec.cli.main import cli\n"
+        f"cli.main(['validate', {str(spec)!r}], standalone_mode=False)\n"
+        f"cli.main(['plan', {str(spec)!r}, '--json'], standalone_mode=False)\n"
+        "heavy = [m for m in ('torch', 'transformers', 'datasets', 'accelerate', 'math_verify', 'httpx') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY []" in out.stdout
