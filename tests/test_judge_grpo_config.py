@@ -108,3 +108,42 @@ def test_judge_rows_hold_both_orders_with_the_template():
     assert judge_rows(pairs[:1], custom, seed=0)[1]["prompt"] == "Q q0 | r0 | c0"
     with pytest.raises(ValueError, match="ties are rejected"):
         judge_rows([{**pairs[0], "tie": True}], approach, seed=0)
+
+
+def test_ties_through_the_data_stage(tmp_path):
+    """ties: reject drops labelled ties (reason tie); ties: verdict keeps them and both orders get the tie verdict."""
+    import json
+
+    from helpers.judge_grpo import build_judge_model
+    from rmspec.data import prepare
+    from rmspec.spec import load_spec
+    from rmspec.train.judge_grpo import judge_rows
+
+    model = build_judge_model(tmp_path / "m", hidden=32, layers=1)
+    rows = [
+        {"id": f"r{i}", "prompt": f"{i} + 1 =", "chosen": str(i + 1), "rejected": str(i + 2), "tie": i % 3 == 0}
+        for i in range(12)
+    ]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tok = transformers.AutoTokenizer.from_pretrained(model)
+    tok.pad_token = tok.eos_token
+    base = (REPO / "specs" / "judge_grpo.yaml").read_text()
+    base = base.replace("../rmspec/data/demo/preferences.jsonl", str(tmp_path / "d.jsonl")).replace(
+        "  split:\n    validation_fraction: 0.05\n", ""
+    )
+    for ties, kept in (("reject", 8), ("verdict", 12)):
+        text = base + "\n# test\n"
+        path = tmp_path / f"{ties}.yaml"
+        path.write_text(text)
+        sets = [f"approach.ties={ties}", r"approach.verdict_pattern=\[\[(A|B|C)\]\]", f"model.name_or_path={model}"]
+        loaded = load_spec(path, sets)
+        prepared = prepare(loaded, tok, cache_dir=tmp_path / f"cache-{ties}")
+        held = list(prepared.validation) if prepared.validation is not None else []
+        pairs = list(prepared.train) + held
+        assert len(pairs) == kept and sum(p["tie"] for p in pairs) == kept - 8
+        judged = judge_rows(pairs, loaded.spec.approach, seed=0)
+        golds = {(r["pair"], r["order"]): r["gold"] for r in judged}
+        for pair in pairs:
+            tie = pair["tie"]
+            assert golds[(pair["id"], "first")] == ("C" if tie else "A")
+            assert golds[(pair["id"], "swapped")] == ("C" if tie else "B")
