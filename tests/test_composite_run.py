@@ -107,6 +107,9 @@ def test_run_writes_reward_and_results(cli, composite_run, tmp_path):
     assert [s["reward"] for s in scored] == pytest.approx([r["reward"] for r in rows], abs=1e-9)
     result = cli("run", spec)
     assert result.code == 2 and "--overwrite" in result.err
+    result = cli("report", run)  # the validation entry is a table of named metrics
+    assert result.code == 0, result.err
+    assert "reward_mean" in result.out and (run / "report.html").is_file()
 
 
 def test_validate_and_plan_import_nothing_heavy(composite_run):

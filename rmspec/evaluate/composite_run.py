@@ -28,6 +28,7 @@ from rmspec.composite.reward_file import write_reward_file
 from rmspec.composite.rows import read_items
 from rmspec.composite.scorer import CompositeScorer
 from rmspec.errors import RmspecError, RunError
+from rmspec.evaluate.results import METRICS
 from rmspec.rundir import results as res
 from rmspec.spec.composite_spec import LoadedComposite
 
@@ -117,6 +118,8 @@ def validate(scorer: CompositeScorer, path: Path, limit: int | None, eval_dir: P
     res.write_jsonl(path_out, per_example)
     rewards = [r.reward for r in rows if r.reward is not None]
     return {
+        "kind": METRICS,  # a table of named metrics for the report, not a benchmark's rows
+        "num_examples": len(items),
         "file": str(path),
         "per_example_path": str(path_out.resolve()),
         "rows": len(items),
