@@ -29,6 +29,7 @@ from rmspec.composite.rows import read_items
 from rmspec.composite.scorer import CompositeScorer
 from rmspec.errors import RmspecError, RunError
 from rmspec.evaluate.results import METRICS
+from rmspec.rundir import RunDir, write_status
 from rmspec.rundir import results as res
 from rmspec.spec.composite_spec import LoadedComposite
 
@@ -73,6 +74,10 @@ def run_composite(
             for name in set(results["benchmarks"]) - before:
                 results["benchmarks"][name]["failures"] = scorer.counts.to_json()
         res.write_results(run / "results.json", results)
+        write_status(RunDir(run), "completed", metrics=(results.get("validation") or {}).get("metrics"))
+    except BaseException as exc:  # status.json says the run failed, as for a trained run
+        write_status(RunDir(run), "failed", error=str(exc)[:500])
+        raise
     finally:
         scorer.close()
     return run
