@@ -56,7 +56,8 @@ def test_init_validate_plan_run_every_approach(tmp_path, approach):
     assert all(v is None or math.isfinite(v) for v in validation["metrics"].values())
     rows = [json.loads(line) for line in (tmp_path / "run" / "eval" / "validation.jsonl").read_text().splitlines()]
     assert len(rows) == validation["num_examples"] > 0
-    expected = RECOMPUTE.get(approach, lambda rows: {})(rows)  # the headline figures again, by hand from the per-example rows
+    # the headline figures again, by hand from the per-example rows
+    expected = RECOMPUTE.get(approach, lambda rows: {})(rows)
     for name, value in expected.items():
         assert validation["metrics"][name] == pytest.approx(value, abs=1e-9), name
     status = json.loads((tmp_path / "run" / "status.json").read_text())
