@@ -126,3 +126,8 @@ def test_a_grpo_spec_needs_the_grpo_extra():
     needs = spec_needs(load_spec(SPEC).spec)
     assert [(n.extra, n.modules) for n in needs if n.extra == "grpo"] == [("grpo", ("trl",))]
     assert not [n for n in spec_needs(load_spec(REPO / "specs" / "judge_grpo_sft.yaml").spec) if n.extra == "grpo"]
+
+
+def test_grpo_reads_pairs_not_conversations(cli):
+    err = refused(cli, "data.mapping.preset=messages")
+    assert "trains on preference pairs" in err and "pairs, hh-rlhf" in err
