@@ -104,9 +104,12 @@ def test_every_registered_approach_is_a_section_the_spec_accepts():
     from rmspec.spec.approach import SECTIONS
     from rmspec.spec.root import APPROACH_KINDS
 
-    assert approaches.names() == ("bradley_terry", "listwise", "pointwise", "generative", "process")
+    shipped = ("bradley_terry", "listwise", "pointwise", "generative", "process")
+    assert approaches.names()[: len(shipped)] == shipped
     for name in approaches.names():
         declared = approaches.get(name)
+        if not getattr(declared, "trains", True):  # an approach that trains nothing has its own document
+            continue
         assert declared.section in SECTIONS and name in APPROACH_KINDS
         assert (REPO / "templates" / declared.template).is_file()
         assert declared.validation_metrics or name == "pointwise"  # pointwise: one pair per attribute

@@ -22,9 +22,10 @@ SMALL = ("training.max_steps=3", "training.global_batch_size=4", "training.max_l
 
 
 def _approaches() -> tuple[str, ...]:
+    """The approaches that train a model (one that trains nothing has a document and a test of its own)."""
     from rmspec import approaches
 
-    return approaches.names()
+    return tuple(n for n in approaches.names() if getattr(approaches.get(n), "trains", True))
 
 
 @pytest.mark.slow
