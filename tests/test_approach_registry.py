@@ -268,3 +268,13 @@ def test_validate_refuses_a_filter_or_preset_for_other_rows_naming_the_usable_on
         load_spec(spec)
     preset = [i for i in err.value.issues if i.path == "data.mapping.preset"]
     assert preset and "ranked" in (preset[0].hint or "")
+
+
+def test_a_plugin_that_does_not_load_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("RMSPEC_APPROACHES", "no_such_plugin_module")
+    spec = tmp_path / "s.yaml"
+    spec.write_text("version: 1\n")
+    done = rmspec("validate", str(spec), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "RMSPEC_APPROACHES" in done.stderr and "no_such_plugin_module" in done.stderr
+    assert "Traceback" not in done.stderr
