@@ -62,7 +62,7 @@ def init(approach, data, preset, example, model, name, out, force) -> None:
     """
     from rmspec.errors import RmspecError
     from rmspec.rundir import atomic_write_text
-    from rmspec.scaffold import build_document, example_document, render_spec
+    from rmspec.scaffold import build_document, document_approach, example_document, render_spec
     from rmspec.spec import validate_document
     from rmspec.spec.yaml_io import parse_yaml_text
 
@@ -91,7 +91,11 @@ def init(approach, data, preset, example, model, name, out, force) -> None:
     text = render_spec(doc)
     # What we write must validate as written: parse the text back and check it.
     parsed, locs = parse_yaml_text(text, str(out))
-    validate_document(parsed, locs)
+    declared = document_approach(parsed)  # a spec that trains nothing (a composite) is a document of its own
+    if declared is not None:
+        declared.check_document(parsed, locs, out)
+    else:
+        validate_document(parsed, locs)
     atomic_write_text(out, text)
     if note:
         click.echo(f"note: {note}", err=True)

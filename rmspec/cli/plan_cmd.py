@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from rmspec.cli.options import set_option
+
+if TYPE_CHECKING:
+    from rmspec.approaches.base import Approach
 
 
 @click.command()
@@ -23,12 +27,13 @@ def plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) 
 
     Never imports torch; exits 2 when nothing fits, naming what would.
     """
+    from rmspec.cli.documents import own_document
     from rmspec.plan import compile_plan, save_plan
     from rmspec.spec import load_spec
-    from rmspec.spec.composite_spec import is_composite_spec
 
-    if is_composite_spec(spec_file):  # trains nothing: what each component costs (rmspec.composite.plan)
-        _composite_plan(spec_file, sets, as_json, out)
+    declared = own_document(spec_file)
+    if declared is not None:  # trains nothing: its own plan (a composite: what each component costs)
+        _own_plan(declared, spec_file, sets, as_json, out)
         return
     loaded = load_spec(spec_file, sets)
     result = compile_plan(loaded, sets=sets)
@@ -48,14 +53,14 @@ def plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) 
         click.echo(f"\nsaved plan to {out}; run it with `rmspec run {out}` (refused if {spec_file} changes)")
 
 
-def _composite_plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) -> None:
-    from rmspec.composite.plan import composite_plan, render_composite_plan
+def _own_plan(declared: Approach, spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) -> None:
     from rmspec.errors import RmspecError
-    from rmspec.spec.composite_spec import load_composite_spec
 
     if out:
         raise RmspecError(
-            "a composite trains nothing: there is no plan to save", f"run it with `rmspec run {spec_file}`"
+            f"approach {declared.name} trains nothing: there is no plan to save",
+            f"run it with `rmspec run {spec_file}`",
         )
-    result = composite_plan(load_composite_spec(spec_file, sets))
-    click.echo(json.dumps(result, indent=2) if as_json else "\n".join(render_composite_plan(result)))
+    assert declared.planner is not None and declared.plan_view is not None  # an own document has its own plan
+    result = declared.hook("planner")(declared.load_document(spec_file, sets))
+    click.echo(json.dumps(result, indent=2) if as_json else "\n".join(declared.hook("plan_view")(result)))

@@ -19,6 +19,7 @@ from rmspec.cli.options import set_option
 from rmspec.errors import PlanError, RmspecError, RunError
 
 if TYPE_CHECKING:
+    from rmspec.approaches.base import Approach
     from rmspec.plan import Plan
     from rmspec.rundir import Status
 
@@ -67,10 +68,11 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
                 "give a spec (SPEC.yaml) or a plan (PLAN.json) to run",
                 hint="e.g. rmspec init --example quickstart, then rmspec run quickstart.yaml",
             )
-        from rmspec.spec.composite_spec import is_composite_spec
+        from rmspec.cli.documents import own_document
 
-        if is_composite_spec(target):  # a reward built without training: fit, write, evaluate here
-            _run_composite(target, sets, overwrite, submit)
+        declared = own_document(target)
+        if declared is not None:  # an approach that trains nothing (a composite): its own run, here
+            _run_own(declared, target, sets, overwrite, submit)
             return
         plan, document = prepare.plan_and_document(target, sets)
         if document.get("sweep") is not None:
@@ -100,15 +102,13 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
     conclude(run_dir, code)
 
 
-def _run_composite(target: str, sets: tuple[str, ...], overwrite: bool, submit: bool) -> None:
-    from rmspec.evaluate.composite_run import run_composite
-    from rmspec.spec.composite_spec import load_composite_spec
-
+def _run_own(declared: Approach, target: str, sets: tuple[str, ...], overwrite: bool, submit: bool) -> None:
     if submit:
-        raise RmspecError("a composite trains nothing: there is no job to submit", f"rmspec run {target}")
+        raise RmspecError(f"approach {declared.name} trains nothing: there is no job to submit", f"rmspec run {target}")
+    assert declared.runner is not None  # an own document has its own run
     say = lambda message: click.echo(message, err=True)  # noqa: E731
-    run_dir = run_composite(load_composite_spec(target, sets), overwrite=overwrite, progress=say)
-    say(f"composite written: {run_dir / 'reward.yaml'}; results: {run_dir / 'results.json'}")
+    run_dir = declared.hook("runner")(declared.load_document(target, sets), overwrite=overwrite, progress=say)
+    say(f"results: {run_dir / 'results.json'}")
     say(f"use it: rmspec score {run_dir} FILE, rmspec serve {run_dir}, rmspec export {run_dir} --to verl|openrlhf")
 
 

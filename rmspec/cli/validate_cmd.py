@@ -11,15 +11,14 @@ from rmspec.cli.options import set_option
 @click.option("--all", "show_all", is_flag=True, help="Show every problem (by default the first 50).")
 def validate(spec_file: str, sets: tuple[str, ...], show_all: bool) -> None:
     """Check SPEC_FILE: every problem at once, each with FILE:LINE:COL and field path."""
+    from rmspec.cli.documents import own_document
     from rmspec.errors import SpecError
     from rmspec.spec import load_spec
-    from rmspec.spec.composite_spec import is_composite_spec, load_composite_spec
 
     try:
-        if is_composite_spec(spec_file):  # a reward built without training (approach kind composite)
-            composite = load_composite_spec(spec_file, sets).spec.approach
-            parts = ", ".join(f"{c.name}: {c.kind}" for c in composite.components)
-            click.echo(f"{spec_file}: valid (composite: {parts})")
+        declared = own_document(spec_file)
+        if declared is not None:  # an approach that trains nothing reads a document of its own (composite)
+            click.echo(f"{spec_file}: valid ({declared.summary(declared.load_document(spec_file, sets))})")
             return
         loaded = load_spec(spec_file, sets)
     except SpecError as exc:

@@ -33,6 +33,7 @@ __all__ = [
     "SPECS",
     "TEMPLATES",
     "build_document",
+    "document_approach",
     "data_names",
     "example_document",
     "example_names",
@@ -56,6 +57,12 @@ def build_document(
     if preset is not None and data is None:
         raise RmspecError("--preset says how the --data file or hub dataset is laid out; give --data too")
     declared = approaches.get(approach)
+    if data is not None and declared.document is not None:
+        raise RmspecError(
+            f"--data: approach {approach} names its rows inside its spec (data.train, data.validation), "
+            "not through --data",
+            hint=f"rmspec init --approach {approach} -o FILE, then edit data: in FILE",
+        )
     doc, _ = read_yaml_file(TEMPLATES / declared.template)
     doc = absolute_shipped_paths(doc, "templates")
     note = None
@@ -81,6 +88,11 @@ def example_document(example: str, model: str | None = None, name: str | None = 
 
 
 def _apply(doc: dict, model: str | None, name: str | None) -> None:
+    if model is not None and "model" not in doc:  # a spec that trains nothing (a composite) has no model:
+        raise RmspecError(
+            "--model: this spec trains no model (it has no model: section)",
+            hint="name a trained reward model as a component instead: {name: rm, kind: model, path: RUN_OR_MODEL}",
+        )
     if model is not None:
         doc["model"]["name_or_path"] = model
     if name is not None:
@@ -88,7 +100,8 @@ def _apply(doc: dict, model: str | None, name: str | None) -> None:
 
 
 def render_spec(doc: dict) -> str:
-    """The YAML text: a header naming the packaged JSON Schema, then each key under its description."""
+    """The YAML text: a header naming the packaged JSON Schema, then each key under its description
+    (from the training spec's model, or the document of its own an approach declares: a composite)."""
     from rmspec.scaffold.comments import commented_yaml
     from rmspec.spec import Spec
 
@@ -96,4 +109,16 @@ def render_spec(doc: dict) -> str:
         f"# yaml-language-server: $schema={SCHEMA.resolve()}\n"
         "# Written by `rmspec init`. Check it with `rmspec validate`, size it with `rmspec plan`.\n"
     )
-    return commented_yaml(doc, Spec, header)
+    declared = document_approach(doc)
+    model = Spec if declared is None or declared.document is None else declared.document
+    return commented_yaml(doc, model, header)
+
+
+def document_approach(doc: dict) -> approaches.Approach | None:
+    """The approach whose own document `doc` is (approach.document set); None: the training spec."""
+    section = doc.get("approach")
+    kind = section.get("kind") if isinstance(section, dict) else None
+    if not isinstance(kind, str) or kind not in approaches.names():
+        return None
+    declared = approaches.get(kind)
+    return declared if declared.document is not None else None

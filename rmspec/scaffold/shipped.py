@@ -45,7 +45,7 @@ def absolute_shipped_paths(node, folder: str):
     if isinstance(node, dict):
         out = {}
         for key, value in node.items():
-            if key == "path":
+            if key in ("path", "train", "validation"):  # the last two: a composite's data rows
                 out[key] = fix(value)
             elif key == "paths" and isinstance(value, list):
                 out[key] = [fix(v) for v in value]

@@ -1,7 +1,8 @@
 """A composite reward's spec file: `approach: {kind: composite}` with the rows it fits and is
 evaluated on, its benchmarks and its run directory. It trains nothing, so it has no `model:`,
-`training:` or `hardware:` section; `rmspec validate`, `plan` and `run` recognise it by its
-approach kind and load it here (located errors, as any spec).
+`training:` or `hardware:` section; `rmspec validate`, `plan`, `run` and `init` find its approach
+kind in the registry (rmspec/approaches/composite.py), whose declaration loads it here (located
+errors, as any spec).
 """
 
 from __future__ import annotations
@@ -93,20 +94,6 @@ class LoadedComposite:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def is_composite_document(doc: Any) -> bool:
-    approach = doc.get("approach") if isinstance(doc, dict) else None
-    return isinstance(approach, dict) and approach.get("kind") == "composite"
-
-
-def is_composite_spec(path: str | Path) -> bool:
-    """Whether the spec file (before extends) declares approach kind composite."""
-    try:
-        doc, _ = read_yaml_file(Path(path))
-    except (SpecError, OSError):
-        return False  # the ordinary loader reports what is wrong with the file
-    return is_composite_document(doc)
-
-
 def load_composite_spec(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> LoadedComposite:
     file = Path(path)
     doc, locs = read_yaml_file(file)
@@ -116,6 +103,11 @@ def load_composite_spec(path: str | Path, sets: list[str] | tuple[str, ...] = ()
         apply_set(doc, key_path, value, expr)
         locs.drop_under(key_path)
         locs.merge(set_locs)
+    return check_composite_document(doc, locs, file)
+
+
+def check_composite_document(doc: Any, locs: Locations, file: Path) -> LoadedComposite:
+    """A parsed composite document validated (located errors) and its data files found."""
     try:
         spec = CompositeSpec.model_validate(doc)
     except ValidationError as exc:

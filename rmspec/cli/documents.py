@@ -1,0 +1,27 @@
+"""Which document a spec file is: the training spec (rmspec.spec.Spec), or the document of its own that
+an approach which trains nothing declares (rmspec.approaches.base.Approach.document, e.g. composite).
+
+`rmspec validate`, `plan`, `run` and `init` ask here before the training spec's loader: the file's
+`approach.kind` is looked up in the approach registry (rmspec.scaffold.document_approach), never
+compared with a name. Light.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rmspec.approaches.base import Approach
+
+
+def own_document(spec_file: str | Path) -> Approach | None:
+    """The approach whose own document SPEC_FILE is; None: the training spec (or a file the training
+    spec's loader should report on: unreadable, no approach kind, an unknown kind)."""
+    from rmspec.errors import SpecError
+    from rmspec.scaffold import document_approach
+    from rmspec.spec.yaml_io import read_yaml_file
+
+    try:
+        doc, _ = read_yaml_file(Path(spec_file))
+    except (SpecError, OSError):
+        return None
+    return document_approach(doc) if isinstance(doc, dict) else None
