@@ -1,0 +1,118 @@
+"""`rmspec init --approach composite` (the registry's approach that trains nothing) goes through
+`validate`, `plan` and `run` like every approach: offline on the shipped math demo set, with rule
+components only; `run` trains nothing but exits 0 and writes results.json's validation with the
+declared metric names, whose figures are recomputed here from the per-row file and the rules
+themselves (re.fullmatch, the target-length formula on the packaged MiniLM tokenizer). The shipped
+spec specs/composite_math.yaml runs the same way, with its length z-scored on the training rows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from helpers.ci import need
+from helpers.runs import rmspec
+
+need("math_verify")
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "rmspec" / "data" / "demo"
+FORMAT = re.compile(r"<think>.*?</think>\s*<answer>.*?</answer>")
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _target_length(texts: list[str], target: int) -> list[float]:
+    from transformers import AutoTokenizer
+
+    from rmspec.packaged import resolve_model_path
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2"))
+    lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    return [max(-1.0, -abs(n - target) / target) for n in lengths]
+
+
+@pytest.mark.slow
+def test_init_validate_plan_run_composite(tmp_path):
+    from rmspec import approaches
+
+    declared = approaches.get("composite")
+    assert not declared.trains and declared.document is not None
+    spec = tmp_path / "c.yaml"
+    made = rmspec("init", "--approach", "composite", "-o", str(spec), "--name", "init-composite", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    sets = ["--set", f"output.dir={tmp_path / 'run'}"]
+    valid = rmspec("validate", str(spec), *sets, cwd=tmp_path)
+    assert (
+        valid.returncode == 0 and "valid (composite: format: regex, math: math_answer, length: length)" in valid.stdout
+    )
+    plan = rmspec("plan", str(spec), "--json", *sets, cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert [c["name"] for c in json.loads(plan.stdout)["components"]] == ["format", "math", "length"]
+    run = rmspec("run", str(spec), *sets, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+    out = tmp_path / "run"
+    assert (out / "reward.yaml").is_file() and not (out / "model").exists()  # nothing trained
+    results = json.loads((out / "results.json").read_text())
+    validation = results["validation"]
+    assert validation is not None and list(validation["metrics"]) == list(declared.validation_metrics)
+    rows = _rows(out / "eval" / "validation.jsonl")
+    inputs = _rows(DEMO / "math_answers_val.jsonl")
+    assert len(rows) == len(inputs) == validation["num_examples"] > 0
+    # each component's value again, independently: the format by re.fullmatch, the length by the formula
+    assert [r["values"]["format"] for r in rows] == [float(bool(FORMAT.fullmatch(i["response"]))) for i in inputs]
+    lengths = _target_length([i["response"] for i in inputs], 32)
+    assert [r["values"]["length"] for r in rows] == pytest.approx(lengths, abs=1e-12)
+    # the combination: the format gate's floor, else 1.0 x math + 0.2 x length
+    for r in rows:
+        v = r["values"]
+        expected = -1.0 if v["format"] < 1.0 else 1.0 * v["math"] + 0.2 * v["length"]
+        assert r["reward"] == pytest.approx(expected, abs=1e-12), r
+    rewards = [r["reward"] for r in rows]
+    metrics = validation["metrics"]
+    assert metrics["reward_mean"] == pytest.approx(statistics.fmean(rewards), abs=1e-12)
+    assert metrics["reward_std"] == pytest.approx(statistics.pstdev(rewards), abs=1e-12)
+    assert metrics["rows_scored"] == len(rows) and metrics["rows_failed"] == 0
+    assert any(r["values"]["math"] == 1.0 for r in rows) and any(r["values"]["format"] == 0.0 for r in rows)
+    status = json.loads((out / "status.json").read_text())
+    assert status["state"] == "completed" and status["metrics"] == metrics
+
+
+def test_init_composite_refuses_data_and_model(tmp_path):
+    spec = tmp_path / "c.yaml"
+    for extra, said in ((["--data", "hh-rlhf"], "data.train"), (["--model", "m"], "no model")):
+        made = rmspec("init", "--approach", "composite", "-o", str(spec), *extra, cwd=tmp_path)
+        assert made.returncode == 2 and said in made.stderr and "Traceback" not in made.stderr, made.stderr
+        assert not spec.exists()
+
+
+def test_plan_out_and_run_submit_are_refused_for_a_composite(tmp_path):
+    spec = tmp_path / "c.yaml"
+    assert rmspec("init", "--approach", "composite", "-o", str(spec), cwd=tmp_path).returncode == 0
+    plan = rmspec("plan", str(spec), "--out", str(tmp_path / "p.json"), cwd=tmp_path)
+    assert plan.returncode == 2 and "trains nothing" in plan.stderr and not (tmp_path / "p.json").exists()
+    run = rmspec("run", str(spec), "--submit", cwd=tmp_path)
+    assert run.returncode == 2 and "trains nothing" in run.stderr and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_shipped_composite_spec_runs(tmp_path):
+    """specs/composite_math.yaml: the length z-scored with the training rows' mean and std (by hand here)."""
+    run = rmspec(
+        "run", str(REPO / "specs" / "composite_math.yaml"), "--set", f"output.dir={tmp_path / 'run'}", cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["validation"]["metrics"]["rows_scored"] == 60
+    train = _target_length([r["response"] for r in _rows(DEMO / "math_answers_train.jsonl")], 32)
+    stats = results["composite"]["fit"]["stats"]["length"]
+    assert stats["mean"] == pytest.approx(statistics.fmean(train), abs=1e-12)
+    assert stats["std"] == pytest.approx(statistics.pstdev(train), abs=1e-12) and stats["std"] > 0
