@@ -116,3 +116,23 @@ def test_shipped_composite_spec_runs(tmp_path):
     stats = results["composite"]["fit"]["stats"]["length"]
     assert stats["mean"] == pytest.approx(statistics.fmean(train), abs=1e-12)
     assert stats["std"] == pytest.approx(statistics.pstdev(train), abs=1e-12) and stats["std"] > 0
+
+
+def test_the_schema_takes_a_composite_spec_and_a_training_spec():
+    """schemas/rmspec.schema.json: the composite document where approach.kind is composite (jsonschema
+    itself, as an editor would), the training spec elsewhere; each reports its own errors."""
+    import jsonschema
+    import yaml
+
+    schema = json.loads((REPO / "schemas" / "rmspec.schema.json").read_text())
+    check = jsonschema.Draft202012Validator(schema)
+    for path in [*(REPO / "specs").glob("*.yaml"), *(REPO / "templates").glob("*.yaml")]:
+        assert list(check.iter_errors(yaml.safe_load(path.read_text()))) == [], path
+    composite = yaml.safe_load((REPO / "specs" / "composite_math.yaml").read_text())
+    composite["training"] = {"max_steps": 3}  # a composite has no training section
+    assert [e.message for e in check.iter_errors(composite)] == [
+        "Additional properties are not allowed ('training' was unexpected)"
+    ]
+    trained = yaml.safe_load((REPO / "specs" / "quickstart.yaml").read_text())
+    del trained["model"]  # a training spec needs its model
+    assert [e.message for e in check.iter_errors(trained)] == ["'model' is a required property"]

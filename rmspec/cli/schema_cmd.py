@@ -9,11 +9,33 @@ from rmspec.scaffold.shipped import SCHEMA as DEFAULT_SCHEMA  # the packaged cop
 
 
 def schema_text() -> str:
+    """The training spec's schema, or, where `approach.kind` names an approach with a document of its
+    own (rmspec.approaches.base.Approach.document: a composite), that document's (if/then/else on the
+    kind, so an editor reports each document's own errors)."""
+    from pydantic.json_schema import models_json_schema
+
+    from rmspec import approaches
     from rmspec.spec import Spec
 
-    schema = Spec.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://rmspec.dev/schemas/rmspec.schema.json"
+    own = [a for a in map(approaches.get, approaches.names()) if a.document is not None]
+    refs, schema = models_json_schema([(Spec, "validation"), *((a.document, "validation") for a in own)])
+    choice: dict = refs[(Spec, "validation")]
+    for declared in reversed(own):
+        kind = {"properties": {"kind": {"const": declared.name}}, "required": ["kind"]}
+        choice = {
+            "if": {"properties": {"approach": kind}, "required": ["approach"]},
+            "then": refs[(declared.document, "validation")],
+            "else": choice,
+        }
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://rmspec.dev/schemas/rmspec.schema.json",
+        "title": "rmspec spec",
+        "description": "An rmspec spec: the training spec (Spec), or the document of an approach that trains "
+        "nothing (" + ", ".join(f"{a.name}: {a.document.__name__}" for a in own) + ").",
+        **choice,
+        **schema,
+    }
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
