@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -12,19 +13,23 @@ def schema_text() -> str:
     """The training spec's schema, or, where `approach.kind` names an approach with a document of its
     own (rmspec.approaches.base.Approach.document: a composite), that document's (if/then/else on the
     kind, so an editor reports each document's own errors)."""
+    from pydantic import BaseModel
     from pydantic.json_schema import models_json_schema
 
     from rmspec import approaches
     from rmspec.spec import Spec
 
-    own = [a for a in map(approaches.get, approaches.names()) if a.document is not None]
-    refs, schema = models_json_schema([(Spec, "validation"), *((a.document, "validation") for a in own)])
+    own: list[tuple[str, type[BaseModel]]] = [
+        (name, document) for name in approaches.names() if (document := approaches.get(name).document) is not None
+    ]
+    models: list[tuple[type[BaseModel], Literal["validation"]]] = [(Spec, "validation")]
+    refs, schema = models_json_schema(models + [(document, "validation") for _, document in own])
     choice: dict = refs[(Spec, "validation")]
-    for declared in reversed(own):
-        kind = {"properties": {"kind": {"const": declared.name}}, "required": ["kind"]}
+    for name, document in reversed(own):
+        kind = {"properties": {"kind": {"const": name}}, "required": ["kind"]}
         choice = {
             "if": {"properties": {"approach": kind}, "required": ["approach"]},
-            "then": refs[(declared.document, "validation")],
+            "then": refs[(document, "validation")],
             "else": choice,
         }
     schema = {
@@ -32,7 +37,7 @@ def schema_text() -> str:
         "$id": "https://rmspec.dev/schemas/rmspec.schema.json",
         "title": "rmspec spec",
         "description": "An rmspec spec: the training spec (Spec), or the document of an approach that trains "
-        "nothing (" + ", ".join(f"{a.name}: {a.document.__name__}" for a in own) + ").",
+        "nothing (" + ", ".join(f"{name}: {document.__name__}" for name, document in own) + ").",
         **choice,
         **schema,
     }
