@@ -20,7 +20,7 @@ import pytest
 from helpers.runs import rmspec, write_pairs
 
 REPO = Path(__file__).resolve().parent.parent
-NAMES = "bradley_terry|listwise|pointwise|generative|process"
+NAMES = "bradley_terry|listwise|pointwise|generative|process|composite"
 # What a branch on an approach's kind looks like: a comparison of `approach`, `approach_kind` or
 # `approach.kind`, an approach's name compared or listed, a table keyed by approach names, an
 # isinstance test against a section class.
@@ -29,7 +29,7 @@ PATTERNS = [
     re.compile(rf"(?:==|!=)\s*\"(?:{NAMES})\""),
     re.compile(rf"\"(?:{NAMES})\"\s*(?:==|!=)"),
     re.compile(rf"\bin\s*\([^)]*\"(?:{NAMES})\""),
-    re.compile(rf"[{{,]\s*\"(?:{NAMES})\"\s*:"),
+    re.compile(rf"(?:^|[{{,])\s*\"(?:{NAMES})\"\s*:"),  # a key, also at the start of a line of a table
     re.compile(r"isinstance\([^)]*\b(?:BradleyTerry|Listwise|Pointwise|Generative|Process)\b"),
 ]
 # The registry itself: the declarations, and the spec side of each approach (its section and rules).
@@ -65,6 +65,10 @@ ALLOWED_LINES = {
     ): "an unknown --approach refused: membership in the registry's names",
     (
         "rmspec/extras.py",
+        '"process": ("sklearn",),',
+    ): "the `process` extra of pyproject.toml (what it installs), not the approach",
+    (
+        "rmspec/extras.py",
         'if spec.approach.kind == "process":',
     ): "rmspec/extras.py (another helper's, this round) sits below rmspec.approaches; not converted yet",
 }
@@ -95,6 +99,11 @@ def test_the_grep_finds_a_branch_on_the_kind(tmp_path, monkeypatch):
     assert any(p.search('    return {"generative": "lm", "process": "token"}.get(approach, "score")') for p in PATTERNS)
     assert any(p.search("    if approach_kind in ('bradley_terry', 'process'):".replace("'", '"')) for p in PATTERNS)
     assert not any(p.search('    if source.kind == "files":') for p in PATTERNS)
+    # the tables H8's composite brought (export_cmd's EXPORTERS, keyed by approach; the CLI's own test)
+    assert any(
+        p.search('    "composite": ("rmspec.composite.export:export_composite", ("verl",), "file"),') for p in PATTERNS
+    )
+    assert any(p.search('    return isinstance(a, dict) and a.get("kind") == "composite"') for p in PATTERNS)
     for (file, text), _ in ALLOWED_LINES.items():  # each allowed line still exists (else drop it)
         assert text in (REPO / file).read_text(encoding="utf-8"), (file, text)
 

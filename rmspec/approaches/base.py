@@ -58,6 +58,12 @@ class Approach:
     evaluation: str  # "module:function(rd, loaded, results, **kw)": validation section + benchmarks
     validation_metrics: tuple[str, ...] = ()  # the keys of results.json's validation.metrics
 
+    # ---- export (rmspec.cli.export_cmd): "module:function(run or spec, target, out) -> path", the
+    # trainers it writes for (`--to`) and what `-o` names: "file" (a Python file) or "dir". None: none.
+    exporter: str | None = None
+    export_targets: tuple[str, ...] = ()
+    export_writes: str = "file"
+
     # ---- init (rmspec.scaffold)
     template: str  # file under rmspec/templates/
     demo_data: str  # `rmspec init --data` default (a name rmspec.scaffold.data_choice knows)
@@ -73,6 +79,7 @@ class Approach:
     planner: str | None = None  # "module:function(loaded) -> dict": what `rmspec plan` prints (--json)
     plan_view: str | None = None  # "module:function(plan dict) -> list[str]": the plan's lines
     runner: str | None = None  # "module:function(loaded, *, overwrite, progress) -> run dir": `rmspec run`
+    run_file: str = "spec.yaml"  # the file of its run directory whose approach.kind names it (rmspec export, eval)
 
     def load_document(self, path: Any, sets: Any = ()) -> Any:
         """Its own spec file read and checked (located errors, as load_spec): `document` is set."""

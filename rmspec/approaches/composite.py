@@ -32,10 +32,16 @@ class CompositeApproach(Approach):
     planner = "rmspec.composite.plan:composite_plan"
     plan_view = "rmspec.composite.plan:render_composite_plan"
     runner = "rmspec.evaluate.composite_run:run_composite"
+    run_file = "reward.yaml"  # the resolved composite the run writes (rmspec.composite.reward_file.REWARD_FILE)
 
     # results.json validation.metrics (rmspec.evaluate.composite_run.validate); per component figures,
     # correlations and failure counts sit beside them in the validation entry.
     validation_metrics = ("reward_mean", "reward_std", "rows_scored", "rows_failed")
+
+    # `rmspec export RUN --to verl|openrlhf -o FILE.py`: the thin client of `rmspec serve RUN` each trainer imports
+    exporter = "rmspec.composite.export:export_composite"
+    export_targets = ("verl", "openrlhf")
+    export_writes = "file"
 
     template = "composite.yaml"
     demo_data = ""  # its rows are named in the document's data.train / data.validation, not by `init --data`

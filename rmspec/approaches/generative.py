@@ -28,6 +28,10 @@ class GenerativeApproach(Approach):
     lora_task = "CAUSAL_LM"
     evaluation = "rmspec.evaluate.judge_run:evaluate_judge"
     validation_metrics = ("verdict_accuracy_first_order", "verdict_accuracy_swapped_order", "verdict_accuracy")
+    # a judge trained by GRPO (approach.method: grpo; the exporter refuses others): its training for verl
+    exporter = "rmspec.train.judge_export:export_judge"
+    export_targets = ("verl",)
+    export_writes = "dir"
     template = "generative.yaml"
     demo_data = "judge-demo"
     init_preset = "messages"

@@ -25,3 +25,15 @@ def own_document(spec_file: str | Path) -> Approach | None:
     except (SpecError, OSError):
         return None
     return document_approach(doc) if isinstance(doc, dict) else None
+
+
+def own_run(folder: str | Path) -> Approach | None:
+    """The approach with a document of its own whose run directory FOLDER is (its `run_file` there names
+    it: a composite's RUN/reward.yaml); None: a trained run, or no run."""
+    from rmspec import approaches
+
+    for name in approaches.names():
+        declared = approaches.get(name)
+        if declared.document is not None and own_document(Path(folder) / declared.run_file) is declared:
+            return declared
+    return None

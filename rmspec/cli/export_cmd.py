@@ -1,46 +1,44 @@
 """`rmspec export RUN --to verl|openrlhf -o FILE|DIR`: what an RL trainer needs to use a run.
 
-The run's approach picks its exporter (EXPORTERS: approach kind -> "module:function(run, target,
-out) -> path"); a composite run (RUN/reward.yaml) exports a client of `rmspec serve RUN` (one
-Python file); a judge trained by GRPO (a run or its spec) exports its training for verl (a
-directory: Parquet data, compute_score.py, the main_ppo command). Only the chosen exporter's
-module is imported.
+The run's approach declares its exporter (rmspec.approaches.base.Approach.exporter: "module:function(
+run, target, out) -> path", its targets, and whether -o names a file or a directory). A composite run
+exports a client of `rmspec serve RUN` (one Python file); a judge trained by GRPO (a run or its spec)
+exports its training for verl (a directory: Parquet data, compute_score.py, the main_ppo command).
+Only the chosen exporter's module is imported.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
+from rmspec import approaches
 from rmspec.errors import RmspecError
 
+if TYPE_CHECKING:
+    from rmspec.approaches.base import Approach
+
 TARGETS = ("verl", "openrlhf")
-# approach kind -> (exporter, the targets it writes, what -o names: a Python file or a directory)
-EXPORTERS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "composite": ("rmspec.composite.export:export_composite", ("verl", "openrlhf"), "file"),
-    "generative": ("rmspec.train.judge_export:export_judge", ("verl",), "dir"),
-}
 
 
-def run_approach(run: Path) -> str:
-    """The approach kind of a run directory (a composite is known by its reward.yaml) or a spec file."""
+def run_approach(run: Path) -> Approach:
+    """The declaration of a run directory's approach (its RUN/spec.yaml) or of a spec file's."""
+    from rmspec.cli.documents import own_document, own_run
+
+    declared = own_document(run) if run.is_file() else own_run(run)  # an approach that trains nothing (a composite)
+    if declared is not None:
+        return declared
+    if not run.is_file() and not (run / "spec.yaml").is_file():
+        raise RmspecError(f"{run}: not a run directory (no spec.yaml)", "give the directory `rmspec run` wrote")
     if run.is_file():
         from rmspec.spec import load_spec
 
-        return str(load_spec(run).spec.approach.kind)
-    if (run / "reward.yaml").is_file():
-        return "composite"
-    if not (run / "spec.yaml").is_file():
-        raise RmspecError(
-            f"{run}: not a run directory (no spec.yaml or reward.yaml)", "give the directory `rmspec run` wrote"
-        )
+        return approaches.of(load_spec(run).spec)
     from rmspec.rundir.spec import load_run_spec
 
-    approach: Any = load_run_spec(run).spec.approach
-    return str(approach.kind)
+    return approaches.of(load_run_spec(run).spec)
 
 
 @click.command("export")
@@ -62,13 +60,14 @@ def export(run: str, target: str, out: str, overwrite: bool) -> None:
         raise RmspecError(f"{run}: no such run directory or spec", "give the directory `rmspec run` wrote (runs/NAME)")
     if path.exists() and not overwrite:
         raise RmspecError(f"{out} already exists", "pass --overwrite to replace it, or choose another -o")
-    kind = run_approach(folder)
-    if kind not in EXPORTERS:
+    declared = run_approach(folder)
+    kind, writes, targets = declared.name, declared.export_writes, declared.export_targets
+    if declared.exporter is None:
+        exportable = [n for n in approaches.names() if approaches.get(n).exporter is not None]
         raise RmspecError(
-            f"{run}: approach {kind!r} has no exporter (exportable: {', '.join(EXPORTERS)})",
+            f"{run}: approach {kind!r} has no exporter (exportable: {', '.join(exportable)})",
             "serve the model with `rmspec serve RUN` and use the trainer's HTTP reward-model client instead",
         )
-    exporter, targets, writes = EXPORTERS[kind]
     if target not in targets:
         raise RmspecError(f"approach {kind!r} exports to {', '.join(targets)}, not {target}", f"use --to {targets[0]}")
     if writes == "file" and path.suffix != ".py":
@@ -80,8 +79,7 @@ def export(run: str, target: str, out: str, overwrite: bool) -> None:
         )
     if writes == "file" and folder.is_file():
         raise RmspecError(f"{run}: approach {kind} exports a run, not a spec", "run it first, then export runs/NAME")
-    module, _, function = exporter.partition(":")
-    written = getattr(importlib.import_module(module), function)(folder, target, path)
+    written = declared.hook("exporter")(folder, target, path)
     if writes == "file":
         click.echo(f"wrote {written} ({target}); start the server with: rmspec serve {folder}", err=True)
     else:
