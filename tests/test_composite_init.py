@@ -136,3 +136,47 @@ def test_the_schema_takes_a_composite_spec_and_a_training_spec():
     trained = yaml.safe_load((REPO / "specs" / "quickstart.yaml").read_text())
     del trained["model"]  # a training spec needs its model
     assert [e.message for e in check.iter_errors(trained)] == ["'model' is a required property"]
+
+
+@pytest.mark.slow
+def test_eval_of_a_composite_run_treats_it_as_a_run(tmp_path):
+    """`rmspec eval RUN` on a composite run: the spec's benchmarks by default (a path relative to the
+    spec, found from another folder), scored by RUN/reward.yaml into RUN/eval and RUN/results.json,
+    whose validation stays; the figures equal those `rmspec run` wrote; --benchmark replaces them."""
+    import shutil
+
+    folder = tmp_path / "specs"
+    (folder / "bench").mkdir(parents=True)
+    shutil.copy(REPO / "tests" / "fixtures" / "benchmarks" / "pairs.jsonl", folder / "bench" / "pairs.jsonl")
+    doc = (REPO / "specs" / "composite_math.yaml").read_text()
+    doc = doc.replace("../rmspec/data/demo/", f"{DEMO}/").replace(
+        "  benchmarks: []", "  benchmarks:\n    - {kind: pairs, path: bench/pairs.jsonl}"
+    )
+    (folder / "c.yaml").write_text(doc)
+    run = tmp_path / "run"
+    done = rmspec("run", str(folder / "c.yaml"), "--set", f"output.dir={run}", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    first = json.loads((run / "results.json").read_text())
+    (entry,) = first["benchmarks"].values()
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    again = rmspec("eval", str(run), "--json", cwd=elsewhere)
+    assert again.returncode == 0, again.stderr[-3000:]
+    results = json.loads((run / "results.json").read_text())
+    assert results["validation"] == first["validation"] and results["composite"]["fit"] == first["composite"]["fit"]
+    (evaluated,) = results["benchmarks"].values()
+    assert evaluated["overall"] == entry["overall"] and evaluated["num_examples"] == entry["num_examples"] > 2
+    assert evaluated["failures"] == entry["failures"]
+    rows = _rows(Path(evaluated["per_example_path"]))
+    assert Path(evaluated["per_example_path"]).parent == run / "eval" and len(rows) == evaluated["num_examples"]
+    assert evaluated["overall"] == pytest.approx(sum(r["score_chosen"] > r["score_rejected"] for r in rows) / len(rows))
+
+    limited = rmspec(
+        "eval", str(run), "--benchmark", f"pairs={folder / 'bench' / 'pairs.jsonl'}", "--limit", "2", cwd=elsewhere
+    )
+    assert limited.returncode == 0, limited.stderr[-3000:]
+    (only,) = json.loads((run / "results.json").read_text())["benchmarks"].values()
+    assert only["num_examples"] == 2
+    refused = rmspec("eval", str(run), "--out", str(tmp_path / "o"), cwd=elsewhere)
+    assert refused.returncode == 2 and "composite run" in refused.stderr and not (tmp_path / "o").exists()

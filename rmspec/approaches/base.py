@@ -79,6 +79,8 @@ class Approach:
     planner: str | None = None  # "module:function(loaded) -> dict": what `rmspec plan` prints (--json)
     plan_view: str | None = None  # "module:function(plan dict) -> list[str]": the plan's lines
     runner: str | None = None  # "module:function(loaded, *, overwrite, progress) -> run dir": `rmspec run`
+    # "module:function(run, requests | None, *, limit, batch_size, progress) -> results": `rmspec eval RUN`
+    evaluator: str | None = None
     run_file: str = "spec.yaml"  # the file of its run directory whose approach.kind names it (rmspec export, eval)
 
     def load_document(self, path: Any, sets: Any = ()) -> Any:

@@ -32,6 +32,7 @@ class CompositeApproach(Approach):
     planner = "rmspec.composite.plan:composite_plan"
     plan_view = "rmspec.composite.plan:render_composite_plan"
     runner = "rmspec.evaluate.composite_run:run_composite"
+    evaluator = "rmspec.evaluate.composite_run:evaluate_composite_run"
     run_file = "reward.yaml"  # the resolved composite the run writes (rmspec.composite.reward_file.REWARD_FILE)
 
     # results.json validation.metrics (rmspec.evaluate.composite_run.validate); per component figures,

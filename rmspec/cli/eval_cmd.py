@@ -102,13 +102,25 @@ def eval_(
         )
     progress = None if as_json else (lambda message: click.echo(message, err=True))
 
+    from rmspec.cli.documents import own_run
     from rmspec.evaluate import run_level
     from rmspec.extras import benchmark_needs, require, spec_needs
     from rmspec.inference.target import is_run_dir, load_run_spec
 
     asked = benchmark_needs([r.kind for r in requests or []])
+    declared = own_run(path)  # a run of an approach that trains nothing (a composite): evaluated as a run
 
-    if is_run_dir(path):
+    if declared is not None:
+        assert declared.evaluator is not None  # an approach with its own document evaluates its own runs
+        if out_dir is not None or step_separator is not None:
+            raise RmspecError(
+                f"--out and --step-separator are for model folders: {path} is a {declared.name} run, "
+                f"evaluated into {path / 'eval'} and {path / 'results.json'}",
+                f"leave them out: rmspec eval {path}",
+            )
+        require(asked)
+        results = declared.hook("evaluator")(path, requests, limit=limit, batch_size=batch_size, progress=progress)
+    elif is_run_dir(path):
         if out_dir is not None:  # a run's evaluation is the run's: report, status and serve read it there
             raise RmspecError(
                 f"--out is for model folders: a run's evaluation is written to {path / 'eval'} and "

@@ -41,7 +41,7 @@ def run_dir_of(loaded: LoadedComposite) -> Path:
 def run_composite(
     loaded: LoadedComposite, *, overwrite: bool = False, progress: Callable[[str], None] | None = None
 ) -> Path:
-    from rmspec.evaluate.benchmark_runs import evaluate_benchmarks, requests_from_spec
+    from rmspec.evaluate.benchmark_runs import requests_from_spec
     from rmspec.inference.engine import load_scorer
 
     say = progress or (lambda message: None)
@@ -67,12 +67,8 @@ def run_composite(
         if spec.eval.validation and spec.data.validation is not None:
             say(f"scoring the validation rows of {spec.data.validation}")
             results["validation"] = validate(scorer, base / spec.data.validation, spec.data.limit, eval_dir)
-        for request in requests_from_spec(loaded):
-            scorer.counts = FailureCounts(scorer.labels)
-            before = set(results["benchmarks"])
-            evaluate_benchmarks(scorer, [request], eval_dir, results, base_dir=base, progress=say)
-            for name in set(results["benchmarks"]) - before:
-                results["benchmarks"][name]["failures"] = scorer.counts.to_json()
+        results["composite"]["spec_dir"] = str(base.resolve())  # `rmspec eval RUN` finds the spec's benchmarks
+        score_benchmarks(scorer, requests_from_spec(loaded), eval_dir, results, base, say)
         res.write_results(run / "results.json", results)
         write_status(RunDir(run), "completed", metrics=(results.get("validation") or {}).get("metrics"))
     except BaseException as exc:  # status.json says the run failed, as for a trained run
@@ -81,6 +77,65 @@ def run_composite(
     finally:
         scorer.close()
     return run
+
+
+def score_benchmarks(
+    scorer: CompositeScorer,
+    requests: Sequence[Any],
+    eval_dir: Path,
+    results: dict[str, Any],
+    base: Path,
+    say: Callable[[str], None],
+) -> None:
+    """Each benchmark scored as for any model, with the failure counts of its own rows."""
+    from rmspec.evaluate.benchmark_runs import evaluate_benchmarks
+
+    for request in requests:
+        scorer.counts = FailureCounts(scorer.labels)
+        before = set(results["benchmarks"])
+        evaluate_benchmarks(scorer, [request], eval_dir, results, base_dir=base, progress=say)
+        for name in set(results["benchmarks"]) - before:
+            results["benchmarks"][name]["failures"] = scorer.counts.to_json()
+
+
+def evaluate_composite_run(
+    run: Path,
+    requests: Sequence[Any] | None,
+    *,
+    limit: int | None = None,
+    batch_size: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """`rmspec eval RUN` on a composite run: the benchmarks (default: its spec's, their relative paths
+    read from the spec's folder) scored by RUN/reward.yaml into RUN/eval; RUN/results.json keeps its
+    validation and fit and gets the new benchmark entries in place of the old."""
+    from rmspec.composite.scorer import load_composite
+    from rmspec.evaluate.benchmark_runs import BenchmarkRequest
+    from rmspec.inference.engine import load_scorer
+    from rmspec.spec.composite_spec import CompositeSpec
+    from rmspec.spec.yaml_io import read_yaml_file
+
+    say = progress or (lambda message: None)
+    results = res.read_results(run / "results.json")
+    base = Path((results.get("composite") or {}).get("spec_dir") or run)
+    if requests is None:
+        document, _ = read_yaml_file(run / "spec.yaml")
+        benchmarks = CompositeSpec.model_validate(document).eval.benchmarks
+        requests = [BenchmarkRequest(b.kind, b.path, b.split, b.preset, limit or b.limit) for b in benchmarks]
+    if not requests:
+        raise RmspecError(
+            f"{run}: its spec names no benchmarks", "add --benchmark KIND [--path FILE] (e.g. --benchmark pairs)"
+        )
+    scorer = load_composite(run, load_model=lambda path: load_scorer(path, batch_size=batch_size or 32))
+    try:
+        results["benchmarks"] = {}
+        eval_dir = run / "eval"
+        eval_dir.mkdir(exist_ok=True)
+        score_benchmarks(scorer, requests, eval_dir, results, base, say)
+    finally:
+        scorer.close()
+    res.write_results(run / "results.json", results)
+    return results
 
 
 def fit(scorer: CompositeScorer, path: Path, limit: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
