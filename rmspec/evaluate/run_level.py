@@ -36,10 +36,7 @@ def evaluate_model(
     # a token-classification PRM: a StepEngine
     engine = load_scorer(model_dir, batch_size=batch_size, step_separator=step_separator)
     results = res.new_results(str(Path(model_dir).resolve()))
-    from rmspec.composite.scorer import CompositeScorer
-
-    if not isinstance(engine, CompositeScorer):  # a composite (rules, judges, models) has no head of its own
-        note_fresh_head(engine.model, results)
+    note_fresh_head(getattr(engine, "model", None), results)  # a composite (rules, judges, models) has no head
     evaluate_benchmarks(engine, requests, out_dir, results, base_dir=base_dir, progress=progress)
     res.write_results(out_dir / "results.json", results)
     return results
