@@ -122,6 +122,9 @@ print("HEAVY=" + ",".join(heavy))
         ["validate", "specs/quickstart.yaml"],
         ["schema", "--check"],
         ["init", "--approach", "pointwise", "-o", "{tmp}/x.yaml"],
+        ["validate", "specs/composite_math.yaml"],  # a document of its own, through the registry
+        ["plan", "specs/composite_math.yaml"],
+        ["init", "--approach", "composite", "-o", "{tmp}/c.yaml"],
     ],
 )
 def test_light_commands_never_import_torch(tmp_path, args):
