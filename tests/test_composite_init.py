@@ -180,3 +180,23 @@ def test_eval_of_a_composite_run_treats_it_as_a_run(tmp_path):
     assert only["num_examples"] == 2
     refused = rmspec("eval", str(run), "--out", str(tmp_path / "o"), cwd=elsewhere)
     assert refused.returncode == 2 and "composite run" in refused.stderr and not (tmp_path / "o").exists()
+
+
+def test_interactive_init_asks_a_composite_for_no_data_or_model(monkeypatch):
+    """On a terminal `init` asks for data and a model; a composite names both inside its spec."""
+    from rich.prompt import Prompt
+
+    from rmspec.cli.init_cmd import _ask
+
+    asked = []
+
+    def ask(question, **kwargs):
+        asked.append(question)
+        return "c.yaml"
+
+    monkeypatch.setattr(Prompt, "ask", ask)
+    assert _ask("composite", None, None, None) == ("composite", None, None, Path("c.yaml"))
+    assert asked == ["Write the spec to"]
+    asked.clear()
+    _ask("bradley_terry", None, None, None)
+    assert len(asked) == 3 and asked[0].startswith("Data")

@@ -16,11 +16,12 @@ def _ask(approach: str | None, data: str | None, model: str | None, out: Path | 
         approach = Prompt.ask("Approach", choices=list(APPROACHES), default="bradley_terry")
     from rmspec import approaches
 
-    default_data = approaches.get(approach).demo_data
-    data = data or Prompt.ask(
-        f"Data (a name: {', '.join(data_names())}; a hub dataset id; or a file path)", default=default_data
-    )
-    model = model or Prompt.ask("Model (hub id or local path; empty keeps the template's)", default="") or None
+    declared = approaches.get(approach)
+    if declared.document is None:  # one with a document of its own (a composite) names its rows and models inside
+        data = data or Prompt.ask(
+            f"Data (a name: {', '.join(data_names())}; a hub dataset id; or a file path)", default=declared.demo_data
+        )
+        model = model or Prompt.ask("Model (hub id or local path; empty keeps the template's)", default="") or None
     out = out or Path(Prompt.ask("Write the spec to", default="spec.yaml"))
     return approach, data, model, out
 
