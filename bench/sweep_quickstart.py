@@ -136,7 +136,11 @@ def table(summary: dict) -> str:
         v = t["values"]
         held = f"{mean_se(t['held_out'])[0]:.4f} ± {mean_se(t['held_out'])[1]:.4f}" if t["held_out"] else "-"
         objective = f"{t['objective']:.4f}" if t["objective"] is not None else "-"
-        if t.get("stderr") is not None:
+        if t["state"] == "pruned":  # sweep.json before last_reported: Optuna's value is the last report
+            reported = t.get("last_reported") or {str(t["pruned_at_step"]): t["objective"]}
+            value = reported[str(t["pruned_at_step"])]
+            objective = f"- (eval/rm/accuracy {value:.4f} at step {t['pruned_at_step']}, first seed)"
+        if t.get("stderr") is not None and t["state"] != "pruned":
             objective += f" ± {t['stderr']:.4f}"
         note = f" at step {t['pruned_at_step']}" if t["state"] == "pruned" else ""
         lines.append(

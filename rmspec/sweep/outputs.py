@@ -27,7 +27,9 @@ def trial_record(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
         "state": trial.state.name.lower(),
         "params": trial.params,
         "values": attrs.get("values", {}),
-        "objective": trial.value,
+        # Optuna gives a pruned trial its last reported value: that is the pruner's metric at a step, not the objective
+        "objective": trial.value if trial.state == optuna.trial.TrialState.COMPLETE else None,
+        "last_reported": {str(k): v for k, v in trial.intermediate_values.items()} or None,
         "stderr": attrs.get("stderr"),
         "seed_values": attrs.get("seed_values"),
         "pruned_at_step": attrs.get("pruned_at_step"),
