@@ -200,3 +200,12 @@ def test_interactive_init_asks_a_composite_for_no_data_or_model(monkeypatch):
     asked.clear()
     _ask("bradley_terry", None, None, None)
     assert len(asked) == 3 and asked[0].startswith("Data")
+
+
+@pytest.mark.parametrize("command", [["data", "preview"], ["data", "report"], ["sweep"]])
+def test_training_spec_commands_refuse_a_composite_saying_what_to_run(cli, command):
+    if command == ["sweep"]:
+        need("optuna")
+    result = cli(*command, REPO / "specs" / "composite_math.yaml")
+    assert result.code == 2 and "trains nothing" in result.err and "rmspec validate|plan|run" in result.err
+    assert "unknown key" not in result.err  # not the training spec's errors about keys a composite has

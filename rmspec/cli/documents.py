@@ -37,3 +37,17 @@ def own_run(folder: str | Path) -> Approach | None:
         if declared.document is not None and own_document(Path(folder) / declared.run_file) is declared:
             return declared
     return None
+
+
+def training_spec_only(spec_file: str | Path, command: str) -> None:
+    """Refuse, with what to run instead, a spec of an approach that trains nothing for a command that
+    reads training specs (its errors would be the training spec's keys, none of them the cause)."""
+    from rmspec.errors import RmspecError
+
+    declared = own_document(spec_file)
+    if declared is not None:
+        raise RmspecError(
+            f"{spec_file}: approach {declared.name} trains nothing (a spec of its own); `rmspec {command}` "
+            "reads training specs",
+            f"rmspec validate|plan|run {spec_file}",
+        )

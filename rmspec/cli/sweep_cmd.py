@@ -49,6 +49,9 @@ def sweep(spec_file: str | None, sets: tuple[str, ...], out: str | None, resume_
     else:
         if spec_file is None:
             raise RmspecError("give a spec with a sweep: section", hint="e.g. rmspec sweep sweep.yaml -o sweeps/lr")
+        from rmspec.cli.documents import training_spec_only
+
+        training_spec_only(spec_file, "sweep")
         state, lock = driver.start(spec_file, sets, out)
     try:
         try:
