@@ -131,3 +131,16 @@ def test_a_grpo_spec_needs_the_grpo_extra():
 def test_grpo_reads_pairs_not_conversations(cli):
     err = refused(cli, "data.mapping.preset=messages")
     assert "trains on preference pairs" in err and "pairs, hh-rlhf" in err
+
+
+def test_plan_refuses_use_vllm_when_device_auto_lands_on_cpus(cli):
+    from rmspec.errors import PlanError
+    from rmspec.plan import compile_plan
+    from rmspec.plan.hardware import HostFacts
+    from rmspec.spec import load_spec
+
+    host = HostFacts(cpu_bf16_flags=(), ram_gb=32.0, gpus=(), cpu_count=8)  # no GPU
+    spec = load_spec(SPEC, ["hardware.device=auto", "approach.grpo.use_vllm=true"])
+    with pytest.raises(PlanError, match="approach.grpo.use_vllm"):
+        compile_plan(spec, host=host)
+    compile_plan(load_spec(SPEC, ["hardware.device=auto"]), host=host)  # without vLLM it plans

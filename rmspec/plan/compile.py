@@ -28,7 +28,7 @@ from rmspec.plan import accelerate_config as accel
 from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.plan.communication import communication, with_communication
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
-from rmspec.plan.grpo import grpo_notes
+from rmspec.plan.grpo import grpo_notes, refuse_vllm_on_cpu
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.invariants import checked
@@ -151,6 +151,7 @@ def compile_plan(
     rung = choice.rung
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, n_list, list_how), *head_notes(spec, shape.hidden_size)]
+    refuse_vllm_on_cpu(spec, hw.is_gpu)
     warnings += grpo_notes(
         spec, shape, precision.compute, choice.micro_batch, hw.num_processes, choice.memory.total, hw.usable_gb
     )

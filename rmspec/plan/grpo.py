@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rmspec.errors import PlanError
+
 GIB = 2**30
 BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
@@ -48,3 +50,14 @@ def grpo_notes(
         "small batches; the time line above counts only the training forward/backward",
     ]
     return notes
+
+
+def refuse_vllm_on_cpu(spec: Any, is_gpu: bool) -> None:
+    """validate refuses use_vllm with hardware.device: cpu; a plan for device: auto that lands on CPUs
+    is refused here, before a run starts."""
+    approach = spec.approach
+    if getattr(approach, "method", None) == "grpo" and approach.grpo.use_vllm and not is_gpu:
+        raise PlanError(
+            "approach.grpo.use_vllm: vLLM generates on a GPU, but this plan trains on CPUs",
+            hint="write approach.grpo.use_vllm: false, or plan on a GPU host (hardware.device)",
+        )
