@@ -209,3 +209,18 @@ def test_training_spec_commands_refuse_a_composite_saying_what_to_run(cli, comma
     result = cli(*command, REPO / "specs" / "composite_math.yaml")
     assert result.code == 2 and "trains nothing" in result.err and "rmspec validate|plan|run" in result.err
     assert "unknown key" not in result.err  # not the training spec's errors about keys a composite has
+
+
+def test_the_composite_declaration_names_hooks_that_exist():
+    """What the registry tests skip for an approach that trains nothing: its own hooks import and its
+    document is what validate/plan/run find for the shipped spec (and not for a training spec)."""
+    from rmspec import approaches
+    from rmspec.cli.documents import own_document
+    from rmspec.spec.composite_spec import CompositeSpec
+
+    declared = approaches.get("composite")
+    for hook in ("planner", "plan_view", "runner", "evaluator", "exporter"):
+        assert callable(declared.hook(hook)), hook
+    assert (REPO / "templates" / declared.template).is_file() and declared.document is CompositeSpec
+    assert own_document(REPO / "specs" / "composite_math.yaml") is declared
+    assert own_document(REPO / "specs" / "quickstart.yaml") is None
