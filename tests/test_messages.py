@@ -122,7 +122,7 @@ def _data_reason(messages):
     from rmspec.data.records import Reject
 
     mapping = SimpleNamespace(preset="messages", binarize=None, pair_by=None, columns=SimpleNamespace(model_dump=dict))
-    mapper = RowMapper(mapping, SimpleNamespace(kind="generative"), ["messages"])
+    mapper = RowMapper(mapping, SimpleNamespace(kind="generative", row_kind="generative"), ["messages"])
     with pytest.raises(Reject) as caught:
         mapper({"messages": messages}, 0)
     return caught.value.reason
