@@ -134,6 +134,22 @@ PROCESS_USE = [
 ]
 
 
+JUDGE_USE = [
+    "A generative judge: a causal language model that writes a verdict (`config.rmspec.verdict_pattern`",
+    "reads it). It has no score head, so AutoModelForSequenceClassification does not apply.",
+    "",
+    "```python",
+    "from transformers import AutoModelForCausalLM, AutoTokenizer",
+    "model = AutoModelForCausalLM.from_pretrained(PATH)",
+    "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+    "```",
+    "",
+    "```bash",
+    "rmspec serve PATH    # POST /v1/chat/completions: the judge prompt rmspec trained it on, both orders",
+    "```",
+]
+
+
 def model_card(
     *,
     name: str,
@@ -164,8 +180,11 @@ def model_card(
         "## Use",
         "",
         *(
+            # the saved model's kind (rmspec.spec.scorer_kind): a token classifier, a causal LM, or a score head
             PROCESS_USE
-            if scorer == "process"  # the saved model's kind (rmspec.spec.scorer_kind): a token classifier
+            if scorer == "process"
+            else JUDGE_USE
+            if scorer == "judge"
             else [
                 "```python",
                 "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
