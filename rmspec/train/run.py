@@ -195,8 +195,15 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         # 40-step run): take the checkpoint's weights and state as they are, and finish.
         from transformers.trainer_callback import TrainerState
 
-        trainer._load_from_checkpoint(checkpoint)
-        trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+        final_state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+        if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
+            # Sharded weights load into the wrapped model, and FSDP2 wraps model and optimizer
+            # together (accelerate refuses the model alone, as evaluation would prepare it): the
+            # Trainer's own preparation does both, then loads the checkpoint as train() would.
+            trainer._prepare_for_training(final_state.max_steps, None, checkpoint)
+        else:
+            trainer._load_from_checkpoint(checkpoint)
+        trainer.state = final_state
         if main:
             print(f"rmspec: {checkpoint} is at max_steps {trainer.state.max_steps}; no step left to train", flush=True)
     else:
