@@ -109,10 +109,7 @@ def spec_needs(spec: Any, *, training: bool = True) -> list[Need]:
             needs.append(need("model.lora", "lora"))
         if spec.training.optimizer == "schedule_free_adamw":
             needs.append(need("training.optimizer: schedule_free_adamw", "optim"))
-        if spec.approach.kind == "process":
-            needs.append(need("approach.kind: process (step AUROC on validation)", "process"))
-        if getattr(spec.approach, "method", None) == "grpo":
-            needs.append(need("approach.method: grpo (TRL's GRPOTrainer)", "grpo"))
+        needs += [need(what, extra) for what, extra in spec.approach.extra_needs()]
         sources = [entry.source for entry in spec.data.mixture()]
         if spec.data.split.validation_source is not None:
             sources.append(spec.data.split.validation_source)

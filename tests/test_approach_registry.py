@@ -67,10 +67,6 @@ ALLOWED_LINES = {
         "rmspec/extras.py",
         '"process": ("sklearn",),',
     ): "the `process` extra of pyproject.toml (what it installs), not the approach",
-    (
-        "rmspec/extras.py",
-        'if spec.approach.kind == "process":',
-    ): "rmspec/extras.py (another helper's, this round) sits below rmspec.approaches; not converted yet",
 }
 
 

@@ -59,6 +59,11 @@ class ApproachSection(Section):
         trained by GRPO reads pairs)."""
         return self.rows
 
+    def extra_needs(self) -> list[tuple[str, str]]:
+        """(what asks, the extra) for the optional packages this approach's run imports
+        (rmspec.extras reads it before a run starts)."""
+        return []
+
 
 class BradleyTerry(ApproachSection):
     kind: Literal["bradley_terry"]
@@ -263,6 +268,9 @@ class Generative(HeadOptionsCheck, ApproachSection):
     def row_kind(self) -> str:
         return PAIRS if self.method == "grpo" else MESSAGES
 
+    def extra_needs(self) -> list[tuple[str, str]]:
+        return [("approach.method: grpo (TRL's GRPOTrainer)", "grpo")] if self.method == "grpo" else []
+
     @property
     def judge_pattern(self) -> str:
         """The pattern the reward reads: verdict_pattern, or with output: scores and no pattern
@@ -308,6 +316,9 @@ class Process(HeadOptionsCheck, ApproachSection):
     1-output sigmoid head would be equivalent (softmax over 2 logits = sigmoid of their
     difference) but would be unreadable by those tools.
     """
+
+    def extra_needs(self) -> list[tuple[str, str]]:
+        return [("approach.kind: process (step AUROC on validation)", "process")]
 
     no_head_options: ClassVar[str] = (
         "a process reward model scores every step with a token classifier, not one reward head"
