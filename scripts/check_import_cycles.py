@@ -3,8 +3,11 @@
 import-linter's `acyclic_siblings` contract (pyproject.toml) forbids circles between siblings at
 every depth, e.g. rmspec.plan <-> rmspec.launch or train.run <-> train.finish. It does not see a
 circle through a package and its own module (rmspec.spec, the __init__, importing rmspec.spec.x,
-which imports back from rmspec.spec). This script reads the same graph (grimp, import-linter's own
-library: every import statement, at the top of a module or inside a function) and reports every
+which imports back from rmspec.spec), and, like every contract there, it skips imports under
+`if TYPE_CHECKING:`. This script reads the same graph (grimp, import-linter's own library) with
+every import statement in it: at the top of a module, inside a function, and under
+`if TYPE_CHECKING:` (a type-only import still ties the two modules together: each must be read to
+understand the other, and one moved out of the guard is a circle at run time). It reports every
 strongly connected set of modules, with one circle in each spelled out.
 
 Usage: python scripts/check_import_cycles.py [PACKAGE]   (default rmspec; exit 1 on a circle)
@@ -19,7 +22,8 @@ import grimp
 
 
 def import_graph(package: str) -> dict[str, set[str]]:
-    graph = grimp.build_graph(package, exclude_type_checking_imports=True)
+    """Module -> the package's modules it imports anywhere in its text (functions and TYPE_CHECKING too)."""
+    graph = grimp.build_graph(package, exclude_type_checking_imports=False, cache_dir=None)
     modules = {m for m in graph.modules if m == package or m.startswith(package + ".")}
     return {m: graph.find_modules_directly_imported_by(m) & modules for m in modules}
 

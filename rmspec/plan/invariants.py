@@ -3,8 +3,8 @@
 A plan's numbers are counts (parameters, processes, steps, tokens), memory (bytes, GB) and time
 (seconds, hours): none of them can be below zero or undefined. A spec that gets past validation
 can still describe an impossible model (a `model.shape` whose embeddings outweigh its whole
-parameter count); the shape check names such a spec's fields, and this check is the net under it
-and under every future formula: a plan that breaks it is refused (exit 2) instead of being shown
+parameter count); the shape check (rmspec.plan.shapes.possible_shape) names such a spec's fields,
+and this check is the net under it and under every future formula: a plan that breaks it is refused (exit 2) instead of being shown
 or run. Light: no torch.
 """
 
@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rmspec.errors import PlanError
 from rmspec.plan.model import Plan
-
-if TYPE_CHECKING:
-    from rmspec.plan.shapes import ModelShape
 
 
 def bad_figures(document: Any, path: str = "") -> Iterator[tuple[str, float]]:
@@ -49,25 +46,3 @@ def checked(plan: Plan) -> Plan:
             "included) or the config.json it was read from; if the spec is right, this is a bug in rmspec",
         )
     return plan
-
-
-def possible_shape(shape: ModelShape) -> None:
-    """Refuse a model.shape whose embeddings (and LM head) alone exceed its num_parameters: every count, memory
-    and time figure planned from it would go negative (trained = num_parameters - head)."""
-    embedding = shape.embedding_parameters()
-    head = shape.lm_head_parameters() if shape.architecture == "decoder" else 0
-    given = shape.given_num_parameters
-    if given is None or embedding + head < given:
-        return
-    head_text = (
-        f" + {head:,} in the untied LM head (vocab_size x hidden_size again), {embedding + head:,} in all"
-        if head
-        else ""
-    )
-    raise PlanError(
-        f"model.shape is impossible: model.shape.vocab_size {shape.vocab_size:,} x model.shape.hidden_size "
-        f"{shape.hidden_size:,} puts {embedding:,} parameters in the embeddings{head_text}: "
-        f"not less than model.shape.num_parameters {given:,}",
-        hint="model.shape.num_parameters counts the whole model, embeddings included: check it, vocab_size and "
-        "hidden_size against the model's config.json (or point model.name_or_path at a folder holding it)",
-    )

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.plan.invariants import possible_shape
 
 # model_type -> facts a config.json leaves implicit (class defaults in transformers).
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -295,6 +294,28 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
         type_vocab_size=int(config.get("type_vocab_size", 0) or 0),
         relative_position_rows=relative,
         pooler=family.get("pooler", False),
+    )
+
+
+def possible_shape(shape: ModelShape) -> None:
+    """Refuse a model.shape whose embeddings (and LM head) alone exceed its num_parameters: every count, memory
+    and time figure planned from it would go negative (trained = num_parameters - head)."""
+    embedding = shape.embedding_parameters()
+    head = shape.lm_head_parameters() if shape.architecture == "decoder" else 0
+    given = shape.given_num_parameters
+    if given is None or embedding + head < given:
+        return
+    head_text = (
+        f" + {head:,} in the untied LM head (vocab_size x hidden_size again), {embedding + head:,} in all"
+        if head
+        else ""
+    )
+    raise PlanError(
+        f"model.shape is impossible: model.shape.vocab_size {shape.vocab_size:,} x model.shape.hidden_size "
+        f"{shape.hidden_size:,} puts {embedding:,} parameters in the embeddings{head_text}: "
+        f"not less than model.shape.num_parameters {given:,}",
+        hint="model.shape.num_parameters counts the whole model, embeddings included: check it, vocab_size and "
+        "hidden_size against the model's config.json (or point model.name_or_path at a folder holding it)",
     )
 
 
