@@ -19,6 +19,7 @@ import atexit
 import math
 import multiprocessing as mp
 import queue
+import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,17 +31,27 @@ from rmspec.composite.outcome import Outcome, failed, ok
 READY_TIMEOUT_S = 300.0  # a worker importing sympy on a contended machine
 
 
+DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\boxed\b")  # $...$, \(...\), \[...\], \boxed{...}
+
+
+def gold_text(reference: str) -> str:
+    """The reference as math-verify reads it: LaTeX. A MATH-style reference (verl's ground_truth) is
+    bare LaTeX, which math-verify's plain-expression reading cuts short (`3\\sqrt{2}` as 3, `\\{-2, 2\\}`
+    as 2), so it is wrapped in \\boxed{} as verl wraps it; one already delimited is read as written."""
+    return reference if DELIMITED.search(reference) else "\\boxed{" + reference.strip() + "}"
+
+
 def check_answer(gold: str, answer: str, limit_s: float) -> tuple[str, float | None, str | None]:
     """Gold first, as math-verify requires: ("ok", 1.0 | 0.0, None) or (reason, None, detail).
     Must run in a main thread (math-verify's signal.alarm)."""
-    from math_verify import parse, verify
+    from math_verify import LatexExtractionConfig, parse, verify
     from math_verify.errors import TimeoutException
 
     seconds = max(1, math.ceil(limit_s))
     try:
-        gold_parsed = parse(gold, parsing_timeout=seconds, raise_on_error=True)
-        if not gold_parsed and not gold.lstrip().startswith("$"):  # a bare LaTeX reference: \frac{1}{2}
-            gold_parsed = parse(f"${gold}$", parsing_timeout=seconds, raise_on_error=True)
+        gold_parsed = parse(gold_text(gold), [LatexExtractionConfig()], parsing_timeout=seconds, raise_on_error=True)
+        if not gold_parsed:  # not LaTeX at all (e.g. "five"): math-verify's own reading of the text
+            gold_parsed = parse(gold, parsing_timeout=seconds, raise_on_error=True)
         if not gold_parsed:
             return "parse_error", None, "no answer could be read from the reference"
         answer_parsed = parse(answer, parsing_timeout=seconds, raise_on_error=True)
