@@ -25,10 +25,12 @@ from rmspec.inference.engine import RewardEngine, preference_probability
 from rmspec.inference.ensemble import member_std
 from rmspec.inference.process import StepEngine
 from rmspec.inference.scorer import ScorerKind
+from rmspec.inference.scorers import composite as composite_rows
+from rmspec.inference.scorers import shapes
+from rmspec.inference.scorers.process import step_columns, step_item, step_reason, step_shape
 from rmspec.messages import Invalid
-from rmspec.score import composite_rows, output, reader, shapes
+from rmspec.score import output, reader
 from rmspec.score.reader import BadRow
-from rmspec.score.steps import step_columns, step_item, step_reason, step_shape
 
 
 def score_file(

@@ -14,8 +14,8 @@ from typing import Any
 from rmspec.errors import DataError
 from rmspec.inference.encoding import Prompt
 from rmspec.inference.process import StepEngine
+from rmspec.inference.scorers.shapes import Shape, reason
 from rmspec.messages import Invalid, Problem, conversation, text_list
-from rmspec.score.shapes import Shape, reason
 
 STEPS = "steps"
 PROMPT_COLUMNS = ("problem", "prompt", "question", "query")

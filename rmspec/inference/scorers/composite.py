@@ -11,8 +11,8 @@ from rmspec.composite.combine import RowReward
 from rmspec.composite.outcome import Item
 from rmspec.composite.rows import item_from_row
 from rmspec.composite.scorer import CompositeScorer
+from rmspec.inference.scorers.shapes import Shape
 from rmspec.score.reader import BadRow
-from rmspec.score.shapes import Shape
 
 COMPOSITE = "composite"
 

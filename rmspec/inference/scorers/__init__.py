@@ -1,0 +1,1 @@
+"""The scorer kinds (reward, pointwise, judge, process, composite): one module each, and their registry."""

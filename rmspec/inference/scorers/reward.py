@@ -1,0 +1,337 @@
+"""The reward kind's engine: a score-head model (one reward, or one output per pointwise
+attribute) or a generative judge, encoded and cut as its run trained.
+
+Moved here from rmspec.inference.engine (which re-exports it). torch/transformers are imported
+inside the functions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rmspec import approaches
+from rmspec.composite.scorer import CompositeScorer
+from rmspec.inference.encoding import Encoded, Prompt, encode_many, make_layout
+from rmspec.inference.loading import max_length_for
+from rmspec.inference.process import StepEngine
+from rmspec.inference.scorer import ScorerKind
+from rmspec.inference.scoring import head_outputs
+from rmspec.inference.target import Target
+
+
+@dataclass
+class RewardEngine:
+    model: Any
+    tokenizer: Any
+    layout: Any
+    max_length: int
+    kind: Literal[ScorerKind.REWARD, ScorerKind.POINTWISE, ScorerKind.JUDGE] = ScorerKind.REWARD
+    labels: list[str] = field(default_factory=lambda: ["reward"])
+    mean: float | None = None
+    std: float | None = None
+    target: Target | None = None
+    batch_size: int = 32
+    verdict_pattern: str | None = None  # judges only
+    max_new_tokens: int = 64
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(
+        cls,
+        model_or_run: str | Path,
+        *,
+        dtype: str = "float32",
+        device: str | None = None,
+        batch_size: int | None = None,
+    ) -> RewardEngine | StepEngine | CompositeScorer:
+        """`load_scorer`, by the name older callers use: a PRM folder gives a `StepEngine`."""
+        from rmspec.inference.engine import load_scorer
+
+        return load_scorer(model_or_run, dtype=dtype, device=device, batch_size=batch_size)
+
+    @classmethod
+    def from_parts(
+        cls,
+        model: Any,
+        tokenizer: Any,
+        spec: Any = None,
+        *,
+        target: Target | None = None,
+        batch_size: int | None = None,
+    ) -> RewardEngine:
+        """A loaded score-head model; `spec` (rmspec.spec.Spec of its run, or None) sets the layout,
+        chat template and max_length the model was trained with."""
+        chat_template = spec.data.mapping.chat_template if spec is not None else "auto"
+        architecture = spec.model.shape.architecture if spec is not None and spec.model.shape else None
+        limit = max_length_for(model, tokenizer)
+        max_length = min(spec.training.max_length, limit) if spec is not None else limit
+        config = model.config
+        labels = _head_labels(config)
+        kind: Literal[ScorerKind.REWARD, ScorerKind.POINTWISE] = (
+            ScorerKind.POINTWISE
+            if (spec is not None and approaches.of(spec).scorer == ScorerKind.POINTWISE) or len(labels) > 1
+            else ScorerKind.REWARD
+        )
+        return cls(
+            model,
+            tokenizer,
+            make_layout(tokenizer, chat_template, architecture),
+            max_length,
+            kind,
+            labels,
+            _finite(getattr(config, "reward_mean", None)),
+            _finite(getattr(config, "reward_std", None)),
+            target,
+            batch_size or (spec.eval.batch_size if spec is not None else 32),
+        )
+
+    @classmethod
+    def load_judge(
+        cls, model_dir: str | Path, spec: Any, *, target: Target | None = None, batch_size: int | None = None
+    ) -> RewardEngine:
+        """A generative judge (causal LM) with its run's layout and verdict pattern."""
+        from rmspec.inference.judge import load_judge
+
+        model, tokenizer = load_judge(model_dir)
+        architecture = spec.model.shape.architecture if spec.model.shape else None
+        layout = make_layout(tokenizer, spec.data.mapping.chat_template, architecture)
+        return cls(
+            model,
+            tokenizer,
+            layout,
+            min(spec.training.max_length, max_length_for(model, tokenizer)),
+            ScorerKind.JUDGE,
+            ["verdict"],
+            target=target,
+            batch_size=batch_size or 8,
+            verdict_pattern=spec.approach.verdict_pattern,
+            max_new_tokens=spec.approach.max_new_tokens,
+        )
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(self, items: Sequence[tuple[Prompt, str]]) -> list[Encoded]:
+        """(prompt, response) items as training lays them out and cuts them."""
+        return encode_many(self.tokenizer, list(items), self.max_length, self.layout)
+
+    def encode_text(self, text: str, *, add_special_tokens: bool = False, limit: int | None = None) -> Encoded:
+        """An already formatted text (OpenRLHF's `query`, vLLM's `input`), read where training reads
+        the same conversation (encode_served). `add_special_tokens` adds the tokenizer's own
+        special tokens where the text does not already hold them.
+
+        Too long: the start is cut, so the end of the response (where the reward is read) stays.
+        """
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if add_special_tokens:
+            ids = self.read_point.with_specials(ids, self.layout.single_head, self.layout.single_tail)
+        return self.encode_served(ids, limit)
+
+    @property
+    def read_point(self) -> Any:
+        """Where the reward is read in served texts (rmspec.inference.read_point), from this layout."""
+        if not hasattr(self, "_read_point"):
+            from rmspec.inference.read_point import ReadPoint
+
+            self._read_point = ReadPoint.of(self.layout, self.tokenizer)
+        return self._read_point
+
+    def encode_served(self, ids: Sequence[int], limit: int | None = None) -> Encoded:
+        """Token ids a client sent: a complete conversation ends (and starts) as training laid it
+        out (ReadPoint.canonical), then is cut as training cuts (encode_ids)."""
+        return self.encode_ids(self.read_point.canonical(ids), limit)
+
+    def encode_ids(self, ids: Sequence[int], limit: int | None = None) -> Encoded:
+        """Token ids as given (vLLM accepts them too), cut as training cuts: the leading special
+        tokens (BOS, CLS) stay, then the start of the rest goes. An encoder's text pair gets its
+        segment ids back from the separator, so a decoded-and-resent sequence scores as trained."""
+        ids = list(ids)
+        limit = min(limit or self.max_length, self.max_length)
+        truncated = len(ids) > limit
+        if truncated:
+            special = set(getattr(self.layout, "special_ids", ()) or ())
+            keep = 0
+            while keep < len(ids) and ids[keep] in special and keep < limit - 1:
+                keep += 1
+            ids = ids[:keep] + ids[len(ids) - (limit - keep) :]
+        return Encoded(ids, self._pair_type_ids(ids), truncated)
+
+    def _pair_type_ids(self, ids: list[int]) -> list[int] | None:
+        """Segment ids of `[CLS] prompt [SEP] response [SEP]` (pair layout only): first segment up
+        to and including the first separator after the head, second segment after it."""
+        layout = self.layout
+        if getattr(layout, "kind", None) != "pair" or getattr(layout, "pair_types", None) is None:
+            return None
+        first, second = layout.pair_types[1], layout.pair_types[3]
+        mid, start = list(layout.pair_mid), len(layout.pair_head)
+        for j in range(start, len(ids) - len(mid) + 1) if mid else ():
+            if ids[j : j + len(mid)] == mid:
+                cut = j + len(mid)
+                return [first] * cut + [second] * (len(ids) - cut)
+        return [first] * len(ids)
+
+    # ------------------------------------------------------------------ scoring
+
+    def outputs(self, encoded: Sequence[Encoded], batch_size: int | None = None) -> list[list[float]]:
+        """Every head output per encoded sequence, in input order (length-sorted batches inside)."""
+        if self.kind == ScorerKind.JUDGE:
+            raise TypeError("a generative judge has no score head: use rmspec.inference.judge")
+        if not encoded:
+            return []
+        return head_outputs(
+            self.model,
+            [e.ids for e in encoded],
+            self.tokenizer.pad_token_id,
+            batch_size or self.batch_size,
+            type_ids=[e.type_ids for e in encoded],
+        )
+
+    def rewards(self, items: Sequence[tuple[Prompt, str]], batch_size: int | None = None) -> list[float]:
+        """Raw reward (head output 0) per (prompt, response)."""
+        return [values[0] for values in self.outputs(self.encode(items), batch_size)]
+
+    def score_pairs(
+        self, prompts: Sequence[Prompt], chosen: Sequence[str], rejected: Sequence[str], batch_size: int | None = None
+    ) -> tuple[list[float], list[float]]:
+        """(chosen rewards, rejected rewards); each prompt computed once where the model allows
+        (score_groups), else all sequences in one pool so batches pack well."""
+        n = len(prompts)
+        if not (len(chosen) == len(rejected) == n):
+            raise ValueError("prompts, chosen and rejected differ in length")
+        scores = self.score_groups([(p, [c, r]) for p, c, r in zip(prompts, chosen, rejected)], batch_size)
+        return [s[0] for s in scores], [s[1] for s in scores]
+
+    @property
+    def prompt_once(self) -> bool:
+        """Responses to one prompt share one row (a causal decoder whose attention takes a mask)."""
+        from rmspec.inference.shared_prefix import can_share_prompt
+
+        if self.kind != ScorerKind.REWARD or getattr(self.layout, "kind", None) == "pair":
+            return False
+        if not hasattr(self, "_prompt_once"):
+            self._prompt_once = can_share_prompt(self.model)
+        return self._prompt_once
+
+    def score_groups(
+        self, groups: Sequence[tuple[Prompt, Sequence[str]]], batch_size: int | None = None
+    ) -> list[list[float]]:
+        """Raw rewards of several responses per prompt (pairs, best-of-N), in input order. Each
+        response is encoded and cut as when scored alone; the prompt is computed once per group
+        where prompt_once holds (same scores, rmspec.inference.shared_prefix)."""
+        encoded = self.encode([(p, r) for p, responses in groups for r in responses])
+        return [
+            [values[0] for values in group]
+            for group in self.grouped_outputs(_split(encoded, [len(r) for _, r in groups]), batch_size)
+        ]
+
+    def grouped_outputs(
+        self, groups: Sequence[Sequence[Encoded]], batch_size: int | None = None
+    ) -> list[list[list[float]]]:
+        """Every head output of already encoded groups (responses to one prompt), in input order:
+        one row per group where prompt_once holds, else the ordinary length-sorted batches."""
+        if not self.prompt_once:
+            return _split(self.outputs([e for group in groups for e in group], batch_size), [len(g) for g in groups])
+        from rmspec.inference.shared_prefix import grouped_head_outputs
+
+        return grouped_head_outputs(
+            self.model,
+            [[e.ids for e in group] for group in groups],
+            self.tokenizer.pad_token_id,
+            batch_size or self.batch_size,
+        )
+
+    # ------------------------------------------------------------------ judges
+
+    def generate(
+        self,
+        conversations: Sequence[Sequence[dict[str, str]]],
+        max_new_tokens: int | None = None,
+        batch_size: int | None = None,
+    ) -> list[str]:
+        """A judge's greedy replies to whole conversations, laid out by its run's layout."""
+        from rmspec.inference.judge import generate
+
+        if self.kind != ScorerKind.JUDGE:
+            raise TypeError("only a generative judge generates text")
+        return generate(
+            self.model,
+            self.tokenizer,
+            self.judge_prompt_ids(conversations),
+            max_new_tokens or self.max_new_tokens,
+            batch_size or self.batch_size,
+        )
+
+    def judge_prompt_ids(self, conversations: Sequence[Sequence[dict[str, str]]]) -> list[list[int]]:
+        """Token ids of each conversation followed by the assistant's turn, left-cut to max_length."""
+        layout = self.layout
+        texts = layout.prompt_texts([[dict(m) for m in c] for c in conversations])
+        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        head = [] if layout.kind == "template" else list(layout.single_head)
+        return [self.encode_ids(head + list(ids)).ids for ids in encoded]
+
+    def verdicts(
+        self,
+        prompts: Sequence[Prompt],
+        responses_a: Sequence[str],
+        responses_b: Sequence[str],
+        batch_size: int | None = None,
+    ) -> list[tuple[str | None, str]]:
+        """(verdict, generated text) per pair, with the judge prompt its training data used."""
+        from rmspec.inference.judge import judge_message, parse_verdict
+
+        messages = [
+            [{"role": "user", "content": judge_message(p, a, b)}] for p, a, b in zip(prompts, responses_a, responses_b)
+        ]
+        texts = self.generate(messages, batch_size=batch_size)
+        return [(parse_verdict(t, self.verdict_pattern or r"\[\[([AB])\]\]"), t) for t in texts]
+
+    # ------------------------------------------------------------------ normalization
+
+    @property
+    def can_normalize(self) -> bool:
+        return self.mean is not None and self.std is not None and self.std > 0
+
+    def normalize(self, reward: float) -> float | None:
+        """(reward - reward_mean) / reward_std, as the model card says; None without the stats."""
+        if self.mean is None or self.std is None or not self.std > 0:  # can_normalize, spelled for the type checker
+            return None
+        return (reward - self.mean) / self.std
+
+
+def preference_probability(chosen: float, rejected: float) -> float:
+    """P(chosen > rejected) under Bradley-Terry: sigmoid of the reward margin."""
+    margin = chosen - rejected
+    if margin >= 0:
+        return 1.0 / (1.0 + math.exp(-margin))
+    z = math.exp(margin)
+    return z / (1.0 + z)
+
+
+def _split(flat: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
+    out, cursor = [], 0
+    for size in sizes:
+        out.append(list(flat[cursor : cursor + size]))
+        cursor += size
+    return out
+
+
+def _head_labels(config: Any) -> list[str]:
+    id2label = getattr(config, "id2label", None) or {}
+    n = getattr(config, "num_labels", 1) or 1
+    names = [str(id2label.get(i, id2label.get(str(i), ""))) for i in range(n)]
+    # transformers' defaults are LABEL_0, LABEL_1...: a one-output head is a reward.
+    if n == 1 and (not names[0] or names[0].startswith("LABEL_")):
+        return ["reward"]
+    return [name or f"output_{i}" for i, name in enumerate(names)]
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
