@@ -27,14 +27,16 @@ def compare(targets: tuple[str, ...], as_json: bool) -> None:
 
 
 def _print(found: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from rmspec.render.console import make_console
 
     runs = found["runs"]
     table = Table(title=f"{len(runs)} runs", show_lines=False)
     table.add_column("", no_wrap=True)
     for run in runs:
-        table.add_column(_short(run["run"]), justify="right")
+        # fold, never "...": the column that differs is the one a reader came to see
+        table.add_column(_short(run["run"]), justify="right", overflow="fold")
     if found["differences"]:
         table.add_row("[bold]spec differences[/bold]", *[""] * len(runs))
     for key in found["differences"]:
@@ -46,7 +48,7 @@ def _print(found: dict[str, Any]) -> None:
     table.add_row("tokens", *[_fmt(run["tokens"]) for run in runs])
     table.add_row("steps", *[_fmt(run["steps"]) for run in runs])
     table.add_row("state", *[_fmt(run["state"]) for run in runs])
-    console = Console()
+    console = make_console()
     console.print(table)
     for group in found["seed_groups"]:
         seeds = Table(title=f"differ only by seed: {', '.join(_short(r) for r in group['runs'])}")

@@ -7,13 +7,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from rmspec.render.console import make_console
+
 
 def _num(x: Any) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
 def print_import(counts: dict[str, Any], out: str, rejects: str, console: Console | None = None) -> None:
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     t = Table(title=f"annotate import ({counts['policy']}, ties {counts['ties']})", show_header=False)
     t.add_column(style="bold")
     t.add_column()
@@ -37,7 +39,7 @@ def print_import(counts: dict[str, Any], out: str, rejects: str, console: Consol
 
 
 def print_agreement(report: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or make_console()
     console.print(
         f"[bold]{report['tasks_labelled']}[/] of {report['tasks']} tasks labelled, "
         f"{report['tasks_multiply_labelled']} by 2+ annotators; {report['annotations']} annotations by "

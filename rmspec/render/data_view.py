@@ -10,6 +10,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from rmspec.render.console import make_console
+
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
@@ -26,7 +28,8 @@ def heuristic_verdict(acc: float | None) -> tuple[str, str]:
     return "near a coin flip: length alone does not predict the label", "green"
 
 
-def report_view(report: dict[str, Any]) -> Group:
+def report_view(report: dict[str, Any], rejects_path: str | None = None) -> Group:
+    """The data report; ``rejects_path``: where this command wrote the rejected rows (None: not written)."""
     parts: list[Any] = []
     reconciled = report.get("reconciled")
     head = Table.grid(padding=(0, 2))
@@ -134,7 +137,12 @@ def report_view(report: dict[str, Any]) -> Group:
             for reason, n in reasons.items():
                 stages[(name, stage, reason)] = n
     if stages:
-        t = Table(title="rejected rows (written to the rejects file)")
+        where = (
+            f"each written with its reason to {rejects_path}"
+            if rejects_path
+            else "not written: add --rejects FILE to write each with its reason"
+        )
+        t = Table(title=f"rejected rows ({where})", title_justify="left")
         for col in ("source", "stage", "reason", "rows"):
             t.add_column(col, justify="right" if col == "rows" else "left")
         for (name, stage, reason), n in stages.items():
@@ -195,12 +203,12 @@ def preview_view(records: list[dict[str, Any]]) -> Group:
     return Group(*parts)
 
 
-def print_report(report: dict[str, Any], console: Console | None = None) -> None:
-    (console or Console()).print(report_view(report))
+def print_report(report: dict[str, Any], console: Console | None = None, rejects_path: str | None = None) -> None:
+    (console or make_console()).print(report_view(report, rejects_path))
 
 
 def print_preview(records: list[dict[str, Any]], rejected: dict[str, int], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or make_console()
     console.print(preview_view(records))
     if rejected:
         console.print(

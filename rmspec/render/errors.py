@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
 from rmspec.errors import RmspecError, SpecError, SpecIssue
+from rmspec.render.console import make_console
 
 # A generated file gone wrong can hold thousands of problems; the first ones say what is wrong.
 MAX_SHOWN = 50
@@ -17,10 +16,8 @@ SNIPPET_WIDTH = 160  # characters of a source line shown around the column
 
 
 def stderr_console() -> Console:
-    # Tests and CI read plain text; a terminal gets colour.
-    return Console(
-        stderr=True, highlight=False, soft_wrap=True, no_color=not sys.stderr.isatty() or "NO_COLOR" in os.environ
-    )
+    # Tests and CI read plain text; a terminal gets colour; never wrapped at 80 columns in a pipe.
+    return make_console(stderr=True)
 
 
 def _snippet(issue: SpecIssue, cache: dict[str, list[str] | None]) -> Text | None:

@@ -15,6 +15,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from rmspec.render.console import make_console
+
 
 @dataclass
 class RunProgress:
@@ -26,6 +28,8 @@ class RunProgress:
     started: float | None = None  # wall time of the first row of this session
     start_step: int = 0
     last_time: float | None = None
+    at: dict[str, int] = field(default_factory=dict)  # the step each metric was last written at
+    final_of: int | None = None  # the final evaluation's row: the step whose weights it scored
 
     def update(self, row: dict) -> None:
         now = row.get("time", time.time())
@@ -38,8 +42,10 @@ class RunProgress:
             self.step = max(self.step, int(row["step"]))
         self.last_time = now
         for key, value in row.items():
-            if isinstance(value, (int, float)) and key not in ("step", "max_steps", "time"):
+            if isinstance(value, (int, float)) and key not in ("step", "max_steps", "time", "model_step"):
                 self.metrics[key] = value
+                self.at[key] = self.step
+        self.final_of = row.get("model_step", self.final_of)
 
     def seconds_per_step(self) -> float | None:
         done = self.step - self.start_step
@@ -60,26 +66,46 @@ class RunProgress:
                     return value
         return None
 
+    def step_of(self, *names: str) -> int | None:
+        """The step at which the first of ``names`` that has a value was written."""
+        for name in names:
+            for key in self.metrics:
+                if key.endswith(name):
+                    return self.at.get(key)
+        return None
+
+    def current(self, *names: str) -> float | None:
+        """The first of ``names`` written at this step: a plain line shows no value from an earlier step."""
+        for name in names:
+            for key, value in self.metrics.items():
+                if key.endswith(name) and self.at.get(key) == self.step:
+                    return value
+        return None
+
     def line(self) -> str:
-        """One plain line (logs, CI, no terminal)."""
-        parts = [f"step {self.step}/{self.max_steps or '?'}"]
+        """One plain line per step (logs, CI, no terminal): the values written at this step only, so an
+        evaluation every step next to a loss logged every few steps shows no stale loss."""
+        if self.final_of is not None and self.current("eval/rm/accuracy", "eval/rm/loss", "eval/sft/loss") is not None:
+            parts = [f"final evaluation (the model of step {self.final_of})"]
+        else:
+            parts = [f"step {self.step}/{self.max_steps or '?'}"]
         for label, names in (
             ("loss", ("train/rm/loss", "train/sft/loss")),
             ("acc", ("train/rm/accuracy",)),
             ("lr", ("train/rm/lr", "train/sft/lr")),
             ("eval acc", ("eval/rm/accuracy",)),
         ):
-            value = self.first(*names)
+            value = self.current(*names)
             if value is not None:
                 parts.append(f"{label} {value:.4g}")
         for label, name in (("episode", "episode"), ("tokens", "num_tokens")):
-            if self.metrics.get(name) is not None:
+            if self.current(name) is not None:
                 parts.append(f"{label} {int(self.metrics[name]):,}")
-        sps = self.metrics.get("samples_per_second")
+        sps = self.current("samples_per_second")
         if sps:
             parts.append(f"{sps:.1f} samples/s")
         eta = self.eta_seconds()
-        if eta is not None:
+        if eta is not None and self.final_of is None and (self.max_steps or 0) > self.step:
             parts.append(f"ETA {format_seconds(eta)}")
         return "  ".join(parts)
 
@@ -145,7 +171,11 @@ def render(progress: RunProgress, title: str) -> Group:
         ("peak memory", ("peak_memory_gb",), "{:.2f} GiB"),
     ):
         value = progress.first(*names)
-        cells.append((label, "-" if value is None else fmt.format(value)))
+        shown = "-" if value is None else fmt.format(value)
+        step = progress.step_of(*names)
+        if value is not None and label.startswith("eval") and step is not None and step != progress.step:
+            shown += f" (step {step})"  # an evaluation is rarer than a step: say which step it is from
+        cells.append((label, shown))
     eta = progress.eta_seconds()
     cells.append(("ETA", "-" if eta is None else format_seconds(eta)))
     for i in range(0, len(cells), 2):
@@ -162,11 +192,12 @@ class LiveView:
     """A rich Live display on a terminal; one plain line per logging step otherwise."""
 
     def __init__(self, metrics_path: Path, title: str, console: Console | None = None):
-        self.console = console or Console(stderr=True)
+        self.console = console or make_console(stderr=True)
         self.follower = MetricsFollower(metrics_path)
         self.progress = RunProgress()
         self.title = title
         self.live: Live | None = None
+        self.pending: int | None = None  # the step whose plain line waits for the step's other rows
 
     def __enter__(self) -> LiveView:
         if self.console.is_terminal:
@@ -175,18 +206,32 @@ class LiveView:
         return self
 
     def poll(self) -> None:
-        rows = self.follower.new_rows()
-        for row in rows:
+        for row in self.follower.new_rows():
+            if row.get("event") == "stage":  # the child's work after training (rmspec.train.finish)
+                self._flush()
+                self.note(str(row.get("message", "")))
+                continue
+            if self.live is None and "step" in row and row.get("event") is None:
+                # one line per step: a step's train and eval rows arrive apart, the line waits for both
+                if self.pending is not None and (row["step"] != self.pending or "model_step" in row):
+                    self._flush()
+                self.pending = row["step"]
             self.progress.update(row)
-            if self.live is None and ("step" in row) and row.get("event") is None:
-                self.console.print(self.progress.line(), highlight=False)
+            if "train/runtime" in row:  # the end of training: its last step is complete
+                self._flush()
         if self.live is not None:
             self.live.update(render(self.progress, self.title))
+
+    def _flush(self) -> None:
+        if self.pending is not None and self.live is None:
+            self.console.print(self.progress.line(), highlight=False)
+        self.pending = None
 
     def note(self, message: str) -> None:
         self.console.print(message, highlight=False)
 
     def __exit__(self, *exc) -> None:
         self.poll()
+        self._flush()
         if self.live is not None:
             self.live.__exit__(*exc)

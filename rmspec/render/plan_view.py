@@ -6,9 +6,7 @@ so a saved plan renders the same as a fresh one.
 
 from __future__ import annotations
 
-import os
 import shlex
-import sys
 
 from rich.console import Console
 from rich.table import Table
@@ -16,6 +14,7 @@ from rich.text import Text
 
 from rmspec.plan import Plan
 from rmspec.plan.liger import default_reason
+from rmspec.render.console import make_console
 
 COMPONENTS = [
     ("weights", "weights"),
@@ -30,7 +29,7 @@ COMPONENTS = [
 
 
 def stdout_console() -> Console:
-    return Console(highlight=False, soft_wrap=True, no_color=not sys.stdout.isatty() or "NO_COLOR" in os.environ)
+    return make_console()  # the terminal's width, or a wide page in a pipe: paths never wrapped
 
 
 def _count(n: int | float) -> str:

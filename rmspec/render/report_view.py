@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,9 +10,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from rmspec.render.console import make_console
+
 
 def stdout_console() -> Console:
-    return Console(highlight=False, soft_wrap=True, no_color=not sys.stdout.isatty() or "NO_COLOR" in os.environ)
+    return make_console()  # the terminal's width, or a wide page in a pipe: paths never wrapped
 
 
 def pct(value: Any) -> str:

@@ -53,11 +53,12 @@ def budget(loaded: LoadedSpec, sets: tuple[str, ...], plan: Plan) -> dict[str, A
 
 
 def render_budget(loaded: LoadedSpec, sets: tuple[str, ...], plan: Plan) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from rmspec.render.console import make_console
+
     found = budget(loaded, sets, plan)
-    console = Console()
+    console = make_console()
     per_run = found["per_run_seconds"]
     console.print(
         f"\n[bold]sweep budget[/bold]: {found['trials']} trials x {found['seeds']} seed(s) = {found['runs']} runs "

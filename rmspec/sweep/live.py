@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from rmspec.render.console import make_console
 from rmspec.spec.sweep import SweepSpec
 
 
@@ -22,7 +22,7 @@ class SweepView:
         self.metric = sweep.objective.metric
         self.rows: dict[int, list[Any]] = {}
         self.best: float | None = None
-        self.console = Console()
+        self.console = make_console()
         self.live: Live | None = None
 
     def __enter__(self) -> SweepView:
