@@ -19,6 +19,7 @@ from rmspec.evaluate.benchmark_runs import evaluate_benchmarks, say
 from rmspec.evaluate.diagnostics import pairs_from_rows, reward_normalization, save_reward_stats
 from rmspec.evaluate.results import METRICS
 from rmspec.evaluate.validation import prepare_validation, validation_rows
+from rmspec.inference import progress as scoring_progress
 from rmspec.rundir import RunDir
 from rmspec.spec.benchmarks import REWARD
 
@@ -69,7 +70,8 @@ def _score_model(
             validation = prepare_validation(loaded_spec, tokenizer, results["notes"], rd.root / "cache")
         if validation is not None and len(validation):
             say(progress, "scoring the validation split")
-            validate(engine, validation)
+            with scoring_progress.reporting(progress, "scoring the validation split"):
+                validate(engine, validation)
     evaluate_benchmarks(engine, requests, rd.eval_dir, results, base_dir=loaded_spec.base_dir, progress=progress)
     _reward_stats(rd, results)
 

@@ -15,6 +15,7 @@ from typing import Any
 from rmspec.evaluate import registry
 from rmspec.evaluate import results as res
 from rmspec.evaluate.benchmarks import load_benchmark
+from rmspec.inference import progress as scoring_progress
 from rmspec.inference.scorer import ScorerKind
 from rmspec.spec.benchmarks import CATALOGUE, PROCESS, REWARD, kinds_scored_by
 
@@ -74,7 +75,10 @@ def evaluate_benchmarks(
             base_dir=base_dir,
         )
         say(progress, f"scoring {request.kind}: {len(data.examples)} examples from {data.source}")
-        rows = registry.get(request.kind).scored_rows(engine, data)
+        # a reward model scores each example's responses; a process model its steps (count not known here)
+        total = sum(len(ex.responses) for ex in data.examples) if scorer == REWARD else None
+        with scoring_progress.reporting(progress, f"scoring {request.kind}", total):
+            rows = registry.get(request.kind).scored_rows(engine, data)
         name = res.unique_name(request.kind, request.path, taken)
         path = out_dir / f"{name}.jsonl"
         res.write_jsonl(path, rows)

@@ -28,6 +28,7 @@ def head_outputs(
     """
     import torch
 
+    from rmspec.inference import progress
     from rmspec.inference.padding import pad_right
 
     if batch_size < 1:
@@ -47,6 +48,7 @@ def head_outputs(
             logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **extra).logits
             for i, values in zip(batch, logits.float().cpu().tolist()):
                 outputs[i] = [float(v) for v in values]
+            progress.advance(len(batch))  # lines only where a caller asked (rmspec.inference.progress)
     return outputs
 
 

@@ -34,6 +34,7 @@ def grouped_head_outputs(
     about ``batch_size`` sequences per forward pass, groups sorted by length."""
     import torch
 
+    from rmspec.inference import progress
     from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split_shared_prefix, to_device
 
     if batch_size < 1:
@@ -58,4 +59,5 @@ def grouped_head_outputs(
                 n = len(built[i].responses)
                 out[i] = [[float(v) for v in row] for row in values[cursor : cursor + n]]
                 cursor += n
+            progress.advance(sequences)  # lines only where a caller asked (rmspec.inference.progress)
     return out

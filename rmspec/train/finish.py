@@ -3,8 +3,10 @@ the evaluation hook, the hub upload, and the status."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -54,6 +56,9 @@ def finish(
     run: RunDir, plan: Plan, loaded: Any, trainer: Any, tokenizer: Any, prepared: Any, validation: Any, main: bool
 ) -> int:
     spec = loaded.spec
+    note = stage_notes(run) if main else (lambda message: None)
+    if validation is not None:
+        note(f"final evaluation: the validation split, {len(validation):,} rows")
     metrics, stats = final_metrics(trainer, validation, spec, tokenizer, main)
     report = prepared.report.to_json()
     extra = {
@@ -79,6 +84,7 @@ def finish(
         results={k: v for k, v in metrics.items() if isinstance(v, (int, float))},
     )
     finalize = declared.hook("finalize")(spec) if declared.finalize else None
+    note(f"saving the model to {run.model}")
     save_final_model(
         trainer, tokenizer, run.model, config_extra=extra, card=card, reward_stats=stats, finalize=finalize
     )
@@ -101,7 +107,7 @@ def finish(
         **batch_facts(trainer),
     }
     write_status(run, "evaluating", **result)
-    evaluation = run_evaluation_hook(run, loaded, tokenizer, validation)
+    evaluation = run_evaluation_hook(run, loaded, tokenizer, validation, progress=note)
     push_error = None
     if spec.output.push_to_hub:
         try:
@@ -152,13 +158,27 @@ def batch_facts(trainer: Any) -> dict[str, int]:
     }
 
 
-def run_evaluation_hook(run: RunDir, loaded: Any, tokenizer: Any, validation: Any) -> str:
+def stage_notes(run: RunDir) -> Callable[[str], None]:
+    """What the run does after its last step (final evaluation, saving, benchmarks, the report), as
+    `{"event": "stage", "message": ...}` rows in metrics.jsonl: the parent's live view prints them,
+    so the minutes after training are not silent (rmspec.render.live_view)."""
+
+    def note(message: str) -> None:
+        with run.metrics.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"event": "stage", "message": message, "time": time.time()}) + "\n")
+
+    return note
+
+
+def run_evaluation_hook(
+    run: RunDir, loaded: Any, tokenizer: Any, validation: Any, progress: Callable[[str], None] | None = None
+) -> str:
     """The run-level evaluation (validation diagnostics, benchmarks, results.json, report):
     ``rmspec.evaluate.run_level.evaluate_run``; it loads the model from RUN/model, so the saved
     artifact is what gets scored. Returns what status.json records under `evaluation`."""
     from rmspec.evaluate.run_level import evaluate_run
 
-    kwargs: dict[str, Any] = {"tokenizer": tokenizer}
+    kwargs: dict[str, Any] = {"tokenizer": tokenizer, "progress": progress}
     if validation is not None:  # the split training held out, tokenized: scored again with the saved model
         kwargs["validation"] = validation
     evaluate_run(run.root, loaded, **kwargs)
