@@ -69,7 +69,8 @@ def _lines(info: dict) -> list[tuple[str, str]]:
     if info["state"] == "completed" and info.get("model_dir"):
         rows.append(("model", str(info["model_dir"])))
     if info["state"] in ("stopped", "interrupted", "failed"):
-        rows.append(
-            ("next", f"rmspec run --resume {info['run_dir']}" + (" --submit" if info.get("slurm_job_id") else ""))
-        )
+        from rmspec.launch.next_step import next_step
+
+        # a run failed by its spec or data is fixed and started afresh: --resume would fail the same way
+        rows.append(("next", next_step(Path(info["run_dir"]), info, submit=bool(info.get("slurm_job_id")))))
     return rows

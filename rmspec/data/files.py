@@ -9,6 +9,9 @@ so that only the bad lines leave, as rejects.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +84,8 @@ def files_source(source: Any, base_dir: Path, where: str) -> Any:
                 "remove the null entries, or write the rows as JSON Lines (one object per line)",
             )
     try:
-        ds = datasets.load_dataset(builder, data_files=paths, split="train", **kwargs)
+        with _builder_quiet():
+            ds = datasets.load_dataset(builder, data_files=paths, split="train", **kwargs)
     except Exception as exc:  # the builders raise many types; all mean "this file is not that format"
         if by_hand_ok:
             return json_lines_by_hand(paths, encoding, where)  # a broken line: read line by line, reject only that line
@@ -99,6 +103,20 @@ def files_source(source: Any, base_dir: Path, where: str) -> Any:
     if by_hand_ok and arrow_typed_arguments(ds.features):
         return json_lines_by_hand(paths, encoding, where)
     return ds
+
+
+@contextmanager
+def _builder_quiet() -> Iterator[None]:
+    """The JSON builder logs its own parse error (0-based row, pyarrow's wording) before raising; the
+    exception is handled here (a line-by-line read, or a located DataError), so its log line would only
+    contradict rmspec's message on the console."""
+    logger = logging.getLogger("datasets.packaged_modules.json.json")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def check_files(paths: list[str], fmt: str, where: str) -> None:

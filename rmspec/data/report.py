@@ -178,3 +178,29 @@ def length_heuristic(chosen: Any, rejected: Any) -> float | None:
         return None
     score = float((c > r).sum()) + 0.5 * float((c == r).sum())
     return round(score / c.size, 4)
+
+
+def rejects_line(report: dict[str, Any], rejects_path: Any) -> str:
+    """One console line: rows read, kept and dropped by reason, and where the rejects file is."""
+    read, kept, dropped = report.get("rows_read", 0), report.get("rows_kept", 0), report.get("rows_rejected", 0)
+    line = f"data: {read:,} rows read, {kept:,} kept"
+    if not dropped:
+        return line + ", none dropped"
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in (report.get("rejected") or {}).items())
+    share = f" ({dropped / read:.1%} of those read)" if read else ""
+    return line + f", {dropped:,} dropped{share}: {reasons}; each with its reason in {rejects_path}"
+
+
+def over_limit(report: dict[str, Any], limit: int | float | None) -> str | None:
+    """What `data.max_rejected` says when the rejects exceed it (a count, or a fraction of the rows
+    read, as the field's description says), else None."""
+    if limit is None:
+        return None
+    read, dropped = report.get("rows_read", 0), report.get("rows_rejected", 0)
+    if isinstance(limit, float):
+        if dropped <= limit * read:
+            return None
+        return f"{dropped:,} of {read:,} rows rejected ({dropped / read:.1%}), more than data.max_rejected {limit:g}"
+    if dropped <= limit:
+        return None
+    return f"{dropped:,} rows rejected, more than data.max_rejected {limit:,}"

@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from rmspec.errors import RmspecError
+from rmspec.launch.next_step import input_failed, next_step
 from rmspec.plan import Plan, read_plan
 from rmspec.rundir import LOCK_FILES, RunDir, atomic_write_json, atomic_write_text, read_status
 from rmspec.rundir.lock import Lock, RunLocked, claim_lock
@@ -79,11 +80,15 @@ def claim(run_dir: RunDir, *, overwrite: bool = False, resume: bool = False) -> 
         if resume:
             return lock
         if _contents(root) and not overwrite:
-            state = read_status(run_dir).get("state", "unknown")
+            status = read_status(run_dir)
+            state = status.get("state", "unknown")
+            if input_failed(status):  # resuming would repeat the failure (rmspec.launch.next_step)
+                first = f"{next_step(root, status)}, "
+            else:
+                first = f"resume it with `rmspec run --resume {root}`, start afresh with --overwrite, "
             raise RmspecError(
                 f"{root} already holds a run (state: {state})",
-                hint=f"resume it with `rmspec run --resume {root}`, start afresh with --overwrite, "
-                "or give this run another name (--set name=...) or output.dir",
+                hint=first + "or give this run another name (--set name=...) or output.dir",
             )
         for path in _contents(root):  # the lock files stay: a new file would be a new, unheld lock
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()

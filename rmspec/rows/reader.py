@@ -88,13 +88,19 @@ def decoded_lines(
                 )
 
 
+def _short_msg(exc: json.JSONDecodeError) -> str:
+    """The parser's message without the position: Python's own ends some in " at" ("Invalid control
+    character at"), which reads "at at column 34" once a caller adds where."""
+    return exc.msg.removesuffix(" at")
+
+
 def parse_line(text: str, file: str = "", line: int | None = None) -> dict[str, Any]:
     """One JSON object; RowError invalid_json (bad JSON or nesting too deep), not_object, or
     lone_surrogate (valid JSON, but an escaped lone surrogate is not Unicode text)."""
     try:
         row = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RowError(INVALID_JSON, str(exc), file, line, exc.colno, msg=exc.msg) from None
+        raise RowError(INVALID_JSON, str(exc), file, line, exc.colno, msg=_short_msg(exc)) from None
     except RecursionError as exc:  # thousands of nested brackets
         raise RowError(INVALID_JSON, str(exc), file, line) from None
     if not isinstance(row, dict):
@@ -216,7 +222,9 @@ def _json_document(path: str, encoding: str, skip: int) -> RowFile:
     try:
         data = unwrap(json.loads(text))
     except json.JSONDecodeError as exc:
-        raise RowError(INVALID_JSON, f"not valid JSON ({exc.msg})", path, exc.lineno, exc.colno, msg=exc.msg) from None
+        raise RowError(
+            INVALID_JSON, f"not valid JSON ({_short_msg(exc)})", path, exc.lineno, exc.colno, msg=_short_msg(exc)
+        ) from None
     except RecursionError as exc:
         raise RowError(INVALID_JSON, f"not valid JSON ({exc})", path) from None
     if not isinstance(data, list):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from rmspec.spec.base import Section
 from rmspec.spec.data_filters import (
@@ -151,11 +151,28 @@ class DataSpec(Section):
         default_factory=list, description="Extra training pairs; never crosses the train/validation boundary."
     )
     split: SplitSpec = Field(default_factory=SplitSpec, description="Train/validation split.")
+    max_rejected: NonNegativeInt | float | None = Field(
+        None,
+        description="The most rows the data may lose before training: a count (e.g. 100) or a fraction of "
+        "the rows read (e.g. 0.05, from 0 to 1). More rejects than that fail `rmspec run` before training, "
+        "with the count per reason and the rejects file. Default: no limit (every reject is still counted, "
+        "printed and written to rejects.jsonl).",
+    )
     num_proc: PositiveInt | None = Field(
         None,
         description="Processes for mapping, filtering and tokenizing (datasets' num_proc). Default: one below "
         "100,000 rows, else up to 8 (the CPU count). The prepared rows are the same for any value.",
     )
+
+    @field_validator("max_rejected")
+    @classmethod
+    def _count_or_fraction(cls, value: int | float | None) -> int | float | None:
+        if isinstance(value, float) and not 0.0 <= value <= 1.0:
+            raise ValueError(
+                f"{value:g} is neither a count (a whole number, e.g. 100) nor a fraction of the rows read "
+                "(from 0 to 1, e.g. 0.05)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_form(self) -> DataSpec:

@@ -129,6 +129,7 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
     prepared = prepare_data(loaded, tokenizer, run, state)
     if main:
         atomic_write_json(run.data_report, prepared.report.to_json())
+    check_rejects(run, spec, prepared.report.to_json(), main)
 
     with state.main_process_first():  # the main process removes half-written checkpoints first
         checkpoint = last_complete_checkpoint(run.checkpoints, remove_partial=True)
@@ -222,6 +223,25 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         return finish(run, plan, loaded, trainer, tokenizer, prepared, validation, main)
     finally:
         metrics_log.close_trackers()
+
+
+def check_rejects(run: RunDir, spec: Any, report: dict[str, Any], main: bool) -> None:
+    """The rows the data lost, on the run's console (counts by reason, the rejects file); more than
+    data.max_rejected fails the run here, before training (every process, so none waits for the rest)."""
+    from rmspec.data.report import over_limit, rejects_line
+    from rmspec.errors import DataError
+    from rmspec.train.finish import stage_notes
+
+    if main:
+        stage_notes(run)(rejects_line(report, run.rejects))
+    problem = over_limit(report, spec.data.max_rejected)
+    if problem is not None:
+        reasons = ", ".join(f"{reason} {count:,}" for reason, count in (report.get("rejected") or {}).items())
+        raise DataError(
+            f"data.max_rejected: {problem} ({reasons}); each rejected row and its reason is in {run.rejects}",
+            "fix the rows the rejects file names (or the mapping and filters that drop them), or raise "
+            "data.max_rejected",
+        )
 
 
 def prepare_data(loaded: Any, tokenizer: Any, run: RunDir, state: Any):
