@@ -74,18 +74,19 @@ class RunProgress:
                     return self.at.get(key)
         return None
 
-    def current(self, *names: str) -> float | None:
+    def current(self, *names: str, exact: bool = False) -> float | None:
         """The first of ``names`` written at this step: a plain line shows no value from an earlier step."""
         for name in names:
             for key, value in self.metrics.items():
-                if key.endswith(name) and self.at.get(key) == self.step:
+                if (key == name if exact else key.endswith(name)) and self.at.get(key) == self.step:
                     return value
         return None
 
     def line(self) -> str:
         """One plain line per step (logs, CI, no terminal): the values written at this step only, so an
         evaluation every step next to a loss logged every few steps shows no stale loss."""
-        if self.final_of is not None and self.current("eval/rm/accuracy", "eval/rm/loss", "eval/sft/loss") is not None:
+        final = self.final_of is not None
+        if final:  # the final evaluation's row: its figures only, not the last step's training values
             parts = [f"final evaluation (the model of step {self.final_of})"]
         else:
             parts = [f"step {self.step}/{self.max_steps or '?'}"]
@@ -93,15 +94,18 @@ class RunProgress:
             ("loss", ("train/rm/loss", "train/sft/loss")),
             ("acc", ("train/rm/accuracy",)),
             ("lr", ("train/rm/lr", "train/sft/lr")),
+            ("eval loss", ("eval/rm/loss", "eval/sft/loss")),
             ("eval acc", ("eval/rm/accuracy",)),
         ):
             value = self.current(*names)
-            if value is not None:
+            if value is not None and not (final and not label.startswith("eval")):
                 parts.append(f"{label} {value:.4g}")
+        if final:
+            return "  ".join(parts)
         for label, name in (("episode", "episode"), ("tokens", "num_tokens")):
-            if self.current(name) is not None:
+            if self.current(name, exact=True) is not None:
                 parts.append(f"{label} {int(self.metrics[name]):,}")
-        sps = self.current("samples_per_second")
+        sps = self.current("samples_per_second", exact=True)
         if sps:
             parts.append(f"{sps:.1f} samples/s")
         eta = self.eta_seconds()

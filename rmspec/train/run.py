@@ -129,7 +129,6 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
     prepared = prepare_data(loaded, tokenizer, run, state)
     if main:
         atomic_write_json(run.data_report, prepared.report.to_json())
-    check_rejects(run, spec, prepared.report.to_json(), main)
 
     with state.main_process_first():  # the main process removes half-written checkpoints first
         checkpoint = last_complete_checkpoint(run.checkpoints, remove_partial=True)
@@ -143,6 +142,7 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
             write_status(run, "running", resumed=checkpoint is not None, resumed_from=checkpoint)
     elif main and run.metrics.exists():
         run.metrics.unlink()
+    check_rejects(run, spec, prepared.report.to_json(), main)  # into the fresh metrics.jsonl the console follows
 
     loaded_model = load_model(
         model_path,
