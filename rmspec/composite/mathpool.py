@@ -8,6 +8,11 @@ False). The parent waits at most the limit; a worker past it is killed and repla
 counts as `timeout`. Callers in threads (the server's, or `check_many`'s) each hold one worker,
 so a hung call never delays another beyond its own worker.
 
+A worker that cannot start (math-verify not importable, the process dying at start) is never
+counted as a row's `parse_error`: the call raises WorkerStartError (exit 2, naming `rmspec[rules]`)
+and so does every later call. A replacement that fails to start leaves its slot empty, and the next
+call on that slot starts one. `close()` makes a running or waiting check raise PoolClosed.
+
 Workers are started with `spawn`: forking a process that runs threads (uvicorn, torch) can copy a
 held lock. A new worker imports math-verify before it takes work; the limit counts from the
 moment the task is sent, so that start-up is never charged to a call.
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmspec.composite.outcome import Outcome, failed, ok
+from rmspec.errors import RmspecError
 
 READY_TIMEOUT_S = 300.0  # a worker importing sympy on a contended machine
 
@@ -66,16 +72,35 @@ def check_answer(gold: str, answer: str, limit_s: float) -> tuple[str, float | N
 
 
 def _serve(conn: Any) -> None:
-    """A worker's loop (its main thread): import once, say ready, then answer tasks until EOF."""
-    import math_verify  # noqa: F401  # the import is the slow part of a start
-
-    conn.send("ready")
+    """A worker's loop (its main thread): import once, say ready, then answer tasks until EOF. An
+    import that fails is reported to the parent (never a traceback per worker on stderr)."""
+    try:
+        import math_verify  # noqa: F401  # the import is the slow part of a start
+    except BaseException as exc:  # ImportError, or a broken install raising anything else
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", None))
     while True:
         try:
             gold, answer, limit_s = conn.recv()
         except (EOFError, OSError):
             return
         conn.send(check_answer(gold, answer, limit_s))
+
+
+class WorkerStartError(RmspecError):
+    """A math-verify worker could not start (math-verify not importable, the process died at start):
+    every later call would fail the same way, so the pool stops and says so."""
+
+    def __init__(self, why: str):
+        super().__init__(
+            f"the math-verify workers cannot start ({why}); no math_answer value can be computed",
+            "pip install 'rmspec[rules]' (math-verify), then run the command again",
+        )
+
+
+class PoolClosed(RuntimeError):
+    """The pool was closed before or while a check ran: the check has no result."""
 
 
 @dataclass
@@ -88,27 +113,40 @@ class _Worker:
         if self.ready:
             return
         if not self.conn.poll(READY_TIMEOUT_S):
-            raise RuntimeError(f"a math-verify worker did not start within {READY_TIMEOUT_S:.0f} s")
-        self.conn.recv()
+            raise WorkerStartError(f"a worker did not start within {READY_TIMEOUT_S:.0f} s")
+        try:
+            status, detail = self.conn.recv()
+        except (EOFError, OSError):
+            self.process.join(timeout=5)
+            raise WorkerStartError(f"a worker exited at start, code {self.process.exitcode}") from None
+        if status != "ready":
+            raise WorkerStartError(detail)
         self.ready = True
 
     def kill(self) -> None:
+        """Killed and reaped: no hung math-verify process outlives its call."""
         self.process.kill()
         self.process.join(timeout=5)
         self.conn.close()
 
 
 class MathPool:
-    """`check(gold, answer)` -> Outcome within `limit_s` (+ the time to hand the result back)."""
+    """`check(gold, answer)` -> Outcome within `limit_s` (+ the time to hand the result back).
+
+    Each idle slot holds a worker, or None where a replacement could not be started (the next call
+    on that slot starts one). Workers that cannot start at all (math-verify missing) raise
+    WorkerStartError on that call and every later one; `close()` makes a running check raise
+    PoolClosed."""
 
     def __init__(self, workers: int = 2, limit_s: float = 5.0):
         self.size, self.limit_s = workers, limit_s
         self._ctx = mp.get_context("spawn")
-        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self.replaced = 0
         self.closed = False
+        self.broken: WorkerStartError | None = None
         for _ in range(workers):
             self._idle.put(self._start())
         atexit.register(self.close)
@@ -123,31 +161,70 @@ class MathPool:
             self._all.append(worker)
         return worker
 
-    def _replace(self, worker: _Worker) -> _Worker:
+    def _retire(self, worker: _Worker) -> None:
         worker.kill()
         with self._lock:
-            self._all.remove(worker)
+            if worker in self._all:  # close() may have taken it already
+                self._all.remove(worker)
+
+    def _replace(self, worker: _Worker) -> _Worker | None:
+        """The worker killed and a new one started; None when the start failed (retried on next use)."""
+        self._retire(worker)
+        with self._lock:
             self.replaced += 1
-        return self._start()
+        if self.closed:
+            return None
+        try:
+            return self._start()
+        except Exception:  # e.g. out of processes or memory for a moment: the slot stays usable
+            return None
+
+    def _take(self) -> _Worker | None:
+        while True:
+            if self.closed:
+                raise PoolClosed("the math-verify pool is closed")
+            try:
+                return self._idle.get(timeout=0.5)
+            except queue.Empty:
+                continue
 
     def check(self, gold: str, answer: str, limit_s: float | None = None) -> Outcome:
-        if self.closed:
-            raise RuntimeError("the math-verify pool is closed")
+        if self.broken is not None:
+            raise self.broken
         limit = self.limit_s if limit_s is None else limit_s
-        worker = self._idle.get()
+        worker = self._take()
         try:
+            if self.broken is not None:
+                raise self.broken
+            if worker is None:
+                worker = self._start()
             worker.wait_ready()
             worker.conn.send((gold, answer, limit))
             if not worker.conn.poll(limit):
+                if self.closed:
+                    raise PoolClosed("the math-verify pool was closed while this check ran")
                 worker = self._replace(worker)
                 return failed("timeout", f"math-verify ran past {limit:g} s; its worker was replaced")
             status, value, detail = worker.conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
+        except WorkerStartError as exc:
+            self.broken = exc
+            if worker is not None:
+                self._retire(worker)
+                worker = None
+            raise
+        except (EOFError, OSError):
+            if worker is None:  # its replacement could not be started: this call says why, the slot stays
+                raise
+            if self.closed:
+                raise PoolClosed("the math-verify pool was closed while this check ran") from None
             code = worker.process.exitcode
             worker = self._replace(worker)
             return failed("parse_error", f"the math-verify worker exited (code {code}); it was replaced")
         finally:
-            self._idle.put(worker)
+            if self.closed and worker is not None:
+                self._retire(worker)
+            elif not self.closed:
+                self._idle.put(worker)
         return ok(value) if status == "ok" else failed(status, detail)
 
     def check_many(self, pairs: Sequence[tuple[str, str]], limit_s: float | None = None) -> list[Outcome]:
