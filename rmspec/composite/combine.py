@@ -6,8 +6,10 @@ value below the threshold, or its component failed and skipped; a failed gate co
 on_failure error fails the row) sets the reward to its floor, whatever else failed; then a failed
 component follows its policy (error: the row fails; skip: left out; value X: it takes X in place
 of its normalised value); values are normalised with the statistics `rmspec run` fitted;
-weighted_sum = sum(w v) scaled by (total weight / weight kept) when components were
-skipped, weighted_mean = sum(w v) / weight kept.
+weighted_sum = sum(w v) scaled by (sum |w| of the components used / sum |w| of those kept) when
+components were skipped, weighted_mean = sum(w v) / sum |w| of those kept. Absolute weights: a
+penalty (w < 0) stays a penalty when another component is skipped, and signed weights never sum to
+a zero or negative denominator (docs/rewards_without_training.md, "Signed weights").
 """
 
 from __future__ import annotations
@@ -92,8 +94,10 @@ def combine_row(
             return RowReward(None, values, failures, error=f"component {name} failed: {outcome.reason}")
         elif isinstance(policy, OnFailureValue):
             contributions[name] = policy.value
-    total = sum(settings[n].weight for n in used)
-    kept = sum(settings[n].weight for n in contributions)
+    # Masses are absolute weights: a negative weight (a penalty) keeps its sign whatever is skipped,
+    # and weights of opposite signs never cancel into a zero or negative denominator.
+    total = sum(abs(settings[n].weight) for n in used)
+    kept = sum(abs(settings[n].weight) for n in contributions)
     weighted = sum(settings[n].weight * v for n, v in contributions.items())
     if composite.combine == "weighted_mean":
         if kept == 0:

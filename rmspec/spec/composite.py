@@ -206,7 +206,8 @@ class Composite(Section):
     kind: Literal["composite"]
     components: list[Component] = Field(min_length=1, description="The parts of the reward.")
     combine: Literal["weighted_sum", "weighted_mean"] = Field(
-        "weighted_sum", description="sum(w_i x v_i), or that divided by the sum of the weights used on the row."
+        "weighted_sum",
+        description="sum(w_i x v_i), or that divided by the sum of the absolute weights used on the row.",
     )
     gates: list[Gate] = Field(
         default_factory=list, description="Components that must pass, else the reward is the floor."
@@ -223,7 +224,7 @@ class Composite(Section):
     on_failure: OnFailure = Field(
         "error",
         description="A failed component: error (the row is rejected with the reason), skip (left out, the "
-        "remaining weights renormalised to their original total) or {value: X} (it takes X).",
+        "remaining weights renormalised to their original total of absolute weights) or {value: X} (it takes X).",
     )
     columns: CompositeColumns = Field(default_factory=CompositeColumns, description="Where rows hold each role.")
     end_tokens: list[str] = Field(
