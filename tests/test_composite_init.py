@@ -41,9 +41,9 @@ def _target_length(texts: list[str], target: int) -> list[float]:
 
 @pytest.mark.slow
 def test_init_validate_plan_run_composite(tmp_path):
-    from rmspec import approaches
+    from rmspec import documents
 
-    declared = approaches.get("composite")
+    declared = documents.get("composite")
     assert not declared.trains and declared.document is not None
     spec = tmp_path / "c.yaml"
     made = rmspec("init", "--approach", "composite", "-o", str(spec), "--name", "init-composite", cwd=tmp_path)
@@ -214,13 +214,12 @@ def test_training_spec_commands_refuse_a_composite_saying_what_to_run(cli, comma
 def test_the_composite_declaration_names_hooks_that_exist():
     """What the registry tests skip for an approach that trains nothing: its own hooks import and its
     document is what validate/plan/run find for the shipped spec (and not for a training spec)."""
-    from rmspec import approaches
-    from rmspec.cli.documents import own_document
+    from rmspec import documents
     from rmspec.spec.composite_spec import CompositeSpec
 
-    declared = approaches.get("composite")
+    declared = documents.get("composite")
     for hook in ("planner", "plan_view", "runner", "evaluator", "exporter"):
         assert callable(declared.hook(hook)), hook
     assert (REPO / "templates" / declared.template).is_file() and declared.document is CompositeSpec
-    assert own_document(REPO / "specs" / "composite_math.yaml") is declared
-    assert own_document(REPO / "specs" / "quickstart.yaml") is None
+    assert documents.of_file(REPO / "specs" / "composite_math.yaml") is declared
+    assert documents.of_file(REPO / "specs" / "quickstart.yaml") is documents.TRAINING

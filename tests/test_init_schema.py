@@ -150,16 +150,16 @@ def _example_names():
 
 @pytest.mark.parametrize("name", _example_names())
 def test_init_example_writes_the_shipped_spec_runnable_from_anywhere(cli, tmp_path, name):
-    from rmspec.cli.documents import own_document
-    from rmspec.spec import load_spec
+    from rmspec import documents
 
     out = tmp_path / "elsewhere" / f"{name}.yaml"
     out.parent.mkdir()
     result = cli("init", "--example", name, "-o", out)
     assert result.code == 0, result.err
     assert cli("validate", out).code == 0
-    declared = own_document(out)  # a composite: its own document, its rows in data.train/validation
-    load = load_spec if declared is None else declared.load_document
+    kind = documents.of_file(out)  # a composite: its own document, its rows in data.train/validation
+    declared = None if kind.trains else kind
+    load = kind.load
     written, shipped = load(out), load(REPO / "specs" / f"{name}.yaml")
 
     def resolved(loaded):  # the same document once every local path is made absolute

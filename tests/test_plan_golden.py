@@ -80,7 +80,7 @@ CASES = {
 
 
 # Specs of an approach that trains nothing (a composite): a document of its own, planned by its
-# declaration's planner (rmspec.approaches.base.Approach.planner), compared whole as the others.
+# document kind's planner (rmspec.documents.base.DocumentKind.planner), compared whole as the others.
 OWN_DOCUMENT_CASES = {
     "composite_math": ("composite_math.yaml", []),
 }
@@ -88,10 +88,10 @@ OWN_DOCUMENT_CASES = {
 
 def own_plan(path: Path, sets: list[str]) -> dict | None:
     """The plan an approach with a document of its own makes of `path`; None: a training spec."""
-    from rmspec.cli.documents import own_document
+    from rmspec import documents
 
-    declared = own_document(path)
-    return None if declared is None else declared.hook("planner")(declared.load_document(path, sets))
+    declared = documents.of_file(path)
+    return None if declared.trains else declared.hook("planner")(declared.load(path, sets))
 
 
 def normalised(plan: dict) -> dict:

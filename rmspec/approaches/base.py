@@ -69,32 +69,6 @@ class Approach:
     demo_data: str  # `rmspec init --data` default (a name rmspec.scaffold.data_choice knows)
     init_preset: str | None = "pairs"  # the mapping preset `init --data FILE` writes (None: plain columns)
 
-    # ---- an approach that trains nothing (a composite reward, rmspec/approaches/composite.py): its spec
-    # is a document of its own (no model/training/hardware sections), so `validate`, `plan`, `run` and
-    # `init` go through these instead of the training spec, the planner and the launcher. `document` is
-    # that document's pydantic model (None: the training spec, rmspec.spec.Spec); the methods below
-    # read it; the hooks are "module:function" (heavy ones imported only when called).
-    trains: bool = True
-    document: type[Any] | None = None
-    planner: str | None = None  # "module:function(loaded) -> dict": what `rmspec plan` prints (--json)
-    plan_view: str | None = None  # "module:function(plan dict) -> list[str]": the plan's lines
-    runner: str | None = None  # "module:function(loaded, *, overwrite, progress) -> run dir": `rmspec run`
-    # "module:function(run, requests | None, *, limit, batch_size, progress) -> results": `rmspec eval RUN`
-    evaluator: str | None = None
-    run_file: str = "spec.yaml"  # the file of its run directory whose approach.kind names it (rmspec export, eval)
-
-    def load_document(self, path: Any, sets: Any = ()) -> Any:
-        """Its own spec file read and checked (located errors, as load_spec): `document` is set."""
-        raise NotImplementedError(f"approach {self.name} reads the training spec (rmspec.spec.load_spec)")
-
-    def check_document(self, doc: dict[str, Any], locations: Any, file: Any) -> Any:
-        """An already parsed document of its own checked (what `init` writes must validate as written)."""
-        raise NotImplementedError(f"approach {self.name} reads the training spec (rmspec.spec.validate_document)")
-
-    def summary(self, loaded: Any) -> str:
-        """What `rmspec validate` says after "valid (" for its own document."""
-        raise NotImplementedError(f"approach {self.name} reads the training spec")
-
     @property
     def rows(self) -> str:
         """The record kind the data stage writes for it (rmspec.data.records)."""

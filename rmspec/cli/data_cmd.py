@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from rmspec.cli.options import set_option
+from rmspec.cli.options import SpecFile, set_option
 
 
 @click.group()
@@ -18,16 +18,14 @@ def data() -> None:
 
 
 @data.command()
-@click.argument("spec_file", type=click.Path(dir_okay=False))
+@click.argument("spec_file", type=SpecFile(training_only="data preview"))
 @set_option
 @click.option("-n", "n", default=5, show_default=True, help="How many rows to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of records.")
 def preview(spec_file: str, sets: tuple[str, ...], n: int, as_json: bool) -> None:
     """Show the first N rows after mapping and filters, as the model will see them (chat template applied)."""
-    from rmspec.cli.documents import training_spec_only
     from rmspec.spec import load_spec
 
-    training_spec_only(spec_file, "data preview")
     loaded = load_spec(spec_file, sets)
     from rmspec.data.preview import preview_records
     from rmspec.data.tokenizer import load_tokenizer
@@ -44,7 +42,7 @@ def preview(spec_file: str, sets: tuple[str, ...], n: int, as_json: bool) -> Non
 
 
 @data.command()
-@click.argument("spec_file", type=click.Path(dir_okay=False))
+@click.argument("spec_file", type=SpecFile(training_only="data report"))
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -57,10 +55,8 @@ def preview(spec_file: str, sets: tuple[str, ...], n: int, as_json: bool) -> Non
 @click.option("--no-cache", is_flag=True, help="Prepare again even if a cached result matches.")
 def report(spec_file: str, sets: tuple[str, ...], as_json: bool, rejects_path: str | None, no_cache: bool) -> None:
     """Prepare the data as training would and report: counts per stage and reason, token lengths, length heuristic."""
-    from rmspec.cli.documents import training_spec_only
     from rmspec.spec import load_spec
 
-    training_spec_only(spec_file, "data report")
     loaded = load_spec(spec_file, sets)
     import tempfile
 

@@ -102,16 +102,15 @@ def eval_(
         )
     progress = None if as_json else (lambda message: click.echo(message, err=True))
 
-    from rmspec.cli.documents import own_run
+    from rmspec import documents
     from rmspec.evaluate import run_level
     from rmspec.extras import benchmark_needs, require, spec_needs
     from rmspec.inference.target import is_run_dir, load_run_spec
 
     asked = benchmark_needs([r.kind for r in requests or []])
-    declared = own_run(path)  # a run of an approach that trains nothing (a composite): evaluated as a run
+    declared = documents.of_run(path)  # a run of a document that trains nothing (a composite): evaluated as a run
 
-    if declared is not None:
-        assert declared.evaluator is not None  # an approach with its own document evaluates its own runs
+    if declared is not None and not declared.trains:
         if out_dir is not None or step_separator is not None:
             raise RmspecError(
                 f"--out and --step-separator are for model folders: {path} is a {declared.name} run, "

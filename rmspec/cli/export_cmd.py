@@ -1,7 +1,8 @@
 """`rmspec export RUN --to verl|openrlhf -o FILE|DIR`: what an RL trainer needs to use a run.
 
 The run's approach declares its exporter (rmspec.approaches.base.Approach.exporter: "module:function(
-run, target, out) -> path", its targets, and whether -o names a file or a directory). A composite run
+run, target, out) -> path", its targets, and whether -o names a file or a directory), or, for a
+document that trains nothing, its document kind (rmspec.documents.base.DocumentKind.exporter). A composite run
 exports a client of `rmspec serve RUN` (one Python file); a judge trained by GRPO (a run or its spec)
 exports its training for verl (a directory: Parquet data, compute_score.py, the main_ppo command).
 Only the chosen exporter's module is imported.
@@ -19,16 +20,18 @@ from rmspec.errors import RmspecError
 
 if TYPE_CHECKING:
     from rmspec.approaches.base import Approach
+    from rmspec.documents.base import DocumentKind
 
 TARGETS = ("verl", "openrlhf")
 
 
-def run_approach(run: Path) -> Approach:
-    """The declaration of a run directory's approach (its RUN/spec.yaml) or of a spec file's."""
-    from rmspec.cli.documents import own_document, own_run
+def run_approach(run: Path) -> Approach | DocumentKind:
+    """What declares the exporter: a run directory's or a spec file's approach, or the document kind of
+    one that trains nothing (a composite)."""
+    from rmspec import documents
 
-    declared = own_document(run) if run.is_file() else own_run(run)  # an approach that trains nothing (a composite)
-    if declared is not None:
+    declared = documents.of_path(run)
+    if declared is not None and not declared.trains:
         return declared
     if not run.is_file() and not (run / "spec.yaml").is_file():
         raise RmspecError(f"{run}: not a run directory (no spec.yaml)", "give the directory `rmspec run` wrote")
@@ -63,7 +66,10 @@ def export(run: str, target: str, out: str, overwrite: bool) -> None:
     declared = run_approach(folder)
     kind, writes, targets = declared.name, declared.export_writes, declared.export_targets
     if declared.exporter is None:
+        from rmspec import documents
+
         exportable = [n for n in approaches.names() if approaches.get(n).exporter is not None]
+        exportable += [k.name for k in documents.own_kinds() if k.exporter is not None]
         raise RmspecError(
             f"{run}: approach {kind!r} has no exporter (exportable: {', '.join(exportable)})",
             "serve the model with `rmspec serve RUN` and use the trainer's HTTP reward-model client instead",

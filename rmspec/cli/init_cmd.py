@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from rmspec.scaffold import APPROACHES, data_names, example_names
+from rmspec.scaffold import APPROACHES, OWN_DOCUMENTS, data_names, example_names
 from rmspec.spec.data import PRESETS
 
 
@@ -16,10 +16,10 @@ def _ask(approach: str | None, data: str | None, model: str | None, out: Path | 
         approach = Prompt.ask("Approach", choices=list(APPROACHES), default="bradley_terry")
     from rmspec import approaches
 
-    declared = approaches.get(approach)
-    if declared.document is None:  # one with a document of its own (a composite) names its rows and models inside
+    if OWN_DOCUMENTS.get(approach) is None:  # a document of its own (a composite) names its rows and models inside
         data = data or Prompt.ask(
-            f"Data (a name: {', '.join(data_names())}; a hub dataset id; or a file path)", default=declared.demo_data
+            f"Data (a name: {', '.join(data_names())}; a hub dataset id; or a file path)",
+            default=approaches.get(approach).demo_data,
         )
         model = model or Prompt.ask("Model (hub id or local path; empty keeps the template's)", default="") or None
     out = out or Path(Prompt.ask("Write the spec to", default="spec.yaml"))
@@ -61,10 +61,10 @@ def init(approach, data, preset, example, model, name, out, force) -> None:
     Paths to files that ship with rmspec (demo data, the JSON Schema in the first line) are
     written absolute, so the spec works wherever it is written.
     """
+    from rmspec import documents
     from rmspec.errors import RmspecError
     from rmspec.rundir import atomic_write_text
-    from rmspec.scaffold import build_document, document_approach, example_document, render_spec
-    from rmspec.spec import validate_document
+    from rmspec.scaffold import build_document, example_document, render_spec
     from rmspec.spec.yaml_io import parse_yaml_text
 
     note = None
@@ -89,14 +89,11 @@ def init(approach, data, preset, example, model, name, out, force) -> None:
         doc = example_document(example, model, name)
     else:
         doc, note = build_document(approach, data, model, out_dir, name, preset)
-    text = render_spec(doc)
+    kind = documents.of_document(doc)  # the training spec, or a document of its own (a composite)
+    text = render_spec(doc, kind.document)
     # What we write must validate as written: parse the text back and check it.
     parsed, locs = parse_yaml_text(text, str(out))
-    declared = document_approach(parsed)  # a spec that trains nothing (a composite) is a document of its own
-    if declared is not None:
-        declared.check_document(parsed, locs, out)
-    else:
-        validate_document(parsed, locs)
+    kind.check(parsed, locs, out)
     atomic_write_text(out, text)
     if note:
         click.echo(f"note: {note}", err=True)

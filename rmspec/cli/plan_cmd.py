@@ -5,14 +5,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rmspec.cli.options import set_option
+from rmspec.cli.options import SpecFile, SpecPath, set_option
 
 if TYPE_CHECKING:
-    from rmspec.approaches.base import Approach
+    from rmspec.documents.base import DocumentKind
 
 
 @click.command()
-@click.argument("spec_file", type=click.Path(dir_okay=False))
+@click.argument("spec_file", type=SpecFile())
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON instead of the view.")
 @click.option(
@@ -22,18 +22,16 @@ if TYPE_CHECKING:
     default=None,
     help="Save the plan (with the hash of its spec) for `rmspec run PLAN`.",
 )
-def plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) -> None:
+def plan(spec_file: SpecPath, sets: tuple[str, ...], as_json: bool, out: str | None) -> None:
     """Dry run for SPEC_FILE: memory per device, strategy, batch math, precision, time, launch command.
 
     Never imports torch; exits 2 when nothing fits, naming what would.
     """
-    from rmspec.cli.documents import own_document
     from rmspec.plan import compile_plan, save_plan
     from rmspec.spec import load_spec
 
-    declared = own_document(spec_file)
-    if declared is not None:  # trains nothing: its own plan (a composite: what each component costs)
-        _own_plan(declared, spec_file, sets, as_json, out)
+    if not spec_file.kind.trains:  # its own plan (a composite: what each component costs)
+        _own_plan(spec_file.kind, spec_file, sets, as_json, out)
         return
     loaded = load_spec(spec_file, sets)
     result = compile_plan(loaded, sets=sets)
@@ -53,7 +51,7 @@ def plan(spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) 
         click.echo(f"\nsaved plan to {out}; run it with `rmspec run {out}` (refused if {spec_file} changes)")
 
 
-def _own_plan(declared: Approach, spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) -> None:
+def _own_plan(declared: DocumentKind, spec_file: str, sets: tuple[str, ...], as_json: bool, out: str | None) -> None:
     from rmspec.errors import RmspecError
 
     if out:
@@ -61,6 +59,5 @@ def _own_plan(declared: Approach, spec_file: str, sets: tuple[str, ...], as_json
             f"approach {declared.name} trains nothing: there is no plan to save",
             f"run it with `rmspec run {spec_file}`",
         )
-    assert declared.planner is not None and declared.plan_view is not None  # an own document has its own plan
-    result = declared.hook("planner")(declared.load_document(spec_file, sets))
+    result = declared.hook("planner")(declared.load(spec_file, sets))
     click.echo(json.dumps(result, indent=2) if as_json else "\n".join(declared.hook("plan_view")(result)))

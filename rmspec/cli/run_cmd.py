@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rmspec.cli.options import set_option
+from rmspec.cli.options import SpecFile, SpecPath, set_option
 from rmspec.errors import PlanError, RmspecError, RunError
 
 if TYPE_CHECKING:
-    from rmspec.approaches.base import Approach
+    from rmspec.documents.base import DocumentKind
     from rmspec.plan import Plan
     from rmspec.rundir import Status
 
 
 @click.command()
-@click.argument("target", required=False, type=click.Path(dir_okay=False))
+@click.argument("target", required=False, type=SpecFile())
 @set_option
 @click.option(
     "--resume",
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Several nodes: submit launch.slurm with sbatch and follow the job (default: print the command).",
 )
-def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overwrite: bool, submit: bool) -> None:
+def run(target: SpecPath | None, sets: tuple[str, ...], resume_dir: str | None, overwrite: bool, submit: bool) -> None:
     """Train from a spec (SPEC.yaml) or a saved plan (PLAN.json), then evaluate and report."""
     from rmspec.launch import prepare
     from rmspec.rundir import RunDir, load_run_spec
@@ -68,11 +68,8 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
                 "give a spec (SPEC.yaml) or a plan (PLAN.json) to run",
                 hint="e.g. rmspec init --example quickstart, then rmspec run quickstart.yaml",
             )
-        from rmspec.cli.documents import own_document
-
-        declared = own_document(target)
-        if declared is not None:  # an approach that trains nothing (a composite): its own run, here
-            _run_own(declared, target, sets, overwrite, submit)
+        if not target.kind.trains:  # a document that trains nothing (a composite): its own run, here
+            _run_own(target.kind, target, sets, overwrite, submit)
             return
         plan, document = prepare.plan_and_document(target, sets)
         if document.get("sweep") is not None:
@@ -102,12 +99,11 @@ def run(target: str | None, sets: tuple[str, ...], resume_dir: str | None, overw
     conclude(run_dir, code)
 
 
-def _run_own(declared: Approach, target: str, sets: tuple[str, ...], overwrite: bool, submit: bool) -> None:
+def _run_own(declared: DocumentKind, target: str, sets: tuple[str, ...], overwrite: bool, submit: bool) -> None:
     if submit:
         raise RmspecError(f"approach {declared.name} trains nothing: there is no job to submit", f"rmspec run {target}")
-    assert declared.runner is not None  # an own document has its own run
     say = lambda message: click.echo(message, err=True)  # noqa: E731
-    run_dir = declared.hook("runner")(declared.load_document(target, sets), overwrite=overwrite, progress=say)
+    run_dir = declared.hook("runner")(declared.load(target, sets), overwrite=overwrite, progress=say)
     say(f"results: {run_dir / 'results.json'}")
     say(f"use it: rmspec score {run_dir} FILE, rmspec serve {run_dir}, rmspec export {run_dir} --to verl|openrlhf")
 

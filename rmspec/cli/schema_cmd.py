@@ -10,18 +10,16 @@ from rmspec.scaffold.shipped import SCHEMA as DEFAULT_SCHEMA  # the packaged cop
 
 
 def schema_text() -> str:
-    """The training spec's schema, or, where `approach.kind` names an approach with a document of its
-    own (rmspec.approaches.base.Approach.document: a composite), that document's (if/then/else on the
-    kind, so an editor reports each document's own errors)."""
+    """The training spec's schema, or, where `approach.kind` names a document kind that trains nothing
+    (rmspec.documents: a composite), that document's (if/then/else on the kind, so an editor reports each
+    document's own errors)."""
     from pydantic import BaseModel
     from pydantic.json_schema import models_json_schema
 
-    from rmspec import approaches
+    from rmspec import documents
     from rmspec.spec import Spec
 
-    own: list[tuple[str, type[BaseModel]]] = [
-        (name, document) for name in approaches.names() if (document := approaches.get(name).document) is not None
-    ]
+    own: list[tuple[str, type[BaseModel]]] = [(kind.name, kind.document) for kind in documents.own_kinds()]
     models: list[tuple[type[BaseModel], Literal["validation"]]] = [(Spec, "validation")]
     refs, schema = models_json_schema(models + [(document, "validation") for _, document in own])
     choice: dict = refs[(Spec, "validation")]

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import click
 
-from rmspec.cli.options import set_option
+from rmspec.cli.options import SpecFile, set_option
 from rmspec.errors import RmspecError
 
 
 @click.command()
-@click.argument("spec_file", required=False, type=click.Path(dir_okay=False))
+@click.argument("spec_file", required=False, type=SpecFile(training_only="sweep"))
 @set_option
 @click.option(
     "-o",
@@ -49,9 +49,6 @@ def sweep(spec_file: str | None, sets: tuple[str, ...], out: str | None, resume_
     else:
         if spec_file is None:
             raise RmspecError("give a spec with a sweep: section", hint="e.g. rmspec sweep sweep.yaml -o sweeps/lr")
-        from rmspec.cli.documents import training_spec_only
-
-        training_spec_only(spec_file, "sweep")
         state, lock = driver.start(spec_file, sets, out)
     try:
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rmspec import approaches
+from rmspec import approaches, documents
 from rmspec.errors import RmspecError
 from rmspec.scaffold.data_choice import data_section
 from rmspec.scaffold.data_choice import names as data_names
@@ -24,7 +24,10 @@ from rmspec.scaffold.shipped import (
 )
 from rmspec.spec.choices import unknown_choice
 
-APPROACHES = approaches.names()  # the registry's, in its order
+# `init --approach` choices: the approaches (the registry's, in its order), then the documents that
+# train nothing (rmspec.documents: a composite), each written from its own template.
+OWN_DOCUMENTS = {kind.name: kind for kind in documents.own_kinds()}
+APPROACHES = approaches.names() + tuple(OWN_DOCUMENTS)
 
 __all__ = [
     "APPROACHES",
@@ -33,7 +36,6 @@ __all__ = [
     "SPECS",
     "TEMPLATES",
     "build_document",
-    "document_approach",
     "data_names",
     "example_document",
     "example_names",
@@ -56,17 +58,18 @@ def build_document(
         raise RmspecError(unknown_choice("approach", approach, APPROACHES))
     if preset is not None and data is None:
         raise RmspecError("--preset says how the --data file or hub dataset is laid out; give --data too")
-    declared = approaches.get(approach)
-    if data is not None and declared.document is not None:
+    own = OWN_DOCUMENTS.get(approach)
+    if data is not None and own is not None:
         raise RmspecError(
             f"--data: approach {approach} names its rows inside its spec (data.train, data.validation), "
             "not through --data",
             hint=f"rmspec init --approach {approach} -o FILE, then edit data: in FILE",
         )
-    doc, _ = read_yaml_file(TEMPLATES / declared.template)
+    doc, _ = read_yaml_file(TEMPLATES / (own.template if own is not None else approaches.get(approach).template))
     doc = absolute_shipped_paths(doc, "templates")
     note = None
     if data is not None:
+        declared = approaches.get(approach)
         section, note = data_section(data, approach, out_dir, preset)
         doc["data"]["source"] = section["source"]
         doc["data"]["mapping"] = section["mapping"]
@@ -99,26 +102,13 @@ def _apply(doc: dict, model: str | None, name: str | None) -> None:
         doc["name"] = name
 
 
-def render_spec(doc: dict) -> str:
-    """The YAML text: a header naming the packaged JSON Schema, then each key under its description
-    (from the training spec's model, or the document of its own an approach declares: a composite)."""
+def render_spec(doc: dict, model: type) -> str:
+    """The YAML text: a header naming the packaged JSON Schema, then each key under the description
+    MODEL gives it (its document kind's model: the training spec's, or a composite's)."""
     from rmspec.scaffold.comments import commented_yaml
-    from rmspec.spec import Spec
 
     header = (
         f"# yaml-language-server: $schema={SCHEMA.resolve()}\n"
         "# Written by `rmspec init`. Check it with `rmspec validate`, size it with `rmspec plan`.\n"
     )
-    declared = document_approach(doc)
-    model = Spec if declared is None or declared.document is None else declared.document
     return commented_yaml(doc, model, header)
-
-
-def document_approach(doc: dict) -> approaches.Approach | None:
-    """The approach whose own document `doc` is (approach.document set); None: the training spec."""
-    section = doc.get("approach")
-    kind = section.get("kind") if isinstance(section, dict) else None
-    if not isinstance(kind, str) or kind not in approaches.names():
-        return None
-    declared = approaches.get(kind)
-    return declared if declared.document is not None else None
