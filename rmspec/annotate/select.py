@@ -31,8 +31,8 @@ CRITERIA = ("uncertain", "disagree", "random")
 
 def load_engine(model: str | Path) -> RewardEngine:
     """A run directory, a model folder, or a packaged model name (e.g. the quickstart MiniLM)."""
+    from rmspec.inference import scorers
     from rmspec.inference.engine import load_scorer
-    from rmspec.inference.scorer import ScorerKind
     from rmspec.packaged import resolve_model_path
 
     path = model if Path(model).exists() else resolve_model_path(str(model))
@@ -42,7 +42,7 @@ def load_engine(model: str | Path) -> RewardEngine:
             "give runs/NAME (after rmspec run) or a folder with config.json and weights",
         )
     engine = load_scorer(path)
-    if engine.kind == ScorerKind.PROCESS or engine.kind == ScorerKind.JUDGE or engine.kind == ScorerKind.COMPOSITE:
+    if not scorers.of(engine).ranks_pairs:  # a judge, a process model, a composite: no reward margin
         raise RmspecError(
             f"--model {model} is not a score-head reward model",
             "active selection ranks pairs by reward margin: use a bradley_terry or pointwise run",

@@ -16,7 +16,7 @@ from rmspec.evaluate import registry
 from rmspec.evaluate import results as res
 from rmspec.evaluate.benchmarks import load_benchmark
 from rmspec.inference import progress as scoring_progress
-from rmspec.inference.scorer import ScorerKind
+from rmspec.inference import scorers
 from rmspec.spec.benchmarks import CATALOGUE, PROCESS, REWARD, kinds_scored_by
 
 
@@ -60,7 +60,7 @@ def evaluate_benchmarks(
     """Score each benchmark with the engine (a RewardEngine, or a StepEngine for a process reward
     model), write OUT_DIR/NAME.jsonl and add its entry to results['benchmarks']."""
     taken = set(results["benchmarks"])
-    scorer = PROCESS if engine.kind == ScorerKind.PROCESS else REWARD
+    scorer = scorers.of(engine).scored_as  # how its rows are read: rewards, or a process model's steps
     for request in requests:
         info = CATALOGUE.get(request.kind)
         if info is not None and scorer not in info.scorers:

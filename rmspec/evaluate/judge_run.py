@@ -72,8 +72,8 @@ def evaluate_judge(
     progress: Callable[[str], None] | None,
 ) -> None:
     from rmspec.evaluate.benchmarks import load_benchmark
-    from rmspec.inference.engine import RewardEngine
     from rmspec.inference.judge import JUDGE_KINDS, judge_rows
+    from rmspec.inference.scorers.judge import JudgeEngine
 
     spec = loaded_spec.spec
     usable = [r for r in requests if r.kind in JUDGE_KINDS]
@@ -84,7 +84,7 @@ def evaluate_judge(
             )
     engine = None
     if spec.eval.validation or usable:
-        engine = RewardEngine.load_judge(rd.model, spec, batch_size=batch_size)
+        engine = JudgeEngine.load_judge(rd.model, spec, batch_size=batch_size)
         assert engine.verdict_pattern is not None  # load_judge sets it from approach.verdict_pattern
 
     def judged(data: Any) -> list[dict[str, Any]]:

@@ -83,9 +83,8 @@ def serve(
 ) -> None:
     import uvicorn
 
+    from rmspec.inference import scorers
     from rmspec.inference.engine import load_scorer
-    from rmspec.inference.process import StepEngine
-    from rmspec.inference.scorer import ScorerKind
     from rmspec.serve.app import create_app
     from rmspec.serve.service import Service
 
@@ -113,10 +112,8 @@ def serve(
         if engine.can_normalize
         else "off (no reward_mean/reward_std in config.json)"
     )
-    # A process reward model's clients put its separator after every step: say which one it reads.
-    detail = f"step separator {engine.separator!r}" if isinstance(engine, StepEngine) else f"normalization {norm}"
-    if engine.kind == ScorerKind.COMPOSITE:  # rules, judges, models: POST /get_reward
-        detail = "components " + ", ".join(f"{n} ({k})" for n, k in engine.describe()["components"].items())
+    # Its kind says what matters: normalization; a process model's step separator; a composite's components.
+    detail = scorers.of(engine).serving(engine, norm)
     log(f"rmspec serve: {engine.kind} model {Path(target)} (max_length {engine.max_length}, {detail})")
     log(f"listening on http://{host}:{port}" + (" (bearer token required)" if token else ""))
     config = uvicorn.Config(

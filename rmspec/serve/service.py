@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmspec.composite.scorer import CompositeScorer
+from rmspec.inference import scorers
 from rmspec.inference.encoding import Encoded
 from rmspec.inference.engine import RewardEngine
 from rmspec.inference.process import StepEngine
-from rmspec.inference.scorer import ScorerKind
 from rmspec.serve import MAX_BODY_MB, MAX_ITEMS
 from rmspec.serve.batcher import Batcher
 
@@ -53,6 +53,7 @@ class Service:
         aliases: Sequence[str] = (),
     ):
         self.engine = engine
+        self.kind = scorers.of(engine)  # what it answers (rmspec.inference.scorers.base.ScorerType)
         self.model_name = model_name
         # The names a request's `model` may carry (vLLM answers any other with 404).
         self.model_names = {model_name, *aliases}
@@ -73,7 +74,8 @@ class Service:
 
     @property
     def is_judge(self) -> bool:
-        return self.engine.kind == ScorerKind.JUDGE
+        """A generative judge: OpenAI chat completions only."""
+        return self.kind.generates
 
     def make_batcher(self, on_batch=None) -> Batcher:
         lim = self.limits
@@ -113,12 +115,13 @@ class Service:
 
     @property
     def is_process(self) -> bool:
-        return self.engine.kind == ScorerKind.PROCESS
+        """Per-token outputs (a process reward model): vLLM /pooling with task token_classify only."""
+        return self.kind.per_token
 
     @property
     def is_composite(self) -> bool:
         """Rules, judges and models combined (rmspec.serve.composite answers /get_reward)."""
-        return self.engine.kind == ScorerKind.COMPOSITE
+        return self.kind.scores_rows
 
     def served(self, encoded: Encoded) -> Encoded:
         """A served text's encoding with the chosen encoder segment ids: `training` keeps the
@@ -164,7 +167,7 @@ class Service:
         ensemble's members stay out: `reward_std` carries them)."""
         if self.ensemble:
             values = values[:1]
-        if self.normalize and self.engine.kind == ScorerKind.REWARD:
+        if self.normalize and self.kind.normalizes:
             reward = self.engine.normalize(values[0])
             assert reward is not None, "normalize is on only where engine.can_normalize"
             return [reward, *values[1:]]
@@ -211,8 +214,8 @@ class Service:
         from rmspec.serve.request_io import ApiError
 
         assert self.batcher is not None
-        engine = self.engine
-        assert engine.kind == ScorerKind.JUDGE  # the protocols send only a judge's requests here (is_judge)
+        engine: Any = self.engine  # a judge (rmspec.inference.scorers.judge.JudgeEngine)
+        assert self.is_judge  # the protocols send only a judge's requests here
         ids = engine.judge_prompt_ids(conversations)
         context = self.context_length
         longest = max(len(x) for x in ids)

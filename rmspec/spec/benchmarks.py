@@ -13,12 +13,27 @@ rmspec.evaluate.kinds.base) and one line in CATALOGUE below.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
-from rmspec.spec.scorer_kind import ScorerKind
+
+class ScoredAs(str, Enum):
+    """How a model's benchmark rows are scored: what evaluation reads, whatever the scorer kind.
+    Each scorer kind says which it is (rmspec.inference.scorers: a pointwise model and a composite
+    are read as rewards); results.json's entries carry it as `scorer`."""
+
+    REWARD = "reward"  # one score per response: pairs, best-of-N
+    JUDGE = "judge"  # a generative judge's verdicts on a pair, in both orders
+    PROCESS = "process"  # a score per step
+
+    __str__ = str.__str__
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
 
 # Which models a kind can score: a reward model (one score per response), a generative judge
 # (verdicts on a pair, both orders), a process reward model (a score per step).
-REWARD, JUDGE, PROCESS = ScorerKind.REWARD, ScorerKind.JUDGE, ScorerKind.PROCESS
+REWARD, JUDGE, PROCESS = ScoredAs.REWARD, ScoredAs.JUDGE, ScoredAs.PROCESS
 
 
 @dataclass(frozen=True)
@@ -26,13 +41,13 @@ class BenchmarkInfo:
     name: str
     hub: str | None  # the official hub id; None: a local file is required
     split: str | None  # the official split; None: all of the kind's splits (its module says which)
-    scorers: tuple[ScorerKind, ...]  # REWARD / JUDGE / PROCESS: the models this kind can score
+    scorers: tuple[ScoredAs, ...]  # REWARD / JUDGE / PROCESS: the models this kind can score
     module: str  # the module holding the kind's KIND object
     description: str
 
 
 def _kind(
-    name: str, hub: str | None, split: str | None, scorers: tuple[ScorerKind, ...], description: str
+    name: str, hub: str | None, split: str | None, scorers: tuple[ScoredAs, ...], description: str
 ) -> BenchmarkInfo:
     return BenchmarkInfo(name, hub, split, scorers, f"rmspec.evaluate.kinds.{name}", description)
 

@@ -1,18 +1,23 @@
-"""`rmspec score RUN FILE` for a composite run: each row's reward, one column per component
+"""The composite kind: rules, judges and models combined by a composite spec (rmspec.composite);
+it trains nothing, and its scorer is `rmspec.composite.scorer.CompositeScorer`.
+
+`rmspec score RUN FILE` for a composite run: each row's reward, one column per component
 (its raw value, null where it failed or its route left it out) and `<name>_error` (the failure
 reason, or null). A row whose reward cannot be given (a component failed under on_failure: error)
-goes to the rejects file with the reason `component_failed` and which component failed why."""
+goes to the rejects file with the reason `component_failed` and which component failed why.
+`rmspec serve` answers /get_reward with prompts and labels (rmspec.serve.composite).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rmspec.composite.combine import RowReward
-from rmspec.composite.outcome import Item
 from rmspec.composite.rows import item_from_row
 from rmspec.composite.scorer import CompositeScorer
+from rmspec.inference.scorers.base import Found, Rejected, ScorerType
 from rmspec.inference.scorers.shapes import Shape
-from rmspec.score.reader import BadRow
+from rmspec.spec.scorer_kind import ScorerKind
 
 COMPOSITE = "composite"
 
@@ -35,32 +40,47 @@ def columns(scorer: CompositeScorer, scored: RowReward) -> dict[str, Any]:
     return out
 
 
-def score_chunk(
-    scorer: CompositeScorer, shape: Shape, chunk: list[Any], first_index: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(scored rows in input order, rejects) of one chunk."""
-    kept: list[tuple[int, dict[str, Any], Item]] = []
-    rejects = []
-    for k, row in enumerate(chunk):
-        index = first_index + k
-        if isinstance(row, BadRow):
-            rejects.append({"row": index, "reason": row.reason, "reason_kind": row.kind, "input": row.raw})
-            continue
-        item = item_from_row(row, scorer.composite)
-        if isinstance(item, str):
-            rejects.append({"row": index, "reason": item, "reason_kind": "missing_response", "input": row})
-        else:
-            kept.append((index, row, item))
-    rows = []
-    for (index, row, _), scored in zip(kept, scorer.score_items([item for _, _, item in kept])):
-        cols = columns(scorer, scored)
-        if scored.reward is None:
-            rejects.append(
-                {"row": index, "reason": scored.error, "reason_kind": "component_failed", "input": row, **cols}
-            )
-            continue
-        out = dict(row)
-        for name, value in cols.items():
-            out[name if name not in row else f"rmspec_{name}"] = value
-        rows.append(out)
-    return rows, rejects
+class CompositeKind(ScorerType):
+    kind = ScorerKind.COMPOSITE
+    description = "rules, judges and models combined by a spec: trains nothing"
+    scores_rows = True
+
+    def claims(self, found: Found) -> bool:
+        from rmspec.composite.reward_file import is_composite
+
+        return is_composite(found.given)
+
+    def load(
+        self, found: Found, *, dtype: str, device: str | None, batch_size: int | None, step_separator: str | None
+    ) -> CompositeScorer:
+        """The composite a run wrote, its model components loaded as any other scorer."""
+        from rmspec.composite.scorer import load_composite
+        from rmspec.inference import scorers
+
+        return load_composite(found.given, load_model=lambda path: scorers.load(path, dtype=dtype, device=device))
+
+    def shape(self, engine: Any, columns: list[str], named: dict[str, str]) -> Shape:
+        return composite_shape(engine)
+
+    def item(self, engine: Any, row: dict[str, Any], shape: Shape) -> Any:
+        item = item_from_row(row, engine.composite)
+        return Rejected(item, "missing_response") if isinstance(item, str) else item
+
+    def score(
+        self, engine: Any, shape: Shape, items: list[Any], batch_size: int
+    ) -> tuple[list[dict[str, Any] | Rejected], tuple[int, int]]:
+        out: list[dict[str, Any] | Rejected] = []
+        for scored in engine.score_items(items):
+            cols = columns(engine, scored)
+            out.append(cols if scored.reward is not None else Rejected(str(scored.error), "component_failed", cols))
+        return out, (0, 0)
+
+    def summary(self, engine: Any) -> dict[str, Any]:
+        """Failures per component and reason (this run's rows)."""
+        return {"failures": engine.counts.to_json()}
+
+    def serving(self, engine: Any, normalization: str) -> str:
+        return "components " + ", ".join(f"{n} ({k})" for n, k in engine.describe()["components"].items())
+
+
+KIND = CompositeKind()

@@ -1,4 +1,7 @@
-"""`rmspec score` with a process reward model: per-step scores and the predicted first wrong step.
+"""The process kind: a process reward model (rmspec's, or any token classifier as TRL's PRMTrainer
+saves it), its engine `rmspec.inference.process.StepEngine`.
+
+`rmspec score` with a process reward model: per-step scores and the predicted first wrong step.
 
 Rows hold a prompt and a list of steps: ProcessBench's `problem` + `steps`, TRL's `prompt` +
 `completions`, or the columns named with `--columns prompt=COL,steps=COL`. Each scored row gets
@@ -13,9 +16,12 @@ from typing import Any
 
 from rmspec.errors import DataError
 from rmspec.inference.encoding import Prompt
-from rmspec.inference.process import StepEngine
+from rmspec.inference.process import StepEngine, is_token_classifier
+from rmspec.inference.scorers.base import Found, Rejected, ScorerType
 from rmspec.inference.scorers.shapes import Shape, reason
 from rmspec.messages import Invalid, Problem, conversation, text_list
+from rmspec.spec.benchmarks import ScoredAs
+from rmspec.spec.scorer_kind import ScorerKind
 
 STEPS = "steps"
 PROMPT_COLUMNS = ("problem", "prompt", "question", "query")
@@ -64,3 +70,41 @@ def step_columns(engine: StepEngine, items: list[tuple[Prompt, list[str]]]) -> l
         }
         for s in engine.score_steps(items)
     ]
+
+
+class ProcessKind(ScorerType):
+    kind = ScorerKind.PROCESS
+    description = "a process reward model: P(correct) per step"
+    scored_as = ScoredAs.PROCESS
+    reads_steps = True
+    per_token = True
+
+    def claims(self, found: Found) -> bool:
+        return found.declared == ScorerKind.PROCESS or is_token_classifier(found.model_dir)
+
+    def load(
+        self, found: Found, *, dtype: str, device: str | None, batch_size: int | None, step_separator: str | None
+    ) -> StepEngine:
+        return StepEngine.load(found.given, dtype=dtype, device=device, batch_size=batch_size, separator=step_separator)
+
+    def shape(self, engine: Any, columns: list[str], named: dict[str, str]) -> Shape:
+        return step_shape(columns, named)
+
+    def item(self, engine: Any, row: dict[str, Any], shape: Shape) -> Any:
+        try:
+            return step_item(row, shape)
+        except Invalid as exc:
+            return Rejected(*step_reason(exc))
+
+    def score(
+        self, engine: Any, shape: Shape, items: list[Any], batch_size: int
+    ) -> tuple[list[dict[str, Any] | Rejected], tuple[int, int]]:
+        """Per-step scores and the predicted first wrong step."""
+        return list(step_columns(engine, items)), (0, 0)
+
+    def serving(self, engine: Any, normalization: str) -> str:
+        """Its clients put the separator after every step: say which one it reads."""
+        return f"step separator {engine.separator!r}"
+
+
+KIND = ProcessKind()

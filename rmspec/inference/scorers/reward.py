@@ -11,16 +11,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from rmspec import approaches
 from rmspec.composite.scorer import CompositeScorer
+from rmspec.inference import scorers
 from rmspec.inference.encoding import Encoded, Prompt, encode_many, make_layout
 from rmspec.inference.loading import max_length_for
 from rmspec.inference.process import StepEngine
 from rmspec.inference.scorer import ScorerKind
+from rmspec.inference.scorers.base import Found, Rejected, ScorerType
+from rmspec.inference.scorers.shapes import PAIRS, Shape, reason
 from rmspec.inference.scoring import head_outputs
 from rmspec.inference.target import Target
+from rmspec.messages import Invalid
 
 
 @dataclass
@@ -29,14 +33,12 @@ class RewardEngine:
     tokenizer: Any
     layout: Any
     max_length: int
-    kind: Literal[ScorerKind.REWARD, ScorerKind.POINTWISE, ScorerKind.JUDGE] = ScorerKind.REWARD
+    kind: str = ScorerKind.REWARD  # a kind's name (rmspec.inference.scorers): reward, pointwise; judge for JudgeEngine
     labels: list[str] = field(default_factory=lambda: ["reward"])
     mean: float | None = None
     std: float | None = None
     target: Target | None = None
     batch_size: int = 32
-    verdict_pattern: str | None = None  # judges only
-    max_new_tokens: int = 64
 
     # ------------------------------------------------------------------ loading
 
@@ -50,9 +52,7 @@ class RewardEngine:
         batch_size: int | None = None,
     ) -> RewardEngine | StepEngine | CompositeScorer:
         """`load_scorer`, by the name older callers use: a PRM folder gives a `StepEngine`."""
-        from rmspec.inference.engine import load_scorer
-
-        return load_scorer(model_or_run, dtype=dtype, device=device, batch_size=batch_size)
+        return scorers.load(model_or_run, dtype=dtype, device=device, batch_size=batch_size)
 
     @classmethod
     def from_parts(
@@ -72,7 +72,7 @@ class RewardEngine:
         max_length = min(spec.training.max_length, limit) if spec is not None else limit
         config = model.config
         labels = _head_labels(config)
-        kind: Literal[ScorerKind.REWARD, ScorerKind.POINTWISE] = (
+        kind = (
             ScorerKind.POINTWISE
             if (spec is not None and approaches.of(spec).scorer == ScorerKind.POINTWISE) or len(labels) > 1
             else ScorerKind.REWARD
@@ -88,29 +88,6 @@ class RewardEngine:
             _finite(getattr(config, "reward_std", None)),
             target,
             batch_size or (spec.eval.batch_size if spec is not None else 32),
-        )
-
-    @classmethod
-    def load_judge(
-        cls, model_dir: str | Path, spec: Any, *, target: Target | None = None, batch_size: int | None = None
-    ) -> RewardEngine:
-        """A generative judge (causal LM) with its run's layout and verdict pattern."""
-        from rmspec.inference.judge import load_judge
-
-        model, tokenizer = load_judge(model_dir)
-        architecture = spec.model.shape.architecture if spec.model.shape else None
-        layout = make_layout(tokenizer, spec.data.mapping.chat_template, architecture)
-        return cls(
-            model,
-            tokenizer,
-            layout,
-            min(spec.training.max_length, max_length_for(model, tokenizer)),
-            ScorerKind.JUDGE,
-            ["verdict"],
-            target=target,
-            batch_size=batch_size or 8,
-            verdict_pattern=spec.approach.verdict_pattern,
-            max_new_tokens=spec.approach.max_new_tokens,
         )
 
     # ------------------------------------------------------------------ encoding
@@ -178,8 +155,6 @@ class RewardEngine:
 
     def outputs(self, encoded: Sequence[Encoded], batch_size: int | None = None) -> list[list[float]]:
         """Every head output per encoded sequence, in input order (length-sorted batches inside)."""
-        if self.kind == ScorerKind.JUDGE:
-            raise TypeError("a generative judge has no score head: use rmspec.inference.judge")
         if not encoded:
             return []
         return head_outputs(
@@ -210,7 +185,7 @@ class RewardEngine:
         """Responses to one prompt share one row (a causal decoder whose attention takes a mask)."""
         from rmspec.inference.shared_prefix import can_share_prompt
 
-        if self.kind != ScorerKind.REWARD or getattr(self.layout, "kind", None) == "pair":
+        if not scorers.of(self).shares_prompt or getattr(self.layout, "kind", None) == "pair":
             return False
         if not hasattr(self, "_prompt_once"):
             self._prompt_once = can_share_prompt(self.model)
@@ -244,50 +219,8 @@ class RewardEngine:
             batch_size or self.batch_size,
         )
 
-    # ------------------------------------------------------------------ judges
-
-    def generate(
-        self,
-        conversations: Sequence[Sequence[dict[str, str]]],
-        max_new_tokens: int | None = None,
-        batch_size: int | None = None,
-    ) -> list[str]:
-        """A judge's greedy replies to whole conversations, laid out by its run's layout."""
-        from rmspec.inference.judge import generate
-
-        if self.kind != ScorerKind.JUDGE:
-            raise TypeError("only a generative judge generates text")
-        return generate(
-            self.model,
-            self.tokenizer,
-            self.judge_prompt_ids(conversations),
-            max_new_tokens or self.max_new_tokens,
-            batch_size or self.batch_size,
-        )
-
-    def judge_prompt_ids(self, conversations: Sequence[Sequence[dict[str, str]]]) -> list[list[int]]:
-        """Token ids of each conversation followed by the assistant's turn, left-cut to max_length."""
-        layout = self.layout
-        texts = layout.prompt_texts([[dict(m) for m in c] for c in conversations])
-        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
-        head = [] if layout.kind == "template" else list(layout.single_head)
-        return [self.encode_ids(head + list(ids)).ids for ids in encoded]
-
-    def verdicts(
-        self,
-        prompts: Sequence[Prompt],
-        responses_a: Sequence[str],
-        responses_b: Sequence[str],
-        batch_size: int | None = None,
-    ) -> list[tuple[str | None, str]]:
-        """(verdict, generated text) per pair, with the judge prompt its training data used."""
-        from rmspec.inference.judge import judge_message, parse_verdict
-
-        messages = [
-            [{"role": "user", "content": judge_message(p, a, b)}] for p, a, b in zip(prompts, responses_a, responses_b)
-        ]
-        texts = self.generate(messages, batch_size=batch_size)
-        return [(parse_verdict(t, self.verdict_pattern or r"\[\[([AB])\]\]"), t) for t in texts]
+    def generate(self, conversations: Any, max_new_tokens: int | None = None, batch_size: int | None = None) -> Any:
+        raise TypeError("only a generative judge generates text")
 
     # ------------------------------------------------------------------ normalization
 
@@ -335,3 +268,96 @@ def _finite(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
+
+
+class RewardKind(ScorerType):
+    """A score head: one scalar reward per text (Bradley-Terry, listwise, any sequence classifier).
+    Claims whatever no other kind claims; `RewardEngine.from_parts` makes it pointwise when the
+    run's approach saved a pointwise model or the head has several outputs."""
+
+    kind = ScorerKind.REWARD
+    description = "a score head: one scalar reward per text"
+    normalizes = True
+    ranks_pairs = True
+    shares_prompt = True
+
+    def claims(self, found: Found) -> bool:
+        return True
+
+    def load(
+        self, found: Found, *, dtype: str, device: str | None, batch_size: int | None, step_separator: str | None
+    ) -> RewardEngine:
+        from rmspec.inference.loading import load_reward_model
+
+        model, tokenizer = load_reward_model(found.model_dir, dtype=dtype, device=device)
+        return RewardEngine.from_parts(model, tokenizer, found.spec, target=found.target, batch_size=batch_size)
+
+    # ------------------------------------------------------------------ rmspec score
+
+    def shape(self, engine: Any, columns: list[str], named: dict[str, str]) -> Shape:
+        from rmspec.inference.scorers import shapes
+
+        return shapes.detect(columns, named)
+
+    def item(self, engine: Any, row: dict[str, Any], shape: Shape) -> Any:
+        """(prompt, response) per scored text; the scorer's layout checks tool turns."""
+        try:
+            return shape.items(row, getattr(engine, "layout", None))
+        except Invalid as exc:
+            return Rejected(*reason(exc))
+
+    def score(
+        self, engine: Any, shape: Shape, items: list[Any], batch_size: int
+    ) -> tuple[list[dict[str, Any] | Rejected], tuple[int, int]]:
+        encoded = engine.encode([item for its in items for item in its])
+        groups, pos = [], 0
+        for its in items:  # a row's texts share its prompt: computed once on decoders (engine.prompt_once)
+            groups.append(encoded[pos : pos + len(its)])
+            pos += len(its)
+        outputs = engine.grouped_outputs(groups, batch_size)
+        return (
+            [self.columns(engine, shape, outs, enc) for outs, enc in zip(outputs, groups)],
+            _padding([len(e.ids) for e in encoded], batch_size),
+        )
+
+    def columns(self, engine: Any, shape: Shape, outs: list[list[float]], enc: list[Any]) -> dict[str, Any]:
+        """The reward (a pair: both, the margin, P(chosen > rejected)), normalized where the model
+        carries the statistics, an ensemble's members' std, and whether a text was cut."""
+        from rmspec.inference.ensemble import member_std
+
+        truncated = any(e.truncated for e in enc)
+        cols: dict[str, Any]
+        if shape.kind == PAIRS:
+            chosen, rejected = outs[0][0], outs[1][0]
+            cols = {
+                "reward_chosen": chosen,
+                "reward_rejected": rejected,
+                "margin": chosen - rejected,
+                "p_chosen": preference_probability(chosen, rejected),
+            }
+            if engine.can_normalize:
+                cols.update(
+                    reward_chosen_normalized=engine.normalize(chosen),
+                    reward_rejected_normalized=engine.normalize(rejected),
+                )
+            if len(outs[0]) > 1:  # an ensemble (rmspec.inference.ensemble): outputs 1.. are its members
+                cols.update(reward_std_chosen=member_std(outs[0]), reward_std_rejected=member_std(outs[1]))
+            return {**cols, "truncated": truncated}
+        cols = {"reward": outs[0][0]}
+        if engine.can_normalize:
+            cols["reward_normalized"] = engine.normalize(outs[0][0])
+        if len(outs[0]) > 1:
+            cols["reward_std"] = member_std(outs[0])
+        return {**cols, "truncated": truncated}
+
+
+def _padding(lengths: list[int], batch_size: int) -> tuple[int, int]:
+    """(real tokens, tokens in length-sorted batches of one sequence per text): see rmspec.score.runner's
+    note on decoders that compute each prompt once."""
+    ordered = sorted(lengths)
+    batches = [ordered[s : s + batch_size] for s in range(0, len(ordered), batch_size)]
+    computed = sum(max(batch) * len(batch) for batch in batches)
+    return sum(lengths), computed
+
+
+KIND = RewardKind()
