@@ -27,13 +27,19 @@ def plan(spec_file: SpecPath, sets: tuple[str, ...], as_json: bool, out: str | N
 
     Never imports torch; exits 2 when nothing fits, naming what would.
     """
+    from rmspec.data.column_check import check_local_columns
+    from rmspec.model_check import check_models
     from rmspec.plan import compile_plan, save_plan
     from rmspec.spec import load_spec
 
     if not spec_file.kind.trains:  # its own plan (a composite: what each component costs)
+        check_models(spec_file.kind.load(spec_file, sets), ask_hub=False)  # a tokenizer not here fails the run
         _own_plan(spec_file.kind, spec_file, sets, as_json, out)
         return
     loaded = load_spec(spec_file, sets)
+    if loaded.spec.model.shape is None:  # sized from the folder: a mistyped one says so, not "no shape"
+        check_models(loaded, ask_hub=False, paths_only=True)
+    check_local_columns(loaded)  # a missing column found here, not after the run has launched
     result = compile_plan(loaded, sets=sets)
     if out:
         save_plan(result, out)

@@ -68,9 +68,18 @@ def run(target: SpecPath | None, sets: tuple[str, ...], resume_dir: str | None, 
                 "give a spec (SPEC.yaml) or a plan (PLAN.json) to run",
                 hint="e.g. rmspec init --example quickstart, then rmspec run quickstart.yaml",
             )
+        from rmspec.model_check import check_models
+
         if not target.kind.trains:  # a document that trains nothing (a composite): its own run, here
+            check_models(target.kind.load(target, sets), ask_hub=True)  # seconds, not transformers' retries
             _run_own(target.kind, target, sets, overwrite, submit)
             return
+        if not str(target).endswith(".json"):  # a spec (a saved plan was checked when it was made)
+            from rmspec.data.column_check import check_local_columns
+
+            loaded = load_spec(target, sets)
+            check_models(loaded, ask_hub=True)  # before the run directory is touched
+            check_local_columns(loaded)
         plan, document = prepare.plan_and_document(target, sets)
         if document.get("sweep") is not None:
             raise RmspecError(

@@ -9,14 +9,26 @@ from rmspec.cli.options import SpecFile, SpecPath, set_option
 @click.argument("spec_file", type=SpecFile())
 @set_option
 @click.option("--all", "show_all", is_flag=True, help="Show every problem (by default the first 50).")
-def validate(spec_file: SpecPath, sets: tuple[str, ...], show_all: bool) -> None:
+@click.option(
+    "--check-paths",
+    is_flag=True,
+    help="Also find every model and tokenizer the spec names (local folder, Hugging Face cache, then the hub: "
+    "one short request, none with HF_HUB_OFFLINE=1).",
+)
+def validate(spec_file: SpecPath, sets: tuple[str, ...], show_all: bool, check_paths: bool) -> None:
     """Check SPEC_FILE: every problem at once, each with FILE:LINE:COL and field path."""
+    from rmspec.data.column_check import check_local_columns
     from rmspec.errors import SpecError
+    from rmspec.model_check import check_models
 
     kind = spec_file.kind  # the training spec, or a document of its own (a composite)
     try:
         loaded = kind.load(spec_file, sets)
+        if check_paths:
+            check_models(loaded, ask_hub=True)
     except SpecError as exc:
         exc.show_all = show_all  # read by rmspec.render.errors.print_error
         raise
+    if kind.trains:  # the mapping's columns against local files, read cheaply (not the hub, not SQL)
+        check_local_columns(loaded)
     click.echo(f"{spec_file}: valid ({kind.summary(loaded)})")
