@@ -122,7 +122,10 @@ def _data_reason(messages):
     from rmspec.data.records import Reject
 
     mapping = SimpleNamespace(preset="messages", binarize=None, pair_by=None, columns=SimpleNamespace(model_dump=dict))
-    mapper = RowMapper(mapping, SimpleNamespace(kind="generative", row_kind="generative"), ["messages"])
+    # the judge section's declared facts (rmspec.spec.approach.ApproachSection): its rows, no tie rows
+    # trained, no margin remap, no score attributes
+    judge = SimpleNamespace(kind="generative", row_kind="generative", tie_rows="reject", margin_table=None, score_attributes=[])
+    mapper = RowMapper(mapping, judge, ["messages"])
     with pytest.raises(Reject) as caught:
         mapper({"messages": messages}, 0)
     return caught.value.reason

@@ -45,6 +45,15 @@ class BradleyTerryApproach(Approach):
     def uses_lm_head(self, section: Any) -> bool:
         return self.head == LM_HEAD or section.sft_weight > 0
 
+    def plan_notes(self, spec: Any, n_list: int | None, list_how: str | None) -> list[str]:
+        section = spec.approach
+        if not section.sft_weight:
+            return []
+        return [
+            f"sft_weight {section.sft_weight}: the LM head is kept during training (sized here: its "
+            "weights, and its logits over the chosen sequence); the saved model is the score head only"
+        ]
+
     def config_extra(self, spec: Any) -> dict[str, Any]:
         section = spec.approach
         option = "length_debias" if section.length_debias else "ensemble" if section.ensemble else None

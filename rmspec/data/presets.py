@@ -56,8 +56,8 @@ class RowMapper:
         self.approach = approach.row_kind  # the row shape (a GRPO judge maps pairs)
         self.binarize = mapping.binarize
         self.pair_by = mapping.pair_by
-        self.ties = getattr(approach, "ties", "reject")  # a tie row is a reject unless the loss trains ties
-        self.margin_map = getattr(approach, "margin_table", None)
+        self.ties = approach.tie_rows  # a tie row is a reject unless the loss trains ties
+        self.margin_map = approach.margin_table
         self.where = where
         explicit = {k: v for k, v in mapping.columns.model_dump().items() if v is not None}
         self.cols: dict[str, Any] = {**DEFAULTS[self.preset], **explicit}
@@ -73,7 +73,7 @@ class RowMapper:
         for field, col in optional:
             if field not in self.cols and col in columns:
                 self.cols[field] = col
-        self.attributes = list(getattr(approach, "attributes", []) or [])
+        self.attributes = approach.score_attributes
         self._check(columns)
 
     # ------------------------------------------------------------ up-front checks

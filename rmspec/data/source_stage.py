@@ -255,7 +255,7 @@ def apply_filters(ctx: Context, ds: Any, entry: Any) -> Filtered:
                 limit,
                 f.policy,
                 stage,
-                step_separator=getattr(ctx.spec.approach, "step_separator", None),
+                step_separator=ctx.spec.approach.step_suffix,
             )
             feats = ds.features.copy()
             feats.update(token_columns(approach, ctx.layout))

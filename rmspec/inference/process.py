@@ -149,12 +149,11 @@ class StepEngine:
 
         saved = dict(getattr(model.config, "rmspec", None) or {})
         limit = max_length_for(model, tokenizer)
-        if spec is not None and getattr(spec.approach, "step_separator", None) is not None:  # a PRM's run
-            saved.update(
-                step_separator=spec.approach.step_separator,
-                threshold=spec.approach.threshold,
-                chat_template=spec.data.mapping.chat_template,
-            )
+        if spec is not None and spec.approach.step_suffix is not None:  # a PRM's run
+            from rmspec import approaches
+
+            # what its model folder's config.json records (step_separator, threshold, chat_template)
+            saved.update(approaches.of(spec).config_extra(spec))
             limit = min(limit, spec.training.max_length)
         elif saved.get("max_length"):
             limit = min(limit, int(saved["max_length"]))

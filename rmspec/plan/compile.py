@@ -256,10 +256,10 @@ def compile_plan(
     )
     step_separator = None
     # A section with a step separator (a PRM): how the separator carrying each step's label tokenizes.
-    if getattr(spec.approach, "step_separator", None) is not None:
+    if spec.approach.step_suffix is not None:
         from rmspec.plan.separator import separator_check
 
-        step_separator = separator_check(spec.approach.step_separator, spec.model.name_or_path, model_path, hub_cache)
+        step_separator = separator_check(spec.approach.step_suffix, spec.model.name_or_path, model_path, hub_cache)
     plan = Plan(  # checked below: no negative or NaN figure reaches a reader (plan/invariants.py)
         schema_version=SCHEMA_VERSION,
         name=spec.name,

@@ -22,10 +22,9 @@ def grpo_notes(
     spec: Any, shape: Any, precision: str, micro_batch: int, processes: int, peak_bytes: float, usable_gb: float
 ) -> list[str]:
     """Plan lines for the GRPO parts (none for other approaches, so their plans are unchanged)."""
-    approach = spec.approach
-    if getattr(approach, "method", None) != "grpo":
+    grpo, training = spec.approach.reinforcement, spec.training
+    if grpo is None:
         return []
-    grpo, training = approach.grpo, spec.training
     per_value = BYTES.get(precision, 4)
     steps_per_generation = grpo.steps_per_generation or max(1, training.global_batch_size // (micro_batch * processes))
     sequences = micro_batch * steps_per_generation  # completions one device generates at once
@@ -55,8 +54,8 @@ def grpo_notes(
 def refuse_vllm_on_cpu(spec: Any, is_gpu: bool) -> None:
     """validate refuses use_vllm with hardware.device: cpu; a plan for device: auto that lands on CPUs
     is refused here, before a run starts."""
-    approach = spec.approach
-    if getattr(approach, "method", None) == "grpo" and approach.grpo.use_vllm and not is_gpu:
+    grpo = spec.approach.reinforcement
+    if grpo is not None and grpo.use_vllm and not is_gpu:
         raise PlanError(
             "approach.grpo.use_vllm: vLLM generates on a GPU, but this plan trains on CPUs",
             hint="write approach.grpo.use_vllm: false, or plan on a GPU host (hardware.device)",

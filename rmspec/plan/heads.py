@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmspec.spec.heads import head_outputs
-
 BYTES_TRAINED = 16  # fp32 weight + gradient + two AdamW moments per parameter
 
 
 def extra_head_parameters(spec: Any, hidden_size: int) -> int:
     """Parameters of the training head beyond the saved one-output head."""
-    return (head_outputs(spec.approach) - 1) * (hidden_size + 1)
+    return (spec.approach.trained_heads - 1) * (hidden_size + 1)
 
 
 def head_notes(spec: Any, hidden_size: int) -> list[str]:

@@ -67,13 +67,7 @@ def packed_list_lengths(data: Any, approach: str, base_dir: Path, max_length: in
 def recipe_notes(spec: Any, n_list: int | None, list_how: str | None) -> list[str]:
     """Plan warnings for options whose cost or effect the reader should see (none for other specs,
     so their plans are unchanged)."""
-    approach = spec.approach
     notes = approaches.of(spec).plan_notes(spec, n_list, list_how)
-    if getattr(approach, "sft_weight", 0.0):
-        notes.append(
-            f"sft_weight {approach.sft_weight}: the LM head is kept during training (sized here: its "
-            "weights, and its logits over the chosen sequence); the saved model is the score head only"
-        )
     if spec.model.init_from:
         folder = Path(spec.model.init_from)
         there = "" if (folder / "model" / "config.json").exists() else " (not there yet: run that stage first)"

@@ -18,7 +18,7 @@ from rmspec.spec.approach_judge import (
     grpo_problems,
 )
 from rmspec.spec.base import Section
-from rmspec.spec.heads import Ensemble, HeadOptionsCheck, LengthDebias
+from rmspec.spec.heads import Ensemble, HeadOptionsCheck, LengthDebias, head_outputs
 
 if TYPE_CHECKING:
     from rmspec.spec.root import Spec
@@ -63,6 +63,44 @@ class ApproachSection(Section):
         """(what asks, the extra) for the optional packages this approach's run imports
         (rmspec.extras reads it before a run starts)."""
         return []
+
+    # What the stages outside the approach read of its options, declared here with the value every
+    # other approach has (a section overrides the ones its options change): the data stage, the
+    # planner and the scorers ask these, never an option by name.
+
+    @property
+    def tie_rows(self) -> str:
+        """What a row labelled tie becomes (rmspec.data.presets): "reject" (reason `tie`), or the tie
+        option of a loss that trains ties (Bradley-Terry's davidson, a GRPO judge's verdict)."""
+        return "reject"
+
+    @property
+    def margin_table(self) -> dict[float, float] | None:
+        """Labelled strengths remapped before a pairwise loss (Bradley-Terry's margin_map); None: as labelled."""
+        return None
+
+    @property
+    def score_attributes(self) -> list[str]:
+        """The score attributes a row keeps (pointwise's attributes); none for other approaches."""
+        return []
+
+    @property
+    def step_suffix(self) -> str | None:
+        """The text appended to every reasoning step, whose last token carries the step's label (a process
+        reward model's step_separator); None: the rows have no steps."""
+        return None
+
+    @property
+    def trained_heads(self) -> int:
+        """Score heads trained side by side (ODIN's quality and length heads, an ensemble's members); the
+        saved model keeps one. 1: one head."""
+        return 1
+
+    @property
+    def reinforcement(self) -> Any:
+        """The GRPO settings (approach.grpo) when this approach trains by reinforcement (a judge with
+        method: grpo: its rows, trainer, plan and exporter differ); None: trained by its loss."""
+        return None
 
 
 class BradleyTerry(ApproachSection):
@@ -152,6 +190,14 @@ class BradleyTerry(ApproachSection):
         return None if self.margin_map is None else {float(k): v for k, v in self.margin_map.items()}
 
     @property
+    def tie_rows(self) -> str:
+        return self.ties
+
+    @property
+    def trained_heads(self) -> int:
+        return head_outputs(self)
+
+    @property
     def margin_mode(self) -> str:
         """The margin's use, with use_margin: true read as subtract."""
         return self.margin or ("subtract" if self.use_margin else "none")
@@ -218,6 +264,10 @@ class Pointwise(HeadOptionsCheck, ApproachSection):
     )
     scale: ScoreScale = Field(default_factory=ScoreScale, description="The score scale (HelpSteer2: 0 to 4).")
 
+    @property
+    def score_attributes(self) -> list[str]:
+        return list(self.attributes)
+
     def problems(self, spec: Spec) -> Iterator[rules.Problem]:
         return rules.scores_needed(spec, self)
 
@@ -270,6 +320,14 @@ class Generative(HeadOptionsCheck, ApproachSection):
 
     def extra_needs(self) -> list[tuple[str, str]]:
         return [("approach.method: grpo (TRL's GRPOTrainer)", "grpo")] if self.method == "grpo" else []
+
+    @property
+    def tie_rows(self) -> str:
+        return self.ties
+
+    @property
+    def reinforcement(self) -> GRPOOptions | None:
+        return self.grpo if self.method == "grpo" else None
 
     @property
     def judge_pattern(self) -> str:
@@ -353,6 +411,10 @@ class Process(HeadOptionsCheck, ApproachSection):
         False,
         description="Also report the threshold that maximises first-error F1 on the validation split (reported as tuned, never used in place of `threshold`).",
     )
+
+    @property
+    def step_suffix(self) -> str:
+        return self.step_separator
 
     def problems(self, spec: Spec) -> Iterator[rules.Problem]:
         return rules.process_needs_steps(spec, self)

@@ -76,18 +76,19 @@ def head_option_conflicts(approach: Any) -> list[str]:
 
 
 def head_outputs(approach: Any) -> int:
-    """Outputs of the head a Bradley-Terry model trains with: 2 for ODIN (quality, length), N for an
-    ensemble, else 1. The saved model always has 1 (rmspec.train.heads.finalize_heads)."""
-    if getattr(approach, "length_debias", None) is not None:  # only Bradley-Terry's section has these options
+    """Outputs of the head a Bradley-Terry model (its section: the only one with these options) trains
+    with: 2 for ODIN (quality, length), N for an ensemble, else 1. The saved model always has 1
+    (rmspec.train.heads.finalize_heads). Other approaches: ApproachSection.trained_heads."""
+    if approach.length_debias is not None:
         return 2
-    if getattr(approach, "ensemble", None) is not None:
+    if approach.ensemble is not None:
         return int(approach.ensemble.members)
     return 1
 
 
 def head_labels(approach: Any) -> list[str]:
     """config.id2label while training (checkpoints): what each output of the widened head is."""
-    if getattr(approach, "length_debias", None) is not None:
+    if approach.length_debias is not None:
         return ["reward", "length"]
     n = head_outputs(approach)
     return ["reward"] if n == 1 else [f"member_{i}" for i in range(n)]

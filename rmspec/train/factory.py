@@ -43,7 +43,7 @@ def build_trainer(
 ):
     approach = approaches.of(spec)
     sft = approach.uses_lm_head(spec.approach) and approach.head != LM_HEAD  # an LM term beside the score head
-    packing, packing_reason = packing_path(getattr(spec.training, "packing", "auto"), approach, model.config, sft)
+    packing, packing_reason = packing_path(spec.training.packing, approach, model.config, sft)
     packed = packing == SHARED_PREFIX
     common = dict(
         model=model,

@@ -107,10 +107,9 @@ def export_judge(target: Path, to: str, out: Path) -> Path:
     run = target if target.is_dir() else None
     loaded = load_spec(run / "spec.yaml" if run else target)
     spec = loaded.spec
-    method = getattr(spec.approach, "method", None)
-    if method != "grpo":
+    if spec.approach.reinforcement is None:  # a judge trained on written verdicts (method: sft)
         raise RmspecError(
-            f"{target}: approach generative with method {method}: only a GRPO judge exports its training",
+            f"{target}: approach {spec.approach.kind} is not trained by GRPO: only a GRPO judge exports its training",
             "set approach.method: grpo, or serve the judge with `rmspec serve RUN`",
         )
     trained = run is not None and (run / "model" / "config.json").is_file()
