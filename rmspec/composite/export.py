@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rmspec.composite.reward_file import read_reward_file
+from rmspec.spec.composite import FAILURE_REASONS
 
 TARGETS = ("verl", "openrlhf")
 URL_ENV, TOKEN_ENV, TIMEOUT_ENV = "RMSPEC_REWARD_URL", "RMSPEC_REWARD_TOKEN", "RMSPEC_REWARD_TIMEOUT"
@@ -31,6 +32,7 @@ import urllib.request
 
 URL_ENV, TOKEN_ENV, TIMEOUT_ENV = {url_env!r}, {token_env!r}, {timeout_env!r}
 COMPONENTS = {components!r}
+REASONS = {reasons!r}  # the failure reasons serve writes as `<component>_<reason>` in extra_logs
 
 
 def _get_reward(body):
@@ -68,9 +70,8 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     out = {{"score": answer["rewards"][0]}}
     for name in COMPONENTS:
         out[name] = logs[name][0] if name in logs else 0.0
-        out[name + "_failed"] = float(
-            any(key.startswith(name + "_") and values[0] for key, values in logs.items() if key != name)
-        )
+        # exact keys `<name>_<reason>`: a prefix match would read component fmt_strict's values as fmt's
+        out[name + "_failed"] = float(any(logs.get(name + "_" + reason, [0.0])[0] for reason in REASONS))
     return out
 '''
 
@@ -91,7 +92,9 @@ def export_composite(run: Path, target: str, out: Path) -> Path:
         f"Components: {', '.join(names)}.\n"
         '"""\n'
     )
-    body = CLIENT.format(url_env=URL_ENV, token_env=TOKEN_ENV, timeout_env=TIMEOUT_ENV, components=names)
+    body = CLIENT.format(
+        url_env=URL_ENV, token_env=TOKEN_ENV, timeout_env=TIMEOUT_ENV, components=names, reasons=list(FAILURE_REASONS)
+    )
     text = header + body + (OPENRLHF if target == "openrlhf" else VERL).format()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")

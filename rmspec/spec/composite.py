@@ -17,6 +17,11 @@ from rmspec.spec.base import Section
 
 FAILURE_REASONS = ("timeout", "parse_error", "no_reference", "endpoint_error", "invalid_output")
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
+# Keys the composite writes beside its components' values: `rmspec score` (reward, gate,
+# `<name>_error`), serve's extra_logs (gated, `<name>_<reason>`), verl's compute_score (score,
+# `<name>_failed`). A component may not be named like one of them, or like another's derived key.
+RESERVED_NAMES = ("reward", "score", "gate", "gated")
+DERIVED_SUFFIXES = ("error", "failed", *FAILURE_REASONS)
 
 
 def _compiles(pattern: str, groups: int = 0) -> str:
@@ -39,7 +44,9 @@ OnFailure = Literal["error", "skip"] | OnFailureValue
 class ComponentBase(Section):
     name: str = Field(
         pattern=NAME_PATTERN,
-        description="The component's name: its column in `rmspec score` output, its key in extra_logs and metrics.",
+        description="The component's name: its column in `rmspec score` output, its key in extra_logs and metrics "
+        "(not reward, score, gate or gated, nor another component's name followed by _error, _failed or "
+        "_<failure reason>).",
     )
     weight: float = Field(1.0, description="Its weight in the combination (0 keeps it as a gate or a log only).")
     normalize: Literal["none", "zscore", "minmax"] = Field(
@@ -238,6 +245,19 @@ class Composite(Section):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"component names must be unique; repeated: {', '.join(duplicates)}")
+        taken = [n for n in names if n in RESERVED_NAMES]
+        if taken:
+            raise ValueError(
+                f"component name {taken[0]!r} is a key of the composite's own output "
+                f"({', '.join(RESERVED_NAMES)}): rename the component"
+            )
+        for name in names:  # `<name>_error` (rmspec score), `<name>_<reason>` (serve), `<name>_failed` (verl)
+            clash = next((f"{name}_{s}" for s in DERIVED_SUFFIXES if f"{name}_{s}" in names), None)
+            if clash is not None:
+                raise ValueError(
+                    f"component name {clash!r} is also the key of component {name!r}'s failures in the "
+                    f"composite's output ({name}_error, {name}_failed, {name}_<reason>): rename one of them"
+                )
         known = set(names)
         for where, used in [
             ("gates", [g.component for g in self.gates]),
