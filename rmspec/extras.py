@@ -32,6 +32,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "rules": ("math_verify", "jsonschema"),
     "sweep": ("optuna",),
     "grpo": ("trl",),
+    "gguf": ("gguf",),
 }
 # a composite approach's component kind -> the import it needs (the `rules` extra)
 RULE_MODULES = {"math_answer": "math_verify", "json_schema": "jsonschema"}
@@ -105,6 +106,8 @@ def spec_needs(spec: Any, *, training: bool = True) -> list[Need]:
         if name.lower() in PACKAGED_MODELS and offline():  # online, the hub serves the same checkpoint
             package = PACKAGED_MODELS[name.lower()][0]
             needs.append(need(f"model.name_or_path {name} (the packaged checkpoint)", "demo", (package,)))
+        if spec.model.gguf_file is not None or name.lower().startswith("packaged:"):
+            needs.append(need("a GGUF model (transformers' GGUF reader)", "gguf", ("gguf",)))
         if spec.model.lora is not None:
             needs.append(need("model.lora", "lora"))
         if spec.training.optimizer == "schedule_free_adamw":

@@ -156,7 +156,7 @@ def named_in(spec: Any) -> list[Named]:
     """Every model or tokenizer a spec (training or composite) names, with its field."""
     found: list[Named] = []
     model = getattr(spec, "model", None)
-    if model is not None and getattr(model, "name_or_path", None):
+    if model is not None and getattr(model, "name_or_path", None) and not is_gguf(model):  # GGUF: gguf_issues
         found.append(Named(("model", "name_or_path"), model.name_or_path))
         if getattr(model, "init_from", None):
             found.append(Named(("model", "init_from"), model.init_from, "run's model", local_only=True, from_cwd=True))
@@ -170,11 +170,33 @@ def named_in(spec: Any) -> list[Named]:
     return found
 
 
+def is_gguf(model: Any) -> bool:
+    """The model is a GGUF file (packaged:NAME or model.gguf_file): rmspec.gguf_source finds it."""
+    from rmspec.gguf_source import PACKAGED_PREFIX
+
+    return bool(getattr(model, "gguf_file", None)) or str(model.name_or_path).lower().startswith(PACKAGED_PREFIX)
+
+
+def gguf_issues(loaded: Any) -> list[SpecIssue]:
+    """The located problem of a GGUF model the spec names (unknown packaged name, package or file missing)."""
+    from rmspec.gguf_source import GgufError, spec_gguf_source
+
+    model = getattr(loaded.spec, "model", None)
+    if model is None or not is_gguf(model):
+        return []
+    try:
+        spec_gguf_source(model, Path(loaded.base_dir))
+    except GgufError as exc:
+        where = loaded.locations.find(tuple(exc.field.split(".")))
+        return [SpecIssue(exc.field, exc.detail, file=where.file, line=where.line, col=where.col, hint=exc.hint)]
+    return []
+
+
 def check_models(loaded: Any, *, ask_hub: bool, paths_only: bool = False) -> None:
     """A SpecError listing every model or tokenizer the loaded spec (LoadedSpec or LoadedComposite)
     names that cannot be found, each at its line in the file. ``paths_only``: only the names that
     are folders (plan: a hub id it sizes from its built-in catalog needs no download)."""
-    issues = []
+    issues = gguf_issues(loaded)
     for item in named_in(loaded.spec):
         if paths_only and not (item.local_only or looks_like_path(item.name)):
             continue

@@ -9,12 +9,35 @@ from rmspec.errors import DataError
 OFFLINE_ALTERNATIVE = "sentence-transformers/all-MiniLM-L6-v2"
 
 
+def gguf_tokenizer(model: Any, base_dir: Any) -> Any:
+    """The tokenizer of a GGUF model (rmspec.gguf_source), read from the file itself; None for other models."""
+    from rmspec.gguf_source import spec_gguf_source
+
+    source = spec_gguf_source(model, base_dir)
+    if source is None:
+        return None
+    import importlib.util
+
+    if importlib.util.find_spec("gguf") is None:
+        raise DataError(
+            f"model: reading the GGUF file {source.path} needs the gguf package", "pip install 'rmspec[gguf]'"
+        )
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(source.folder), gguf_file=source.file)
+
+
 def load_tokenizer(loaded: Any) -> Any:
     from transformers import AutoTokenizer
 
     from rmspec.packaged import resolve_model_path
 
     model = loaded.spec.model
+    gguf = gguf_tokenizer(model, loaded.base_dir)
+    if gguf is not None:
+        from rmspec.data.chat_template import use_chat_template
+
+        return use_chat_template(gguf, model, loaded.base_dir)
     path = resolve_model_path(model.name_or_path, loaded.base_dir)
     try:
         tokenizer = AutoTokenizer.from_pretrained(

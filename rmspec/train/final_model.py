@@ -156,6 +156,7 @@ def model_card(
     approach: str,
     base_model: str,
     spec_yaml: str,
+    weights: dict[str, Any] | None = None,
     data_summary: dict[str, Any] | None,
     results: dict[str, Any],
     scorer: str = "reward",
@@ -177,6 +178,16 @@ def model_card(
         "",
         f"A reward model trained with rmspec ({approach.replace('_', '-')}), from `{base_model}`.",
         "",
+        *(
+            [
+                f"Base weights: {weights['note']} (`{weights['file']}`"
+                + (f"; the original model is `{weights['original']}`" if weights.get("original") else "")
+                + "). This model is saved as plain safetensors.",
+                "",
+            ]
+            if weights
+            else []
+        ),
         "## Use",
         "",
         *(

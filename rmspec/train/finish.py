@@ -79,6 +79,7 @@ def finish(
         approach=declared.name,
         scorer=declared.scorer.value,
         base_model=spec.model.name_or_path,
+        weights=plan.weights,
         spec_yaml=run.spec.read_text(encoding="utf-8") if run.spec.exists() else "",
         data_summary=summary,
         results={k: v for k, v in metrics.items() if isinstance(v, (int, float))},
@@ -108,6 +109,7 @@ def finish(
     }
     write_status(run, "evaluating", **result)
     evaluation = run_evaluation_hook(run, loaded, tokenizer, validation, progress=note)
+    record_weights(run, plan.weights)
     push_error = None
     if spec.output.push_to_hub:
         try:
@@ -116,6 +118,19 @@ def finish(
             push_error = exc.message + (f" ({exc.hint})" if exc.hint else "")
     write_status(run, "completed", finished=time.time(), evaluation=evaluation, push_error=push_error, **result)
     return 1 if push_error else 0
+
+
+def record_weights(run: RunDir, weights: dict[str, Any] | None) -> None:
+    """results.json says what the weights were when they were not a plain checkpoint (a dequantised GGUF)."""
+    if weights is None or not run.results.exists():
+        return
+    from rmspec.rundir.results import read_results, write_results
+
+    results = read_results(run.results)
+    results["weights"] = weights
+    if weights["note"] not in results.setdefault("notes", []):
+        results["notes"].append(weights["note"])
+    write_results(run.results, results)
 
 
 def final_model_facts(spec: Any, trainer: Any) -> dict[str, Any]:
