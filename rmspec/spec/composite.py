@@ -173,7 +173,9 @@ class JudgeComponent(ComponentBase):
     )
     scale: JudgeScale = Field(default_factory=JudgeScale, description="The scale the judge writes its score on.")
     pattern: str = Field(
-        r"\[\[(-?\d+(?:\.\d+)?)\]\]", description="Regex whose first group is the score in the judge's reply."
+        r"\[\[(-?\d+(?:\.\d+)?)\]\]",
+        description="Regex whose first group is the score; the reply's LAST match is read (the judge is asked to "
+        "end with its score: an earlier match echoes the instructions or quotes the response).",
     )
     temperature: float = Field(0.0, ge=0, description="Sampling temperature sent with each request.")
     max_tokens: PositiveInt = Field(256, description="The reply budget sent with each request.")

@@ -1,10 +1,11 @@
 """`judge`: an LLM judge on an OpenAI-compatible endpoint scores each response against a rubric.
 
 One request per row to `{base_url}/chat/completions` (`rmspec serve` of a trained judge is such an
-endpoint), `concurrency` at a time, each under `timeout_s`. The reply's score is the first group
-of `pattern`; a failure is counted, never a 0: `endpoint_error` (refused connection, an HTTP
-error status, a body that is not a chat completion), `timeout`, `invalid_output` (no score in the
-reply, or one outside the scale).
+endpoint), `concurrency` at a time, each under `timeout_s`. The score is read from the LAST match
+of `pattern` in the reply (the prompt asks the judge to end with it; an earlier match echoes the
+instructions or quotes the response). A failure is counted, never a 0: `endpoint_error` (refused
+connection, an HTTP error status, a body that is not a chat completion), `timeout`,
+`invalid_output` (no score in the reply, one outside the scale, or a match that captured none).
 """
 
 from __future__ import annotations
@@ -43,13 +44,21 @@ def judge_messages(settings: JudgeComponent, principles: Sequence[str], item: It
 
 
 def parse_score(reply: str, pattern: re.Pattern[str], low: float, high: float) -> Outcome:
-    found = pattern.search(reply)
+    """The LAST match of the pattern: the prompt asks the judge to end its reply with the score, so an
+    earlier match is an echo of the instructions or a quote of the response, never the verdict. The
+    score is that match's first group that took part in it (a pattern with alternatives)."""
+    found = None
+    for found in pattern.finditer(reply):  # noqa: B007  # the last one is kept
+        pass
     if found is None:
         return failed("invalid_output", "no score matching the pattern in the judge's reply")
+    text = next((g for g in found.groups() if g is not None), None)
+    if text is None:
+        return failed("invalid_output", "the pattern matched but captured no score")
     try:
-        value = float(found.group(1))
+        value = float(text)
     except ValueError:
-        return failed("invalid_output", f"the judge's score {found.group(1)[:40]!r} is not a number")
+        return failed("invalid_output", f"the judge's score {text[:40]!r} is not a number")
     if not low <= value <= high:
         return failed("invalid_output", f"the judge's score {value:g} is outside [{low:g}, {high:g}]")
     return ok(value)
