@@ -92,6 +92,16 @@ def _sweep(body: str) -> str:
             "objective: {metric: validation.accuracy}",
             "an entry of results.json holds overall",
         ),
+        (
+            "space: {training.learning_rate: {kind: float, low: 0.001, high: 0.01}}\n"
+            "objective: {metric: validation.overall}\nstorage: redis://host",
+            "'redis://host' is not a storage: give sqlite, journal or an RDB URL",
+        ),
+        (
+            "space: {training.learning_rate: {kind: float, low: 0.001, high: 0.01}}\n"
+            "objective: {metric: validation.overall}\nslurm: {partition: 'a b'}",
+            "'a b' must be one word",
+        ),
     ],
 )
 def test_validate_locates_each_sweep_mistake(tmp_path, body, expected):
@@ -118,11 +128,59 @@ def test_a_good_sweep_validates_and_plan_shows_its_budget_without_torch_or_optun
     assert done.returncode == 0, done.stderr
     assert "HEAVY []" in done.stdout
     plan = json.loads(rmspec("plan", str(spec), "--set", "sweep=null", "--json", cwd=tmp_path).stdout)
-    per_run = plan["estimate"]["seconds_per_step"] * plan["estimate"]["total_steps"]
     text = " ".join(done.stdout.split())
     assert "sweep budget: 8 trials x 2 seed(s) = 16 runs" in text
-    assert f"= {16 * per_run / 60:.1f} min" in text or f"= {16 * per_run / 3600:.1f} h" in text
+    per_run = _run_by_hand(plan)
+    assert f"= {_time(16 * per_run)} of run time" in text, text
+    # one trial at a time: the wall time is the run time
+    assert f"packing: 1 at once on this host's" in text and f"wall time about {_time(16 * per_run)}" in text
     assert "lengths choice 0" in text and "lengths choice 1" in text
+
+
+def _run_by_hand(plan: dict) -> float:
+    """One run of the GOOD spec from its plan: start, weights, steps, 11 validation passes (every 20 of 200
+    steps and the final one) and the benchmark, each forward at a third of a step's cost per example."""
+    from rmspec.sweep.budget import FORWARD_SHARE, LOAD_SECONDS_PER_GB, START_SECONDS
+
+    estimate = plan["estimate"]
+    steps = estimate["seconds_per_step"] * estimate["total_steps"]
+    forward = estimate["seconds_per_step"] / plan["global_batch_size"] * FORWARD_SHARE
+    passes = estimate["total_steps"] // 20 + 1
+    validation = passes * (estimate["rows"] - estimate["train_rows"]) * forward
+    bench_rows = len((DEMO / "benchmark_pairs.jsonl").read_text().strip().splitlines())
+    load = plan["model"]["num_parameters"] * 4 / 1e9 * LOAD_SECONDS_PER_GB
+    return START_SECONDS + load + steps + validation + bench_rows * forward
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def test_plan_packs_parallel_trials_and_prices_the_wall_time(tmp_path):
+    """parallel 2 on a CPU host: two trials at once, each on half the cores; the steps' compute stretches by
+    the share of cores, the fixed costs overlap: wall = ceil(8 / 2) x 2 seeds x (run + steps x (2 - 1))."""
+    import os
+
+    spec = _write(tmp_path, GOOD.replace("seeds: [1, 2]", "seeds: [1, 2]\n  parallel: 2"))
+    done = rmspec("plan", str(spec), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(rmspec("plan", str(spec), "--set", "sweep=null", "--json", cwd=tmp_path).stdout)
+    per_run = _run_by_hand(plan)
+    steps = plan["estimate"]["seconds_per_step"] * plan["estimate"]["total_steps"]
+    cores = len(os.sched_getaffinity(0))
+    share = min(2, cores)
+    text = " ".join(done.stdout.split())
+    assert f"packing: 2 at once on this host's {cores} cores, {max(1, cores // 2)} each" in text, text
+    assert f"wall time about {_time(4 * 2 * (per_run + steps * (share - 1)))}" in text
+
+
+def test_join_on_sqlite_storage_is_refused_naming_the_storage_to_write(tmp_path):
+    need("optuna")
+    spec = _write(tmp_path, GOOD)
+    done = rmspec("sweep", str(spec), "-o", "sw", "--join", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "sweep.storage sqlite is for one process only" in done.stderr and "--set sweep.storage=journal" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "sw").exists()
 
 
 def _env() -> dict:

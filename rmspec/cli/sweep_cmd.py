@@ -30,26 +30,34 @@ from rmspec.errors import RmspecError
     default=None,
     help="Continue the sweep in DIR: finished trials stay, an interrupted one is finished, then on to the budget.",
 )
-def sweep(spec_file: str | None, sets: tuple[str, ...], out: str | None, resume_dir: str | None) -> None:
+@click.option(
+    "--join",
+    is_flag=True,
+    help="Work on the sweep in -o DIR together with other `rmspec sweep SPEC -o DIR --join` processes (any node "
+    "sharing DIR): the first creates it, each takes new trials and adopts those of a worker that died. Needs "
+    "sweep.storage journal or an RDB URL.",
+)
+def sweep(spec_file: str | None, sets: tuple[str, ...], out: str | None, resume_dir: str | None, join: bool) -> None:
     """Search the spec's `sweep:` space: each trial is an ordinary run in DIR/trials/NNN.
 
-    Writes DIR/study.db (Optuna), DIR/sweep.json, DIR/best.yaml and DIR/report.html.
+    Writes the study (DIR/study.db, DIR/study.journal or the RDB sweep.storage names), DIR/sweep.json,
+    DIR/best.yaml and DIR/report.html.
     """
     try:
         from rmspec.sweep import driver, outputs
     except ImportError as exc:
         raise RmspecError(f"rmspec sweep needs Optuna ({exc})", hint="pip install 'rmspec[sweep]'") from None
     if resume_dir is not None:
-        if spec_file or sets or out:
+        if spec_file or sets or out or join:
             raise RmspecError(
-                "--resume continues a sweep as it started: give no SPEC, --set or -o with it",
+                "--resume continues a sweep as it started: give no SPEC, --set, -o or --join with it",
                 hint=f"rmspec sweep --resume {resume_dir}",
             )
         state, lock = driver.resume(resume_dir)
     else:
         if spec_file is None:
             raise RmspecError("give a spec with a sweep: section", hint="e.g. rmspec sweep sweep.yaml -o sweeps/lr")
-        state, lock = driver.start(spec_file, sets, out)
+        state, lock = driver.start(spec_file, sets, out, join=join)
     try:
         try:
             driver.run_sweep(state)
@@ -76,4 +84,6 @@ def _summary(state) -> None:
     )
     click.echo(f"best spec: {state.dir.best_yaml}  (rmspec run {state.dir.best_yaml})")
     click.echo(f"report: {state.dir.report_html}   trials: rmspec compare {root}")
-    click.echo(f"study: optuna-dashboard {state.dir.storage_url}")
+    from rmspec.sweep.storage import how_to_open
+
+    click.echo(f"study: {how_to_open(state.dir, state.storage, state.loaded.spec.name)}")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from rmspec.spec.base import Section
+from rmspec.spec.hardware import SlurmSpec
 
 # Optuna stores categorical choices as these types only (its CategoricalDistribution).
 Scalar = str | int | float | bool | None
@@ -121,6 +122,45 @@ class SweepSpec(Section):
         "a group takes the index of its choice.",
     )
     dir: str = Field("sweeps/{name}", description="Sweep directory (rmspec sweep -o overrides); {name} is the name.")
+    parallel: PositiveInt = Field(
+        1,
+        description="Trials at once in one `rmspec sweep` process: on this host each gets its own devices from its "
+        "plan (CUDA_VISIBLE_DEVICES; on a CPU host its own cores), or with `slurm` this many jobs at a time.",
+    )
+    storage: str = Field(
+        "sqlite",
+        description="Where the Optuna study lives: sqlite (DIR/study.db, one sweep process), journal "
+        "(DIR/study.journal: Optuna's JournalStorage, for several `rmspec sweep --join` workers over a shared "
+        "file system), or an RDB URL (postgresql://..., mysql://...) the workers all reach.",
+    )
+    slurm: SlurmSpec | None = Field(
+        None,
+        description="Run each trial as its own one-node SLURM job (sbatch, at most `parallel` at a time) with "
+        "these #SBATCH settings (partition, account, time, qos, constraint, gpus_per_node, extra); "
+        "the sweep directory must be on a file system the nodes share. {} submits with sbatch's defaults.",
+    )
+
+    @field_validator("storage")
+    @classmethod
+    def _known_storage(cls, storage: str) -> str:
+        problem = storage_problem(storage)
+        if problem:
+            raise ValueError(problem)
+        return storage
+
+
+STORAGE_KINDS = ("sqlite", "journal")
+RDB_SCHEMES = ("postgresql", "mysql", "sqlite", "oracle", "mssql")
+
+
+def storage_problem(storage: str) -> str | None:
+    """Why `storage` names no storage rmspec sweep can open (None when it does). Light: no Optuna."""
+    if storage in STORAGE_KINDS:
+        return None
+    scheme = storage.split("://", 1)[0].split("+", 1)[0] if "://" in storage else ""
+    if scheme in RDB_SCHEMES:
+        return None
+    return f"{storage!r} is not a storage: give sqlite, journal or an RDB URL (postgresql://user@host/db)"
 
 
 def _check_bounds(low: float, high: float, log: bool, step: float | None) -> None:

@@ -46,6 +46,7 @@ def sweep_problems(spec: Any, checker: Checker) -> Iterator[Problem]:
     yield from _pruner(spec, sweep)
     yield from _grid(sweep)
     yield from _first_trials(sweep)
+    yield from _slurm(spec, sweep)
     if sweep.seeds and "training.seed" in sweep.space:
         yield ("sweep", "seeds"), "seeds sets training.seed, which the space also sweeps", "drop one of the two"
     if not bad_paths:
@@ -244,6 +245,23 @@ def _pruner(spec: Any, sweep: SweepSpec) -> Iterator[Problem]:
             ("sweep", "pruner", "metric"),
             f"{sweep.pruner.metric!r} is not logged by {spec.approach.kind}'s validation",
             (f"use one of: {', '.join(valid)}"),
+        )
+
+
+def _slurm(spec: Any, sweep: SweepSpec) -> Iterator[Problem]:
+    if sweep.slurm is None:
+        return
+    if spec.hardware.nodes > 1:
+        yield (
+            ("sweep", "slurm"),
+            "a trial on several nodes as a job of the sweep is not built: sweep.slurm submits one-node trials",
+            "plan each trial on one node (hardware.nodes: 1), or delete sweep.slurm and run the trials here",
+        )
+    if sweep.slurm.gpu_count() is not None and spec.hardware.device == "cpu":
+        yield (
+            ("sweep", "slurm", "gpus_per_node"),
+            "sweep.slurm.gpus_per_node asks for GPUs, but hardware.device is cpu",
+            "delete sweep.slurm.gpus_per_node",
         )
 
 

@@ -9,19 +9,20 @@ from __future__ import annotations
 import glob
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import optuna
 
 from rmspec.rundir import atomic_write_json, atomic_write_text, read_json
 from rmspec.spec.sweep_rules import apply_values
+from rmspec.sweep.noise import FEW_TRIALS, Z, binomial_stderr, within_noise
+from rmspec.sweep.report import write_report
+from rmspec.sweep.state import Sweep
 
-if TYPE_CHECKING:
-    from rmspec.sweep.driver import Sweep
 
-
-def trial_record(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
+def trial_record(trial: optuna.trial.FrozenTrial, metric: str | None = None) -> dict[str, Any]:
     attrs = trial.user_attrs
+    stderr, stderr_source = _stderr(trial, metric)
     return {
         "number": trial.number,
         "state": trial.state.name.lower(),
@@ -30,14 +31,41 @@ def trial_record(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
         # Optuna gives a pruned trial its last reported value: that is the pruner's metric at a step, not the objective
         "objective": trial.value if trial.state == optuna.trial.TrialState.COMPLETE else None,
         "last_reported": {str(k): v for k, v in trial.intermediate_values.items()} or None,
-        "stderr": attrs.get("stderr"),
+        "stderr": stderr,
+        "stderr_source": stderr_source,
         "seed_values": attrs.get("seed_values"),
         "pruned_at_step": attrs.get("pruned_at_step"),
         "error": attrs.get("error"),
         "seconds": attrs.get("seconds"),
+        # rmspec plan's estimate of the trial's runs at its values (rmspec.sweep.budget), to check it against
+        "estimated_seconds": attrs.get("estimated_seconds"),
+        "estimate_ratio": _ratio(attrs.get("seconds"), attrs.get("estimated_seconds")),
+        "devices": attrs.get("devices"),
+        "worker": attrs.get("worker"),
+        "slurm_jobs": attrs.get("slurm_jobs"),
         "run_dirs": attrs.get("run_dirs", []),
         "command": attrs.get("command"),
     }
+
+
+def _stderr(trial: optuna.trial.FrozenTrial, metric: str | None) -> tuple[float | None, str | None]:
+    """The objective's standard error: its seeds' (sweep.seeds), else a fraction's binomial error read from
+    the run's results.json (rmspec.sweep.noise), else unknown."""
+    if trial.user_attrs.get("stderr") is not None:
+        return trial.user_attrs["stderr"], f"{len(trial.user_attrs.get('seed_values') or [])} seeds"
+    runs = trial.user_attrs.get("run_dirs") or []
+    if metric is None or trial.state != optuna.trial.TrialState.COMPLETE or len(runs) != 1:
+        return None, None
+    try:
+        found = binomial_stderr(read_json(Path(runs[0]) / "results.json"), metric)
+    except (OSError, ValueError):
+        return None, None
+    return found if found is not None else (None, None)
+
+
+def _ratio(measured: float | None, estimated: float | None) -> float | None:
+    """measured / estimated: above 1 the estimate was short."""
+    return round(measured / estimated, 3) if measured and estimated else None
 
 
 def best_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
@@ -66,25 +94,39 @@ def importances(study: optuna.Study) -> dict[str, float] | str:
 
 
 def write_sweep_json(sweep: Sweep) -> None:
-    record = read_json(sweep.dir.sweep_json)
-    trials = sweep.study.get_trials(deepcopy=False)
-    best = best_trial(sweep.study)
-    record.update(
-        {
-            "objective": sweep.spec.objective.metric,
-            "direction": sweep.spec.objective.direction,
-            "seeds": sweep.spec.seeds,
-            "trials": [trial_record(t) for t in trials],
-            "best": trial_record(best) if best is not None else None,
-        }
-    )
-    atomic_write_json(sweep.dir.sweep_json, record)
+    with sweep.guard:  # one writer at a time in this process: a later snapshot never loses to an earlier one
+        record = read_json(sweep.dir.sweep_json)
+        trials = sweep.study.get_trials(deepcopy=True)
+        best = best_trial(sweep.study)
+        record.update(
+            {
+                "objective": sweep.spec.objective.metric,
+                "direction": sweep.spec.objective.direction,
+                "seeds": sweep.spec.seeds,
+                "parallel": sweep.spec.parallel,
+                "trials": [trial_record(t, sweep.spec.objective.metric) for t in trials],
+                "best": trial_record(best, sweep.spec.objective.metric) if best is not None else None,
+            }
+        )
+        record["noise"] = noise_summary(record["best"], record["trials"])
+        atomic_write_json(sweep.dir.sweep_json, record)
+
+
+def noise_summary(best: dict[str, Any] | None, trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the sweep tells its best trial from the rest: the completed trials within noise of the best,
+    and the caveat when too few trials completed to trust a ranking or the importances."""
+    complete = [t for t in trials if t.get("objective") is not None]
+    close = within_noise(best, complete) if best else None
+    return {
+        "completed": len(complete),
+        "within_noise_of_best": close,
+        "z": Z,
+        "few_trials": len(complete) < FEW_TRIALS,
+    }
 
 
 def finish(sweep: Sweep) -> None:
     """sweep.json with importances, best.yaml and report.html, at the end of a sweep (or of a resumed one)."""
-    from rmspec.sweep.report import write_report
-
     write_sweep_json(sweep)
     record = read_json(sweep.dir.sweep_json)
     record["importances"] = importances(sweep.study)

@@ -11,6 +11,7 @@ from rmspec.evaluate.html_parts import esc, img, table
 from rmspec.evaluate.report import CSS
 from rmspec.rundir import atomic_write_text
 from rmspec.sweep.layout import SweepDir
+from rmspec.sweep.noise import FEW_TRIALS
 
 STATE_COLOURS = {"complete": "#1c7ed6", "pruned": "#f08c00", "fail": "#c92a2a"}
 
@@ -26,6 +27,13 @@ def write_report(folder: SweepDir, record: Mapping[str, Any]) -> None:
         parts += [img(_against(trials, key, metric), f"{key} against the objective") for key in keys]
     importances = record.get("importances")
     parts.append("<h2>parameter importances (Optuna's PED-ANOVA)</h2>")
+    completed = (record.get("noise") or {}).get("completed", 0)
+    if isinstance(importances, Mapping) and importances and completed < FEW_TRIALS:
+        parts.append(
+            f"<p><b>From {completed} completed trial{'s' if completed != 1 else ''} only:</b> importances from so "
+            f"few trials are a hint, not a measurement; they can change completely with the next trials "
+            f"(at least {FEW_TRIALS} completed trials before reading them).</p>"
+        )
     if isinstance(importances, Mapping) and importances:
         parts.append(img(_bars(importances), "importances"))
         parts.append(table(("parameter", "importance"), [(k, f"{v:.3f}") for k, v in importances.items()], (1,)))
@@ -47,11 +55,37 @@ def _summary(record: Mapping[str, Any]) -> str:
         ("objective", f"{record.get('objective')} ({record.get('direction')})"),
         ("trials", len(record.get("trials") or [])),
         ("best trial", best.get("number", "-")),
-        ("best value", _fmt(best.get("objective"))),
+        ("best value", _fmt(best.get("objective")) + _error(best)),
+        ("told apart?", noise_sentence(record)),
         ("best values", ", ".join(f"{k}={v}" for k, v in (best.get("values") or {}).items())),
         ("study", f"{record.get('storage')} (study {record.get('study_name')})"),
     ]
     return table(("", ""), rows)
+
+
+def _error(trial: Mapping[str, Any]) -> str:
+    if trial.get("stderr") is None:
+        return ""
+    return f" ± {trial['stderr']:.4g} (standard error: {trial.get('stderr_source') or 'seeds'})"
+
+
+def noise_sentence(record: Mapping[str, Any]) -> str:
+    """Whether the best trial stands out from the others by more than their noise, in words."""
+    noise = record.get("noise") or {}
+    completed = noise.get("completed", 0)
+    close = noise.get("within_noise_of_best")
+    few = f" Only {completed} trials completed: the ranking is a hint." if noise.get("few_trials") else ""
+    if completed < 2:
+        return "fewer than 2 completed trials: nothing to compare." + few
+    if close is None:
+        return "unknown: the objective's standard error is not known (give sweep.seeds to measure it)." + few
+    if close:
+        shown = ", ".join(map(str, close))
+        return (
+            f"no: trial{'s' if len(close) > 1 else ''} {shown} {'are' if len(close) > 1 else 'is'} within "
+            f"{noise.get('z', 2):g} standard errors of the best; the sweep does not tell them apart." + few
+        )
+    return f"yes: every other completed trial is more than {noise.get('z', 2):g} standard errors away." + few
 
 
 def _trials_table(trials: Sequence[Mapping[str, Any]]) -> str:
@@ -64,11 +98,16 @@ def _trials_table(trials: Sequence[Mapping[str, Any]]) -> str:
             _fmt(t.get("stderr")),
             t.get("pruned_at_step") or "",
             t.get("seconds") or "",
+            t.get("estimated_seconds") or "",
             (t.get("error") or "").strip().splitlines()[-1:][0] if t.get("error") else "",
         )
         for t in trials
     ]
-    return table(("trial", "state", "parameters", "objective", "± s.e.", "pruned at", "seconds", "error"), rows, (0, 3))
+    return table(
+        ("trial", "state", "parameters", "objective", "± s.e.", "pruned at", "seconds", "estimated s", "error"),
+        rows,
+        (0, 3),
+    )
 
 
 def _fmt(value: Any) -> str:

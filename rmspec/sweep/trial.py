@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rmspec.errors import RmspecError
 from rmspec.rundir import RunDir, read_json, read_status, write_status
@@ -63,17 +64,27 @@ def trial_sets(base_sets: tuple[str, ...], name: str, run_dir: Path, seed: int |
     return (*base_sets, *owned, *(f"{path}={json.dumps(value)}" for path, value in values.items()))
 
 
-def check_request(request: RunRequest) -> str | None:
-    """Load and plan the run as `rmspec run` will; the error (validation or plan) or None."""
+def check_request(request: RunRequest) -> tuple[str | None, Any]:
+    """Load and plan the run as `rmspec run` will: (the error, None) or (None, (loaded spec, plan))."""
     from rmspec.plan import compile_plan
     from rmspec.spec import load_spec
 
     try:
         loaded = load_spec(request.spec_path, request.sets)
-        compile_plan(loaded, sets=list(request.sets))
+        plan = compile_plan(loaded, sets=list(request.sets))
     except RmspecError as exc:
-        return exc.render_plain()
-    return None
+        return exc.render_plain(), None
+    return None, (loaded, plan)
+
+
+@dataclass
+class Start:
+    """How a run's process starts: extra environment (its devices), the cores it is pinned to, and a callback
+    that gets the child (so that Ctrl-C of the sweep reaches it: it runs in a session of its own)."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    cores: list[int] = field(default_factory=list)
+    on_start: Callable[[subprocess.Popen], None] | None = None
 
 
 def run_once(
@@ -83,33 +94,39 @@ def run_once(
     reporter: Reporter | None,
     resume: bool = False,
     overwrite: bool = False,
+    start: Start | None = None,
 ) -> RunOutcome:
-    """Run it to the end (or until the reporter says prune) and read the objective from results.json."""
-    start = time.monotonic()
+    """Run it to the end (or until the reporter says prune) and read the objective from results.json.
+
+    The run gets a session of its own: a sweep killed (even its whole process group) leaves it training to
+    its end, and the resume waits for it (rmspec.sweep.owners) instead of losing or repeating it."""
+    start = start or Start()
+    began = time.monotonic()
     request.log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "NO_COLOR": "1"}
+    env = {**os.environ, "NO_COLOR": "1", **start.env}
     argv = [sys.executable, "-m", "rmspec", *request.command(resume, overwrite)[1:]]
     with request.log.open("a", encoding="utf-8") as log:
         log.write("$ " + shlex.join(request.command(resume, overwrite)) + "\n")
         log.flush()
-        child = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        child = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        if start.cores and hasattr(os, "sched_setaffinity"):
+            # before the child starts the launcher (its imports take seconds): every process below inherits it
+            os.sched_setaffinity(child.pid, start.cores)
+        if start.on_start is not None:
+            start.on_start(child)
         follower = MetricsFollower(RunDir(request.run_dir), report_metric)
         pruned_at = None
-        try:
-            while child.poll() is None:
-                time.sleep(POLL_SECONDS)
-                if reporter is None or pruned_at is not None:
-                    continue
-                for step, value in follower.new_values():
-                    if reporter(step, value):
-                        pruned_at = step
-                        stop_trainer(RunDir(request.run_dir))
-                        break
-            code = child.wait()
-        except KeyboardInterrupt:  # the terminal's Ctrl-C reached `rmspec run` too: it saves and stops
-            child.wait()
-            raise
-    seconds = time.monotonic() - start
+        while child.poll() is None:
+            time.sleep(POLL_SECONDS)
+            if reporter is None or pruned_at is not None:
+                continue
+            for step, value in follower.new_values():
+                if reporter(step, value):
+                    pruned_at = step
+                    stop_trainer(RunDir(request.run_dir))
+                    break
+        code = child.wait()
+    seconds = time.monotonic() - began
     run = RunDir(request.run_dir)
     if pruned_at is not None and read_status(run).state != "completed":  # not when it ended before the kill
         write_status(run, "pruned", step=pruned_at, pruned_at_step=pruned_at, pruned_metric=report_metric)
