@@ -6,6 +6,10 @@ document that trains nothing, its document kind (rmspec.documents.base.DocumentK
 exports a client of `rmspec serve RUN` (one Python file); a judge trained by GRPO (a run or its spec)
 exports its training for verl (a directory: Parquet data, compute_score.py, the main_ppo command).
 Only the chosen exporter's module is imported.
+
+`--to vllm` is not an approach's exporter: any run whose scorer vLLM can host (rmspec.export.vllm)
+becomes a folder vLLM serves as a pooling model; `--check` starts the real engine on it and compares
+with `rmspec score` (rmspec.export.vllm_check): exit 1 when the largest difference is over 1e-4.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ if TYPE_CHECKING:
     from rmspec.approaches.base import Approach
     from rmspec.documents.base import DocumentKind
 
-TARGETS = ("verl", "openrlhf")
+TARGETS = ("verl", "openrlhf", "vllm")
 
 
 def run_approach(run: Path) -> Approach | DocumentKind:
@@ -44,9 +48,52 @@ def run_approach(run: Path) -> Approach | DocumentKind:
     return approaches.of(load_run_spec(run).spec)
 
 
+def to_vllm(folder: Path, path: Path, overwrite: bool, check: bool, python: str | None, rows: str | None) -> None:
+    """`--to vllm`: the folder (rmspec.export.vllm), then the parity check if asked."""
+    import shutil
+
+    from rmspec.export.vllm import EXPORT_FILE, export_vllm
+    from rmspec.inference.engine import load_scorer
+
+    if path.exists():
+        if not (path / EXPORT_FILE).is_file():
+            raise RmspecError(f"-o {path}: exists and is not a folder `rmspec export --to vllm` wrote", "choose another -o")
+        if not overwrite:
+            raise RmspecError(f"{path} already exists", "pass --overwrite to replace it, or choose another -o")
+    rows_path = Path(rows) if rows else None
+    if rows_path is not None and not rows_path.is_file():
+        raise RmspecError(f"--check-rows {rows}: no such file", "give a JSONL file of held-out conversations")
+    scorer = load_scorer(folder)
+    if path.exists():
+        shutil.rmtree(path)
+    host = export_vllm(folder, path, scorer)
+    click.echo(f"wrote {path} ({host.architecture} for vLLM): serve.sh, README.md, openrlhf_reward.py", err=True)
+    if not check:
+        return
+    from rmspec.export.vllm_check import run_check, write_report
+
+    report = run_check(folder, path.resolve(), host, scorer.tokenizer, python, rows_path)
+    written = write_report(folder, path, report)
+    for form, diff in {**report["per_form"], **report["not_supported_forms"]}.items():
+        click.echo(f"  {form}: largest |vLLM - rmspec score| = {diff:.3g}", err=True)
+    verdict = "passed" if report["passed"] else "FAILED"
+    click.echo(
+        f"parity {verdict}: largest difference {report['max_abs_diff']:.3g} over {report['rows']} rows "
+        f"(float32, tolerance {report['tolerance']:g}); written to {written}"
+    )
+    if not report["passed"]:
+        raise SystemExit(1)
+
+
 @click.command("export")
 @click.argument("run", type=click.Path())
-@click.option("--to", "target", type=click.Choice(TARGETS), required=True, help="The RL trainer the file is for.")
+@click.option(
+    "--to",
+    "target",
+    type=click.Choice(TARGETS),
+    required=True,
+    help="The RL trainer the file is for, or vllm: a folder vLLM serves as a pooling reward model.",
+)
 @click.option(
     "-o",
     "--out",
@@ -55,12 +102,37 @@ def run_approach(run: Path) -> Approach | DocumentKind:
     required=True,
     help="What to write: FILE.py (a composite's client) or DIR (a GRPO judge's data, reward and verl command).",
 )
-@click.option("--overwrite", is_flag=True, help="Replace an existing FILE.")
-def export(run: str, target: str, out: str, overwrite: bool) -> None:
-    """Write the file TRAINER imports to call `rmspec serve RUN` (URL and token from RMSPEC_REWARD_URL, RMSPEC_REWARD_TOKEN)."""
+@click.option("--overwrite", is_flag=True, help="Replace an existing FILE (or a folder an earlier --to vllm wrote).")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="--to vllm: start vLLM on the folder, compare with `rmspec score` row by row; exit 1 above 1e-4 (fp32).",
+)
+@click.option(
+    "--vllm-python",
+    type=click.Path(),
+    default=None,
+    help="--check: the python of vLLM's environment (default $RMSPEC_VLLM_PYTHON, else /opt/rmspec-vllm/bin/python).",
+)
+@click.option(
+    "--check-rows",
+    type=click.Path(),
+    default=None,
+    help="--check: JSONL of held-out conversations (prompt + response, or messages); default: 6 built-in ones.",
+)
+def export(
+    run: str, target: str, out: str, overwrite: bool, check: bool, vllm_python: str | None, check_rows: str | None
+) -> None:
+    """Write the file TRAINER imports to call `rmspec serve RUN` (URL and token from RMSPEC_REWARD_URL, RMSPEC_REWARD_TOKEN),
+    or (--to vllm) the folder vLLM serves with the run's reward."""
     folder, path = Path(run), Path(out)
     if not folder.exists():
         raise RmspecError(f"{run}: no such run directory or spec", "give the directory `rmspec run` wrote (runs/NAME)")
+    if target == "vllm":
+        to_vllm(folder, path, overwrite, check, vllm_python, check_rows)
+        return
+    if check or vllm_python or check_rows:
+        raise RmspecError("--check, --vllm-python and --check-rows are for --to vllm", "leave them out")
     if path.exists() and not overwrite:
         raise RmspecError(f"{out} already exists", "pass --overwrite to replace it, or choose another -o")
     declared = run_approach(folder)

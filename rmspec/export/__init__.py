@@ -1,0 +1,7 @@
+"""Exports of a trained reward model for engines that are not rmspec (`rmspec export --to vllm`).
+
+- `vllm`: the folder vLLM loads as a pooling model with the reward rmspec evaluated, its serve.sh,
+  README and OpenRLHF reward function; or the reason it cannot be hosted;
+- `vllm_check`: the parity check (`--check`): the real engine started on that folder, compared row
+  by row with `rmspec score`.
+"""

