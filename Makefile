@@ -4,12 +4,20 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # constraints.txt pins the versions the tests ran with (torch==2.13.0, CPU wheel).
 PIP_INSTALL := $(BIN)/pip install -q --disable-pip-version-check -c constraints.txt
+# Where torch comes from. Empty (the default): pip's own configuration, which on Linux gives PyPI's CUDA
+# build (with its nvidia-* CUDA packages) unless pip is pointed at CPU wheels. A CPU-only machine:
+#   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# a GPU machine with CUDA 12.6 drivers: TORCH_INDEX=https://download.pytorch.org/whl/cu126. Only torch is
+# read from that index; the rest comes from pip's usual index, so a machine that cannot reach it leaves
+# TORCH_INDEX empty.
+TORCH_INDEX ?=
+TORCH_FROM := $(if $(strip $(TORCH_INDEX)),--index-url $(TORCH_INDEX),)
 
 .PHONY: install demo test lint schema bench clean
 
 $(BIN)/rmspec: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) torch==2.13.0
+	$(PIP_INSTALL) $(TORCH_FROM) torch==2.13.0 || { echo "could not install torch==2.13.0$(if $(strip $(TORCH_INDEX)), from TORCH_INDEX=$(TORCH_INDEX): is it reachable from here? Leave TORCH_INDEX empty to use pip's own index,)"; exit 1; }
 	$(PIP_INSTALL) -e ".[dev]"
 	@touch $@
 

@@ -113,6 +113,10 @@ def _run_own(declared: DocumentKind, target: str, sets: tuple[str, ...], overwri
         raise RmspecError(f"approach {declared.name} trains nothing: there is no job to submit", f"rmspec run {target}")
     say = lambda message: click.echo(message, err=True)  # noqa: E731
     run_dir = declared.hook("runner")(declared.load(target, sets), overwrite=overwrite, progress=say)
+    from rmspec.render.composite_view import print_composite_summary
+    from rmspec.rundir.results import read_results
+
+    print_composite_summary(str(run_dir), read_results(run_dir / "results.json"))  # as a trained run prints its own
     say(f"results: {run_dir / 'results.json'}")
     say(f"use it: rmspec score {run_dir} FILE, rmspec serve {run_dir}, rmspec export {run_dir} --to verl|openrlhf")
 

@@ -203,4 +203,4 @@ def over_limit(report: dict[str, Any], limit: int | float | None) -> str | None:
         return f"{dropped:,} of {read:,} rows rejected ({dropped / read:.1%}), more than data.max_rejected {limit:g}"
     if dropped <= limit:
         return None
-    return f"{dropped:,} rows rejected, more than data.max_rejected {limit:,}"
+    return f"{dropped:,} row{'s' if dropped != 1 else ''} rejected, more than data.max_rejected {limit:,}"

@@ -168,7 +168,7 @@ def hardware_profile(hw, host: HostFacts | None = None) -> HardwareProfile:
             label = f"CPU with native bf16 ({', '.join(flags)})"
             note = (
                 f"detected {', '.join(flags)} in /proc/cpuinfo; a bf16-autocast training step took 0.8 to 1.0x "
-                "the fp32 time on such a CPU (bench/results/plan_cpu_bf16.md)"
+                "the fp32 time on such a CPU (a MiniLM step measured at 0.97x, its matmuls at 0.30x)"
             )
         elif detected:
             native = False
