@@ -1,8 +1,15 @@
 """The approach registry: an approach's name -> its declaration (rmspec.approaches.base.Approach).
 
-Every approach rmspec trains is one module here and one line in MODULES below. The spec's
-`approach:` union, the planner, the data stage, the trainer, the end-of-run evaluation, `init`
-and the report read an approach's facts through `get` / `of` instead of testing its kind.
+Every approach rmspec trains is one module here (its spec section, options and rules included, and
+its declaration) and one line in MODULES below. The spec's `approach:` union is built from the
+sections registered here (rmspec.spec.root.use_sections); the planner, the data stage, the trainer,
+the end-of-run evaluation, `init` and the report read an approach's facts through `get` / `of`
+instead of testing its kind.
+
+Approaches from outside rmspec register through the `rmspec.approaches` entry-point group (a
+package's pyproject: `[project.entry-points."rmspec.approaches"] toy = "toy_rm.approach"`, a module
+that defines `APPROACH`), as data sources do through `rmspec.sources`; RMSPEC_APPROACHES does the same
+for modules that are importable but not installed (see PLUGINS_ENV).
 
 Light (no torch, no datasets): `rmspec validate`, `plan` and `init` import this package; the
 heavy hooks each declaration names ("module:function") are imported when a run calls them.
@@ -16,6 +23,7 @@ from typing import Any
 
 from rmspec.approaches.base import Approach
 from rmspec.spec.choices import unknown_choice
+from rmspec.spec.root import use_sections
 
 # One line per approach, in the order `rmspec init --approach` lists them: rmspec/approaches/<name>.py
 # holds its declaration (`APPROACH`).
@@ -32,41 +40,37 @@ for _module in MODULES:
     _approach = importlib.import_module(f"rmspec.approaches.{_module}").APPROACH
     _registry[_approach.name] = _approach
 
-
-def _check_sections() -> None:
-    """Each shipped approach's section is one the spec accepts (validation runs in rmspec.spec, which
-    cannot import this package: the section is listed there)."""
-    from rmspec.spec.approach import SECTIONS
-
-    for approach in _registry.values():
-        if approach.section not in SECTIONS:
-            raise TypeError(
-                f"approach {approach.name}: its section {approach.section.__name__} is not in "
-                "rmspec.spec.approach.SECTIONS; add it there (see docs/architecture.md, adding an approach)"
-            )
-
-
-_check_sections()
-
-# Approaches from outside rmspec (a plugin, a test): RMSPEC_APPROACHES="package.module,..." names
-# modules that each define `APPROACH`; they are registered when this package is first imported
-# (rmspec/__init__.py imports it first when the variable is set, so every command and the training
-# processes see them).
+# Approaches from outside rmspec, each a module that defines `APPROACH`: the entry points of the
+# `rmspec.approaches` group (installed packages), then RMSPEC_APPROACHES="package.module,..." (modules
+# importable from PYTHONPATH but not installed: a test, a plugin tried before it is packaged). Both
+# are registered when this package is first imported (rmspec/__init__.py imports it first, so every
+# command and the training processes see them).
+ENTRY_POINTS = "rmspec.approaches"
 PLUGINS_ENV = "RMSPEC_APPROACHES"
+
+
+def _plugin_modules() -> list[tuple[str, str]]:
+    """(where it was named, module path) of every outside approach."""
+    from importlib.metadata import entry_points
+
+    named = [(f"entry point {ep.name!r} of group {ENTRY_POINTS}", ep.value) for ep in entry_points(group=ENTRY_POINTS)]
+    env = filter(None, (n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",")))
+    return named + [(PLUGINS_ENV, name) for name in env]
 
 
 def _load_plugins() -> None:
     from rmspec.errors import RmspecError
 
-    for name in filter(None, (n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(","))):
+    for where, value in _plugin_modules():
+        module, _, attribute = value.partition(":")
         try:
-            approach = importlib.import_module(name).APPROACH
+            approach = getattr(importlib.import_module(module.strip()), attribute.strip() or "APPROACH")
         except (ImportError, AttributeError) as exc:
             raise RmspecError(
-                f"{PLUGINS_ENV}: cannot load an approach from {name!r}: {exc}",
+                f"{where}: cannot load an approach from {value!r}: {exc}",
                 "name importable modules that define APPROACH (an rmspec.approaches.base.Approach), comma-separated",
             ) from None
-        register(approach)
+        _registry[approach.name] = approach
 
 
 def names() -> tuple[str, ...]:
@@ -87,23 +91,16 @@ def of(spec: Any) -> Approach:
 
 
 def register(approach: Approach) -> None:
-    """Add an approach at run time (a plugin, a test); shipped approaches are the MODULES lines.
-    The spec's `approach:` union then accepts its section."""
-    from rmspec.spec.approach import SECTIONS
-    from rmspec.spec.root import use_sections
-
+    """Add an approach at run time (a test, a notebook); shipped approaches are the MODULES lines,
+    installed ones the entry points. The spec's `approach:` union then accepts its section."""
     _registry[approach.name] = approach
-    if approach.section not in SECTIONS:
-        use_sections([*SECTIONS, approach.section])
+    use_sections([a.section for a in _registry.values()])
 
 
 def unregister(name: str) -> None:
-    from rmspec.spec.approach import SECTIONS
-    from rmspec.spec.root import use_sections
-
-    approach = _registry.pop(name, None)
-    if approach is not None and approach.section in SECTIONS:
-        use_sections([s for s in SECTIONS if s is not approach.section])
+    if _registry.pop(name, None) is not None:
+        use_sections([a.section for a in _registry.values()])
 
 
 _load_plugins()
+use_sections([a.section for a in _registry.values()])  # the spec's `approach:` union: these sections

@@ -1,4 +1,10 @@
-"""The whole spec: one section per concern."""
+"""The whole spec: one section per concern.
+
+`approach:` is the one section the spec does not define: each approach's module under
+rmspec/approaches/ holds its section class (a subclass of rmspec.spec.approach.ApproachSection), and
+the approach registry hands them to `use_sections` when it loads (rmspec/__init__.py loads it first,
+so every command, test and training process sees the whole union). The spec asks no approach by name.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from rmspec.spec.approach import Approach, ApproachSection, approach_union
+from rmspec.spec.approach import SECTIONS, ApproachSection, approach_union
 from rmspec.spec.base import Section
 from rmspec.spec.data import DataSpec
 from rmspec.spec.evaluation import EvalSpec
@@ -17,8 +23,13 @@ from rmspec.spec.sweep import SweepSpec
 from rmspec.spec.training import TrainingSpec
 
 SPEC_VERSION = 1
-# The approach kinds, read from the union itself so the description never omits one.
-APPROACH_KINDS = [get_args(m.model_fields["kind"].annotation)[0] for m in get_args(get_args(Approach)[0])]
+# The approach kinds `approach:` accepts, in the registry's order (use_sections keeps it current).
+APPROACH_KINDS: list[str] = []
+
+
+def approach_description(kinds: list[str]) -> str:
+    """The `approach:` field's description, naming every kind so that it never omits one."""
+    return f"How the reward is learned (kind: {', '.join(kinds)})."
 
 
 class Spec(Section):
@@ -34,7 +45,8 @@ class Spec(Section):
     )
     model: ModelSpec = Field(description="The checkpoint to train.")
     data: DataSpec = Field(description="Training data: source, mapping, filters, augmentation, split.")
-    approach: Approach = Field(description=f"How the reward is learned (kind: {', '.join(APPROACH_KINDS)}).")
+    # The type checker reads the base section; at run time `use_sections` puts the registry's union here.
+    approach: ApproachSection = Field(description=approach_description(APPROACH_KINDS))
     training: TrainingSpec = Field(default_factory=TrainingSpec, description="Optimisation settings.")
     hardware: HardwareSpec = Field(default_factory=HardwareSpec, description="What the job runs on; the plan sizes it.")
     eval: EvalSpec = Field(default_factory=EvalSpec, description="Validation metrics and benchmarks.")
@@ -48,14 +60,14 @@ class Spec(Section):
 
 
 def use_sections(sections: list[type[ApproachSection]]) -> None:
-    """Make `approach:` accept exactly these sections (rmspec.approaches.register calls this for an
-    approach added at run time): the union is rebuilt and Spec re-validated against it."""
-    import rmspec.spec.approach as approach_module
-
+    """Make `approach:` accept exactly these sections, told apart by `kind` (the approach registry calls
+    this when it loads and when an approach is registered at run time): the union is rebuilt, its
+    description names every kind, and Spec is re-validated against it."""
+    SECTIONS[:] = sections
+    APPROACH_KINDS[:] = [get_args(section.model_fields["kind"].annotation)[0] for section in sections]
     union = approach_union(sections)
-    approach_module.SECTIONS[:] = sections
-    approach_module.Approach = union
     field = Spec.model_fields["approach"]
     field.annotation = get_args(union)[0]
     field.metadata = list(get_args(union)[1:])
+    field.description = approach_description(APPROACH_KINDS)
     Spec.model_rebuild(force=True)
