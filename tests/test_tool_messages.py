@@ -98,7 +98,8 @@ def scored_ids(tmp_path, model_dir, rows, monkeypatch):
 def test_tool_parts_survive_arrow_storage_as_written():
     import datasets
 
-    from rmspec.data.records import PAIRS, features
+    from rmspec.data.records import features
+    from rmspec.spec.row_kinds import PAIRS
 
     recs = []
     for i, row in enumerate(ROWS[:3]):

@@ -16,6 +16,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from rmspec.spec import presets
 from rmspec.spec.approach import ApproachSection
 from rmspec.spec.scorer_kind import ScorerKind
 
@@ -67,12 +68,17 @@ class Approach:
     # ---- init (rmspec.scaffold)
     template: str  # file under rmspec/templates/
     demo_data: str  # `rmspec init --data` default (a name rmspec.scaffold.data_choice knows)
-    init_preset: str | None = "pairs"  # the mapping preset `init --data FILE` writes (None: plain columns)
 
     @property
     def rows(self) -> str:
         """The record kind the data stage writes for it (rmspec.data.records)."""
         return self.section.rows
+
+    @property
+    def init_preset(self) -> str | None:
+        """The mapping preset `init --data FILE` writes: the preset table's for the rows it trains on
+        (rmspec.spec.presets; None: plain columns)."""
+        return presets.init_default(self.section.rows)
 
     def hook(self, which: str) -> Callable[..., Any]:
         """The heavy function a dotted "module:function" attribute names, imported now."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.approaches.base import LM_HEAD, SCORE_HEAD, Approach
+from rmspec.spec import presets
 from rmspec.spec.approach import BradleyTerry
 from rmspec.spec.heads import head_labels, head_outputs
 from rmspec.spec.scorer_kind import ScorerKind
@@ -33,8 +34,9 @@ class BradleyTerryApproach(Approach):
     demo_data = "demo"
 
     def init_document(self, doc: dict[str, Any], mapping: dict[str, Any]) -> None:
-        if mapping.get("preset") == "helpsteer2":  # scored responses: pairs by one attribute
-            doc["data"]["mapping"]["pair_by"] = "helpfulness"
+        preset = presets.get(mapping.get("preset"))
+        if preset is not None and preset.pairs_by_attribute:  # scored responses: pairs by one attribute
+            doc["data"]["mapping"]["pair_by"] = preset.attributes[0]
 
     def num_outputs(self, section: Any) -> int:
         return head_outputs(section)  # ODIN: 2 heads, an ensemble: N, while training

@@ -34,7 +34,6 @@ class GenerativeApproach(Approach):
     export_writes = "dir"
     template = "generative.yaml"
     demo_data = "judge-demo"
-    init_preset = "messages"
 
     def config_extra(self, spec: Any) -> dict[str, Any]:
         return {"verdict_pattern": spec.approach.verdict_pattern}

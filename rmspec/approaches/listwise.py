@@ -28,7 +28,6 @@ class ListwiseApproach(Approach):
     validation_metrics = ("pair_accuracy", "kendall_tau")
     template = "listwise.yaml"
     demo_data = "ranked"
-    init_preset = "ranked"
 
     def plan_notes(self, spec: Any, n_list: int | None, list_how: str | None) -> list[str]:
         return [

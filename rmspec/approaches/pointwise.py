@@ -30,7 +30,6 @@ class PointwiseApproach(Approach):
     evaluation = "rmspec.evaluate.approach_validation:evaluate_scores"
     template = "pointwise.yaml"
     demo_data = "scored-demo"
-    init_preset = None
 
     def validation_metric_names(self, section: Any) -> tuple[str, ...]:
         return tuple(f"{a}/{m}" for a in section.attributes for m in ("mae", "pearson"))

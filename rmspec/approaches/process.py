@@ -30,7 +30,6 @@ class ProcessApproach(Approach):
     validation_metrics = ("step_f1", "first_error_accuracy")
     template = "process.yaml"
     demo_data = "prm-demo"
-    init_preset = "stepwise"
 
     def reward_weights(self, section: Any) -> list[float] | None:
         return None  # per-step probabilities, not a reward to normalise

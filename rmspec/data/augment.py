@@ -12,8 +12,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from rmspec.data.records import PAIRS
 from rmspec.errors import DataError
+from rmspec.spec.row_kinds import RowKind
 
 
 def augment_rows(
@@ -22,7 +22,7 @@ def augment_rows(
     """New canonical pair records from the (kept, non-augmented) training rows."""
     if not specs:
         return [], {}
-    if approach != PAIRS:
+    if approach != RowKind.PAIRS:
         raise DataError(
             f"data.augment makes pairs, but approach.kind is {approach}", "remove data.augment or train bradley_terry"
         )

@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS
+from rmspec.spec.row_kinds import RowKind
 
 PARALLEL_FROM_ROWS = 100_000  # below this, extra processes cost more than they save
 
 OUTPUT_COLUMNS = {
-    PAIRS: [
+    RowKind.PAIRS: [
         "id",
         "group",
         "augmented",
@@ -31,7 +31,7 @@ OUTPUT_COLUMNS = {
         "tie",
         "prompt_messages",  # the conversation as written: a GRPO judge's prompt quotes it
     ],
-    LISTWISE: [
+    RowKind.LIST: [
         "id",
         "group",
         "augmented",
@@ -42,9 +42,19 @@ OUTPUT_COLUMNS = {
         "responses_token_type_ids",
         "length",
     ],
-    POINTWISE: ["id", "group", "augmented", "prompt", "response", "scores", "input_ids", "token_type_ids"],
-    GENERATIVE: ["id", "group", "augmented", "messages", "input_ids", "labels"],
-    PROCESS: ["id", "group", "augmented", "prompt", "steps", "step_labels", "input_ids", "labels", "token_type_ids"],
+    RowKind.SCORED: ["id", "group", "augmented", "prompt", "response", "scores", "input_ids", "token_type_ids"],
+    RowKind.MESSAGES: ["id", "group", "augmented", "messages", "input_ids", "labels"],
+    RowKind.STEPS: [
+        "id",
+        "group",
+        "augmented",
+        "prompt",
+        "steps",
+        "step_labels",
+        "input_ids",
+        "labels",
+        "token_type_ids",
+    ],
 }
 
 

@@ -14,8 +14,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS, prompt_text
+from rmspec.data.records import prompt_text
 from rmspec.errors import DataError
+from rmspec.spec.row_kinds import RowKind
 
 RowCheck = Callable[[dict[str, list], int], "tuple[str, str] | None"]
 
@@ -26,7 +27,7 @@ def row_filter(spec: Any, approach: str, margin_mapped: bool) -> RowCheck | None
     if kind == "drop_empty":
         return lambda b, i: _empty(b, i, approach)
     if kind == "drop_identical":
-        if approach != PAIRS:
+        if approach != RowKind.PAIRS:
             raise DataError("data.filters: drop_identical applies to pairs (approach bradley_terry)", "remove it")
         return _identical
     if kind == "regex":
@@ -44,7 +45,7 @@ def row_filter(spec: Any, approach: str, margin_mapped: bool) -> RowCheck | None
 
         return check
     if kind == "min_score_gap":
-        if approach != PAIRS:
+        if approach != RowKind.PAIRS:
             raise DataError("data.filters: min_score_gap applies to pairs (approach bradley_terry)", "remove it")
 
         def gap(b: dict[str, list], i: int):
@@ -64,18 +65,18 @@ def row_filter(spec: Any, approach: str, margin_mapped: bool) -> RowCheck | None
 
 
 def _empty(b: dict[str, list], i: int, approach: str):
-    if approach == PAIRS:
+    if approach == RowKind.PAIRS:
         for f in ("chosen", "rejected"):
             if not b[f][i].strip():
                 return "empty", f"{f} is empty"
-    elif approach == POINTWISE:
+    elif approach == RowKind.SCORED:
         if not b["response"][i].strip():
             return "empty", "response is empty"
-    elif approach == LISTWISE:
+    elif approach == RowKind.LIST:
         empty = [k for k, r in enumerate(b["responses"][i]) if not r.strip()]
         if empty:
             return "empty", f"response {empty[0]} is empty"
-    elif approach == PROCESS:
+    elif approach == RowKind.STEPS:
         if not b["steps"][i] or any(not s.strip() for s in b["steps"][i]):
             return "empty", "a step is empty"
     else:
@@ -100,11 +101,11 @@ def _identical(b: dict[str, list], i: int):
 
 def _regex_fields(field: str, approach: str) -> list[str]:
     available = {
-        PAIRS: ["prompt", "chosen", "rejected"],
-        POINTWISE: ["prompt", "response"],
-        GENERATIVE: ["prompt", "response"],
-        PROCESS: ["prompt", "response"],
-        LISTWISE: ["prompt", "response"],
+        RowKind.PAIRS: ["prompt", "chosen", "rejected"],
+        RowKind.SCORED: ["prompt", "response"],
+        RowKind.MESSAGES: ["prompt", "response"],
+        RowKind.STEPS: ["prompt", "response"],
+        RowKind.LIST: ["prompt", "response"],
     }[approach]
     if field == "any":
         return available
@@ -147,13 +148,13 @@ def map_row_check(check: RowCheck, stage: str) -> Callable[[dict[str, list]], di
 def row_hash(b: dict[str, list], i: int, on: str, approach: str) -> str:
     if on == "prompt":
         parts: Any = b["prompt_key"][i]
-    elif approach == PAIRS:
+    elif approach == RowKind.PAIRS:
         parts = [b["prompt_key"][i], b["chosen"][i], b["rejected"][i]]
-    elif approach == POINTWISE:
+    elif approach == RowKind.SCORED:
         parts = [b["prompt_key"][i], b["response"][i], b["scores"][i]]
-    elif approach == PROCESS:
+    elif approach == RowKind.STEPS:
         parts = [b["prompt_key"][i], b["steps"][i], b["step_labels"][i]]
-    elif approach == LISTWISE:
+    elif approach == RowKind.LIST:
         parts = [b["prompt_key"][i], b["responses"][i], b["scores"][i]]
     else:
         parts = [[m["role"], m["content"]] for m in b["messages"][i]]

@@ -7,8 +7,9 @@ from typing import Any
 
 from rmspec.data import records as R
 from rmspec.data.presets import RowMapper
-from rmspec.data.records import PAIRS, Reject
+from rmspec.data.records import Reject
 from rmspec.data.tool_store import pack
+from rmspec.spec.row_kinds import RowKind
 
 
 class MapBatch:
@@ -157,4 +158,4 @@ def pair_by_prompt(ds: Any, attribute: str) -> Any:
                 "tie": False,
             }
         )
-    return datasets.Dataset.from_list(out, features=R.features(PAIRS))
+    return datasets.Dataset.from_list(out, features=R.features(RowKind.PAIRS))

@@ -13,45 +13,20 @@ import math
 import random
 from typing import Any
 
-from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS, Reject
+from rmspec.data.records import Reject
 from rmspec.data.row_values import conversation_pair, hh_turns, messages, number, required, split_hh, text
-from rmspec.data.steps import PROCESS_DEFAULTS, steps_record
+from rmspec.data.steps import steps_record
 from rmspec.errors import DataError
+from rmspec.spec import presets
+from rmspec.spec.row_kinds import RowKind
 
-HELPSTEER2_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
-
-# Default source column for each canonical field, per preset (explicit `columns:` override them).
-DEFAULTS: dict[str | None, dict[str, str]] = {
-    None: {},
-    "pairs": {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"},
-    "hh-rlhf": {"chosen": "chosen", "rejected": "rejected"},
-    "conversational": {"chosen": "chosen", "rejected": "rejected"},
-    "ultrafeedback-binarized": {"chosen": "chosen", "rejected": "rejected"},
-    "shp": {"prompt": "history", "chosen": "human_ref_A", "rejected": "human_ref_B"},
-    "helpsteer2": {"prompt": "prompt", "response": "response"},
-    "ultrafeedback": {"prompt": "instruction"},
-    "ranked": {"prompt": "prompt", "responses": "responses", "response_scores": "scores"},
-    "messages": {"messages": "messages"},
-    **PROCESS_DEFAULTS,
-}
-APPROACH_OF_PRESET = {
-    "pairs": PAIRS,
-    "hh-rlhf": PAIRS,
-    "conversational": PAIRS,
-    "ultrafeedback-binarized": PAIRS,
-    "shp": PAIRS,
-    "ultrafeedback": PAIRS,
-    "helpsteer2": POINTWISE,
-    "messages": GENERATIVE,
-    "stepwise": PROCESS,
-    "math-shepherd": PROCESS,
-    "processbench": PROCESS,
-    "ranked": LISTWISE,
-}
+# How each process preset writes its step labels (rmspec.data.steps reads them): bools by default.
+STEP_LABELS = {"math-shepherd": "marked_text", "processbench": "first_error"}
 
 
 class RowMapper:
     def __init__(self, mapping: Any, approach: Any, columns: list[str], where: str = "data.mapping"):
+        self.mapping = mapping
         self.preset = mapping.preset
         self.approach = approach.row_kind  # the row shape (a GRPO judge maps pairs)
         self.binarize = mapping.binarize
@@ -60,19 +35,14 @@ class RowMapper:
         self.margin_map = approach.margin_table
         self.where = where
         explicit = {k: v for k, v in mapping.columns.model_dump().items() if v is not None}
-        self.cols: dict[str, Any] = {**DEFAULTS[self.preset], **explicit}
+        self.layout = presets.get(self.preset)  # None: explicit columns only
+        defaults = dict(self.layout.columns) if self.layout else {}
+        self.cols: dict[str, Any] = {**defaults, **explicit}
         # Optional columns the presets read when the data has them.
-        optional = [
-            ("id", "id"),
-            ("score_chosen", "score_chosen"),
-            ("score_rejected", "score_rejected"),
-            ("tie", "tie"),
-        ]
-        if self.preset in ("conversational", "ultrafeedback-binarized"):
-            optional.append(("prompt", "prompt"))  # TRL's explicit-prompt layout; ignored for full conversations
-        for field, col in optional:
-            if field not in self.cols and col in columns:
-                self.cols[field] = col
+        optional = ["id", "score_chosen", "score_rejected", "tie", *(self.layout.optional if self.layout else ())]
+        for field in optional:
+            if field not in self.cols and field in columns:
+                self.cols[field] = field
         self.attributes = approach.score_attributes
         self._check(columns)
 
@@ -80,28 +50,36 @@ class RowMapper:
 
     def output_approach(self) -> str:
         """The record kind this mapper writes (helpsteer2 with pair_by writes scored responses first)."""
-        if self.preset == "helpsteer2":
-            return POINTWISE
+        if self.paired_scores:
+            return self.layout.rows if self.layout else self.approach
         return self.approach
+
+    @property
+    def paired_scores(self) -> bool:
+        """A preset of scored responses that can be paired by an attribute (helpsteer2): its mapper writes
+        the scored responses; the data stage pairs them afterwards where pair_by says so."""
+        return self.layout is not None and self.layout.pairs_by_attribute
 
     def _check(self, columns: list[str]) -> None:
         need = self._required()
-        preset_kind = APPROACH_OF_PRESET.get(self.preset)
-        if self.preset == "ultrafeedback" and self.binarize == "ranked":
-            preset_kind = LISTWISE  # every rated completion in one row
-        if self.preset == "helpsteer2" and self.approach == PAIRS and not self.pair_by:
+        layout = self.layout
+        if layout and layout.pairs_by_attribute and self.approach == RowKind.PAIRS and not self.pair_by:
             raise DataError(
-                f"{self.where}: the helpsteer2 preset gives scored single responses, but approach is bradley_terry",
-                "set mapping.pair_by: helpfulness to build pairs per prompt, or use approach kind: pointwise",
+                f"{self.where}: the {layout.name} preset gives {layout.rows.description}, but approach is "
+                f"{RowKind.PAIRS}",
+                f"set mapping.pair_by: {layout.attributes[0]} to build pairs per prompt, or use approach kind: "
+                f"{layout.rows}",
             )
-        if self.pair_by and self.preset != "helpsteer2":
+        if self.pair_by and not (layout and layout.pairs_by_attribute):
+            pairable = " or ".join(p.name for p in presets.TABLE if p.pairs_by_attribute)
             raise DataError(
-                f"{self.where}.pair_by only applies to the helpsteer2 preset (preset is {self.preset!r})",
+                f"{self.where}.pair_by only applies to the {pairable} preset (preset is {self.preset!r})",
                 "remove pair_by",
             )
-        if preset_kind and not (preset_kind == self.approach or (self.preset == "helpsteer2" and self.pair_by)):
+        given = presets.mismatch(self.mapping, self.approach)  # the same check as validate's
+        if given is not None and not (layout and layout.pairs_by_attribute and self.pair_by):
             raise DataError(
-                f"{self.where}.preset: {self.preset!r} gives {preset_kind} data, but approach.kind is {self.approach}",
+                f"{self.where}.preset: {self.preset!r} gives {given} data, but approach.kind is {self.approach}",
                 "choose a preset that matches the approach, or map the columns explicitly",
             )
         if self.preset is None and not need:
@@ -117,13 +95,12 @@ class RowMapper:
 
     def _required(self) -> dict[str, str]:
         c = self.cols
-        if self.preset == "ultrafeedback":
-            return {"prompt": c["prompt"], "completions": "completions"}
-        if self.preset == "shp":
-            return {"prompt": c["prompt"], "chosen": c["chosen"], "rejected": c["rejected"], "labels": "labels"}
-        if self.preset == "helpsteer2":
+        layout = self.layout
+        if layout is not None and layout.reads:  # raw layouts (ultrafeedback, shp): their own columns, always
+            return {**{f: c[f] for f in layout.columns}, **{col: col for col in layout.reads}}
+        if layout is not None and layout.pairs_by_attribute:
             attrs = [self.pair_by] if self.pair_by else self.attributes
-            score_cols = c.get("scores") or {a: a for a in HELPSTEER2_ATTRIBUTES}
+            score_cols = c.get("scores") or {a: a for a in layout.attributes}
             unknown = [a for a in attrs if a not in score_cols]
             if unknown:
                 raise DataError(
@@ -131,17 +108,17 @@ class RowMapper:
                     f"map them under data.mapping.columns.scores (known: {', '.join(score_cols)})",
                 )
             return {"prompt": c["prompt"], "response": c["response"], **{a: score_cols[a] for a in attrs}}
-        if self.approach == GENERATIVE:
+        if self.approach == RowKind.MESSAGES:
             return {"messages": c.get("messages", "messages")}
-        if self.approach == LISTWISE:
+        if self.approach == RowKind.LIST:
             need = {"responses": c.get("responses", "responses"), "response_scores": c.get("response_scores", "scores")}
             return {**need, **({"prompt": c["prompt"]} if "prompt" in c else {})}
-        if self.approach == PROCESS:
+        if self.approach == RowKind.STEPS:
             need = {"steps": c.get("steps", "completions"), "step_labels": c.get("step_labels", "labels")}
             if "prompt" in c:
                 need["prompt"] = c["prompt"]
             return need
-        if self.approach == POINTWISE:
+        if self.approach == RowKind.SCORED:
             scores = c.get("scores") or {}
             unknown = [a for a in self.attributes if a not in scores]
             if unknown:
@@ -171,11 +148,11 @@ class RowMapper:
             records = [self._shp(row)]
         elif self.preset == "ultrafeedback":
             records = self._ultrafeedback(row, index)
-        elif self.preset == "helpsteer2":
+        elif self.paired_scores:
             records = [self._pointwise(row, self.pair_by and [self.pair_by])]
-        elif self.approach == PROCESS:
-            records = [steps_record(self.preset, row, self.cols, messages)]
-        elif self.approach == GENERATIVE:
+        elif self.approach == RowKind.STEPS:
+            records = [steps_record(STEP_LABELS.get(self.preset or "", "bools"), row, self.cols, messages)]
+        elif self.approach == RowKind.MESSAGES:
             records = [
                 {
                     "messages": messages(
@@ -183,13 +160,13 @@ class RowMapper:
                     )
                 }
             ]
-        elif self.approach == POINTWISE:
+        elif self.approach == RowKind.SCORED:
             records = [self._pointwise(row, None)]
-        elif self.approach == LISTWISE:
+        elif self.approach == RowKind.LIST:
             records = [self._ranked(row)]
         else:
             records = [self._pairs(row)]
-        if self.approach == PAIRS:
+        if self.approach == RowKind.PAIRS:
             records = [self._tie_and_margin(row, rec) for rec in records]
         out = []
         for k, rec in enumerate(records):
@@ -326,7 +303,7 @@ class RowMapper:
 
     def _pointwise(self, row: dict[str, Any], attrs: list[str] | None) -> dict[str, Any]:
         attrs = attrs or self.attributes
-        score_cols = self.cols.get("scores") or {a: a for a in HELPSTEER2_ATTRIBUTES}
+        score_cols = self.cols.get("scores") or {a: a for a in (self.layout.attributes if self.layout else ())}
         prompt_col = self.cols.get("prompt")
         return {
             "prompt_messages": messages(required(row, prompt_col), "prompt") if prompt_col else [],

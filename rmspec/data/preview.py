@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.data.pipeline import load_canonical
-from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, PROCESS
+from rmspec.spec.row_kinds import RowKind
 
 
 def preview_records(loaded: Any, tokenizer: Any, n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -20,18 +20,18 @@ def preview_records(loaded: Any, tokenizer: Any, n: int) -> tuple[list[dict[str,
         rec: dict[str, Any] = {"id": row["id"]}
         if row["group"]:
             rec["group"] = row["group"]
-        if rows_kind == PAIRS:
+        if rows_kind == RowKind.PAIRS:
             rec.update(prompt=row["prompt"], chosen=row["chosen"], rejected=row["rejected"])
             if row["margin"]:
                 rec["margin"] = row["margin"]
-        elif rows_kind == LISTWISE:
+        elif rows_kind == RowKind.LIST:
             rec.update(
                 prompt=row["prompt"],
                 responses=[{"score": s, "response": r} for s, r in zip(row["scores"], row["responses"])],
             )
-        elif rows_kind == GENERATIVE:
+        elif rows_kind == RowKind.MESSAGES:
             rec.update(messages=row["messages"], text=tokenizer.decode(row["input_ids"]))
-        elif rows_kind == PROCESS:  # each step with its label, as the model learns it
+        elif rows_kind == RowKind.STEPS:  # each step with its label, as the model learns it
             rec.update(
                 prompt=row["prompt"],
                 steps="\n".join(

@@ -26,17 +26,17 @@ import hashlib
 import json
 from typing import Any
 
+from rmspec.spec.row_kinds import RowKind
+
 TOOL_KEYS = ("tool_calls", "name", "tool_call_id")  # rmspec.data.tool_store's, kept in the prompt key
-PAIRS, POINTWISE, GENERATIVE, PROCESS = "bradley_terry", "pointwise", "generative", "process"
-LISTWISE = "listwise"
 
 BOOKKEEPING = ("source_index", "id", "group", "augmented", "reject_stage", "reject_reason", "reject_detail", "raw")
 FIELDS = {
-    PAIRS: ("prompt_messages", "chosen", "rejected", "margin", "score_chosen", "score_rejected", "tie"),
-    LISTWISE: ("prompt_messages", "responses", "scores"),
-    POINTWISE: ("prompt_messages", "response", "scores"),
-    GENERATIVE: ("messages",),
-    PROCESS: ("prompt_messages", "steps", "step_labels"),
+    RowKind.PAIRS: ("prompt_messages", "chosen", "rejected", "margin", "score_chosen", "score_rejected", "tie"),
+    RowKind.LIST: ("prompt_messages", "responses", "scores"),
+    RowKind.SCORED: ("prompt_messages", "response", "scores"),
+    RowKind.MESSAGES: ("messages",),
+    RowKind.STEPS: ("prompt_messages", "steps", "step_labels"),
 }
 
 
@@ -66,7 +66,7 @@ def features(approach: str):
         "source": Value("string"),  # the name of the dataset the row came from (data.sources[].name; 'train')
         "tools": Value("string"),  # the messages' tool calls and results as JSON ("" if none): rmspec.data.tool_store
     }
-    if approach == PAIRS:
+    if approach == RowKind.PAIRS:
         body = {
             "prompt_messages": message,
             "chosen": Value("string"),
@@ -76,11 +76,11 @@ def features(approach: str):
             "score_rejected": Value("float64"),
             "tie": Value("bool"),
         }
-    elif approach == LISTWISE:
+    elif approach == RowKind.LIST:
         body = {"prompt_messages": message, "responses": List(Value("string")), "scores": List(Value("float64"))}
-    elif approach == POINTWISE:
+    elif approach == RowKind.SCORED:
         body = {"prompt_messages": message, "response": Value("string"), "scores": List(Value("float64"))}
-    elif approach == PROCESS:
+    elif approach == RowKind.STEPS:
         body = {"prompt_messages": message, "steps": List(Value("string")), "step_labels": List(Value("int8"))}
     else:
         body = {"messages": message}
@@ -88,7 +88,7 @@ def features(approach: str):
 
 
 def empty_record(approach: str) -> dict[str, Any]:
-    if approach == PAIRS:
+    if approach == RowKind.PAIRS:
         return {
             "prompt_messages": [],
             "chosen": "",
@@ -98,11 +98,11 @@ def empty_record(approach: str) -> dict[str, Any]:
             "score_rejected": None,
             "tie": False,
         }
-    if approach == LISTWISE:
+    if approach == RowKind.LIST:
         return {"prompt_messages": [], "responses": [], "scores": []}
-    if approach == POINTWISE:
+    if approach == RowKind.SCORED:
         return {"prompt_messages": [], "response": "", "scores": []}
-    if approach == PROCESS:
+    if approach == RowKind.STEPS:
         return {"prompt_messages": [], "steps": [], "step_labels": []}
     return {"messages": []}
 

@@ -33,6 +33,7 @@ from rmspec.data.report import SourceCounts, count_rejects
 from rmspec.data.sources import open_source
 from rmspec.data.tokenize import TokenizeStage, token_columns
 from rmspec.errors import DataError
+from rmspec.spec import presets
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ class Context:
 
     @staticmethod
     def margin_mapped(mapping: Any) -> bool:
-        return mapping.columns.margin is not None or mapping.preset in ("shp", "ultrafeedback")
+        preset = presets.get(mapping.preset)
+        return mapping.columns.margin is not None or (preset is not None and preset.margin_from_scores)
 
     @cached_property
     def layout(self) -> Any:

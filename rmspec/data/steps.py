@@ -30,29 +30,25 @@ from rmspec.errors import DataError
 
 IGNORE = -100
 MATH_SHEPHERD_MARK = "ки"
-# Keyed like presets.DEFAULTS (whose None entry is "no preset"), which it extends.
-PROCESS_DEFAULTS: dict[str | None, dict[str, str]] = {
-    "stepwise": {"prompt": "prompt", "steps": "completions", "step_labels": "labels"},
-    "math-shepherd": {"steps": "input", "step_labels": "label"},
-    "processbench": {"prompt": "problem", "steps": "steps", "step_labels": "label"},
-}
 FIRST_STEP = re.compile(r"step 1\s*:", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------- presets
 
 
-def steps_record(preset: str | None, row: dict[str, Any], cols: dict[str, Any], messages_of) -> dict[str, Any]:
-    """The canonical process record of one source row (raises Reject with a reason)."""
+def steps_record(labels_as: str, row: dict[str, Any], cols: dict[str, Any], messages_of) -> dict[str, Any]:
+    """The canonical process record of one source row (raises Reject with a reason). `labels_as`: how
+    the row writes its labels: "bools" (one per step), "marked_text" (Math-Shepherd's text with +/- in
+    place of the markers) or "first_error" (ProcessBench's index of the first wrong step)."""
     steps_col, labels_col = cols.get("steps", "completions"), cols.get("step_labels", "labels")
-    if preset == "math-shepherd":
+    if labels_as == "marked_text":
         prompt, steps, labels = math_shepherd(_get(row, steps_col), _get(row, labels_col))
         return {"prompt_messages": messages_of(prompt, "input"), "steps": steps, "step_labels": labels}
     prompt_col = cols.get("prompt")
     prompt = messages_of(_get(row, prompt_col), "prompt") if prompt_col else []
     steps = step_list(_get(row, steps_col))
     raw = _get(row, labels_col)
-    if preset == "processbench":
+    if labels_as == "first_error":
         steps, labels = first_error_labels(raw, steps)
     else:
         labels = bool_labels(raw, len(steps))

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.data.columns import arrow, column, numbers
-from rmspec.data.records import GENERATIVE, LISTWISE, PAIRS, POINTWISE, PROCESS
 from rmspec.data.report import DataReport, SourceCounts, distribution, length_heuristic
+from rmspec.spec.row_kinds import RowKind
 
 
 def summarize(
@@ -43,7 +43,7 @@ def summarize(
         pool = datasets.concatenate_datasets([kept, validation])
     n = len(pool)
     cols = pool.column_names
-    if approach == PAIRS and "chosen_tokens" in cols:
+    if approach == RowKind.PAIRS and "chosen_tokens" in cols:
         chosen, rejected = numbers(pool, "chosen_tokens"), numbers(pool, "rejected_tokens")
         report.length_heuristic_accuracy = length_heuristic(chosen, rejected)
         prompts = numbers(pool, "prompt_tokens")
@@ -55,15 +55,15 @@ def summarize(
             "chosen_sequence": distribution(numbers(pool, "chosen_length"), report.max_length),
             "rejected_sequence": distribution(numbers(pool, "rejected_length"), report.max_length),
         }
-    elif approach == POINTWISE and "response_tokens" in cols:
+    elif approach == RowKind.SCORED and "response_tokens" in cols:
         report.token_lengths = {
             "prompt": distribution(numbers(pool, "prompt_tokens"), None),
             "response": distribution(numbers(pool, "response_tokens"), None),
             "sequence": distribution(numbers(pool, "length"), report.max_length),
         }
-    elif approach == GENERATIVE and "total_tokens" in cols:
+    elif approach == RowKind.MESSAGES and "total_tokens" in cols:
         report.token_lengths = {"sequence": distribution(numbers(pool, "total_tokens"), report.max_length)}
-    elif approach == PROCESS and "total_tokens" in cols:
+    elif approach == RowKind.STEPS and "total_tokens" in cols:
         from rmspec.data.steps import step_report
 
         report.token_lengths = {
@@ -79,7 +79,7 @@ def summarize(
         import numpy as np
 
         report.duplicate_rate = round(1 - np.unique(_row_hashes(pool, approach)).size / n, 4)
-    if approach == PAIRS and n:
+    if approach == RowKind.PAIRS and n:
         import pyarrow.compute as pc
 
         report.ties = int(pc.sum(pc.equal(arrow(pool, "score_chosen"), arrow(pool, "score_rejected"))).as_py() or 0)
@@ -95,10 +95,10 @@ def _row_hashes(ds: Any, approach: str) -> Any:
 
     out = np.empty(len(ds), dtype=np.uint64)
     body = {
-        PAIRS: ["chosen", "rejected"],
-        POINTWISE: ["response", "scores"],
-        PROCESS: ["steps", "step_labels"],
-        LISTWISE: ["responses", "scores"],
+        RowKind.PAIRS: ["chosen", "rejected"],
+        RowKind.SCORED: ["response", "scores"],
+        RowKind.STEPS: ["steps", "step_labels"],
+        RowKind.LIST: ["responses", "scores"],
     }
     cols = ["prompt_key", "id", *body.get(approach, ["messages"])]
     k = 0
@@ -119,7 +119,7 @@ def _groups(pool: Any, validation: Any, approach: str) -> dict[str, dict[str, An
     if names == ["(none)"] or not names:
         return {}
     codes = encoded.indices.to_numpy(zero_copy_only=False)
-    have_len = approach == PAIRS and "chosen_tokens" in pool.column_names
+    have_len = approach == RowKind.PAIRS and "chosen_tokens" in pool.column_names
     chosen = numbers(pool, "chosen_tokens") if have_len else None
     rejected = numbers(pool, "rejected_tokens") if have_len else None
     val_counts: dict[str, int] = {}

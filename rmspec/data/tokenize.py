@@ -12,8 +12,8 @@ from typing import Any
 from rmspec.data.fit import CUT_PROMPT, DROP, fit
 from rmspec.data.layout import PAIR, Layout
 from rmspec.data.ranked import ranked_columns, tokenize_ranked
-from rmspec.data.records import LISTWISE, PAIRS, POINTWISE, PROCESS
 from rmspec.data.tool_store import restored_batch
+from rmspec.spec.row_kinds import RowKind
 
 
 def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
@@ -21,7 +21,7 @@ def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
     from datasets import List, Value
 
     ids = List(Value("int32"))
-    if approach == PAIRS:
+    if approach == RowKind.PAIRS:
         cols = {
             "prompt": Value("string"),
             "chosen_input_ids": ids,
@@ -36,7 +36,7 @@ def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
         }
         if layout.kind == PAIR and layout.pair_types is not None:
             cols.update({"chosen_token_type_ids": List(Value("int8")), "rejected_token_type_ids": List(Value("int8"))})
-    elif approach == POINTWISE:
+    elif approach == RowKind.SCORED:
         cols = {
             "prompt": Value("string"),
             "input_ids": ids,
@@ -47,9 +47,9 @@ def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
         }
         if layout.kind == PAIR and layout.pair_types is not None:
             cols["token_type_ids"] = List(Value("int8"))
-    elif approach == LISTWISE:
+    elif approach == RowKind.LIST:
         cols = ranked_columns(layout.kind == PAIR and layout.pair_types is not None)
-    elif approach == PROCESS:
+    elif approach == RowKind.STEPS:
         from rmspec.data.steps import process_columns
 
         cols = process_columns(layout)
@@ -99,13 +99,13 @@ class TokenizeStage:
         return {**self._tokenize(view), **stored}
 
     def _tokenize(self, batch: dict[str, list]) -> dict[str, list]:
-        if self.approach == PROCESS:
+        if self.approach == RowKind.STEPS:
             return self._steps(batch)
-        if self.approach == PAIRS:
+        if self.approach == RowKind.PAIRS:
             return self._pairs(batch)
-        if self.approach == POINTWISE:
+        if self.approach == RowKind.SCORED:
             return self._pointwise(batch)
-        if self.approach == LISTWISE:
+        if self.approach == RowKind.LIST:
             return tokenize_ranked(self, batch)
         return self._generative(batch)
 

@@ -16,6 +16,7 @@ from rmspec import approaches
 from rmspec.approaches.base import LM_HEAD
 from rmspec.errors import PlanError
 from rmspec.plan.estimate import data_sequence_length, sample_rows
+from rmspec.spec import presets
 
 DEFAULT_LIST_SIZE = 4
 
@@ -41,7 +42,8 @@ def needs_a_decoder(spec: Any, declared: Any, architecture: str | None) -> bool:
 def list_size(spec: Any, base_dir: Path) -> tuple[int, str]:
     """(N, how): responses per listwise row."""
     mapping = spec.data.mapping
-    column = (mapping.columns.responses or "responses") if mapping.preset != "ultrafeedback" else "completions"
+    layout = presets.get(mapping.preset)
+    column = layout.ranked_from if layout and layout.ranked_from else (mapping.columns.responses or "responses")
     rows = sample_rows(spec.data.source, base_dir) if getattr(spec.data, "source", None) is not None else None
     sizes = [len(r[column]) for r in rows or [] if isinstance(r.get(column), list)]
     if sizes:

@@ -1,8 +1,9 @@
 """`rmspec init --data X`: the data.source and data.mapping a dataset name, a mapping preset, a hub
 dataset id or a local file stands for.
 
-The mapping preset names are the spec's own (`rmspec.spec.data.PRESETS`): `--data NAME` writes
-`mapping.preset: NAME` with a source in that layout, a shipped example file where rmspec has one.
+The mapping presets, the dataset each is named for, their shipped demos and example sources are
+rows of the preset table (rmspec.spec.presets): `--data NAME` writes `mapping.preset: NAME` with a
+source in that layout, a shipped example file where rmspec has one.
 """
 
 from __future__ import annotations
@@ -13,48 +14,35 @@ from pathlib import Path
 
 from rmspec.errors import RmspecError
 from rmspec.scaffold.shipped import DEMO_DIR
+from rmspec.spec import presets
 from rmspec.spec.choices import did_you_mean
 from rmspec.spec.data import PRESETS
 
 
-def _demo(name: str) -> dict:
-    return {"kind": "files", "paths": [str(DEMO_DIR / name)]}
+def _source(entry: dict) -> dict:
+    """A table source as a spec's data.source: a shipped demo file becomes its path."""
+    if entry["kind"] == presets.DEMO:
+        return {"kind": "files", "paths": [str(DEMO_DIR / entry["file"])]}
+    return dict(entry)
 
 
-def _hub(path: str, **extra) -> dict:
-    return {"kind": "huggingface", "path": path, **extra, "split": "train"}
-
-
-# Known datasets by name: where they are and how they map.
+# Known datasets by name (the shipped demos, then the datasets presets are named for): where they are
+# and how they map.
 DATASETS: dict[str, dict] = {
-    "demo": {"source": _demo("preferences.jsonl"), "mapping": {"preset": "pairs"}},
-    "hh-rlhf": {"source": _hub("Anthropic/hh-rlhf", data_dir="helpful-base"), "mapping": {"preset": "hh-rlhf"}},
-    "ultrafeedback-binarized": {
-        "source": _hub("trl-lib/ultrafeedback_binarized"),
-        "mapping": {"preset": "ultrafeedback-binarized"},
+    **{
+        p.demo_name: {"source": _source(presets.demo(p.demo_file)), "mapping": {"preset": p.name}}
+        for p in presets.TABLE
+        if p.demo_name and p.demo_file
     },
-    "ultrafeedback": {
-        "source": _hub("openbmb/UltraFeedback"),
-        "mapping": {"preset": "ultrafeedback", "binarize": "best_vs_worst"},
+    **{
+        p.name: {"source": _source(p.dataset), "mapping": {"preset": p.name, **p.dataset_mapping}}
+        for p in presets.TABLE
+        if p.dataset
     },
-    "shp": {"source": _hub("stanfordnlp/SHP"), "mapping": {"preset": "shp"}},
-    "helpsteer2": {"source": _hub("nvidia/HelpSteer2"), "mapping": {"preset": "helpsteer2"}},
-    "scored-demo": {"source": _demo("scored.jsonl"), "mapping": {"preset": "helpsteer2"}},
-    "judge-demo": {"source": _demo("judge_messages.jsonl"), "mapping": {"preset": "messages"}},
-    "prm-demo": {"source": _demo("prm_steps.jsonl"), "mapping": {"preset": "stepwise"}},
-    # The raw Math-Shepherd text with its ки markers; TRL's converted copy is trl-lib/math_shepherd (stepwise).
-    "math-shepherd": {"source": _hub("peiyi9979/Math-Shepherd"), "mapping": {"preset": "math-shepherd"}},
 }
 
 # A source in the layout of each preset that is not a dataset name above.
-LAYOUT_EXAMPLES: dict[str, dict] = {
-    "pairs": _demo("preferences.jsonl"),
-    "ranked": _demo("ranked.jsonl"),
-    "conversational": _hub("trl-lib/ultrafeedback_binarized"),
-    "messages": _demo("judge_messages.jsonl"),
-    "stepwise": _demo("prm_steps.jsonl"),
-    "processbench": _demo("prm_processbench.jsonl"),
-}
+LAYOUT_EXAMPLES: dict[str, dict] = {p.name: _source(p.example) for p in presets.TABLE if p.example}
 # Where a preset has no example, the spec names this file for the user to fill.
 PLACEHOLDER = "train.jsonl"
 
@@ -118,7 +106,7 @@ def data_section(data: str, approach: str, out_dir: Path, preset: str | None = N
             f"{data} is read as the {layout} layout; check with `rmspec data preview SPEC`, "
             "and pick another with --preset or data.mapping.columns"
         )
-        return {"source": _hub(data), "mapping": mapping}, note
+        return {"source": presets.hub(data), "mapping": mapping}, note
     guess = did_you_mean(data, names())
     raise RmspecError(
         f"unknown data {data!r}" + (f"; did you mean {guess!r}?" if guess else ""),

@@ -20,14 +20,14 @@ from rmspec.spec.approach_judge import (
 from rmspec.spec.base import Section
 from rmspec.spec.heads import Ensemble, HeadOptionsCheck, LengthDebias, head_outputs
 
+# The row kinds (rmspec.spec.row_kinds), named here for the sections that declare their rows.
+from rmspec.spec.row_kinds import LIST, MESSAGES, PAIRS, SCORED, STEPS
+
 if TYPE_CHECKING:
     from rmspec.spec.root import Spec
 
 MarginMode = Literal["none", "subtract", "scale"]
 
-# The row shapes the data stage writes (rmspec.data.records names them by the approach that first
-# trained on them): pairs, a ranked list, scored responses, a conversation, steps with labels.
-PAIRS, LIST, SCORED, MESSAGES, STEPS = "bradley_terry", "listwise", "pointwise", "generative", "process"
 # The validation metrics a pair-scoring approach logs (metrics.jsonl names); the first is the default
 # metric that picks the final model.
 PAIR_METRICS = ("eval/rm/accuracy", "eval/rm/loss", "eval/rm/reward_margin")

@@ -10,17 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from rmspec.spec import presets
+from rmspec.spec.base import Problem
+from rmspec.spec.row_kinds import RowKind
+
 if TYPE_CHECKING:
     from rmspec.spec.root import Spec
 
-Problem = tuple[tuple, str, str | None]
 
 ENCODER_HINTS = ("bert", "minilm", "deberta", "roberta", "electra", "mpnet", "e5-", "bge-")
-# Presets whose mapping yields scores for pointwise training (pairs_by turns helpsteer2 into pairs).
-SCORE_PRESETS = ("helpsteer2",)
-PROCESS_PRESETS = ("stepwise", "math-shepherd", "processbench")
-LIST_PRESETS = ("ranked",)
-PAIR_PRESETS = ("pairs", "hh-rlhf", "conversational", "ultrafeedback-binarized", "shp", "ultrafeedback")
 
 
 def looks_encoder(spec: Spec) -> bool:
@@ -49,15 +47,17 @@ def scores_needed(spec: Spec, approach: Any) -> Iterator[Problem]:
 
 def _scores(approach: Any, path: tuple, mapping: Any) -> Iterator[Problem]:
     scores = mapping.columns.scores
-    if mapping.preset in SCORE_PRESETS and mapping.pair_by is None:
-        available = set(scores or {}) | {"helpfulness", "correctness", "coherence", "complexity", "verbosity"}
+    preset = presets.get(mapping.preset)
+    if preset is not None and preset.rows == RowKind.SCORED and mapping.pair_by is None:
+        available = set(scores or {}) | set(preset.attributes)
     elif scores:
         available = set(scores)
     else:
         yield (
             path,
             f"the pointwise approach needs scores, but the mapping gives none (preset: {mapping.preset})",
-            "use preset: helpsteer2, or map columns.response and columns.scores: {attribute: column}",
+            f"use preset: {' or '.join(presets.giving(RowKind.SCORED))}, or map columns.response and "
+            "columns.scores: {attribute: column}",
         )
         return
     for i, attr in enumerate(approach.attributes):
@@ -75,15 +75,23 @@ def _scores(approach: Any, path: tuple, mapping: Any) -> Iterator[Problem]:
 # ---------------------------------------------------------------- listwise
 
 
+def _list_presets() -> str:
+    """The presets that give lists, as a hint: `ranked (its columns)` or `X with binarize: ranked`."""
+    given = [f"preset: {p.name} ({', '.join(p.columns.values())})" for p in presets.TABLE if p.rows == RowKind.LIST]
+    ranked = [f"preset: {p.name} with binarize: ranked" for p in presets.TABLE if p.ranked_from]
+    return " or ".join(given + ranked)
+
+
 def list_needs_lists(spec: Spec) -> Iterator[Problem]:
-    if spec.data.mapping.preset not in (*LIST_PRESETS, "ultrafeedback", None):
+    preset = presets.get(spec.data.mapping.preset)
+    if preset is not None and preset.rows != RowKind.LIST and preset.ranked_from is None:
         yield (
             ("data", "mapping", "preset"),
             f"approach kind listwise needs a prompt with several scored responses; preset {spec.data.mapping.preset!r} "
             "gives another shape",
-            "use preset: ranked (prompt, responses, scores) or preset: ultrafeedback with binarize: ranked",
+            f"use {_list_presets()}",
         )
-    if spec.data.mapping.preset == "ultrafeedback" and spec.data.mapping.binarize != "ranked":
+    if preset is not None and preset.ranked_from is not None and spec.data.mapping.binarize != "ranked":
         yield (
             ("data", "mapping", "binarize"),
             "approach kind listwise keeps every rated completion",
@@ -95,31 +103,36 @@ def list_needs_lists(spec: Spec) -> Iterator[Problem]:
 
 
 def pairs_need_pairs(spec: Spec) -> Iterator[Problem]:
-    if spec.data.mapping.preset == "ultrafeedback" and spec.data.mapping.binarize == "ranked":
+    preset = presets.get(spec.data.mapping.preset)
+    rankers = [p.name for p in presets.TABLE if p.ranked_from]
+    if preset is not None and preset.ranked_from is not None and spec.data.mapping.binarize == "ranked":
         yield (
             ("data", "mapping", "binarize"),
             "binarize: ranked keeps every rated completion in one row, for listwise",
             "set approach: {kind: listwise}, or binarize: best_vs_worst (or all_pairs) for pairs",
         )
-    if spec.data.mapping.preset == "ranked":
+    if preset is not None and preset.rows == RowKind.LIST:
         yield (
             ("data", "mapping", "preset"),
-            "the ranked preset gives N scored responses per prompt, for listwise",
-            "set approach: {kind: listwise}, or use preset: ultrafeedback with a binarize rule for pairs",
+            f"the {preset.name} preset gives {preset.rows.description}, for listwise",
+            f"set approach: {{kind: listwise}}, or use preset: {' or '.join(rankers)} with a binarize rule for pairs",
         )
     for path, mapping in mappings(spec):
         yield from _pairs(path, mapping)
 
 
 def _pairs(path: tuple, mapping: Any) -> Iterator[Problem]:
-    if mapping.preset in ("helpsteer2",) and mapping.pair_by is None:
+    preset = presets.get(mapping.preset)
+    if preset is None:
+        return
+    if preset.pairs_by_attribute and mapping.pair_by is None:
         yield (
             (*path, "pair_by"),
-            "the helpsteer2 preset gives pointwise rows; bradley_terry needs pairs",
-            "set pair_by: helpfulness (pairs by an attribute) or use approach kind: pointwise",
+            f"the {preset.name} preset gives {preset.rows} rows; bradley_terry needs pairs",
+            f"set pair_by: {preset.attributes[0]} (pairs by an attribute) or use approach kind: {preset.rows}",
         )
-    if mapping.preset == "messages":
-        yield ((*path, "preset"), "the messages preset is for the generative approach", None)
+    if preset.rows == RowKind.MESSAGES:
+        yield ((*path, "preset"), f"the {preset.name} preset is for the {preset.rows} approach", None)
 
 
 def sft_needs_decoder(spec: Spec, sft_weight: float) -> Iterator[Problem]:
@@ -138,7 +151,8 @@ def margin_needs_a_column(spec: Spec, approach: Any) -> Iterator[Problem]:
     if approach.margin_mode == "none":
         return
     for _, mapping in mappings(spec):
-        if not mapping.columns.margin and mapping.preset not in ("shp", "ultrafeedback", "helpsteer2"):
+        preset = presets.get(mapping.preset)
+        if not mapping.columns.margin and not (preset and (preset.margin_from_scores or preset.pairs_by_attribute)):
             field = "margin" if approach.margin else "use_margin"
             yield (
                 ("approach", field),
@@ -182,18 +196,21 @@ def judge_writes_verdicts(approach: Any) -> Iterator[Problem]:
 
 def process_needs_steps(spec: Spec, approach: Any) -> Iterator[Problem]:
     """A PRM learns from step lists with one label per step."""
+    steps = presets.giving(RowKind.STEPS)
+    default = presets.PRESETS[presets.init_default(RowKind.STEPS) or steps[0]]
     for path, mapping in mappings(spec):
-        if mapping.preset not in (*PROCESS_PRESETS, None):
+        if mapping.preset is not None and mapping.preset not in steps:
             yield (
                 (*path, "preset"),
                 f"approach kind process needs steps with step labels, but preset {mapping.preset!r} gives {approach.kind} data of another shape",
-                f"use one of: {', '.join(PROCESS_PRESETS)}, or map columns.prompt, columns.steps and columns.step_labels",
+                f"use one of: {', '.join(steps)}, or map columns.prompt, columns.steps and columns.step_labels",
             )
         elif mapping.preset is None and not (mapping.columns.steps and mapping.columns.step_labels):
             yield (
                 (*path, "columns"),
                 "approach kind process needs a steps column and a step_labels column (no preset is set)",
-                "map columns.steps and columns.step_labels, or set preset: stepwise (prompt, completions, labels)",
+                f"map columns.steps and columns.step_labels, or set preset: {default.name} "
+                f"({', '.join(default.columns.values())})",
             )
     split = spec.data.split
     if approach.tune_threshold and split.validation_fraction is None and split.validation_source is None:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+# What every spec check yields (rmspec.spec.rules and the rule modules beside it): the field's path,
+# what is wrong, and how to fix it (None: the message says it). No check changes a value.
+Problem = tuple[tuple, str, str | None]
+
 
 class Section(BaseModel):
     model_config = ConfigDict(

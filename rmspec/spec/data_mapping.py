@@ -6,22 +6,10 @@ from typing import Literal
 
 from pydantic import Field
 
+from rmspec.spec import presets
 from rmspec.spec.base import Section
 
-PRESETS = (
-    "pairs",  # prompt, chosen, rejected (optional margin)
-    "hh-rlhf",  # whole transcripts; prompt = shared prefix up to the last Assistant turn
-    "conversational",  # chosen/rejected as message lists (ultrafeedback_binarized, Skywork)
-    "ultrafeedback-binarized",
-    "shp",  # history, human_ref_A/B, labels
-    "helpsteer2",  # prompt, response, five 0-4 attributes
-    "ultrafeedback",  # raw: instruction + completions to binarize
-    "ranked",  # listwise: prompt, responses (N >= 2), scores (one per response, higher is better)
-    "messages",  # generative: a list of chat messages
-    "stepwise",  # process: prompt, completions (steps), labels (bools): TRL's and trl-lib/math_shepherd's shape
-    "math-shepherd",  # process: raw Math-Shepherd text with ки markers, labels as +/- in place of them
-    "processbench",  # process: problem, steps, label (index of the first wrong step, -1 for none)
-)
+PRESETS = presets.NAMES  # the preset table's names (rmspec.spec.presets holds each layout)
 
 
 class ColumnMap(Section):

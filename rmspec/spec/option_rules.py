@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rmspec.spec.base import Problem
 from rmspec.spec.root import Spec
-
-Problem = tuple[tuple, str, str | None]
 
 
 def early_stopping_metric_exists(spec: Spec) -> Iterator[Problem]:

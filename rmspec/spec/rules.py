@@ -5,54 +5,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, get_args
 
-from rmspec.spec.approach import LIST, MESSAGES, PAIRS, SCORED, STEPS
-from rmspec.spec.approach_rules import (
-    ENCODER_HINTS,
-    LIST_PRESETS,
-    PAIR_PRESETS,
-    PROCESS_PRESETS,
-    SCORE_PRESETS,
-    mappings,
-)
+from rmspec.spec import presets
+from rmspec.spec.approach_rules import ENCODER_HINTS, mappings
+from rmspec.spec.base import Problem
 from rmspec.spec.data_filters import Filter
 from rmspec.spec.root import Spec
+from rmspec.spec.row_kinds import PAIRS, RowKind, describe
 from rmspec.spec.training_rules import best_checkpoint_rules, optimizer_needs_cuda
 
 __all__ = ["ENCODER_HINTS", "LIST_PRESETS", "PAIR_PRESETS", "PROCESS_PRESETS", "SCORE_PRESETS", "check"]
 
-Problem = tuple[tuple, str, str | None]
 
-# The presets' row shapes and what each filter reads: a spec that gives an approach rows it does
-# not train on, or a filter for other rows, is refused here rather than at the data stage.
-PRESET_ROWS = {
-    **dict.fromkeys(PAIR_PRESETS, PAIRS),
-    **dict.fromkeys(LIST_PRESETS, LIST),
-    **dict.fromkeys(SCORE_PRESETS, SCORED),
-    "messages": MESSAGES,
-    **dict.fromkeys(PROCESS_PRESETS, STEPS),
-}
-ROW_NAMES = {
-    PAIRS: "preference pairs",
-    LIST: "N scored responses per prompt",
-    SCORED: "scored single responses",
-    MESSAGES: "conversations a judge learns from",
-    STEPS: "reasoning steps with step labels",
-}
+# The presets by the rows they give (rmspec.spec.presets is their table; tests and docs read these).
+PAIR_PRESETS = presets.giving(RowKind.PAIRS)
+LIST_PRESETS = presets.giving(RowKind.LIST)
+SCORE_PRESETS = presets.giving(RowKind.SCORED)
+PROCESS_PRESETS = presets.giving(RowKind.STEPS)
+# What each filter reads: a spec that gives an approach rows it does not train on, or a filter for
+# other rows, is refused here rather than at the data stage.
 FILTER_KINDS = [get_args(c.model_fields["kind"].annotation)[0] for c in get_args(get_args(Filter)[0])]
 FILTER_ROWS = {"drop_identical": (PAIRS,), "min_score_gap": (PAIRS,)}  # other filters read any rows
-
-
-def preset_rows(mapping: Any) -> str | None:
-    """The rows a mapping's preset gives (helpsteer2 with pair_by: pairs; ultrafeedback ranked: lists)."""
-    if mapping.preset == "helpsteer2" and mapping.pair_by is not None:
-        return PAIRS
-    if mapping.preset == "ultrafeedback" and mapping.binarize == "ranked":
-        return LIST
-    return PRESET_ROWS.get(mapping.preset)
-
-
-def usable_presets(rows: str) -> list[str]:
-    return [p for p, r in PRESET_ROWS.items() if r == rows] + (["helpsteer2 (with pair_by)"] if rows == PAIRS else [])
 
 
 def approach_rules(spec: Spec) -> Iterator[Problem]:
@@ -62,14 +34,14 @@ def approach_rules(spec: Spec) -> Iterator[Problem]:
     yield from own
     rows, kind = spec.approach.row_kind, spec.approach.kind
     for path, mapping in mappings(spec):
-        given = preset_rows(mapping)
-        if given is None or given == rows or any(p[: len(path)] == path for p, _, _ in own):
+        given = presets.mismatch(mapping, rows)
+        if given is None or any(p[: len(path)] == path for p, _, _ in own):
             continue
         yield (
             (*path, "preset"),
-            f"the {mapping.preset} preset gives {ROW_NAMES[given]}, which approach {kind} does not train on "
-            f"(it trains on {ROW_NAMES.get(rows, rows)})",
-            f"presets approach {kind} can use: {', '.join(usable_presets(rows)) or 'none: map the columns'}",
+            f"the {mapping.preset} preset gives {describe(given)}, which approach {kind} does not train on "
+            f"(it trains on {describe(rows)})",
+            f"presets approach {kind} can use: {', '.join(presets.usable(rows)) or 'none: map the columns'}",
         )
 
 
@@ -87,14 +59,14 @@ def filters_read_the_rows(spec: Spec) -> Iterator[Problem]:
             if rows not in FILTER_ROWS.get(f.kind, (rows,)):
                 yield (
                     (*path, i, "kind"),
-                    f"filter {f.kind} reads {ROW_NAMES[FILTER_ROWS[f.kind][0]]}; approach {kind} trains on "
-                    f"{ROW_NAMES.get(rows, rows)}",
+                    f"filter {f.kind} reads {describe(FILTER_ROWS[f.kind][0])}; approach {kind} trains on "
+                    f"{describe(rows)}",
                     f"remove it; filters approach {kind} can use: {', '.join(usable)}",
                 )
     if spec.data.augment and rows != PAIRS:
         yield (
             ("data", "augment"),
-            f"data.augment makes preference pairs; approach {kind} trains on {ROW_NAMES.get(rows, rows)}",
+            f"data.augment makes preference pairs; approach {kind} trains on {describe(rows)}",
             "remove data.augment, or train on pairs (approach kind: bradley_terry)",
         )
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-Problem = tuple[tuple, str, str | None]
+from rmspec.spec.base import Problem
+
 CUDA_OPTIMIZERS = ("adamw_8bit", "lion", "lion_32bit", "lion_8bit")  # bitsandbytes kernels
 
 

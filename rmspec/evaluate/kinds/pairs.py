@@ -16,6 +16,8 @@ from rmspec.errors import DataError
 from rmspec.evaluate.figures import BenchmarkScore, accuracy_by_subset, mean, pair_correct
 from rmspec.evaluate.kinds.base import BenchmarkKind
 from rmspec.evaluate.loading import BenchmarkData, Example, load_rows, resolve_source
+from rmspec.spec import presets
+from rmspec.spec.row_kinds import RowKind
 
 # Where a plain preference file may keep the group a row belongs to.
 PAIR_SUBSET_COLUMNS = ("subset", "group", "family", "source", "category")
@@ -41,7 +43,7 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
 
     columns = list(rows[0])
     if preset is None:
-        preset = "conversational" if isinstance(rows[0].get("chosen"), list) else "pairs"
+        preset = presets.for_preference_file(rows[0])
     group = next((c for c in PAIR_SUBSET_COLUMNS if c in columns), None)
     mapping = MappingSpec.model_validate({"preset": preset, "columns": {"group": group} if group else {}})
     mapper = RowMapper(
@@ -76,10 +78,11 @@ class Pairs(BenchmarkKind):
         limit: int | None = None,
         base_dir: Any = None,
     ) -> BenchmarkData:
-        if preset in ("helpsteer2", "messages"):
+        layout = presets.get(preset)
+        if layout is not None and layout.rows != RowKind.PAIRS:
             raise DataError(
                 f"benchmark 'pairs': preset {preset!r} does not give preference pairs",
-                "use a pairwise preset: pairs, hh-rlhf, conversational, ultrafeedback-binarized, shp, ultrafeedback",
+                f"use a pairwise preset: {', '.join(presets.giving(RowKind.PAIRS))}",
             )
         source, local = resolve_source(self.name, path, base_dir)
         rows, used_split = load_rows(self.name, source, local, split)
