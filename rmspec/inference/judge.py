@@ -40,7 +40,7 @@ def judge_message(prompt: Any, response_a: str, response_b: str) -> str:
 
 def parse_verdict(text: str, pattern: str) -> str | None:
     """The verdict letter, or None when there is none or the text names both (JudgeBench's rule)."""
-    found = {m if isinstance(m, str) else m[0] for m in re.findall(pattern, text)}
+    found = {m if isinstance(m, str) else next((g for g in m if g), "") for m in re.findall(pattern, text)}
     found.discard("")
     return found.pop() if len(found) == 1 else None
 

@@ -149,15 +149,17 @@ def grpo_problems(spec: Spec, approach: Any) -> Iterator[Problem]:
         )
     pattern = re.compile(approach.judge_pattern)
     need = 2 if approach.output == "scores" else 1
-    if pattern.groups < need:
+    if pattern.groups != need:  # more groups: alternatives that leave the one read unset
         yield (
             ("approach", "verdict_pattern"),
-            f"output: scores reads two scores, but verdict_pattern has {pattern.groups} group",
-            f"write a pattern with two groups, e.g. {DEFAULT_SCORES_PATTERN}",
+            f"output: {approach.output} reads {need} group(s), but verdict_pattern has {pattern.groups}",
+            f"write a pattern with two groups, e.g. {DEFAULT_SCORES_PATTERN}"
+            if need == 2
+            else r"write one group, other parentheses as (?:...), e.g. (?:\[\[|Verdict: )(A|B)",
         )
     if approach.ties == "verdict" and approach.output == "verdict":
         shown = re.search(pattern, _shown(approach.judge_pattern, approach.tie_verdict))
-        if shown is None or shown.group(1).strip() != approach.tie_verdict:
+        if shown is None or (shown.group(1) or "").strip() != approach.tie_verdict:
             yield (
                 ("approach", "tie_verdict"),
                 f"ties: verdict trains the verdict {approach.tie_verdict!r}, which verdict_pattern cannot read",

@@ -44,7 +44,8 @@ def split_prompt(input_ids: list[int], labels: list[int]) -> tuple[list[int], li
 
 def parse_verdict(text: str, pattern: str) -> str | None:
     match = re.search(pattern, text)
-    return match.group(1).strip() if match else None
+    verdict = next((g for g in match.groups() if g is not None), None) if match else None  # alternatives
+    return verdict.strip() if verdict is not None else None
 
 
 @torch.no_grad()

@@ -75,7 +75,8 @@ class VerdictReward:
 def batch_figures(verdicts: list, gold: list, order: list, pair: list) -> dict[str, float]:
     """Verdict accuracy, unparsed rate and position agreement of one batch of completions. Position
     agreement: of the pairs seen in both orders, the share whose majority verdicts pick the same
-    response (A in the first order and B when swapped, or the reverse)."""
+    response (A in the first order and B when swapped, or the reverse). A split vote (as many
+    completions for each response) has no majority: that pair counts as disagreement."""
     n = len(verdicts)
     out = {
         "judge/verdict_accuracy": sum(v == g for v, g in zip(verdicts, gold)) / n,
@@ -88,11 +89,14 @@ def batch_figures(verdicts: list, gold: list, order: list, pair: list) -> dict[s
     both = [p for (p, o) in votes if o == FIRST and (p, SWAPPED) in votes]
     if both:
 
-        def majority(key: tuple[str, str]) -> str:
+        def majority(key: tuple[str, str]) -> str | None:
+            """The response most completions picked; None on a tie (a split vote picks neither)."""
             picks = votes[key]
-            return max(sorted(set(picks)), key=picks.count)
+            counts = sorted((picks.count(c) for c in set(picks)), reverse=True)
+            return None if len(counts) > 1 and counts[0] == counts[1] else max(set(picks), key=picks.count)
 
-        out["judge/position_agreement"] = sum(majority((p, FIRST)) == majority((p, SWAPPED)) for p in both) / len(both)
+        agree = [majority((p, FIRST)) is not None and majority((p, FIRST)) == majority((p, SWAPPED)) for p in both]
+        out["judge/position_agreement"] = sum(agree) / len(both)
     return out
 
 

@@ -11,7 +11,8 @@ half the time and position bias is trained away. An annotated tie's gold verdict
 
 Defaults after RM-R1: correct +1, wrong -1, unparsed -1. The output is read with `pattern` over the
 whole completion (not its last characters); several matches that disagree count as unparsed, so
-writing both verdicts earns nothing.
+writing both verdicts earns nothing. Total: any completion gets a reward (a match whose verdict
+group is unset states no verdict), never an exception that stops the trainer.
 """
 
 # No `from __future__ import annotations`: verl loads the exported copy of this file without adding it
@@ -48,8 +49,10 @@ def parse(text: str, rule: RewardRule) -> str | None:
             except (TypeError, ValueError, IndexError):
                 return None
             found.add("A" if a > b else "B" if b > a else rule.tie_verdict)
-        else:
-            found.add(match.group(1).strip())
+        else:  # the group that took part in the match (a pattern with alternatives leaves others unset)
+            verdict = next((g for g in match.groups() if g is not None), None)
+            if verdict is not None:
+                found.add(verdict.strip())
     if len(found) != 1:
         return None
     verdict = found.pop()
