@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from rmspec.errors import RmspecError
 from rmspec.packaged import PACKAGED_MODELS
+from rmspec.spec.benchmarks import CATALOGUE
 
 # extra (as in pyproject.toml) -> the import names it provides
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -34,8 +37,6 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "grpo": ("trl",),
     "gguf": ("gguf",),
 }
-# a composite approach's component kind -> the import it needs (the `rules` extra)
-RULE_MODULES = {"math_answer": "math_verify", "json_schema": "jsonschema"}
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 # tracking.backends entry -> its import name (the `tracking` extra installs them all)
 TRACKER_MODULES = {
@@ -120,27 +121,35 @@ def spec_needs(spec: Any, *, training: bool = True) -> list[Need]:
             needs.append(need("data source kind: sql", "sql"))
         for backend in spec.tracking.backends:
             needs.append(need(f"tracking.backends: {backend}", "tracking", (TRACKER_MODULES[backend],)))
-    for kind in sorted(_kinds(spec.approach.model_dump()) & set(RULE_MODULES)):  # computed in runs and evals
-        needs.append(need(f"composite component kind: {kind}", "rules", (RULE_MODULES[kind],)))
+    declared = {(part.kind, part.needs) for part in _parts(spec.approach) if getattr(part, "needs", None)}
+    for kind, (extra, module) in sorted(declared):  # computed in runs and evals
+        needs.append(need(f"composite component kind: {kind}", extra, (module,)))
     return needs + benchmark_needs([b.kind for b in spec.eval.benchmarks])
 
 
-def _kinds(document: Any) -> set[str]:
-    """Every `kind:` value anywhere in a dumped section (a composite's components, its routes, its gates)."""
-    if isinstance(document, dict):
-        own = {document["kind"]} if isinstance(document.get("kind"), str) else set()
-        return own.union(*(_kinds(v) for v in document.values()))
-    if isinstance(document, list):
-        return set().union(*(_kinds(v) for v in document))
-    return set()
+def _parts(section: Any) -> Iterator[Any]:
+    """Every spec model anywhere under a section (a composite's components, its routes, its gates): each
+    part that imports an optional package declares it as `needs` (rmspec.spec.composite)."""
+    if isinstance(section, BaseModel):
+        yield section
+        for name in type(section).model_fields:
+            yield from _parts(getattr(section, name))
+    elif isinstance(section, (list, tuple)):
+        for item in section:
+            yield from _parts(item)
+    elif isinstance(section, dict):
+        for item in section.values():
+            yield from _parts(item)
 
 
 def benchmark_needs(kinds: list[str]) -> list[Need]:
-    """Benchmark kinds whose scoring imports an optional package."""
-    per_step = [k for k in ("processbench", "prmbench") if k in kinds]
-    if per_step:
-        return [need(f"benchmark {', '.join(per_step)} (step AUROC)", "process")]
-    return []
+    """Benchmark kinds whose scoring imports an optional package, as each kind declares it
+    (rmspec.spec.benchmarks: `needs`); kinds that need one extra for one reason share a line."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for name, info in CATALOGUE.items():  # the catalogue's order
+        if name in kinds and info.needs is not None:
+            grouped.setdefault(info.needs, []).append(name)
+    return [need(f"benchmark {', '.join(names)} ({why})", extra) for (extra, why), names in grouped.items()]
 
 
 def require_for_spec(spec: Any, *, training: bool = True) -> None:

@@ -44,12 +44,20 @@ class BenchmarkInfo:
     scorers: tuple[ScoredAs, ...]  # REWARD / JUDGE / PROCESS: the models this kind can score
     module: str  # the module holding the kind's KIND object
     description: str
+    # (extra, what for) of the optional package its scoring imports (rmspec.extras checks it before an
+    # eval starts); None: the base install scores it.
+    needs: tuple[str, str] | None = None
 
 
 def _kind(
-    name: str, hub: str | None, split: str | None, scorers: tuple[ScoredAs, ...], description: str
+    name: str,
+    hub: str | None,
+    split: str | None,
+    scorers: tuple[ScoredAs, ...],
+    description: str,
+    needs: tuple[str, str] | None = None,
 ) -> BenchmarkInfo:
-    return BenchmarkInfo(name, hub, split, scorers, f"rmspec.evaluate.kinds.{name}", description)
+    return BenchmarkInfo(name, hub, split, scorers, f"rmspec.evaluate.kinds.{name}", description, needs)
 
 
 # The order is the order of the spec's choices and of `rmspec eval --help`.
@@ -82,11 +90,21 @@ CATALOGUE: dict[str, BenchmarkInfo] = {
         ),
         _kind("pairs", None, "train", (REWARD, JUDGE), "any preference file (a data preset maps it): pair accuracy"),
         _kind(
-            "processbench", "Qwen/ProcessBench", None, (PROCESS,), "ProcessBench: the first wrong step of a solution"
+            "processbench",
+            "Qwen/ProcessBench",
+            None,
+            (PROCESS,),
+            "ProcessBench: the first wrong step of a solution",
+            needs=("process", "step AUROC"),
         ),
         _kind("rmb", None, None, (REWARD,), "RMB: pairwise and best-of-N, helpfulness and harmlessness"),
         _kind(
-            "prmbench", "hitsmy/PRMBench_Preview", "train", (PROCESS,), "PRMBench: every step valid or not, PRMScore"
+            "prmbench",
+            "hitsmy/PRMBench_Preview",
+            "train",
+            (PROCESS,),
+            "PRMBench: every step valid or not, PRMScore",
+            needs=("process", "step AUROC"),
         ),
     )
 }

@@ -9,7 +9,7 @@ importing anything heavy); what each kind computes lives in one module per kind 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
@@ -57,6 +57,9 @@ class ComponentBase(Section):
     on_failure: OnFailure | None = Field(
         None, description="This component's failure policy, in place of the composite's `on_failure`."
     )
+    # (extra, import name) of the optional package its scoring imports (rmspec.extras checks it before a
+    # run or an eval starts); None: the base install scores it.
+    needs: ClassVar[tuple[str, str] | None] = None
 
 
 class ModelComponent(ComponentBase):
@@ -73,6 +76,7 @@ class MathAnswer(ComponentBase):
     """1 when the response's final answer equals the reference under math-verify (gold first), else 0."""
 
     kind: Literal["math_answer"]
+    needs: ClassVar[tuple[str, str] | None] = ("rules", "math_verify")
     timeout_s: PositiveFloat = Field(
         5.0, description="Wall-clock limit per answer; past it the worker is replaced and the row counted `timeout`."
     )
@@ -98,6 +102,7 @@ class JsonSchemaRule(ComponentBase):
     """1 when the response (or its fenced ```json block) is JSON valid under the schema, else 0."""
 
     kind: Literal["json_schema"]
+    needs: ClassVar[tuple[str, str] | None] = ("rules", "jsonschema")
     json_schema: dict[str, Any] | str = Field(
         alias="schema",
         description="The JSON Schema inline (a mapping), or the path of a .json file holding it (relative to the spec).",

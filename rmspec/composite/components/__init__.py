@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 from rmspec.composite.components.context import Context
 from rmspec.composite.outcome import Item, Outcome
+from rmspec.spec.composite import Component as ComponentSettings
 
-KINDS = ("model", "math_answer", "regex", "json_schema", "length", "repetition", "judge")
+# The kinds the spec's component union accepts, in its order: a module here per kind.
+KINDS: tuple[str, ...] = tuple(
+    get_args(settings.model_fields["kind"].annotation)[0] for settings in get_args(get_args(ComponentSettings)[0])
+)
 
 
 class Component(Protocol):
