@@ -15,6 +15,7 @@ from typing import Any
 from rmspec.evaluate.html_parts import esc, img, kv_table, pct, table
 from rmspec.evaluate.report_entries import entry_section
 from rmspec.evaluate.report_plots import CURVE_KEYS, curve_plot, curve_series
+from rmspec.evaluate.report_sections import hyperparameters, throughput, validation_curve_note, worst_pairs
 from rmspec.evaluate.results import read_results
 from rmspec.render.report_view import final_model_line
 from rmspec.rundir import RunDir, atomic_write_text, read_status
@@ -135,6 +136,11 @@ def build_html(run_dir: Path) -> str:
     else:
         body.append("<p class=note>No results.json: the run has not been evaluated (rmspec eval RUN_DIR).</p>")
 
+    status = read_status(rd).to_json()
+    plan = _read_json(rd.plan)
+    body.append("<h2>Training setup</h2>" + hyperparameters(rd.root, plan, status))
+    body.append("<h2>Time and throughput</h2>" + throughput(status, metrics))
+
     body.append("<h2>Training</h2>")
     curves = [curve_plot(metrics, what) for what in CURVE_KEYS] if metrics else []
     curves = [c for c in curves if c]
@@ -144,6 +150,7 @@ def build_html(run_dir: Path) -> str:
         body.append(
             f"<p class=muted>{len(metrics)} logged steps; last step {last.get('step')}, epoch {last.get('epoch')}.</p>"
         )
+        body.append(validation_curve_note(metrics))
     else:
         body.append("<p class=muted>metrics.jsonl not found or empty.</p>")
     chosen = final_model_line(read_status(rd).get("final_model"))
@@ -158,9 +165,10 @@ def build_html(run_dir: Path) -> str:
         for entry_name, entry in entries.items():
             section, _ = entry_section(rd.root, entry_name, entry)
             body.append(section)
+        body.append("<h2>Worst misranked pairs</h2>" + worst_pairs(entries))
 
     body.append("<h2>Data</h2>" + _data_section(_read_json(rd.data_report)))
-    body.append("<h2>Plan that ran</h2>" + _plan_section(_read_json(rd.plan)))
+    body.append("<h2>Plan that ran</h2>" + _plan_section(plan))
     versions = _read_json(rd.versions)
     body.append(
         "<h2>Environment</h2>"

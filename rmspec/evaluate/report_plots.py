@@ -11,6 +11,7 @@ CHOSEN_COLOUR, REJECTED_COLOUR = "#2b8a3e", "#c92a2a"
 CURVE_KEYS = {
     "loss": ("train/rm/loss", "eval/rm/loss"),
     "accuracy": ("train/rm/accuracy", "eval/rm/accuracy"),
+    "learning rate": ("train/rm/lr", "train/sft/lr"),  # the schedule as it ran (warmup, decay)
 }
 # Drawn on a second axis of a plot: the gradient norm (before clipping, as Trainer logs it) beside the loss.
 SECOND_AXIS = {"loss": ("grad_norm",)}

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import RmspecError
+from rmspec.evaluate.excerpts import prompt_excerpt
 
 
 def prepare_validation(loaded_spec: Any, tokenizer: Any, notes: list[str], cache_dir: Path | None = None) -> Any:
@@ -42,6 +43,7 @@ def validation_rows(validation: Iterable[dict[str, Any]], engine: Any) -> list[d
             "score_rejected": scores[n + i],
             "len_chosen": len(r.get("chosen") or ""),
             "len_rejected": len(r.get("rejected") or ""),
+            "prompt": prompt_excerpt(r.get("prompt")),  # the report's misranked pairs show it
             # a mixture's rows name their dataset (data.sources[].name): accuracy per dataset
             **({"source": r["source"]} if r.get("source") else {}),
         }

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rmspec.errors import DataError
+from rmspec.evaluate.excerpts import prompt_excerpt
 from rmspec.evaluate.figures import BenchmarkScore, Pair
 from rmspec.evaluate.loading import BenchmarkData, Example, load_rows, resolve_source
 from rmspec.evaluate.verdicts import score_two_games
@@ -73,6 +74,7 @@ class BenchmarkKind:
         for example, s in zip(data.examples, scores):
             row: dict[str, Any] = {"id": example.id, "subset": example.subset}
             row.update(self.score_fields(example, [float(v) for v in s], [len(r) for r in example.responses]))
+            row["prompt"] = prompt_excerpt(example.prompt)  # the report's misranked pairs show it
             rows.append(row)
         return rows
 
