@@ -133,7 +133,7 @@ def test_a_good_sweep_validates_and_plan_shows_its_budget_without_torch_or_optun
     per_run = _run_by_hand(plan)
     assert f"= {_time(16 * per_run)} of run time" in text, text
     # one trial at a time: the wall time is the run time
-    assert f"packing: 1 at once on this host's" in text and f"wall time about {_time(16 * per_run)}" in text
+    assert "packing: 1 at once on this host's" in text and f"wall time about {_time(16 * per_run)}" in text
     assert "lengths choice 0" in text and "lengths choice 1" in text
 
 
@@ -153,7 +153,13 @@ def _run_by_hand(plan: dict) -> float:
 
 
 def _time(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 120
+        else f"{seconds / 60:.1f} min"
+        if seconds < 7200
+        else f"{seconds / 3600:.1f} h"
+    )
 
 
 def test_plan_packs_parallel_trials_and_prices_the_wall_time(tmp_path):
@@ -179,7 +185,9 @@ def test_join_on_sqlite_storage_is_refused_naming_the_storage_to_write(tmp_path)
     spec = _write(tmp_path, GOOD)
     done = rmspec("sweep", str(spec), "-o", "sw", "--join", cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "sweep.storage sqlite is for one process only" in done.stderr and "--set sweep.storage=journal" in done.stderr
+    assert (
+        "sweep.storage sqlite is for one process only" in done.stderr and "--set sweep.storage=journal" in done.stderr
+    )
     assert "Traceback" not in done.stderr and not (tmp_path / "sw").exists()
 
 

@@ -66,7 +66,7 @@ def trial_estimate(spec: Any, plan: Plan) -> dict[str, Any]:
     for bench in spec.eval.benchmarks:
         count = bench.limit or _lines(bench.path, Path(plan.spec_path).parent)
         if count is None:
-            unpriced.append(f"benchmark {bench.kind} (size unknown until downloaded)")
+            unpriced.append(f"benchmark {bench.kind} (its size is not known here: a hub set, or a file not found)")
         else:
             parts[f"benchmark {bench.kind} ({count} rows)"] = count * per_example
     return {"seconds": sum(parts.values()), "parts": {k: round(v, 1) for k, v in parts.items()}, "unpriced": unpriced}

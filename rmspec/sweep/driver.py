@@ -57,7 +57,8 @@ def start(spec_file: str, sets: tuple[str, ...], out: str | None, join: bool = F
     sweep = loaded.spec.sweep
     if sweep is None:
         raise RmspecError(
-            f"{spec_file} has no sweep: section", hint="add one (`rmspec schema` lists the sweep section's fields), or train it with `rmspec run`"
+            f"{spec_file} has no sweep: section",
+            hint="add one (`rmspec schema` lists the sweep section's fields), or train it with `rmspec run`",
         )
     check_objective(loaded)
     root = Path(out or sweep.dir.format(name=loaded.spec.name))
@@ -246,6 +247,7 @@ class Workers:
         self.interrupted: list[int] = []
         self.stopping = threading.Event()
         self.lock = threading.Lock()
+        self.said_timeout = False
 
     def busy(self) -> int:
         with self.lock:
@@ -296,7 +298,7 @@ def run_sweep(sweep: Sweep) -> None:
                         handle, lock = adopted
                         workers.start(handle.number, lambda h=handle, k=lock: _work(sweep, workers, h, k, True))
                         continue
-                    if _may_ask(sweep, began):
+                    if _may_ask(sweep, workers, began):
                         asked = _ask(sweep)
                         if asked is not None:
                             handle, lock = asked
@@ -336,11 +338,11 @@ def _running(sweep: Sweep) -> list[optuna.trial.FrozenTrial]:
     return _trials(sweep, RUNNING)
 
 
-def _may_ask(sweep: Sweep, began: float) -> bool:
+def _may_ask(sweep: Sweep, workers: Workers, began: float) -> bool:
     if sweep.spec.timeout is not None and time.monotonic() - began > sweep.spec.timeout:
-        if not getattr(sweep, "_said_timeout", False):
+        if not workers.said_timeout:
             sweep.view.note(f"timeout: {sweep.spec.timeout:g} s passed, no new trial starts")
-            sweep._said_timeout = True  # type: ignore[attr-defined]
+            workers.said_timeout = True
         return False
     with sweep.guard:
         taken = len(sweep.study.get_trials(deepcopy=False, states=(*FINISHED, *RUNNING)))

@@ -7,14 +7,16 @@ results.json). The owner is, in the order asked:
 - the run's claim lock (`rmspec run`, from claiming the directory until it exits) or trainer lock (rank 0
   while it trains): flocks, dropped by the kernel when their holder dies, readable from any node sharing the
   file system;
-- a process on this host whose command line names the run's plan.json (the accelerate launcher and its
-  workers, in the seconds after their `rmspec run` died and before the trainer took its lock);
+- a process on this host whose command line names the run: its `rmspec run` (output.dir=RUN, or --resume
+  RUN) before it claimed the directory, the accelerate launcher and its workers (RUN/plan.json) in the
+  seconds after their `rmspec run` died and before the trainer took its lock;
 - the SLURM job the sweep submitted for the run (sweep.slurm), while squeue still knows it alive.
 Light: psutil and the SLURM client only.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -42,16 +44,17 @@ def live_owner(run_dir: Path, job: str | None = None) -> str | None:
 
 
 def local_processes(run: RunDir) -> list[int]:
-    """Processes on this host (other than this one) whose command line names RUN/plan.json."""
+    """Processes on this host (other than this one) whose command line names the run (see above)."""
     import psutil
 
-    target = str(run.plan.resolve())
+    root = run.root.resolve()
+    names = {str(root / "plan.json"), str(root), f"output.dir={json.dumps(str(root))}"}
     found = []
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
         try:
             if proc.info["pid"] == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
-            if target in (proc.info["cmdline"] or []):
+            if names.intersection(proc.info["cmdline"] or []):
                 found.append(proc.info["pid"])
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
