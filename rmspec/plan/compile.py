@@ -18,6 +18,7 @@ transformers, datasets or accelerate.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -82,9 +83,76 @@ def compile_plan(
     sets: tuple[str, ...] | list[str] = (),
 ) -> Plan:
     """The plan for a loaded spec. `hardware`/`shape` replace detection and lookup (tests, what-ifs);
-    `sets` are the --set overrides the spec was loaded with (kept so load_plan can re-check the hash)."""
+    `sets` are the --set overrides the spec was loaded with (kept so load_plan can re-check the hash).
+
+    The steps, in order: the model (path, shape, weights), the hardware, precision and attention,
+    the sequences one example becomes (lists, packing), the cheapest strategy that fits, the notes,
+    the launch (accelerate config, command, Slurm script), the time estimate, the kernels and the
+    separator check; then the plan, checked for impossible figures."""
     spec = loaded.spec
-    # A GGUF model (packaged:NAME or model.gguf_file) trains from its dequantised copy (rmspec.gguf_source).
+    model_path, shape, weights = _model(loaded, shape, hub_cache)
+    hw = hardware or hardware_profile(spec.hardware, host)
+    declared = approaches.of(spec)
+    sft = needs_a_decoder(spec, declared, shape.architecture)  # an LM term beside the score head
+    precision = choose_precision(spec.model.dtype, hw, spec.model.lora is not None)
+    attn, attn_reason = _attention(spec.model.attn_implementation)
+    seqs = _sequences(loaded, declared, shape, attn, sft)
+    base = _training_shape(spec, declared, seqs, sft, precision, attn)
+    choice = _fit(spec.training, shape, base, hw, spec.model.lora is not None, seqs)
+    host_usable, warnings = host_memory(choice.memory, hw)
+    warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
+    refuse_vllm_on_cpu(spec, hw.is_gpu)
+    warnings += grpo_notes(
+        spec, shape, precision.compute, choice.micro_batch, hw.num_processes, choice.memory.total, hw.usable_gb
+    )
+    run = RunDir(run_dir_of(spec))
+    launch = _launch(spec, run, hw, shape, choice, precision)
+    estimate, trained, trainable = _estimate(loaded, host, hw, shape, declared, base, seqs, choice, precision)
+    liger = liger_decision(
+        spec.training.liger_kernel,
+        is_gpu=hw.is_gpu,
+        model_type=shape.model_type,
+        model_types=host.liger_model_types if host is not None else installed_model_types(),
+    )
+    plan = Plan(  # checked below: no negative or NaN figure reaches a reader (plan/invariants.py)
+        schema_version=SCHEMA_VERSION,
+        name=spec.name,
+        approach=declared.name,
+        spec_path=str(Path(loaded.file).resolve()),
+        spec_hash=loaded.spec_hash,
+        sets=tuple(sets),
+        run_dir=str(run.root),
+        model_path=model_path,
+        model=PlanModel(
+            name_or_path=spec.model.name_or_path,
+            shape_source=shape.source,
+            shape=shape.to_json(),
+            num_parameters=shape.num_parameters,
+            trained_parameters=trained,
+            trainable_parameters=trainable,
+            lora=spec.model.lora.model_dump() if spec.model.lora else None,
+        ),
+        hardware=hw,
+        **_strategy_fields(spec.training, hw, choice, precision),
+        attn_implementation=attn,
+        attn_reason=attn_reason,
+        **_batch_fields(spec.training, hw, choice, base, seqs),
+        **_memory_fields(hw, choice, host_usable),
+        warnings=tuple(warnings) + ((f"model: {weights['note']}",) if weights else ()),
+        estimate=estimate,
+        **launch,
+        step_separator=_step_separator(spec, model_path, hub_cache),
+        optimizer=None if base.optimizer == "adamw" else base.optimizer,
+        liger_kernel=liger,
+        weights=weights,
+    )
+    return checked(plan)
+
+
+def _model(loaded, shape: ModelShape | None, hub_cache: Path | None) -> tuple[str, ModelShape, dict | None]:
+    """(where the weights are read from, the model's shape, what a GGUF model's weights are or None).
+    A GGUF model (packaged:NAME or model.gguf_file) trains from its dequantised copy (rmspec.gguf_source)."""
+    spec = loaded.spec
     gguf = spec_gguf_source(spec.model, loaded.base_dir)
     model_path = str(cache_dir(gguf)) if gguf else resolve_model_path(spec.model.name_or_path, loaded.base_dir)
     weights = describe(gguf) if gguf else None
@@ -92,38 +160,60 @@ def compile_plan(
         shape = shape_from_config(gguf_config(gguf), f"GGUF header of {gguf.path}")
     if shape is None:
         shape = resolve_shape(spec.model.name_or_path, model_path, spec.model.shape, hub_cache)
-    hw = hardware or hardware_profile(spec.hardware, host)
-    training = spec.training
-    declared = approaches.of(spec)
-    approach = declared.name
-    lora = spec.model.lora
-    sft = needs_a_decoder(spec, declared, shape.architecture)  # an LM term beside the score head
+    return model_path, shape, weights
 
-    precision = choose_precision(spec.model.dtype, hw, lora is not None)
-    attn = "sdpa" if spec.model.attn_implementation == "auto" else spec.model.attn_implementation
-    attn_reason = (
-        "auto: PyTorch SDPA (memory-efficient kernels, no seq x seq matrix kept)"
-        if spec.model.attn_implementation == "auto"
-        else "model.attn_implementation in the spec"
-    )
-    lists = declared.sequences_per_example is None  # N sequences per example, N read from the data
+
+def _attention(setting: str) -> tuple[str, str]:
+    """(the attention implementation, why)."""
+    if setting == "auto":
+        return "sdpa", "auto: PyTorch SDPA (memory-efficient kernels, no seq x seq matrix kept)"
+    return setting, "model.attn_implementation in the spec"
+
+
+@dataclass(frozen=True)
+class Sequences:
+    """The sequences one training example becomes: N of a listwise row (read from the data), and
+    whether they are packed into one shared-prefix row, with that row's expected and bound length."""
+
+    lists: bool  # N sequences per example, N read from the data
+    n_list: int | None
+    list_how: str | None
+    packing: str
+    packing_reason: str
+    row_tokens: int | None = None
+    row_bound: int | None = None
+    pair_tokens: int | None = None
+    packed_how: str | None = None
+
+    @property
+    def packed(self) -> bool:
+        return self.packing == SHARED_PREFIX
+
+
+def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool) -> Sequences:
+    spec, training = loaded.spec, loaded.spec.training
+    lists = declared.sequences_per_example is None
     n_list, list_how = list_size(spec, loaded.base_dir) if lists else (None, None)
     packing, packing_reason = plan_packing(training.packing, declared, shape.architecture, attn, sft)
-    packed = packing == SHARED_PREFIX
-    if packed and lists:  # one row [prompt | r_1 | ... | r_N] per prompt
+    if packing != SHARED_PREFIX:
+        return Sequences(lists, n_list, list_how, packing, packing_reason)
+    if lists:  # one row [prompt | r_1 | ... | r_N] per prompt
         assert n_list is not None, "list_size ran above for an approach of N sequences per example"
-        row_tokens, row_bound, pair_tokens, packed_how = packed_list_lengths(
-            spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length, n_list
-        )
-    elif packed:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
-        row_tokens, row_bound, pair_tokens, packed_how = packed_lengths(
-            spec.data.mixture()[0].source, spec.data.mixture()[0].mapping, loaded.base_dir, training.max_length
-        )
-    base = TrainingShape(
+        lengths = packed_list_lengths(spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length, n_list)
+    else:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
+        first = spec.data.mixture()[0]
+        lengths = packed_lengths(first.source, first.mapping, loaded.base_dir, training.max_length)
+    return Sequences(lists, n_list, list_how, packing, packing_reason, *lengths)
+
+
+def _training_shape(spec, declared, seqs: Sequences, sft: bool, precision, attn: str) -> TrainingShape:
+    """What the memory model sizes at micro batch 1: the strategy ladder then scales the micro batch."""
+    lora, training = spec.model.lora, spec.training
+    return TrainingShape(
         micro_batch=1,
-        seqs_per_example=1 if packed else n_list or declared.sequences_per_example or 1,
-        seq_len=row_bound if packed else training.max_length,
-        packed=packed,
+        seqs_per_example=1 if seqs.packed else seqs.n_list or declared.sequences_per_example or 1,
+        seq_len=seqs.row_bound if seqs.packed else training.max_length,
+        packed=seqs.packed,
         head="score+lm" if sft else declared.head,
         precision=precision.compute,
         master_fp32=precision.master_fp32,
@@ -134,6 +224,10 @@ def compile_plan(
         lora_dropout=lora.dropout if lora else 0.0,
         optimizer=planned_optimizer(training),
     )
+
+
+def _fit(training, shape: ModelShape, base: TrainingShape, hw, has_lora: bool, seqs: Sequences):
+    """The cheapest strategy and micro batch that fit, or PlanError saying what would."""
     fixed_micro = None if training.micro_batch_size == "auto" else training.micro_batch_size
     choice = choose(
         shape,
@@ -144,24 +238,15 @@ def compile_plan(
         fixed_micro=fixed_micro,
     )
     if choice is None:
-        _raise_nothing_fits(
-            shape,
-            base,
-            hw,
-            training,
-            lora is not None,
-            fixed_micro,
-            n_list if packed and lists else None,
-        )
+        packed_list = seqs.n_list if seqs.packed and seqs.lists else None
+        _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro, packed_list)
+    return choice
 
+
+def _launch(spec, run: RunDir, hw, shape: ModelShape, choice, precision) -> dict:
+    """The plan's launch fields: accelerate config, command and environment, the Slurm script of a
+    multi-node plan and its submit command, the files the run directory will hold."""
     rung = choice.rung
-    host_usable, warnings = host_memory(choice.memory, hw)
-    warnings = [*warnings, *recipe_notes(spec, n_list, list_how), *head_notes(spec, shape.hidden_size)]
-    refuse_vllm_on_cpu(spec, hw.is_gpu)
-    warnings += grpo_notes(
-        spec, shape, precision.compute, choice.micro_batch, hw.num_processes, choice.memory.total, hw.usable_gb
-    )
-    run = RunDir(run_dir_of(spec))
     config = accel.build_config(
         strategy=rung.strategy,
         mixed_precision=precision.mixed_precision,
@@ -171,7 +256,7 @@ def compile_plan(
         layer_class=shape.layer_class,
         checkpointing=rung.checkpointing,
         grad_accum=choice.grad_accum,
-        max_grad_norm=training.max_grad_norm,
+        max_grad_norm=spec.training.max_grad_norm,
     )
     argv = launch_argv(run.accelerate_config, run.plan)
     slurm = None
@@ -189,24 +274,32 @@ def compile_plan(
             slurm=spec.hardware.slurm,
         )
         files.append(str(run.root / "launch.slurm"))
-        argv = launch_argv(
-            run.accelerate_config,
-            run.plan,
-            multi_node={
-                "num_processes": hw.num_processes,
-                "num_machines": hw.nodes,
-                "main_process_ip": "$HEAD_NODE",
-                "main_process_port": accel.DEFAULT_PORT,
-            },
-        )
+        multi_node = {
+            "num_processes": hw.num_processes,
+            "num_machines": hw.nodes,
+            "main_process_ip": "$HEAD_NODE",
+            "main_process_port": accel.DEFAULT_PORT,
+        }
+        argv = launch_argv(run.accelerate_config, run.plan, multi_node=multi_node)
+    return {
+        "accelerate_config": config,
+        "launch_command": tuple(argv),
+        "launch_env": launch_env(not hw.is_gpu),
+        "slurm_script": slurm,
+        "submit_command": ("sbatch", str(run.root / "launch.slurm")) if slurm else tuple(argv),
+        "files": tuple(files),
+    }
 
-    tokens_per_step = training.global_batch_size * base.seqs_per_example * base.seq_len
+
+def _estimate(loaded, host, hw, shape: ModelShape, declared, base: TrainingShape, seqs: Sequences, choice, precision):
+    """(the time estimate with its communication, trained parameters, trainable parameters)."""
+    spec, training, lora, rung = loaded.spec, loaded.spec.training, loaded.spec.model.lora, choice.rung
     rows, rows_how = data_rows(spec.data, loaded.base_dir)
     split = spec.data.split
     # Time only: a guessed mean length (memory above stays at max_length, an upper bound).
     seq_len, seq_len_how = data_sequence_length(spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length)
-    if packed:
-        seq_len, seq_len_how = row_tokens, packed_how
+    if seqs.packed:
+        seq_len, seq_len_how = seqs.row_tokens, seqs.packed_how
     cpu_cores = None if hw.is_gpu else (host.cpu_count if host is not None else os.cpu_count())
     estimate = time_estimate(
         shape=shape,
@@ -232,20 +325,23 @@ def compile_plan(
     )
     trained = shape.trained_parameters(base.head) + extra_head_parameters(spec, shape.hidden_size)
     trainable = (lora_parameters(shape, lora.r, base.lora_targets) + shape.hidden_size) if lora else trained
-    estimate = with_communication(
-        estimate,
-        communication(  # hardware.interconnect: gradient/parameter traffic
-            strategy=rung.strategy,
-            num_processes=hw.num_processes,
-            is_gpu=hw.is_gpu,
-            interconnect=hw.interconnect,
-            num_parameters=shape.num_parameters,
-            trainable_parameters=trainable,
-            precision=precision.compute,
-            master_fp32=precision.master_fp32,
-            gradient_accumulation_steps=choice.grad_accum,
-        ),
+    traffic = communication(  # hardware.interconnect: gradient/parameter traffic
+        strategy=rung.strategy,
+        num_processes=hw.num_processes,
+        is_gpu=hw.is_gpu,
+        interconnect=hw.interconnect,
+        num_parameters=shape.num_parameters,
+        trainable_parameters=trainable,
+        precision=precision.compute,
+        master_fp32=precision.master_fp32,
+        gradient_accumulation_steps=choice.grad_accum,
     )
+    return with_communication(estimate, traffic), trained, trainable
+
+
+def _strategy_fields(training, hw, choice, precision) -> dict:
+    """The plan's strategy, precision and gradient checkpointing, each with its reason."""
+    rung = choice.rung
     fsdp = rung.strategy.startswith("fsdp")
     ckpt_reason = {
         "on": "training.gradient_checkpointing: on",
@@ -254,99 +350,75 @@ def compile_plan(
         training.gradient_checkpointing,
         "auto: needed to fit" if rung.checkpointing else "auto: not needed, activations fit",
     )
-    liger = liger_decision(
-        training.liger_kernel,
-        is_gpu=hw.is_gpu,
-        model_type=shape.model_type,
-        model_types=host.liger_model_types if host is not None else installed_model_types(),
-    )
-    step_separator = None
-    # A section with a step separator (a PRM): how the separator carrying each step's label tokenizes.
-    if spec.approach.step_suffix is not None:
-        from rmspec.plan.separator import separator_check
-
-        step_separator = separator_check(spec.approach.step_suffix, spec.model.name_or_path, model_path, hub_cache)
-    plan = Plan(  # checked below: no negative or NaN figure reaches a reader (plan/invariants.py)
-        schema_version=SCHEMA_VERSION,
-        name=spec.name,
-        approach=approach,
-        spec_path=str(Path(loaded.file).resolve()),
-        spec_hash=loaded.spec_hash,
-        sets=tuple(sets),
-        run_dir=str(run.root),
-        model_path=model_path,
-        model=PlanModel(
-            name_or_path=spec.model.name_or_path,
-            shape_source=shape.source,
-            shape=shape.to_json(),
-            num_parameters=shape.num_parameters,
-            trained_parameters=trained,
-            trainable_parameters=trainable,
-            lora=lora.model_dump() if lora else None,
-        ),
-        hardware=hw,
-        strategy=rung.strategy,
-        strategy_reason=(
+    return {
+        "strategy": rung.strategy,
+        "strategy_reason": (
             f"hardware.strategy: {hw.strategy} in the spec"
             if hw.strategy != "auto"
             else f"cheapest of {', '.join(r.label for r in ladder(hw, training.gradient_checkpointing))} "
             f"that fits at micro batch 1"
         ),
-        refused=tuple({"strategy": label, "reason": why} for label, why in choice.refused),
-        precision=precision.compute,
-        mixed_precision=precision.mixed_precision,
-        master_weights_fp32=precision.master_fp32,
-        precision_reason=precision.reason,
-        gradient_checkpointing=rung.checkpointing,
-        gradient_checkpointing_by=(("accelerate_fsdp" if fsdp else "model") if rung.checkpointing else None),
-        gradient_checkpointing_reason=ckpt_reason,
-        attn_implementation=attn,
-        attn_reason=attn_reason,
-        num_processes=hw.num_processes,
-        num_machines=hw.nodes,
-        processes_per_node=hw.gpus_per_node,
-        global_batch_size=training.global_batch_size,
-        micro_batch_size=choice.micro_batch,
-        gradient_accumulation_steps=choice.grad_accum,
-        micro_batch_reason=choice.micro_reason,
-        sequences_per_example=base.seqs_per_example,
-        max_length=training.max_length,
-        tokens_per_step=tokens_per_step,
-        packing=packing,
-        packing_reason=packing_reason,
-        packing_tokens=(
+        "refused": tuple({"strategy": label, "reason": why} for label, why in choice.refused),
+        "precision": precision.compute,
+        "mixed_precision": precision.mixed_precision,
+        "master_weights_fp32": precision.master_fp32,
+        "precision_reason": precision.reason,
+        "gradient_checkpointing": rung.checkpointing,
+        "gradient_checkpointing_by": (("accelerate_fsdp" if fsdp else "model") if rung.checkpointing else None),
+        "gradient_checkpointing_reason": ckpt_reason,
+    }
+
+
+def _batch_fields(training, hw, choice, base: TrainingShape, seqs: Sequences) -> dict:
+    """The plan's processes, batch split, sequence layout and packing."""
+    return {
+        "num_processes": hw.num_processes,
+        "num_machines": hw.nodes,
+        "processes_per_node": hw.gpus_per_node,
+        "global_batch_size": training.global_batch_size,
+        "micro_batch_size": choice.micro_batch,
+        "gradient_accumulation_steps": choice.grad_accum,
+        "micro_batch_reason": choice.micro_reason,
+        "sequences_per_example": base.seqs_per_example,
+        "max_length": training.max_length,
+        "tokens_per_step": training.global_batch_size * base.seqs_per_example * base.seq_len,
+        "packing": seqs.packing,
+        "packing_reason": seqs.packing_reason,
+        "packing_tokens": (
             {
-                "row_tokens_expected": row_tokens,
-                "pair_tokens_unpacked_expected": pair_tokens,
-                "row_tokens_bound": row_bound,
-                "source": packed_how,
+                "row_tokens_expected": seqs.row_tokens,
+                "pair_tokens_unpacked_expected": seqs.pair_tokens,
+                "row_tokens_bound": seqs.row_bound,
+                "source": seqs.packed_how,
             }
-            if packed
+            if seqs.packed
             else None
         ),
-        memory_per_device_gb=choice.memory.gb(),
-        memory_rule=(
+    }
+
+
+def _memory_fields(hw, choice, host_usable: float | None) -> dict:
+    """The plan's memory per device and per node, with the rule that adds it up."""
+    return {
+        "memory_per_device_gb": choice.memory.gb(),
+        "memory_rule": (
             "peak = weights + optimizer + buffers + overhead + max(activations + temporary"
             f"{' + gradients' if choice.memory.grads_held else ''}, gradients + step_temporary)"
         ),
-        device_capacity_gb=round(hw.capacity_per_process_gb, 3),
-        device_usable_gb=round(hw.usable_gb, 3),
-        cpu_memory_per_node_gb=round(choice.memory.cpu_per_node / GIB, 3),
-        cpu_memory_usable_gb=None if host_usable is None else round(host_usable, 3),
-        warnings=tuple(warnings) + ((f"model: {weights['note']}",) if weights else ()),
-        estimate=estimate,
-        accelerate_config=config,
-        launch_command=tuple(argv),
-        launch_env=launch_env(not hw.is_gpu),
-        slurm_script=slurm,
-        submit_command=("sbatch", str(run.root / "launch.slurm")) if slurm else tuple(argv),
-        files=tuple(files),
-        step_separator=step_separator,
-        optimizer=None if base.optimizer == "adamw" else base.optimizer,
-        liger_kernel=liger,
-        weights=weights,
-    )
-    return checked(plan)
+        "device_capacity_gb": round(hw.capacity_per_process_gb, 3),
+        "device_usable_gb": round(hw.usable_gb, 3),
+        "cpu_memory_per_node_gb": round(choice.memory.cpu_per_node / GIB, 3),
+        "cpu_memory_usable_gb": None if host_usable is None else round(host_usable, 3),
+    }
+
+
+def _step_separator(spec, model_path: str, hub_cache: Path | None):
+    """A section with a step separator (a PRM): how the separator carrying each step's label tokenizes."""
+    if spec.approach.step_suffix is None:
+        return None
+    from rmspec.plan.separator import separator_check
+
+    return separator_check(spec.approach.step_suffix, spec.model.name_or_path, model_path, hub_cache)
 
 
 def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro, packed_list: int | None = None) -> NoReturn:
