@@ -14,7 +14,7 @@ from typing import Any
 from rmspec.errors import RmspecError
 from rmspec.plan import Plan
 from rmspec.plan.hardware import HostFacts, detect_host
-from rmspec.plan.model import as_plan
+from rmspec.plan.plan import as_plan
 from rmspec.plan.shapes import hf_cache_config
 
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")

@@ -6,6 +6,6 @@ the spec, the hardware profile and the model shape is listed in rmspec.plan.comp
 
 from rmspec.plan.artifact import load_plan, read_plan, save_plan, write_launch_files
 from rmspec.plan.compile import compile_plan
-from rmspec.plan.model import Plan
+from rmspec.plan.plan import Plan
 
 __all__ = ["Plan", "compile_plan", "load_plan", "read_plan", "save_plan", "write_launch_files"]

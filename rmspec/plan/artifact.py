@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.plan.model import SCHEMA_VERSION, Plan, as_plan
+from rmspec.plan.plan import SCHEMA_VERSION, Plan, as_plan
 from rmspec.rundir import RunDir, atomic_write_json, atomic_write_text
 
 __all__ = ["SCHEMA_VERSION", "Plan", "load_plan", "read_plan", "save_plan", "write_launch_files"]

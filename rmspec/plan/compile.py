@@ -36,7 +36,7 @@ from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.invariants import checked
 from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
-from rmspec.plan.model import SCHEMA_VERSION, Plan, PlanModel
+from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
 from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths, recipe_notes

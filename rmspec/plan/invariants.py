@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.plan.model import Plan
+from rmspec.plan.plan import Plan
 
 
 def bad_figures(document: Any, path: str = "") -> Iterator[tuple[str, float]]:
