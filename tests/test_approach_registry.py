@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -165,11 +166,23 @@ def _toy_spec(tmp: Path, model: Path) -> str:
     return TOY.format(model=model, out=tmp / "runs" / "toy")
 
 
+def _install_entry_point(site: Path, name: str, module: str) -> Path:
+    """What `pip install` of a package declaring `[project.entry-points."rmspec.approaches"] NAME = MODULE`
+    leaves on sys.path: a dist-info folder whose entry_points.txt importlib.metadata reads."""
+    info = site / f"{name}_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[rmspec.approaches]\n{name} = {module}\n")
+    return site
+
+
 def test_a_toy_approach_goes_from_validate_to_score(tmp_path, monkeypatch):
+    """Registered as an installed plugin would be: through the rmspec.approaches entry-point group."""
     from helpers.models import build_model
 
-    monkeypatch.setenv("RMSPEC_APPROACHES", "helpers.toy_approach")
-    monkeypatch.setenv("PYTHONPATH", f"{REPO / 'tests'}")
+    site = _install_entry_point(tmp_path / "site", "toy", "helpers.toy_approach")
+    monkeypatch.delenv("RMSPEC_APPROACHES", raising=False)
+    monkeypatch.setenv("PYTHONPATH", f"{REPO / 'tests'}{os.pathsep}{site}")
     model = build_model("llama", tmp_path / "model")
     write_pairs(tmp_path / "pairs.jsonl", 64)
     spec = tmp_path / "toy.yaml"
@@ -212,6 +225,36 @@ def test_a_toy_approach_goes_from_validate_to_score(tmp_path, monkeypatch):
     row = json.loads((tmp_path / "scored.jsonl").read_text().splitlines()[0])
     assert {"reward_chosen", "reward_rejected"} <= set(row), row
     assert all(math.isfinite(row[k]) for k in ("reward_chosen", "reward_rejected"))
+    # the same rewards from plain transformers on the saved model: the tiny tokenizer has no chat template,
+    # so the text is rmspec's plain layout (rmspec.data.layout), closed by the tokenizer's EOS
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    saved = AutoModelForSequenceClassification.from_pretrained(run / "model").eval()
+    tok = AutoTokenizer.from_pretrained(run / "model")
+    assert tok.chat_template is None
+    for side, response in (("chosen", "w1 w12"), ("rejected", "w2 w12")):
+        ids = tok(f"User: w11\n\nAssistant: {response}")["input_ids"]
+        assert ids[-1] == tok.eos_token_id
+        with torch.no_grad():
+            plain = float(saved(input_ids=torch.tensor([ids])).logits[0, 0])
+        assert row[f"reward_{side}"] == pytest.approx(plain, abs=1e-5), side
+
+
+def test_a_toy_approach_from_rmspec_approaches_is_accepted(tmp_path, monkeypatch):
+    """RMSPEC_APPROACHES: the same module, importable but not installed, registers as well."""
+    from helpers.models import build_model
+
+    monkeypatch.setenv("RMSPEC_APPROACHES", "helpers.toy_approach")
+    monkeypatch.setenv("PYTHONPATH", f"{REPO / 'tests'}")
+    spec = tmp_path / "toy.yaml"
+    spec.write_text(_toy_spec(tmp_path, build_model("llama", tmp_path / "model")))
+    write_pairs(tmp_path / "pairs.jsonl", 8)
+    valid = rmspec("validate", str(spec), cwd=tmp_path)
+    assert valid.returncode == 0 and "valid (toy" in valid.stdout, valid.stderr
+    monkeypatch.delenv("RMSPEC_APPROACHES")
+    refused = rmspec("validate", str(spec), cwd=tmp_path)  # not registered: the spec does not know the kind
+    assert refused.returncode == 2 and "toy" in refused.stderr and "bradley_terry" in refused.stderr
 
 
 def test_console_shows_the_approach_metrics_and_no_empty_benchmark_table(tmp_path):

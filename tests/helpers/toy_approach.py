@@ -1,6 +1,7 @@
 """A toy approach from outside rmspec, for tests/test_approach_registry.py: one module (its spec
-section, its declaration, its trainer) registered with one line (RMSPEC_APPROACHES=helpers.toy_approach,
-or approaches.register(APPROACH) in-process).
+section, its declaration, its trainer), no file of rmspec touched, registered with one line: an entry
+point of the `rmspec.approaches` group (`toy = helpers.toy_approach`, what an installed plugin
+declares), RMSPEC_APPROACHES=helpers.toy_approach, or approaches.register(APPROACH) in-process.
 
 It trains on pairs with its own loss: -log sigmoid((r_chosen - r_rejected) / temperature), its one
 option; it scores the held-out pairs like Bradley-Terry (the shipped evaluation hook).
