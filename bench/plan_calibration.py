@@ -211,7 +211,7 @@ CONFIGS = {
 
 def predict(name: str) -> dict:
     from rmspec.plan.memory import TrainingShape, estimate
-    from rmspec.plan.shapes import shape_from_config
+    from rmspec.plan.model_shape import shape_from_config
 
     c = CONFIGS[name]
     config = dict(c["config"], model_type=c["family"])

@@ -216,7 +216,7 @@ def bits(name: str) -> int | None:
 
 
 def config_from_header(meta: dict[str, Any], tensors: list[str]) -> dict[str, Any]:
-    """The config.json keys the planner reads (rmspec.plan.shapes), from the GGUF metadata."""
+    """The config.json keys the planner reads (rmspec.plan.model_shape), from the GGUF metadata."""
     arch = meta.get("general.architecture")
 
     def key(name: str) -> Any:

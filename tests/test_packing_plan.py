@@ -14,7 +14,7 @@ from rmspec.errors import PlanError
 from rmspec.plan import compile_plan
 from rmspec.plan.catalog import catalog_config
 from rmspec.plan.memory import TrainingShape, activation_bytes, estimate, packed_mask_bytes
-from rmspec.plan.shapes import shape_from_config
+from rmspec.plan.model_shape import shape_from_config
 from rmspec.spec import load_spec
 
 QWEN = "Qwen/Qwen2.5-0.5B-Instruct"

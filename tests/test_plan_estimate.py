@@ -15,7 +15,7 @@ from rmspec.plan import compile_plan, load_plan, save_plan
 from rmspec.plan.catalog import catalog_config
 from rmspec.plan.estimate import count_rows, flops_per_token
 from rmspec.plan.hardware import HostFacts
-from rmspec.plan.shapes import shape_from_config
+from rmspec.plan.model_shape import shape_from_config
 from rmspec.spec import load_spec
 
 

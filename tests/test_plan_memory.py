@@ -13,7 +13,7 @@ KEY, CONFIG = catalog_config("meta-llama/Llama-3.1-8B")
 
 
 def llama8b():
-    from rmspec.plan.shapes import shape_from_config
+    from rmspec.plan.model_shape import shape_from_config
 
     return shape_from_config(CONFIG, KEY)
 

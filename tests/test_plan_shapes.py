@@ -11,7 +11,7 @@ import pytest
 from rmspec.errors import PlanError
 from rmspec.packaged import resolve_model_path
 from rmspec.plan.catalog import CATALOG, catalog_config
-from rmspec.plan.shapes import resolve_shape, shape_from_config
+from rmspec.plan.model_shape import resolve_shape, shape_from_config
 
 
 def _catalog(name):

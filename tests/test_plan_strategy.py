@@ -94,7 +94,7 @@ def test_batch_arithmetic(sets):
 def test_micro_batch_is_the_largest_that_fits():
     from rmspec.plan.catalog import catalog_config
     from rmspec.plan.memory import TrainingShape
-    from rmspec.plan.shapes import shape_from_config
+    from rmspec.plan.model_shape import shape_from_config
     from rmspec.plan.strategy import Rung, evaluate
 
     # Two sequences per pair, as the hand-built TrainingShape below (packed rows are tested in test_packing_plan).

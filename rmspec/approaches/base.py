@@ -20,7 +20,7 @@ from rmspec.spec import presets
 from rmspec.spec.approach import ApproachSection
 from rmspec.spec.scorer_kind import ScorerKind
 
-# What the planner sizes as the model's output layer (rmspec.plan.shapes): a score head, the LM
+# What the planner sizes as the model's output layer (rmspec.plan.model_shape): a score head, the LM
 # head (a generative judge) or a per-token head (a process reward model).
 SCORE_HEAD, LM_HEAD, TOKEN_HEAD = "score", "lm", "token"
 

@@ -40,7 +40,7 @@ from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
 from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths, recipe_notes
-from rmspec.plan.shapes import ModelShape, resolve_shape, shape_from_config
+from rmspec.plan.model_shape import ModelShape, resolve_shape, shape_from_config
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, what_would_fit
 from rmspec.rundir import RunDir

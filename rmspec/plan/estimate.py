@@ -24,7 +24,7 @@ import sqlite3
 from pathlib import Path
 
 from rmspec import rows as row_reader
-from rmspec.plan.shapes import ModelShape
+from rmspec.plan.model_shape import ModelShape
 from rmspec.spec.approach import PAIRS, SCORED
 
 MFU_GPU = 0.40

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from rmspec.plan.optimizer_state import bytes_per_element, state_bytes
-from rmspec.plan.shapes import ModelShape
+from rmspec.plan.model_shape import ModelShape
 
 GIB = 1024**3
 

@@ -13,7 +13,7 @@ after the first step). Light: no torch.
 
 from __future__ import annotations
 
-from rmspec.plan.shapes import ModelShape
+from rmspec.plan.model_shape import ModelShape
 
 BNB_BLOCK = 256
 BNB_MIN_8BIT = 4096

@@ -29,7 +29,7 @@ class PlanModel:
 
     name_or_path: str
     shape_source: str
-    shape: dict[str, Any]  # rmspec.plan.shapes.ModelShape.to_json()
+    shape: dict[str, Any]  # rmspec.plan.model_shape.ModelShape.to_json()
     num_parameters: int
     trained_parameters: int
     trainable_parameters: int

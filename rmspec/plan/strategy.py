@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from rmspec.errors import PlanError
 from rmspec.plan.hardware import HardwareProfile
 from rmspec.plan.memory import GIB, MemoryEstimate, TrainingShape, estimate
-from rmspec.plan.shapes import ModelShape
+from rmspec.plan.model_shape import ModelShape
 
 
 @dataclass(frozen=True)
