@@ -11,8 +11,8 @@ from transformers import TrainerCallback
 import helpers.models
 from helpers.trainer import as_dataset, pair_rows, write_spec
 from rmspec.errors import RmspecError
-from rmspec.plan.optimizer_state import planned_optimizer, state_bytes
 from rmspec.plan.model_shape import shape_from_config
+from rmspec.plan.optimizer_state import planned_optimizer, state_bytes
 from rmspec.train.arguments import build_training_arguments
 from rmspec.train.factory import build_trainer
 

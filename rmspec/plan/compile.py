@@ -36,11 +36,11 @@ from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.invariants import checked
 from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
-from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
+from rmspec.plan.model_shape import ModelShape, resolve_shape, shape_from_config
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
+from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths, recipe_notes
-from rmspec.plan.model_shape import ModelShape, resolve_shape, shape_from_config
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, what_would_fit
 from rmspec.rundir import RunDir

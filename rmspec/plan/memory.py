@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from rmspec.plan.optimizer_state import bytes_per_element, state_bytes
 from rmspec.plan.model_shape import ModelShape
+from rmspec.plan.optimizer_state import bytes_per_element, state_bytes
 
 GIB = 1024**3
 
