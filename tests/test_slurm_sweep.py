@@ -80,7 +80,7 @@ def test_four_trials_as_slurm_jobs_two_at_a_time_study_equals_results(tmp_path, 
         # the run was trained by that job's process, and by no other: one launch in the trial's log
         assert status["state"] == "completed" and status["slurm_job_id"] == job
         log = (out / "logs" / f"{trial.number:03d}.log").read_text()
-        assert log.count("$ ") == 1 and f"SLURM job {job} on n" in log
+        assert log.count(f"$ {sys.executable} -m rmspec run") == 1 and f"(SLURM job {job} on n" in log
         assert _job_field(slurm_cluster, job, "Partition") in (PARTITION, "")  # "" once scontrol forgot it
         spans.append((status["started"], status["finished"]))
     assert len(jobs) == 4

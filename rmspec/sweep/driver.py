@@ -385,7 +385,7 @@ def _adopt(sweep: Sweep, workers: Workers) -> tuple[optuna.Trial, Lock] | None:
             with sweep.guard:
                 # Optuna's handle on a stored trial (its id is the storage's key): attributes and tell go through it
                 handle = optuna.trial.Trial(sweep.study, frozen._trial_id)
-                handle.set_user_attr("worker", _worker())
+                handle.set_user_attr("adopted_by", _worker())  # "worker" stays the one that asked for it
             return handle, lock
     return None
 

@@ -44,7 +44,7 @@ def job_script(
     return (
         f"#!/bin/bash\n# Written by `rmspec sweep` for the run {request.run_dir}: one node, one `rmspec run`.\n"
         f"{header}set -euo pipefail\ncd {shlex.quote(str(cwd))}\nexport NO_COLOR=1\n"
-        f'echo "$ {command}  (SLURM job $SLURM_JOB_ID on $SLURMD_NODENAME)"\nexec {command}\n'
+        f'echo {shlex.quote("$ " + command)}"  (SLURM job $SLURM_JOB_ID on $SLURMD_NODENAME)"\nexec {command}\n'
     )
 
 

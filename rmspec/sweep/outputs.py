@@ -42,6 +42,7 @@ def trial_record(trial: optuna.trial.FrozenTrial, metric: str | None = None) -> 
         "estimate_ratio": _ratio(attrs.get("seconds"), attrs.get("estimated_seconds")),
         "devices": attrs.get("devices"),
         "worker": attrs.get("worker"),
+        "adopted_by": attrs.get("adopted_by"),
         "slurm_jobs": attrs.get("slurm_jobs"),
         "run_dirs": attrs.get("run_dirs", []),
         "command": attrs.get("command"),
