@@ -193,7 +193,7 @@ class JudgeComponent(ComponentBase):
         return _compiles(pattern, groups=1)
 
 
-Component = Annotated[
+ComponentSettings = Annotated[
     ModelComponent | MathAnswer | RegexRule | JsonSchemaRule | LengthRule | RepetitionRule | JudgeComponent,
     Field(discriminator="kind"),
 ]
@@ -218,7 +218,7 @@ class Composite(Section):
     """A reward from components: trains nothing; `rmspec run` fits normalisation and evaluates it."""
 
     kind: Literal["composite"]
-    components: list[Component] = Field(min_length=1, description="The parts of the reward.")
+    components: list[ComponentSettings] = Field(min_length=1, description="The parts of the reward.")
     combine: Literal["weighted_sum", "weighted_mean"] = Field(
         "weighted_sum",
         description="sum(w_i x v_i), or that divided by the sum of the absolute weights used on the row.",

@@ -13,7 +13,7 @@ from typing import Any, Protocol, get_args
 
 from rmspec.composite.components.context import Context
 from rmspec.composite.outcome import Item, Outcome
-from rmspec.spec.composite import Component as ComponentSettings
+from rmspec.spec.composite import ComponentSettings
 
 # The kinds the spec's component union accepts, in its order: a module here per kind.
 KINDS: tuple[str, ...] = tuple(
