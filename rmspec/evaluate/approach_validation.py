@@ -70,7 +70,9 @@ def _score_model(
             validation = prepare_validation(loaded_spec, tokenizer, results["notes"], rd.root / "cache")
         if validation is not None and len(validation):
             say(progress, "scoring the validation split")
-            with scoring_progress.reporting(progress, "scoring the validation split"):
+            columns = getattr(validation, "column_names", None) or []
+            total = 2 * len(validation) if "chosen_input_ids" in columns else None  # a pair: two sequences
+            with scoring_progress.reporting(progress, "scoring the validation split", total):
                 validate(engine, validation)
     evaluate_benchmarks(engine, requests, rd.eval_dir, results, base_dir=loaded_spec.base_dir, progress=progress)
     _reward_stats(rd, results)

@@ -10,11 +10,20 @@ the engine in many ways, and only the loops at the bottom know when a batch is d
 from __future__ import annotations
 
 import contextvars
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-EVERY_S = 5.0  # seconds between lines: a pass shorter than this prints only its end
+EVERY_S = 5.0  # seconds between lines: a pass shorter than this prints nothing
+ENV = "RMSPEC_PROGRESS_EVERY"  # seconds between lines instead of EVERY_S (0: a line per batch)
+
+
+def every_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get(ENV, EVERY_S)))
+    except ValueError:
+        return EVERY_S
 
 
 class _Pass:
@@ -47,21 +56,23 @@ _current: contextvars.ContextVar[_Pass | None] = contextvars.ContextVar("rmspec_
 
 @contextmanager
 def reporting(
-    say: Callable[[str], None] | None, what: str, total: int | None = None, every_s: float = EVERY_S
+    say: Callable[[str], None] | None, what: str, total: int | None = None, every: float | None = None
 ) -> Iterator[None]:
     """Lines `WHAT: n/N sequences, rate/s, ETA` through ``say`` while the block scores, and one at its
-    end when it took longer than ``every_s``; ``say`` None reports nothing."""
+    end when it took longer than ``every`` seconds (default: RMSPEC_PROGRESS_EVERY, else EVERY_S);
+    ``say`` None reports nothing."""
     if say is None:
         yield
         return
-    current = _Pass(say, what, total, every_s)
+    seconds = every if every is not None else every_s()
+    current = _Pass(say, what, total, seconds)
     token = _current.set(current)
     try:
         yield
     finally:
         _current.reset(token)
         now = time.monotonic()
-        if now - current.started >= every_s:
+        if now - current.started >= seconds:
             say(current.line(now, end=True))
 
 
