@@ -199,7 +199,7 @@ def check_models(loaded: Any, *, ask_hub: bool, paths_only: bool = False) -> Non
     """A SpecError listing every model or tokenizer the loaded spec (LoadedSpec or LoadedComposite)
     names that cannot be found, each at its line in the file. ``paths_only``: only the names that
     are folders (plan: a hub id it sizes from its built-in catalog needs no download)."""
-    issues = []  # MUTANT
+    issues = gguf_issues(loaded)
     for item in named_in(loaded.spec):
         if paths_only and not (item.local_only or looks_like_path(item.name, Path(loaded.base_dir))):
             continue
