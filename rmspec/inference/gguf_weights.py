@@ -11,6 +11,7 @@ ordinary local checkpoint, and RUN/model is plain safetensors. The folder also h
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -23,8 +24,6 @@ PROVENANCE = "rmspec_gguf.json"
 
 
 def require_gguf() -> None:
-    import importlib.util
-
     if importlib.util.find_spec("gguf") is None:
         raise RmspecError(
             "model: reading a GGUF file needs the gguf package, which is not installed",
