@@ -13,15 +13,9 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-# The approaches' homes: their modules, and the spec side of their sections (base class, rules, options)
-# while those still live in rmspec/spec.
-HOMES = (
-    "rmspec/approaches/",
-    "rmspec/spec/approach.py",
-    "rmspec/spec/approach_rules.py",
-    "rmspec/spec/approach_judge.py",
-    "rmspec/spec/heads.py",
-)
+# The approaches' homes: their modules (section, options, rules, declaration), and the spec's side of
+# every section (the base class and the readers their rules share).
+HOMES = ("rmspec/approaches/", "rmspec/spec/approach.py", "rmspec/spec/approach_rules.py", "rmspec/spec/heads.py")
 # getattr(<object>, "<name>" ...): the object (a spec's approach under any name) and the name read
 GETATTR = re.compile(r"""getattr\(\s*([^,()]+(?:\([^()]*\))?[^,()]*),\s*["']([A-Za-z_]\w*)["']""")
 

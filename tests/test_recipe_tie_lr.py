@@ -68,7 +68,7 @@ def test_at_the_model_rate_nu_barely_moves(tmp_path):
 def test_tie_learning_rate_needs_a_learned_nu(extra):
     from pydantic import ValidationError
 
-    from rmspec.spec.approach import BradleyTerry
+    from rmspec.approaches.bradley_terry import BradleyTerry
 
     BradleyTerry(kind="bradley_terry", ties="davidson", tie_learning_rate=0.01)  # accepted
     with pytest.raises(ValidationError, match="tie_learning_rate only applies"):

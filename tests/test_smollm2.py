@@ -102,7 +102,7 @@ def test_reward_equals_a_plain_forward_of_the_gguf_model(plain, source, gguf_mod
 
     from rmspec.inference.engine import RewardEngine
     from rmspec.inference.read_point import ReadPoint
-    from rmspec.spec.approach import BradleyTerry
+    from rmspec.approaches.bradley_terry import BradleyTerry
     from rmspec.train.modeling import load_model
 
     _, tokenizer = gguf_model

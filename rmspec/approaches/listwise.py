@@ -7,11 +7,71 @@ accuracy over the list's ordered pairs and Kendall's tau per list.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field, PositiveInt
 
 from rmspec.approaches.base import SCORE_HEAD, Approach
-from rmspec.spec.approach import Listwise
+from rmspec.spec import presets
+from rmspec.spec.approach import LIST, ApproachSection
+from rmspec.spec.base import Problem
+from rmspec.spec.heads import HeadOptionsCheck
+from rmspec.spec.row_kinds import RowKind
 from rmspec.spec.scorer_kind import ScorerKind
+
+if TYPE_CHECKING:
+    from rmspec.spec.root import Spec
+
+
+class Listwise(HeadOptionsCheck, ApproachSection):
+    """Plackett-Luce over N >= 2 scored responses per prompt (UltraFeedback's four ratings kept whole)."""
+
+    no_head_options: ClassVar[str] = (
+        "its loss ranks N responses; these heads are trained with the pairwise (Bradley-Terry) loss"
+    )
+    rows: ClassVar[str] = LIST
+    kind: Literal["listwise"]
+    loss: Literal["plackett_luce"] = Field(
+        "plackett_luce",
+        description="The listwise loss: Plackett-Luce (ties in the scores by Breslow's rule).",
+    )
+    top_k: PositiveInt | None = Field(
+        None,
+        description="Only the first top_k positions of each labelled ranking contribute; unset: the whole ranking.",
+    )
+    center_rewards_coefficient: float | None = Field(
+        None,
+        ge=0,
+        description="Weight of the mean squared reward, keeping rewards centred (e.g. 0.01).",
+    )
+
+    def problems(self, spec: Spec) -> Iterator[Problem]:
+        return list_needs_lists(spec)
+
+
+def _list_presets() -> str:
+    """The presets that give lists, as a hint: `ranked (its columns)` or `X with binarize: ranked`."""
+    given = [f"preset: {p.name} ({', '.join(p.columns.values())})" for p in presets.TABLE if p.rows == RowKind.LIST]
+    ranked = [f"preset: {p.name} with binarize: ranked" for p in presets.TABLE if p.ranked_from]
+    return " or ".join(given + ranked)
+
+
+def list_needs_lists(spec: Spec) -> Iterator[Problem]:
+    preset = presets.get(spec.data.mapping.preset)
+    if preset is not None and preset.rows != RowKind.LIST and preset.ranked_from is None:
+        yield (
+            ("data", "mapping", "preset"),
+            f"approach kind listwise needs a prompt with several scored responses; preset {spec.data.mapping.preset!r} "
+            "gives another shape",
+            f"use {_list_presets()}",
+        )
+    if preset is not None and preset.ranked_from is not None and spec.data.mapping.binarize != "ranked":
+        yield (
+            ("data", "mapping", "binarize"),
+            "approach kind listwise keeps every rated completion",
+            "set data.mapping.binarize: ranked",
+        )
 
 
 class ListwiseApproach(Approach):

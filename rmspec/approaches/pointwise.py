@@ -8,11 +8,92 @@ shipped rmspec/data/demo/scored.jsonl.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
 
 from rmspec.approaches.base import SCORE_HEAD, Approach
-from rmspec.spec.approach import Pointwise
+from rmspec.spec import presets
+from rmspec.spec.approach import SCORED, ApproachSection
+from rmspec.spec.approach_rules import mappings
+from rmspec.spec.base import Problem, Section
+from rmspec.spec.heads import HeadOptionsCheck
+from rmspec.spec.row_kinds import RowKind
 from rmspec.spec.scorer_kind import ScorerKind
+
+if TYPE_CHECKING:
+    from rmspec.spec.root import Spec
+
+
+class ScoreScale(Section):
+    min: float = Field(0.0, description="Lowest score on the scale.")
+    max: float = Field(4.0, description="Highest score on the scale.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ScoreScale:
+        if self.max <= self.min:
+            raise ValueError(f"max must be greater than min (got min={self.min}, max={self.max})")
+        return self
+
+
+class Pointwise(HeadOptionsCheck, ApproachSection):
+    no_head_options: ClassVar[str] = (
+        "its heads regress scores; these heads are trained with the pairwise (Bradley-Terry) loss"
+    )
+    rows: ClassVar[str] = SCORED
+    best_metrics: ClassVar[tuple[str, ...]] = ("eval/rm/loss", "eval/rm/mse", "eval/rm/mae", "eval/rm/accuracy")
+    kind: Literal["pointwise"]
+    attributes: list[str] = Field(
+        min_length=1,
+        description="Score attributes to learn, each a key of data.mapping.columns.scores (or the preset's).",
+    )
+    weights: dict[str, float] | None = Field(
+        None, description="Attribute -> weight for the single reward; default equal weights."
+    )
+    objective: Literal["regression", "ordinal"] = Field(
+        "regression", description="MSE regression, or ordinal classification over the integer scale."
+    )
+    scale: ScoreScale = Field(default_factory=ScoreScale, description="The score scale (HelpSteer2: 0 to 4).")
+
+    @property
+    def score_attributes(self) -> list[str]:
+        return list(self.attributes)
+
+    def problems(self, spec: Spec) -> Iterator[Problem]:
+        return scores_needed(spec, self)
+
+
+def scores_needed(spec: Spec, approach: Any) -> Iterator[Problem]:
+    for path, mapping in mappings(spec):
+        yield from _scores(approach, path, mapping)
+
+
+def _scores(approach: Any, path: tuple, mapping: Any) -> Iterator[Problem]:
+    scores = mapping.columns.scores
+    preset = presets.get(mapping.preset)
+    if preset is not None and preset.rows == RowKind.SCORED and mapping.pair_by is None:
+        available = set(scores or {}) | set(preset.attributes)
+    elif scores:
+        available = set(scores)
+    else:
+        yield (
+            path,
+            f"the pointwise approach needs scores, but the mapping gives none (preset: {mapping.preset})",
+            f"use preset: {' or '.join(presets.giving(RowKind.SCORED))}, or map columns.response and "
+            "columns.scores: {attribute: column}",
+        )
+        return
+    for i, attr in enumerate(approach.attributes):
+        if attr not in available:
+            yield (
+                ("approach", "attributes", i),
+                f"attribute {attr!r} is not among the mapped scores ({', '.join(sorted(available))})",
+                "add it to data.mapping.columns.scores or remove it here",
+            )
+    for name in approach.weights or {}:
+        if name not in approach.attributes:
+            yield (("approach", "weights", name), f"weight for {name!r}, which is not in approach.attributes", None)
 
 
 def bins(section: Any) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import RmspecError
-from rmspec.spec.approach_judge import JUDGE_INSTRUCTION, LAYOUT
+from rmspec.approaches.generative import JUDGE_INSTRUCTION, LAYOUT
 from rmspec.spec.benchmarks import JUDGE, kinds_scored_by
 
 # The pairwise benchmarks a judge can be scored on, from the benchmark catalogue (alphabetical, as listed in messages).

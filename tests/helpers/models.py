@@ -123,7 +123,7 @@ def build_model(kind: str, folder: Path, *, causal: bool = False) -> Path:
 
 def bt_approach(use_margin: bool = False, center: float | None = None):
     """The spec's own Bradley-Terry section, so every option the trainer reads has its default."""
-    from rmspec.spec.approach import BradleyTerry
+    from rmspec.approaches.bradley_terry import BradleyTerry
 
     return BradleyTerry(kind="bradley_terry", use_margin=use_margin, center_rewards_coefficient=center)
 

@@ -38,7 +38,7 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
     """
     from rmspec.data.presets import RowMapper
     from rmspec.data.records import Reject
-    from rmspec.spec.approach import BradleyTerry
+    from rmspec.approaches.bradley_terry import BradleyTerry
     from rmspec.spec.data import MappingSpec
 
     columns = list(rows[0])
