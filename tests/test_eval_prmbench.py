@@ -290,3 +290,31 @@ def test_prmbench_repeats_and_steps_past_the_end_are_counted_as_the_official_tas
     assert [(e.id, e.meta["error_steps"]) for e in data.examples] == [("p1", [2]), ("p2", [2])]
     assert any(n.startswith("1 row(s) name error steps past the end") for n in data.notes)
     assert any(n.startswith("1 row(s) repeat an (classification, idx)") for n in data.notes)
+
+
+class JustAbove:
+    """A StepEngine stand-in giving 0.5000004 to a step starting "above" (0.1 to "bad", 0.9 to "ok")."""
+
+    kind = "process"
+
+    def step_probabilities(self, items):
+        marks = {"ok": 0.9, "bad": 0.1, "above": 0.5000004}
+        return [[marks[step.split()[0]] for step in steps] for _, steps in items]
+
+
+def test_a_step_just_above_half_is_valid_end_to_end(tmp_path):
+    """0.5000004 through the real pipeline (rows scored, written, re-read, scored): valid, as the
+    official `score > 0.5` says; rounded to 6 decimals first it became 0.5, an error step (issue 41 #8)."""
+    from rmspec.evaluate.benchmark_runs import BenchmarkRequest
+    from rmspec.evaluate.results import read_jsonl
+
+    bench = tmp_path / "bench.jsonl"
+    row = {**GOOD, "modified_process": ["above x", "bad y"], "error_steps": [2]}
+    bench.write_text(json.dumps(row) + "\n")
+    results = evaluate(JustAbove(), [BenchmarkRequest("prmbench", str(bench))], tmp_path / "eval")
+    entry = results["benchmarks"]["prmbench"]
+    (scored,) = read_jsonl(Path(entry["per_example_path"]))
+    assert scored["step_scores"][0] > 0.5 and scored["step_predictions"] == [1, 0]
+    # by hand: step 1 valid and found valid (TP), step 2 an error found (TN): F1 = negative F1 = 1
+    assert entry["overall"] == 1.0
+    assert entry["details"]["official"]["overall"] == 1.0

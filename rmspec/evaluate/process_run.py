@@ -51,7 +51,7 @@ def validation_step_rows(engine: Any, validation: Any, threshold: float) -> list
     for i, (r, p) in enumerate(zip(rows, probs)):
         at = [k for k, lab in enumerate(r["labels"]) if lab != IGNORE]
         labels = [int(r["labels"][k]) for k in at]
-        scores = [round(float(p[k]), 6) for k in at]
+        scores = [float(p[k]) for k in at]  # unrounded: thresholded below and when re-read
         out.append(
             {
                 "id": str(r.get("id", i)),

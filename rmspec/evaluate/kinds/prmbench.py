@@ -270,7 +270,7 @@ def prmbench_rows(engine: Any, data: BenchmarkData) -> list[dict[str, Any]]:
     rows = []
     for ex, p in zip(data.examples, probs, strict=True):
         errors = set(ex.meta["error_steps"])
-        scores = [round(float(v), 6) for v in p]
+        scores = [float(v) for v in p]  # unrounded: 0.5000004 is valid (> 0.5); rounding is for display only
         rows.append(
             {
                 "id": ex.id,

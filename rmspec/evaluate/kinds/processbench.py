@@ -189,7 +189,7 @@ def processbench_rows(engine: Any, data: BenchmarkData, threshold: float | None 
                 "subset": ex.subset,
                 "label": ex.meta["label"],
                 "prediction": first_error(p, threshold),
-                "step_scores": [round(v, 6) for v in p],
+                "step_scores": [float(v) for v in p],  # unrounded: the threshold sweep re-reads them
                 "steps_total": len(ex.responses),
                 "threshold": threshold,
             }
