@@ -5,7 +5,7 @@ and the list of sections the spec accepts, which the approach registry fills (rm
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Any, ClassVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Union
 
 from pydantic import Field
 
@@ -25,6 +25,9 @@ class ApproachSection(Section):
     """What every `approach:` section tells the spec checks (rmspec.spec.rules): the rows it trains on,
     the validation metrics it logs, and its own cross-field rules. The rest of an approach (sizing,
     trainer, evaluation, init) is declared in its module under rmspec/approaches/."""
+
+    if TYPE_CHECKING:  # each section's own `kind: Literal["<name>"]` field tells the union's members apart
+        kind: str
 
     rows: ClassVar[str] = PAIRS
     # Validation metrics that can pick the final model (training.best_metric), the default first.
