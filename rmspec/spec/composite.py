@@ -9,7 +9,7 @@ importing anything heavy); what each kind computes lives in one module per kind 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
@@ -197,6 +197,15 @@ ComponentSettings = Annotated[
     ModelComponent | MathAnswer | RegexRule | JsonSchemaRule | LengthRule | RepetitionRule | JudgeComponent,
     Field(discriminator="kind"),
 ]
+# The settings classes `components:` accepts, in the schema's order: the shipped ones above, then any
+# registered at run time (rmspec.composite.components.register rebuilds the union through
+# rmspec.spec.composite_spec.use_components).
+COMPONENT_SETTINGS: list[type[ComponentBase]] = list(get_args(get_args(ComponentSettings)[0]))
+
+
+def kind_of(settings: type[ComponentBase]) -> str:
+    """The `kind:` value a component settings class is selected by."""
+    return get_args(settings.model_fields["kind"].annotation)[0]
 
 
 class Gate(Section):

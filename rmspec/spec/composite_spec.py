@@ -11,13 +11,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, PositiveInt, ValidationError, model_validator
 
 from rmspec.errors import SpecError, SpecIssue
 from rmspec.spec.base import Section
-from rmspec.spec.composite import Composite
+from rmspec.spec.composite import COMPONENT_SETTINGS, ComponentBase, Composite
 from rmspec.spec.evaluation import EvalSpec
 from rmspec.spec.explain import explain
 from rmspec.spec.overrides import apply_set, parse_set, resolve_extends
@@ -134,3 +134,14 @@ def check_composite_document(doc: Any, locs: Locations, file: Path) -> LoadedCom
             )
         raise SpecError(issues)
     return LoadedComposite(spec=spec, file=file, document=doc, locations=locs)
+
+
+def use_components(settings: list[type[ComponentBase]]) -> None:
+    """Make `approach.components` accept exactly these settings classes, told apart by `kind` (the
+    component registry, rmspec.composite.components, calls it when a kind is registered or removed):
+    the union is rebuilt in Composite and in this document, which embeds it."""
+    COMPONENT_SETTINGS[:] = settings
+    field = Composite.model_fields["components"]
+    field.annotation = list[Annotated[Union[tuple(settings)], Field(discriminator="kind")]]  # type: ignore[misc]  # noqa: UP007
+    Composite.model_rebuild(force=True)
+    CompositeSpec.model_rebuild(force=True)
