@@ -1,8 +1,8 @@
 """A composite reward's spec file: `approach: {kind: composite}` with the rows it fits and is
 evaluated on, its benchmarks and its run directory. It trains nothing, so it has no `model:`,
-`training:` or `hardware:` section; `rmspec validate`, `plan`, `run` and `init` find its approach
-kind in the registry (rmspec/approaches/composite.py), whose declaration loads it here (located
-errors, as any spec).
+`training:` or `hardware:` section; `rmspec validate`, `plan`, `run` and `init` find it among the
+document kinds (rmspec/documents/composite.py), whose declaration loads it here (located errors, as
+any spec).
 """
 
 from __future__ import annotations
