@@ -121,10 +121,21 @@ def spec_needs(spec: Any, *, training: bool = True) -> list[Need]:
             needs.append(need("data source kind: sql", "sql"))
         for backend in spec.tracking.backends:
             needs.append(need(f"tracking.backends: {backend}", "tracking", (TRACKER_MODULES[backend],)))
-    declared = {(part.kind, part.needs) for part in _parts(spec.approach) if getattr(part, "needs", None)}
-    for kind, (extra, module) in sorted(declared):  # computed in runs and evals
-        needs.append(need(f"composite component kind: {kind}", extra, (module,)))
+    needs += part_needs(spec.approach)  # computed in runs and evals
     return needs + benchmark_needs([b.kind for b in spec.eval.benchmarks])
+
+
+def part_needs(section: Any) -> list[Need]:
+    """The optional packages the parts of a section declare (a composite's components: `needs`)."""
+    declared = {(part.kind, part.needs) for part in _parts(section) if getattr(part, "needs", None)}
+    return [need(f"composite component kind: {kind}", extra, (module,)) for kind, (extra, module) in sorted(declared)]
+
+
+def require_for_section(section: Any, benchmarks: list[str] | tuple[str, ...] = ()) -> None:
+    """`rmspec run`, `score`, `serve` and `export` of an approach that trains nothing (a composite, its
+    spec or its run): the same check before any work (a missing math-verify made every math_answer
+    a parse_error, and the run exit 0)."""
+    require(part_needs(section) + benchmark_needs(list(benchmarks)))
 
 
 def _parts(section: Any) -> Iterator[Any]:

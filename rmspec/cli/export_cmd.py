@@ -128,6 +128,9 @@ def export(
     folder, path = Path(run), Path(out)
     if not folder.exists():
         raise RmspecError(f"{run}: no such run directory or spec", "give the directory `rmspec run` wrote (runs/NAME)")
+    from rmspec.cli.extras_check import require_for_target
+
+    require_for_target(folder)  # a composite's rules: what the exported client calls must score
     if target == "vllm":
         to_vllm(folder, path, overwrite, check, vllm_python, check_rows)
         return

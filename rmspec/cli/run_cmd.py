@@ -112,7 +112,11 @@ def _run_own(declared: DocumentKind, target: str, sets: tuple[str, ...], overwri
     if submit:
         raise RmspecError(f"approach {declared.name} trains nothing: there is no job to submit", f"rmspec run {target}")
     say = lambda message: click.echo(message, err=True)  # noqa: E731
-    run_dir = declared.hook("runner")(declared.load(target, sets), overwrite=overwrite, progress=say)
+    from rmspec.cli.extras_check import require_for_own_spec
+
+    loaded = declared.load(target, sets)
+    require_for_own_spec(loaded.spec)  # before the run directory is touched, as a training run's
+    run_dir = declared.hook("runner")(loaded, overwrite=overwrite, progress=say)
     from rmspec.render.composite_view import print_composite_summary
     from rmspec.rundir.results import read_results
 

@@ -79,6 +79,9 @@ def score(
             f"{input_path}: file not found", "give a JSONL, JSON, Parquet or CSV file, or a save_to_disk folder"
         )
     detect_format(Path(input_path))
+    from rmspec.cli.extras_check import require_for_target
+
+    require_for_target(target)  # a composite's rules (math-verify): exit 2 before any row is scored
     out = Path(out_path) if out_path else Path(Path(input_path).name.split(".")[0] + ".scored.jsonl")
 
     from rmspec.inference.engine import load_scorer

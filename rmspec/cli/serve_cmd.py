@@ -159,6 +159,9 @@ def serve(
             f"{target}: no such run directory or model folder",
             "give a run directory (runs/NAME) or a folder with config.json and weights",
         )
+    from rmspec.cli.extras_check import require_for_target
+
+    require_for_target(target)  # a composite's rules (math-verify): exit 2 before the server starts
     from rmspec.serve.server import serve as run_server
     from rmspec.serve.service import Limits
 
