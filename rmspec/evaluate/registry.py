@@ -31,14 +31,27 @@ def get(kind: str) -> BenchmarkKind:
 
 
 def register(info: BenchmarkInfo, kind: BenchmarkKind) -> None:
-    """Add a kind at run time (tests); shipped kinds are the catalogue's lines."""
+    """Add a kind at run time: the one line a benchmark kind from outside rmspec (a plugin, a test's
+    module) needs; shipped kinds are the catalogue's lines. The spec's `eval.benchmarks[].kind` and
+    `rmspec eval --benchmark` accept it from then on."""
     CATALOGUE[info.name] = info
     _loaded[info.name] = kind
+    _spec_follows()
 
 
 def unregister(name: str) -> None:
     CATALOGUE.pop(name, None)
     _loaded.pop(name, None)
+    _spec_follows()
+
+
+def _spec_follows() -> None:
+    """The spec documents that hold `eval:` take the catalogue's kinds as they are now."""
+    from rmspec.spec.composite_spec import CompositeSpec
+    from rmspec.spec.evaluation import use_benchmark_kinds
+    from rmspec.spec.root import Spec
+
+    use_benchmark_kinds(Spec, CompositeSpec)
 
 
 def infer_scorer(kind: str, rows: Sequence[Mapping[str, Any]]) -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import BaseModel, Field, PositiveInt
 
 from rmspec.spec.base import Section
 from rmspec.spec.benchmarks import CATALOGUE, kind_names
@@ -14,7 +14,7 @@ BENCHMARK_DEFAULTS = {name: info.hub for name, info in CATALOGUE.items()}
 
 
 class Benchmark(Section):
-    kind: Literal[kind_names()] = Field(  # type: ignore[valid-type]  # the catalogue's names, fixed at import
+    kind: Literal[kind_names()] = Field(  # type: ignore[valid-type]  # the catalogue's names (use_benchmark_kinds)
         description="Benchmark; each is scored by its own official rules."
     )
     path: str | None = Field(
@@ -31,3 +31,15 @@ class EvalSpec(Section):
     validation: bool = Field(True, description="Report metrics and diagnostics on the validation split.")
     benchmarks: list[Benchmark] = Field(default_factory=list, description="Benchmarks run after training.")
     batch_size: PositiveInt = Field(32, description="Sequences per scoring batch (sorted by length).")
+
+
+def use_benchmark_kinds(*embedding: type[BaseModel]) -> None:
+    """Make `eval.benchmarks[].kind` accept exactly the catalogue's kinds now (the benchmark registry
+    calls it when a kind is registered or removed, rmspec.evaluate.registry): Benchmark, EvalSpec and
+    the documents that embed it (`embedding`) are rebuilt, and BENCHMARK_DEFAULTS follows."""
+    kinds: Any = Literal[kind_names()]  # type: ignore[valid-type]
+    Benchmark.model_fields["kind"].annotation = kinds
+    BENCHMARK_DEFAULTS.clear()
+    BENCHMARK_DEFAULTS.update({name: info.hub for name, info in CATALOGUE.items()})
+    for model in (Benchmark, EvalSpec, *embedding):
+        model.model_rebuild(force=True)
