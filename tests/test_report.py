@@ -119,8 +119,9 @@ def test_report_command_is_light_and_writes_self_contained_html(run_dir):
     assert "rewardbench" in done.stdout and "validation" in done.stdout and "status: completed" in done.stdout
     html = (run_dir / "report.html").read_text()
     images = IMG.findall(html)
-    # curves (loss, accuracy); per entry: histogram, calibration, length bias; rewardbench: sections and subsets bars
-    assert len(images) == 2 + 3 + 3 + 2 + 1
+    # curves (loss, accuracy, learning rate); per entry: histogram, calibration, length bias; rewardbench: sections
+    # and subsets bars
+    assert len(images) == 3 + 3 + 3 + 2 + 1
     assert all(len(b) > 2000 for b in images)
     assert not re.search(r'(src|href)="(https?:)?//', html) and "<script" not in html and "<link" not in html
     for heading in ("Training", "Evaluation", "Data", "Plan that ran", "Environment"):
@@ -153,7 +154,7 @@ def test_report_survives_a_moved_run_dir(run_dir, tmp_path):
 
     moved = tmp_path / "elsewhere"
     shutil.move(str(run_dir), moved)
-    assert len(IMG.findall(build_html(moved))) == 11
+    assert len(IMG.findall(build_html(moved))) == 12
 
 
 def test_report_errors(cli, tmp_path, run_dir):

@@ -165,7 +165,7 @@ def build_html(run_dir: Path) -> str:
         for entry_name, entry in entries.items():
             section, _ = entry_section(rd.root, entry_name, entry)
             body.append(section)
-        body.append("<h2>Worst misranked pairs</h2>" + worst_pairs(entries))
+        body.append("<h2>Worst misranked pairs</h2>" + worst_pairs(rd.root, entries))
 
     body.append("<h2>Data</h2>" + _data_section(_read_json(rd.data_report)))
     body.append("<h2>Plan that ran</h2>" + _plan_section(plan))

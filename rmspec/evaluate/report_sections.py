@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.evaluate.html_parts import esc, kv_table, pct, table
+from rmspec.evaluate.report_entries import per_example_file
 from rmspec.evaluate.results import read_jsonl
 
 WORST_SHOWN = 5  # misranked pairs per subset
@@ -118,14 +119,14 @@ def validation_curve_note(metrics: Sequence[Mapping[str, Any]], family: str = "r
     )
 
 
-def worst_pairs(entries: Mapping[str, Mapping[str, Any]]) -> str:
+def worst_pairs(run_dir: Path, entries: Mapping[str, Mapping[str, Any]]) -> str:
     """Per evaluation and subset: the misranked pairs with the largest negative margins, with their prompts."""
     parts = []
     for name, entry in entries.items():
-        path = entry.get("per_example_path")
-        if not path or not Path(path).exists():
+        path = per_example_file(Path(run_dir), entry)  # also after the run directory moved
+        if path is None:
             continue
-        rows = [r for r in read_jsonl(Path(path)) if _is_pair(r)]
+        rows = [r for r in read_jsonl(path) if _is_pair(r)]
         if not rows:
             continue
         by_subset: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
