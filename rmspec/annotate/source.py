@@ -25,7 +25,7 @@ from rmspec.spec.approach import STEPS as ROW_STEPS
 
 PAIRWISE, POINTWISE, PROCESS = "pairwise", "pointwise", "process"
 # The rows an approach trains on (rmspec.spec.approach) -> the annotation task they make.
-EXPORTABLE = {ROW_PAIRS: PAIRWISE, ROW_SCORED: POINTWISE, ROW_STEPS: PROCESS}
+EXPORTABLE: dict[str, str] = {ROW_PAIRS: PAIRWISE, ROW_SCORED: POINTWISE, ROW_STEPS: PROCESS}
 SPEC_SUFFIXES = (".yaml", ".yml")
 
 

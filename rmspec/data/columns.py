@@ -15,7 +15,7 @@ from rmspec.spec.row_kinds import RowKind
 
 PARALLEL_FROM_ROWS = 100_000  # below this, extra processes cost more than they save
 
-OUTPUT_COLUMNS = {
+OUTPUT_COLUMNS: dict[str, list[str]] = {
     RowKind.PAIRS: [
         "id",
         "group",

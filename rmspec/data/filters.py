@@ -100,13 +100,14 @@ def _identical(b: dict[str, list], i: int):
 
 
 def _regex_fields(field: str, approach: str) -> list[str]:
-    available = {
+    by_rows: dict[str, list[str]] = {
         RowKind.PAIRS: ["prompt", "chosen", "rejected"],
         RowKind.SCORED: ["prompt", "response"],
         RowKind.MESSAGES: ["prompt", "response"],
         RowKind.STEPS: ["prompt", "response"],
         RowKind.LIST: ["prompt", "response"],
-    }[approach]
+    }
+    available = by_rows[approach]
     if field == "any":
         return available
     if field not in available:

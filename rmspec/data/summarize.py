@@ -94,7 +94,7 @@ def _row_hashes(ds: Any, approach: str) -> Any:
     from rmspec.data.filters import row_hash
 
     out = np.empty(len(ds), dtype=np.uint64)
-    body = {
+    body: dict[str, list[str]] = {
         RowKind.PAIRS: ["chosen", "rejected"],
         RowKind.SCORED: ["response", "scores"],
         RowKind.STEPS: ["steps", "step_labels"],

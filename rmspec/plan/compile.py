@@ -212,7 +212,7 @@ def _training_shape(spec, declared, seqs: Sequences, sft: bool, precision, attn:
     return TrainingShape(
         micro_batch=1,
         seqs_per_example=1 if seqs.packed else seqs.n_list or declared.sequences_per_example or 1,
-        seq_len=seqs.row_bound if seqs.packed else training.max_length,
+        seq_len=seqs.row_bound if seqs.packed and seqs.row_bound is not None else training.max_length,
         packed=seqs.packed,
         head="score+lm" if sft else declared.head,
         precision=precision.compute,
@@ -298,7 +298,7 @@ def _estimate(loaded, host, hw, shape: ModelShape, declared, base: TrainingShape
     split = spec.data.split
     # Time only: a guessed mean length (memory above stays at max_length, an upper bound).
     seq_len, seq_len_how = data_sequence_length(spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length)
-    if seqs.packed:
+    if seqs.packed and seqs.row_tokens is not None and seqs.packed_how is not None:
         seq_len, seq_len_how = seqs.row_tokens, seqs.packed_how
     cpu_cores = None if hw.is_gpu else (host.cpu_count if host is not None else os.cpu_count())
     estimate = time_estimate(

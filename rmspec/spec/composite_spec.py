@@ -7,11 +7,13 @@ any spec).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import operator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveInt, ValidationError, model_validator
 
@@ -142,6 +144,8 @@ def use_components(settings: list[type[ComponentBase]]) -> None:
     the union is rebuilt in Composite and in this document, which embeds it."""
     COMPONENT_SETTINGS[:] = settings
     field = Composite.model_fields["components"]
-    field.annotation = list[Annotated[Union[tuple(settings)], Field(discriminator="kind")]]  # type: ignore[misc]  # noqa: UP007
+    members: Any = functools.reduce(operator.or_, settings)  # A | B | ...
+    entry: Any = Annotated[members, Field(discriminator="kind")]
+    field.annotation = list[entry]
     Composite.model_rebuild(force=True)
     CompositeSpec.model_rebuild(force=True)

@@ -37,9 +37,10 @@ def use_benchmark_kinds(*embedding: type[BaseModel]) -> None:
     """Make `eval.benchmarks[].kind` accept exactly the catalogue's kinds now (the benchmark registry
     calls it when a kind is registered or removed, rmspec.evaluate.registry): Benchmark, EvalSpec and
     the documents that embed it (`embedding`) are rebuilt, and BENCHMARK_DEFAULTS follows."""
-    kinds: Any = Literal[kind_names()]  # type: ignore[valid-type]
+    kinds: Any = Literal[kind_names()]
     Benchmark.model_fields["kind"].annotation = kinds
     BENCHMARK_DEFAULTS.clear()
     BENCHMARK_DEFAULTS.update({name: info.hub for name, info in CATALOGUE.items()})
-    for model in (Benchmark, EvalSpec, *embedding):
+    models: tuple[type[BaseModel], ...] = (Benchmark, EvalSpec, *embedding)
+    for model in models:
         model.model_rebuild(force=True)

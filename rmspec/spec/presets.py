@@ -178,12 +178,12 @@ def get(name: str | None) -> Preset | None:
     return PRESETS.get(name) if name is not None else None
 
 
-def giving(rows: RowKind) -> tuple[str, ...]:
+def giving(rows: str) -> tuple[str, ...]:
     """The presets whose rows are `rows` as they stand (no option turning them into other rows)."""
     return tuple(p.name for p in TABLE if p.rows == rows)
 
 
-def init_default(rows: RowKind) -> str | None:
+def init_default(rows: str) -> str | None:
     """The preset `rmspec init --data FILE` writes for an approach that trains on `rows` (None: plain columns)."""
     return next((p.name for p in TABLE if p.rows == rows and p.init_default), None)
 
@@ -201,7 +201,7 @@ def rows_of(mapping: Any) -> RowKind | None:
     return preset.rows
 
 
-def usable(rows: RowKind) -> list[str]:
+def usable(rows: str) -> list[str]:
     """The presets (with the option that makes them so) an approach training on `rows` can use."""
     found = list(giving(rows))
     if rows == RowKind.PAIRS:
@@ -215,7 +215,7 @@ def for_preference_file(row: Mapping[str, Any]) -> str:
     return "conversational" if isinstance(row.get("chosen"), list) else "pairs"
 
 
-def mismatch(mapping: Any, rows: RowKind) -> RowKind | None:
+def mismatch(mapping: Any, rows: str) -> RowKind | None:
     """The rows the mapping's preset gives where they are not `rows` (the approach's); else None.
     The one preset-versus-approach check: validate and the data stage both ask it."""
     given = rows_of(mapping)
