@@ -102,6 +102,8 @@ def _study_equals_results(out: Path, storage, trials: int) -> list:
     found = study.get_trials()
     assert sorted(t.number for t in found) == list(range(trials))  # unique numbers, none missing
     assert [t.state for t in found] == [optuna.trial.TrialState.COMPLETE] * trials, [t.state for t in found]
+    # distinct values: a resumed sweep or a second worker does not draw the same sequence again
+    assert len({t.params["training.learning_rate"] for t in found}) == trials
     for trial in found:
         run = out / "trials" / f"{trial.number:03d}"
         assert trial.value == _results_value(run), trial.number

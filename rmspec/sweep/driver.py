@@ -86,9 +86,9 @@ def start(spec_file: str, sets: tuple[str, ...], out: str | None, join: bool = F
                         f"{root} holds a sweep started without --join", hint=f"rmspec sweep --resume {root}"
                     )
                 _same_spec(record, loaded)
-                study = _study(folder, loaded, create=False)
+                study = _study(folder, loaded, create=False, salt=_worker())
             else:
-                study = _create(folder, loaded, spec_file, sets, joined=True)
+                study = _create(folder, loaded, spec_file, sets, joined=True, salt=_worker())
     except BaseException:
         lock.release()
         raise
@@ -105,7 +105,7 @@ def resume(root: str) -> tuple[Sweep, Any]:
     try:
         loaded = load_spec(record["spec_path"], tuple(record.get("sets") or ()))
         _same_spec(record, loaded)
-        study = _study(folder, loaded, create=False)
+        study = _study(folder, loaded, create=False, salt=_worker())  # not the sequence the stopped sweep drew
     except BaseException:
         lock.release()
         raise
@@ -119,11 +119,13 @@ def _sweep(loaded: LoadedSpec, sets: tuple[str, ...], folder: SweepDir, study: o
     return Sweep(loaded, sets, folder, study, view, storage=spec.storage, joined=joined)
 
 
-def _create(folder: SweepDir, loaded: LoadedSpec, spec_file: str, sets: tuple[str, ...], joined: bool) -> optuna.Study:
+def _create(
+    folder: SweepDir, loaded: LoadedSpec, spec_file: str, sets: tuple[str, ...], joined: bool, salt: str | None = None
+) -> optuna.Study:
     sweep = loaded.spec.sweep
     assert sweep is not None
     folder.root.mkdir(parents=True, exist_ok=True)
-    study = _study(folder, loaded, create=True)
+    study = _study(folder, loaded, create=True, salt=salt)
     for values in sweep.first_trials:
         study.enqueue_trial(values)
     # written last: a sweep.json names a study that exists (a worker killed before this leaves no sweep)
@@ -217,12 +219,12 @@ class _held:
         os.close(self.fd)
 
 
-def _study(folder: SweepDir, loaded: LoadedSpec, create: bool) -> optuna.Study:
+def _study(folder: SweepDir, loaded: LoadedSpec, create: bool, salt: str | None = None) -> optuna.Study:
     sweep = loaded.spec.sweep
     assert sweep is not None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     where = storage.open_storage(folder, sweep.storage)
-    sampler, pruner = space.sampler_of(sweep), space.pruner_of(sweep)
+    sampler, pruner = space.sampler_of(sweep, salt), space.pruner_of(sweep)
     name = loaded.spec.name
     if create:
         direction = sweep.objective.direction

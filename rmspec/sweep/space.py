@@ -6,6 +6,7 @@ must be plain values); `values_of` expands it into the spec paths it sets.
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import optuna
@@ -50,8 +51,13 @@ def grid_points(sweep: SweepSpec) -> dict[str, list[Any]]:
     return grid
 
 
-def sampler_of(sweep: SweepSpec) -> optuna.samplers.BaseSampler:
+def sampler_of(sweep: SweepSpec, salt: str | None = None) -> optuna.samplers.BaseSampler:
+    """The sampler, seeded by sampler.seed. A resumed sweep or a --join worker gives a `salt` (its host and
+    pid): the same seed in every process would draw the same values again (the resumed sampler restarts its
+    sequence, and two workers would propose identical trials), so the seed is mixed with the salt there."""
     seed = sweep.sampler.seed
+    if seed is not None and salt is not None:
+        seed = (seed + zlib.crc32(salt.encode())) % 2**32
     if sweep.sampler.kind == "grid":
         return optuna.samplers.GridSampler(grid_points(sweep), seed=seed)
     if sweep.sampler.kind == "random":
