@@ -217,6 +217,9 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
         )
     else:
         line = f"~{_duration(est['seconds_per_step'])} per step; epoch time unknown ({est['rows_source']})"
+    if est.get("total_steps") and est.get("seconds_per_step") is not None:
+        # the run's own length (max_steps when set, else the epochs), not an epoch's
+        line += f"; the run: {est['total_steps']:,} steps, ~{_duration(est['total_steps'] * est['seconds_per_step'])}"
     console.print(_head("time") + Text(line))
     if est.get("tokens_per_step") is not None:
         console.print(

@@ -507,7 +507,7 @@ def _launch(
                 objective,
                 metric,
                 reporter,
-                name=request.run_dir.parent.name if several else f"{sweep.loaded.spec.name}-t{number:03d}",
+                name=f"{sweep.loaded.spec.name}-t{number:03d}" + (f"-s{seed}" if several else ""),
                 slurm=sweep.spec.slurm,
                 gpus=gpus,
                 script=sweep.dir.job_script(number, int(seed) if seed.isdigit() else 0, several),
