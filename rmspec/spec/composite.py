@@ -70,6 +70,20 @@ class ModelComponent(ComponentBase):
         min_length=1,
         description="An rmspec run directory or a sequence-classification reward model folder (relative to the spec).",
     )
+    device: str | None = Field(
+        None,
+        pattern=r"^(cpu|cuda(:\d+)?|mps)$",
+        description="Where the model runs: cpu, cuda, cuda:N or mps; unset: cpu (a CUDA device is used only when "
+        "named). A device torch cannot see stops the command with exit 2.",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
+        None, description="The weights' precision; unset: float32, as `rmspec score` loads a reward model."
+    )
+    batch_size: PositiveInt | None = Field(
+        None,
+        description="Sequences per forward pass (as `rmspec score --batch-size`, sorted by length); unset: "
+        "`--batch-size` of the command when given, else the engine's 32.",
+    )
 
 
 class MathAnswer(ComponentBase):

@@ -1,6 +1,8 @@
 """`model`: a trained reward model (an rmspec run or a sequence-classification model folder),
-scored by the engine behind `rmspec score`: (prompt, response) laid out as training laid it out;
-the whole query text when an RL trainer sent one (as `rmspec serve` scores /get_reward)."""
+scored by the engine behind `rmspec score`: (prompt, response) laid out as training laid it out.
+When an RL trainer sent a query (`rmspec serve`'s /get_reward), a chat-template model reads the
+query whole (the templated conversation, as `rmspec serve` of that model does); a pair (encoder) or
+plain model scores the (prompt, response) cut from it, so serve and score give the same reward."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 from rmspec.composite.components.context import Context
 from rmspec.composite.outcome import Item, Outcome, failed, ok
+from rmspec.data.layout import TEMPLATE
 from rmspec.errors import RmspecError
 from rmspec.spec.composite import ModelComponent
 
@@ -33,13 +36,20 @@ class Model:
     def _score(self, items: Sequence[Item]) -> list[Outcome]:
         engine = self.engine
         encoded = [
-            engine.encode_text(it.query) if it.query is not None else engine.encode([(it.prompt, it.response)])[0]
+            engine.encode_text(it.query) if self._reads_query(it) else engine.encode([(it.prompt, it.response)])[0]
             for it in items
         ]
         return [
             ok(v[0]) if _finite(v[0]) else failed("invalid_output", "non-finite reward")
             for v in engine.outputs(encoded)
         ]
+
+    def _reads_query(self, item: Item) -> bool:
+        """A chat-template model reads an RL trainer's query whole: it is the templated conversation,
+        read where training reads it. A pair (encoder) or plain layout has no template in the query to
+        read: it scores (prompt, response) as training and `rmspec score` lay them out (the query had
+        no separator and no segment ids: its rewards drifted by ~7e-3)."""
+        return item.query is not None and getattr(getattr(self.engine, "layout", None), "kind", None) == TEMPLATE
 
 
 def _finite(value: float) -> bool:
@@ -57,4 +67,30 @@ def build(settings: ModelComponent, context: Context) -> Model:
             f"component {settings.name}: {path}: no such run directory or model folder",
             "give an rmspec run directory or a folder with config.json and weights",
         )
-    return Model(context.load_model(str(path)))
+    return Model(placed(context.load_model(str(path)), settings))
+
+
+def placed(engine: Any, settings: ModelComponent) -> Any:
+    """The loaded engine on the component's device, in its dtype, with its batch size (unset: as
+    loaded: cpu, float32, the command's batch size)."""
+    if settings.batch_size is not None:
+        engine.batch_size = settings.batch_size
+    if settings.device is None and settings.dtype is None:
+        return engine
+    import torch
+
+    device = settings.device
+    if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
+        raise RmspecError(
+            f"component {settings.name}: device {device}, but torch sees no CUDA device here",
+            "remove device (cpu), or run on a host with a GPU and a CUDA build of torch",
+        )
+    if device is not None and device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        raise RmspecError(
+            f"component {settings.name}: device {device}, but torch sees {torch.cuda.device_count()} CUDA device(s)",
+            "name one of them: cuda:0 ..",
+        )
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise RmspecError(f"component {settings.name}: device mps is not available here", "remove device (cpu)")
+    engine.model.to(device=device, dtype=getattr(torch, settings.dtype) if settings.dtype else None)
+    return engine

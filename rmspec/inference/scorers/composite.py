@@ -57,7 +57,9 @@ class CompositeKind(ScorerType):
         from rmspec.composite.scorer import load_composite
         from rmspec.inference import scorers
 
-        return load_composite(found.given, load_model=lambda path: scorers.load(path, dtype=dtype, device=device))
+        return load_composite(
+            found.given, load_model=lambda path: scorers.load(path, dtype=dtype, device=device, batch_size=batch_size)
+        )
 
     def shape(self, engine: Any, columns: list[str], named: dict[str, str]) -> Shape:
         return composite_shape(engine)
