@@ -52,43 +52,6 @@ def to_vllm(folder: Path, path: Path, overwrite: bool, check: bool, python: str 
     """`--to vllm`: the folder (rmspec.export.vllm), then the parity check if asked."""
     import shutil
 
-    from rmspec.export.vllm import EXPORT_FILE, export_vllm
-    from rmspec.inference.engine import load_scorer
-
-    if path.exists():
-        if not (path / EXPORT_FILE).is_file():
-            raise RmspecError(f"-o {path}: exists and is not a folder `rmspec export --to vllm` wrote", "choose another -o")
-        if not overwrite:
-            raise RmspecError(f"{path} already exists", "pass --overwrite to replace it, or choose another -o")
-    rows_path = Path(rows) if rows else None
-    if rows_path is not None and not rows_path.is_file():
-        raise RmspecError(f"--check-rows {rows}: no such file", "give a JSONL file of held-out conversations")
-    scorer = load_scorer(folder)
-    if path.exists():
-        shutil.rmtree(path)
-    host = export_vllm(folder, path, scorer)
-    click.echo(f"wrote {path} ({host.architecture} for vLLM): serve.sh, README.md, openrlhf_reward.py", err=True)
-    if not check:
-        return
-    from rmspec.export.vllm_check import run_check, write_report
-
-    report = run_check(folder, path.resolve(), host, scorer.tokenizer, python, rows_path)
-    written = write_report(folder, path, report)
-    for form, diff in {**report["per_form"], **report["not_supported_forms"]}.items():
-        click.echo(f"  {form}: largest |vLLM - rmspec score| = {diff:.3g}", err=True)
-    verdict = "passed" if report["passed"] else "FAILED"
-    click.echo(
-        f"parity {verdict}: largest difference {report['max_abs_diff']:.3g} over {report['rows']} rows "
-        f"(float32, tolerance {report['tolerance']:g}); written to {written}"
-    )
-    if not report["passed"]:
-        raise SystemExit(1)
-
-
-def to_vllm(folder: Path, path: Path, overwrite: bool, check: bool, python: str | None, rows: str | None) -> None:
-    """`--to vllm`: the folder (rmspec.export.vllm), then the parity check if asked."""
-    import shutil
-
     path = path.resolve()  # the served model name and the paths written into serve.sh/README
 
     from rmspec.export.vllm import EXPORT_FILE, export_vllm
