@@ -1,12 +1,7 @@
 """`rmspec plan` of a composite spec: per component what it costs, from the spec and the files alone
-(light: no model is loaded, no endpoint called).
-
-- model: device memory = its weight files on disk (the engine scores in float32 on CPU, the
-  files' dtype on a GPU), one forward per row.
-- judge: one request per row, up to max_tokens completion tokens, `concurrency` in flight; the
-  bound on throughput is concurrency / timeout_s rows/s when every call runs to its limit.
-- math_answer: one math-verify call per row in the pool; worst case workers / timeout_s rows/s.
-- regex, json_schema, length, repetition: in-process, no device memory.
+(light: no model is loaded, no endpoint called). Each component's settings class says what it costs
+(`plan_costs` in rmspec.spec.composite: a model's weight files, a judge's requests, math-verify's
+workers; in process and no device memory by default).
 """
 
 from __future__ import annotations
@@ -16,41 +11,11 @@ from typing import Any
 
 from rmspec.spec.composite_spec import LoadedComposite
 
-WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt")
-MATH_WORKERS = 2  # rmspec.composite.components.context.Context.math_workers
-
-
-def _weights_gb(path: Path) -> float | None:
-    folder = path / "model" if (path / "model" / "config.json").is_file() else path
-    if not (folder / "config.json").is_file():
-        return None
-    files = [f for pattern in WEIGHT_FILES for f in folder.glob(pattern)]
-    return round(sum(f.stat().st_size for f in files) / 1e9, 3) if files else None
-
 
 def component_costs(component: Any, base_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"name": component.name, "kind": component.kind, "weight": component.weight}
     out["normalize"] = component.normalize
-    if component.kind == "model":
-        path = Path(component.path) if Path(component.path).is_absolute() else base_dir / component.path
-        out.update(device_memory_gb=_weights_gb(path), forwards_per_row=1, where=str(path))
-    elif component.kind == "judge":
-        out.update(
-            calls_per_row=1,
-            completion_tokens_per_row=component.max_tokens,
-            concurrency=component.concurrency,
-            timeout_s=component.timeout_s,
-            worst_rows_per_s=round(component.concurrency / component.timeout_s, 3),
-            endpoint=component.base_url,
-        )
-    elif component.kind == "math_answer":
-        out.update(
-            processes=MATH_WORKERS,
-            timeout_s=component.timeout_s,
-            worst_rows_per_s=round(MATH_WORKERS / component.timeout_s, 3),
-        )
-    else:
-        out.update(device_memory_gb=0.0, where="in process")
+    out.update(component.plan_costs(base_dir))
     return out
 
 

@@ -30,16 +30,10 @@ def resolve_paths(composite: Composite, base_dir: Path) -> Composite:
         return str(p.resolve()) if p.exists() else path
 
     resolved = []
-    for c in composite.components:
-        if c.kind == "model":
-            c = c.model_copy(update={"path": local(c.path)})
-        elif c.kind == "length":
-            c = c.model_copy(update={"tokenizer": local(c.tokenizer)})
-        elif c.kind == "json_schema" and isinstance(c.json_schema, str):
-            c = c.model_copy(update={"json_schema": local(c.json_schema)})
-        elif c.kind == "judge" and isinstance(c.rubric, str):
-            c = c.model_copy(update={"rubric": local(c.rubric)})
-        resolved.append(c)
+    for c in composite.components:  # each kind names its path fields (rmspec.spec.composite: `paths`)
+        named = {name: getattr(c, name) for name in c.paths}
+        local_paths = {name: local(value) for name, value in named.items() if isinstance(value, str)}
+        resolved.append(c.model_copy(update=local_paths) if local_paths else c)
     return composite.model_copy(update={"components": resolved})
 
 

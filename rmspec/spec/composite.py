@@ -9,6 +9,7 @@ importing anything heavy); what each kind computes lives in one module per kind 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
@@ -22,6 +23,17 @@ NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 # `<name>_failed`). A component may not be named like one of them, or like another's derived key.
 RESERVED_NAMES = ("reward", "score", "gate", "gated")
 DERIVED_SUFFIXES = ("error", "failed", *FAILURE_REASONS)
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt")
+MATH_WORKERS = 2  # rmspec.composite.components.context.Context.math_workers
+
+
+def weights_gb(path: Path) -> float | None:
+    """The size of a model folder's (or a run's model/) weight files, in GB; None without a config.json."""
+    folder = path / "model" if (path / "model" / "config.json").is_file() else path
+    if not (folder / "config.json").is_file():
+        return None
+    files = [f for pattern in WEIGHT_FILES for f in folder.glob(pattern)]
+    return round(sum(f.stat().st_size for f in files) / 1e9, 3) if files else None
 
 
 def _compiles(pattern: str, groups: int = 0) -> str:
@@ -60,12 +72,27 @@ class ComponentBase(Section):
     # (extra, import name) of the optional package its scoring imports (rmspec.extras checks it before a
     # run or an eval starts); None: the base install scores it.
     needs: ClassVar[tuple[str, str] | None] = None
+    # The fields holding a path relative to the spec (a model, a tokenizer, a schema or rubric file):
+    # RUN/reward.yaml writes them absolute (rmspec.composite.reward_file).
+    paths: ClassVar[tuple[str, ...]] = ()
+
+    def plan_costs(self, base_dir: Path) -> dict[str, Any]:
+        """What `rmspec plan` shows it costs, from the spec and the files alone (rmspec.composite.plan):
+        by default computed in process, no device memory."""
+        return {"device_memory_gb": 0.0, "where": "in process"}
 
 
 class ModelComponent(ComponentBase):
     """A trained reward model, scored by the engine behind `rmspec score`."""
 
     kind: Literal["model"]
+    paths: ClassVar[tuple[str, ...]] = ("path",)
+
+    def plan_costs(self, base_dir: Path) -> dict[str, Any]:
+        """Device memory = its weight files on disk (the engine scores in float32 on CPU, the files'
+        dtype on a GPU), one forward per row."""
+        path = Path(self.path) if Path(self.path).is_absolute() else base_dir / self.path
+        return {"device_memory_gb": weights_gb(path), "forwards_per_row": 1, "where": str(path)}
     path: str = Field(
         min_length=1,
         description="An rmspec run directory or a sequence-classification reward model folder (relative to the spec).",
@@ -91,6 +118,14 @@ class MathAnswer(ComponentBase):
 
     kind: Literal["math_answer"]
     needs: ClassVar[tuple[str, str] | None] = ("rules", "math_verify")
+
+    def plan_costs(self, base_dir: Path) -> dict[str, Any]:
+        """One math-verify call per row in the pool; worst case workers / timeout_s rows/s."""
+        return {
+            "processes": MATH_WORKERS,
+            "timeout_s": self.timeout_s,
+            "worst_rows_per_s": round(MATH_WORKERS / self.timeout_s, 3),
+        }
     timeout_s: PositiveFloat = Field(
         5.0, description="Wall-clock limit per answer; past it the worker is replaced and the row counted `timeout`."
     )
@@ -117,6 +152,7 @@ class JsonSchemaRule(ComponentBase):
 
     kind: Literal["json_schema"]
     needs: ClassVar[tuple[str, str] | None] = ("rules", "jsonschema")
+    paths: ClassVar[tuple[str, ...]] = ("json_schema",)  # when it names a file
     json_schema: dict[str, Any] | str = Field(
         alias="schema",
         description="The JSON Schema inline (a mapping), or the path of a .json file holding it (relative to the spec).",
@@ -130,6 +166,7 @@ class LengthRule(ComponentBase):
     """A length reward in tokens of a named tokenizer: DAPO's soft overlong punishment or a target length."""
 
     kind: Literal["length"]
+    paths: ClassVar[tuple[str, ...]] = ("tokenizer",)
     tokenizer: str = Field(
         min_length=1, description="A tokenizer folder or model (relative to the spec), e.g. the policy's."
     )
@@ -179,6 +216,19 @@ class JudgeComponent(ComponentBase):
     """An LLM judge on an OpenAI-compatible /v1/chat/completions endpoint, scoring one response."""
 
     kind: Literal["judge"]
+    paths: ClassVar[tuple[str, ...]] = ("rubric",)  # when it names a file
+
+    def plan_costs(self, base_dir: Path) -> dict[str, Any]:
+        """One request per row, up to max_tokens completion tokens, `concurrency` in flight; the bound
+        on throughput is concurrency / timeout_s rows/s when every call runs to its limit."""
+        return {
+            "calls_per_row": 1,
+            "completion_tokens_per_row": self.max_tokens,
+            "concurrency": self.concurrency,
+            "timeout_s": self.timeout_s,
+            "worst_rows_per_s": round(self.concurrency / self.timeout_s, 3),
+            "endpoint": self.base_url,
+        }
     base_url: str = Field(
         pattern=r"^https?://",
         description="The endpoint's base URL, e.g. http://127.0.0.1:8000/v1 (rmspec serve of a judge).",
