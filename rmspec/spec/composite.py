@@ -93,6 +93,7 @@ class ModelComponent(ComponentBase):
         dtype on a GPU), one forward per row."""
         path = Path(self.path) if Path(self.path).is_absolute() else base_dir / self.path
         return {"device_memory_gb": weights_gb(path), "forwards_per_row": 1, "where": str(path)}
+
     path: str = Field(
         min_length=1,
         description="An rmspec run directory or a sequence-classification reward model folder (relative to the spec).",
@@ -126,6 +127,7 @@ class MathAnswer(ComponentBase):
             "timeout_s": self.timeout_s,
             "worst_rows_per_s": round(MATH_WORKERS / self.timeout_s, 3),
         }
+
     timeout_s: PositiveFloat = Field(
         5.0, description="Wall-clock limit per answer; past it the worker is replaced and the row counted `timeout`."
     )
@@ -229,6 +231,7 @@ class JudgeComponent(ComponentBase):
             "worst_rows_per_s": round(self.concurrency / self.timeout_s, 3),
             "endpoint": self.base_url,
         }
+
     base_url: str = Field(
         pattern=r"^https?://",
         description="The endpoint's base URL, e.g. http://127.0.0.1:8000/v1 (rmspec serve of a judge).",
