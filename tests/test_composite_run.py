@@ -1,11 +1,13 @@
 """`rmspec validate`, `plan`, `run` on a composite spec: nothing trained; the normalisation fitted on
 the training rows (checked by hand), RUN/reward.yaml written, results.json with validation and
 benchmark figures whose failure counts reconcile with the per-row files, and `rmspec score RUN`
-giving the same rewards as the validation rows."""
+giving the same rewards as the validation rows, each equal to the reward computed here by hand from
+independently computed component values (regex, math-verify called directly, the penalty written out)."""
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -15,7 +17,20 @@ from helpers.ci import need
 
 need("math_verify")
 
-from rmspec.composite.components.repetition import repetition_penalty  # noqa: E402
+
+def repetition_penalty(text: str, n: int, max_penalty: float) -> float:
+    """Written out here (Open-R1's rule), not imported from the component it checks."""
+    words = text.lower().split()
+    grams = [" ".join(words[i : i + n]) for i in range(len(words) - n + 1)]
+    return (1.0 - len(set(grams)) / len(grams)) * max_penalty if grams else 0.0
+
+
+def math_by_hand(reference: str, response: str) -> float | None:
+    """math-verify called directly, the bare reference wrapped as verl wraps it; None: nothing parsed."""
+    from math_verify import LatexExtractionConfig, parse, verify
+
+    gold, answer = parse("\\boxed{" + reference + "}", [LatexExtractionConfig()]), parse(response)
+    return float(verify(gold, answer)) if gold and answer else None
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "rmspec" / "data" / "demo"
@@ -105,6 +120,17 @@ def test_run_writes_reward_and_results(cli, composite_run, tmp_path):
     assert result.code == 0, result.err
     scored = [json.loads(x) for x in out.read_text().splitlines()]
     assert [s["reward"] for s in scored] == pytest.approx([r["reward"] for r in rows], abs=1e-9)
+    # and each reward by hand from independent component values: the fmt gate (re.fullmatch, floor -1),
+    # math (math-verify called directly; a failure takes its value 0.0), rep zscored with the fitted stats
+    val = [json.loads(x) for x in (DEMO / "math_answers_val.jsonl").read_text().splitlines()]
+    fmt_pattern = re.compile(r"<think>.*?</think>\s*<answer>.*?</answer>", re.DOTALL)
+    for row, s in zip(val, scored, strict=True):
+        fmt = float(fmt_pattern.fullmatch(row["response"]) is not None)
+        math = math_by_hand(row["label"], row["response"])
+        rep = repetition_penalty(row["response"], 2, -1.0)
+        assert (s["fmt"], s["math"]) == (fmt, math) and s["rep"] == pytest.approx(rep)
+        by_hand = -1.0 if fmt < 1.0 else 1.0 * (math or 0.0) + 0.5 * (rep - stats["mean"]) / stats["std"]
+        assert s["reward"] == pytest.approx(by_hand, abs=1e-9), row
     result = cli("run", spec)
     assert result.code == 2 and "--overwrite" in result.err
     result = cli("report", run)  # the validation entry is a table of named metrics
