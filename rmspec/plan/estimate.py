@@ -25,7 +25,8 @@ from pathlib import Path
 
 from rmspec import rows as row_reader
 from rmspec.plan.model_shape import ModelShape
-from rmspec.spec.approach import PAIRS, SCORED
+from rmspec.spec import presets
+from rmspec.spec.row_kinds import PAIRS, SCORED
 
 MFU_GPU = 0.40
 MFU_GPU_OFFLOAD = 0.20
@@ -175,9 +176,10 @@ def sample_rows(source, base_dir: Path, limit: int = SAMPLE_ROWS) -> list[dict] 
 def text_columns(mapping, approach: str) -> tuple[str | None, list[str]] | None:
     """(prompt column, response columns) where the mapping is plain text columns; None for other layouts.
     `approach`: the rows the approach trains on (rmspec.spec.approach: PAIRS, SCORED, ...)."""
-    if mapping.preset not in (None, "pairs"):
+    layout = presets.get(mapping.preset)  # None: explicit columns
+    if mapping.preset is not None and not (layout and layout.plain_text):
         return None
-    defaults = {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"} if mapping.preset == "pairs" else {}
+    defaults = dict(layout.columns) if layout else {}
     cols = {**defaults, **{k: v for k, v in mapping.columns.model_dump().items() if isinstance(v, str)}}
     if approach == PAIRS and cols.get("chosen") and cols.get("rejected"):
         return cols.get("prompt"), [cols["chosen"], cols["rejected"]]

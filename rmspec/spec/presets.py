@@ -46,6 +46,8 @@ class Preset:
     # binarize: ranked keeps every rated completion of this column as one list row (ultrafeedback).
     ranked_from: str | None = None
     margin_from_scores: bool = False  # a pair's margin comes from its own scores: no margin column needed
+    # Rows already in the record's text columns, only renamed: the planner samples their lengths.
+    plain_text: bool = False
     extra: str | None = None  # the optional-dependency extra its reader needs (None: the base install)
     # `rmspec init`: the dataset named for this layout, a source in its layout, and whether it is the
     # layout `init --data FILE` writes for an approach that trains on its rows.
@@ -66,6 +68,7 @@ TABLE: tuple[Preset, ...] = (
         RowKind.PAIRS,
         "prompt, chosen, rejected (optional margin)",
         {"prompt": "prompt", **PAIR_COLUMNS},
+        plain_text=True,
         example=demo("preferences.jsonl"),
         demo_name="demo",
         demo_file="preferences.jsonl",
