@@ -53,10 +53,6 @@ ALLOWED_FILES = {
 }
 ALLOWED_LINES = {
     (
-        "rmspec/render/report_view.py",
-        'entry.get("scorer") == "process"',
-    ): "the scorer kind of a results entry (a PRM's rows), not the approach",
-    (
         "rmspec/train/final_model.py",
         'if scorer == "process"',
     ): "the saved model's scorer kind picks the card's usage snippet",

@@ -8,7 +8,9 @@ this package, so a text gets the same score wherever it is computed. Modules:
 - `encoding`: (prompt, response) laid out and cut as the data pipeline does;
 - `padding`: the right padding that training's collators use too;
 - `scoring`: length-sorted batched forward passes, results in input order;
-- `engine`: `RewardEngine`, all of the above plus the run's spec and normalization;
+- `engine`: `load_scorer` and `RewardEngine` by the names callers import;
+- `scorers`: one module per scorer kind (reward, pointwise, judge, process, composite) and their
+  registry: how each loads, reads a row or a request, scores a batch and describes its outputs;
 - `judge`: generative judges (verdict generation and parsing).
 
 Submodules import torch inside their functions; `import rmspec.inference` stays light.

@@ -1,9 +1,9 @@
-"""What every loaded scorer is: its kind, and the surface all kinds share.
+"""What every loaded scorer is: the surface all kinds share.
 
 `rmspec.inference.engine.load_scorer(MODEL_OR_RUN)` returns a `RewardEngine` (kinds reward,
-pointwise, judge) or a `StepEngine` (kind process). Callers dispatch on `scorer.kind`, which
-type checkers read as the tag of that union (`RewardEngine.kind` is one of the first three,
-`StepEngine.kind` is always PROCESS), never on the class or on which methods it has.
+pointwise), a `JudgeEngine` (judge), a `StepEngine` (process) or a `CompositeScorer` (composite).
+Each carries its kind's name in `kind`; callers ask that kind what to do,
+`rmspec.inference.scorers.of(scorer)`, and never compare `kind` or test the class.
 
 Light: no torch, imports nothing of the engines.
 """

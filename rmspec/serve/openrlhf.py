@@ -11,7 +11,7 @@ ignored, as OpenRLHF's own example server does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
@@ -54,8 +54,9 @@ def router(service: Service) -> APIRouter:
         )
         queries = [req.query] if isinstance(req.query, str) else req.query
         check_items(len(queries), service.limits.max_items, "query")
-        if isinstance(service.engine, CompositeScorer):  # rules, judges, models: rmspec.serve.composite
-            return await composite_rewards(service.engine, composite, queries, req.prompts, req.labels, req.routes)
+        if service.is_composite:  # rules, judges, models: rmspec.serve.composite
+            scorer = cast(CompositeScorer, service.engine)
+            return await composite_rewards(scorer, composite, queries, req.prompts, req.labels, req.routes)
         engine = service.engine
         assert isinstance(engine, RewardEngine), "judges and process models are refused above"
         encoded = [service.served(engine.encode_text(q, add_special_tokens=False)) for q in queries]

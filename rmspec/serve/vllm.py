@@ -105,11 +105,8 @@ def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
         if isinstance(item, str):
             if not item:
                 raise ApiError(400, f"input.{i}: empty text", f"input.{i}")
-            if service.is_process:
-                out.append(engine.encode_ids(engine.tokenizer(item, add_special_tokens=special)["input_ids"], limit))
-            else:
-                assert isinstance(engine, RewardEngine), "a server that is not a process model holds a RewardEngine"
-                out.append(service.served(engine.encode_text(item, add_special_tokens=special, limit=limit)))
+            # as its kind reads a text: a reward model where training reads it, a PRM as the client laid it out
+            out.append(service.served(service.kind.encode_text(engine, item, add_special_tokens=special, limit=limit)))
             continue
         if not item or any(t < 0 or t >= vocab for t in item):
             raise ApiError(
@@ -117,11 +114,7 @@ def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
                 f"input.{i}: token ids must be a non-empty list within the vocabulary (0..{vocab - 1})",
                 f"input.{i}",
             )
-        if service.is_process:
-            out.append(engine.encode_ids(item, limit))
-        else:
-            assert isinstance(engine, RewardEngine), "a server that is not a process model holds a RewardEngine"
-            out.append(service.served(engine.encode_served(item, limit)))
+        out.append(service.served(service.kind.encode_ids(engine, item, limit)))
     check_tokens(out, "input")
     return out
 

@@ -9,7 +9,7 @@ compare with a scorer kind themselves.
 
 This module is the registry and stays light (no torch, no kind module imported until asked):
 `names()` and `description(name)` read only the table below. A new scorer kind is one module
-with a `KIND` and one line in KINDS; a kind from outside rmspec (a plugin, a test) is registered
+with a `KIND` and one line in _SHIPPED; a kind from outside rmspec (a plugin, a test) is registered
 with `register(KIND)`, or named in RMSPEC_SCORERS="package.module,..." (each module's `KIND`),
 or declared in the `rmspec.scorers` entry-point group (an entry point naming the `KIND` object).
 """
@@ -24,15 +24,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rmspec.inference.scorers.base import ScorerType
 
-# name -> (module holding its KIND, what it is). The order is the order `load` asks each kind
+# (name, module holding its KIND, what it is). The order is the order `load` asks each kind
 # whether it claims a model: the most specific first, the reward kind (any score head) last.
-KINDS: dict[str, tuple[str, str]] = {
-    "composite": ("rmspec.inference.scorers.composite", "rules, judges and models combined by a spec: trains nothing"),
-    "judge": ("rmspec.inference.scorers.judge", "a generative judge: generates a verdict, has no score head"),
-    "process": ("rmspec.inference.scorers.process", "a process reward model: P(correct) per step"),
-    "pointwise": ("rmspec.inference.scorers.pointwise", "a score head with one output per attribute"),
-    "reward": ("rmspec.inference.scorers.reward", "a score head: one scalar reward per text"),
-}
+_SHIPPED = (
+    ("composite", "rmspec.inference.scorers.composite", "rules, judges and models combined by a spec: trains nothing"),
+    ("judge", "rmspec.inference.scorers.judge", "a generative judge: generates a verdict, has no score head"),
+    ("process", "rmspec.inference.scorers.process", "a process reward model: P(correct) per step"),
+    ("pointwise", "rmspec.inference.scorers.pointwise", "a score head with one output per attribute"),
+    ("reward", "rmspec.inference.scorers.reward", "a score head: one scalar reward per text"),
+)
+KINDS: dict[str, tuple[str, str]] = {name: (module, description) for name, module, description in _SHIPPED}
 PLUGINS_ENV = "RMSPEC_SCORERS"
 ENTRY_POINTS = "rmspec.scorers"
 

@@ -76,6 +76,7 @@ class ScorerType:
     scores_rows = False  # rows (prompt, response, label), not token ids: /get_reward with prompts and labels
     normalizes = False  # served rewards normalized by the model's reward_mean/reward_std
     ranks_pairs = False  # one reward per response: active selection ranks pairs by the margin
+    one_score = False  # a score head with one scalar reward: what a pooling server (vLLM /classify) hosts
     shares_prompt = False  # a causal decoder may compute a prompt once for all its responses
 
     # ------------------------------------------------------------------ loading
@@ -110,6 +111,14 @@ class ScorerType:
         return {}
 
     # ------------------------------------------------------------------ rmspec serve
+
+    def encode_text(self, engine: Any, text: str, *, add_special_tokens: bool, limit: int | None) -> Any:
+        """A served text (vLLM's `input` as a string) as this kind reads it: an Encoded."""
+        raise TypeError(f"a {self.kind} scorer does not read served texts")
+
+    def encode_ids(self, engine: Any, ids: list[int], limit: int | None) -> Any:
+        """Served token ids (vLLM's `input` as ids) as this kind reads them: an Encoded."""
+        raise TypeError(f"a {self.kind} scorer does not read served token ids")
 
     def serving(self, engine: Any, normalization: str) -> str:
         """The detail of the line `rmspec serve` logs at start."""

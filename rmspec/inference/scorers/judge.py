@@ -111,6 +111,7 @@ class JudgeKind(RewardKind):
     normalizes = False
     ranks_pairs = False
     shares_prompt = False
+    one_score = False
 
     def claims(self, found: Found) -> bool:
         return found.spec is not None and found.declared == ScorerKind.JUDGE

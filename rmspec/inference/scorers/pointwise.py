@@ -20,6 +20,7 @@ class PointwiseKind(RewardKind):
     description = "a score head with one output per attribute"
     normalizes = False
     shares_prompt = False
+    one_score = False
 
     def claims(self, found: Found) -> bool:
         return found.declared == ScorerKind.POINTWISE

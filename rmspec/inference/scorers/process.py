@@ -102,6 +102,13 @@ class ProcessKind(ScorerType):
         """Per-step scores and the predicted first wrong step."""
         return list(step_columns(engine, items)), (0, 0)
 
+    def encode_text(self, engine: Any, text: str, *, add_special_tokens: bool, limit: int | None) -> Any:
+        """Tokenized as the client's text says (its separators placed by the client), cut at the end."""
+        return engine.encode_ids(engine.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"], limit)
+
+    def encode_ids(self, engine: Any, ids: list[int], limit: int | None) -> Any:
+        return engine.encode_ids(ids, limit)
+
     def serving(self, engine: Any, normalization: str) -> str:
         """Its clients put the separator after every step: say which one it reads."""
         return f"step separator {engine.separator!r}"

@@ -280,6 +280,7 @@ class RewardKind(ScorerType):
     normalizes = True
     ranks_pairs = True
     shares_prompt = True
+    one_score = True
 
     def claims(self, found: Found) -> bool:
         return True
@@ -291,6 +292,16 @@ class RewardKind(ScorerType):
 
         model, tokenizer = load_reward_model(found.model_dir, dtype=dtype, device=device)
         return RewardEngine.from_parts(model, tokenizer, found.spec, target=found.target, batch_size=batch_size)
+
+    # ------------------------------------------------------------------ rmspec serve
+
+    def encode_text(self, engine: Any, text: str, *, add_special_tokens: bool, limit: int | None) -> Encoded:
+        """Read where training reads the same conversation (RewardEngine.encode_text)."""
+        return engine.encode_text(text, add_special_tokens=add_special_tokens, limit=limit)
+
+    def encode_ids(self, engine: Any, ids: list[int], limit: int | None) -> Encoded:
+        """A complete conversation ends as training laid it out (RewardEngine.encode_served)."""
+        return engine.encode_served(ids, limit)
 
     # ------------------------------------------------------------------ rmspec score
 
