@@ -177,3 +177,48 @@ def test_fsdp_details_are_compared_against_accelerates_own_plugin(monkeypatch):
         "FSDP parameter offload": ("true", "false"),
         "FSDP auto wrap policy": ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP"),
     }
+
+
+def test_an_fsdp_plan_running_as_ddp_is_the_distributed_type_mismatch_and_only_that(monkeypatch):
+    """The reason, by its code (the mismatch's fact), not its message: accelerate's MULTI_CPU state for
+    an FSDP plan gives exactly one mismatch, `distributed type` FSDP -> MULTI_CPU, and enforce_plan
+    raises it with exit code 1 (without the distributed-type check it would pass or report details)."""
+    import types
+
+    import torch
+
+    from rmspec.plan.accelerate_config import build_config
+    from rmspec.train.strategy_guard import StrategyMismatch, compare, enforce_plan, planned_facts, running_facts
+
+    config = build_config(
+        strategy="fsdp_full_shard",
+        mixed_precision="no",
+        num_processes=2,
+        num_machines=1,
+        use_cpu=True,
+        layer_class="LlamaDecoderLayer",
+        checkpointing=False,
+        grad_accum=1,
+        max_grad_norm=1.0,
+    )
+    plan = types.SimpleNamespace(
+        accelerate_config=config,
+        uses_cpu=True,
+        num_processes=2,
+        processes_per_node=2,
+        mixed_precision="no",
+        hardware=types.SimpleNamespace(is_gpu=False),
+    )
+    as_ddp = types.SimpleNamespace(  # what accelerate builds for that config on CPU: DDP over gloo
+        distributed_type=types.SimpleNamespace(value="MULTI_CPU"),
+        num_processes=2,
+        mixed_precision="no",
+        device=torch.device("cpu"),
+        fsdp_plugin=None,
+    )
+    found = compare(planned_facts(plan), running_facts(as_ddp, {"LOCAL_WORLD_SIZE": "2"}))
+    assert [(m.fact, m.planned, m.running) for m in found] == [("distributed type", "FSDP", "MULTI_CPU")]
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.raises(StrategyMismatch) as raised:
+        enforce_plan(plan, as_ddp)
+    assert [m.fact for m in raised.value.mismatches] == ["distributed type"] and raised.value.exit_code == 1
