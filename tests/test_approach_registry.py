@@ -53,10 +53,6 @@ ALLOWED_FILES = {
 }
 ALLOWED_LINES = {
     (
-        "rmspec/train/final_model.py",
-        'if scorer == "process"',
-    ): "the saved model's scorer kind picks the card's usage snippet",
-    (
         "rmspec/scaffold/__init__.py",
         "if approach not in APPROACHES:",
     ): "an unknown --approach refused: membership in the registry's names",

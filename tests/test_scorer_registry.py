@@ -32,11 +32,6 @@ def _checker():
 # (file, text the line holds) -> why it may stay. At most 5 (issue 36).
 ALLOWED = {
     (
-        "rmspec/train/final_model.py",
-        'if scorer == "process"',
-    ): "the model card's usage snippet per saved kind (a token classifier, a causal LM, a score head)",
-    ("rmspec/train/final_model.py", 'if scorer == "judge"'): "the same snippet choice",
-    (
         "rmspec/composite/components/model.py",
         'if str(engine.kind) != "reward":',
     ): "the composite (below rmspec.inference, so it cannot ask the registry) refuses a model component "

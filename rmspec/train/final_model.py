@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from rmspec.inference import scorers
+
 
 def reward_stats(rewards: np.ndarray | list[float]) -> dict[str, float]:
     """Mean and std of validation rewards, for normalising scores later ((r - mean) / std)."""
@@ -122,34 +124,6 @@ def save_final_model(
         shutil.rmtree(old, ignore_errors=True)
 
 
-PROCESS_USE = [
-    "A process reward model: AutoModelForTokenClassification with 2 labels (0 wrong, 1 correct), as",
-    "TRL's PRMTrainer saves them. Each step is followed by `config.rmspec.step_separator`; P(step",
-    "correct) is softmax(logits)[..., 1] at the separator's last token.",
-    "",
-    "```bash",
-    "rmspec score PATH rows.jsonl --out scored.jsonl   # rows: problem/prompt + steps -> step_scores, first_error",
-    'rmspec serve PATH                                 # POST /pooling {"input": ids, "task": "token_classify"}',
-    "```",
-]
-
-
-JUDGE_USE = [
-    "A generative judge: a causal language model that writes a verdict (`config.rmspec.verdict_pattern`",
-    "reads it). It has no score head, so AutoModelForSequenceClassification does not apply.",
-    "",
-    "```python",
-    "from transformers import AutoModelForCausalLM, AutoTokenizer",
-    "model = AutoModelForCausalLM.from_pretrained(PATH)",
-    "tokenizer = AutoTokenizer.from_pretrained(PATH)",
-    "```",
-    "",
-    "```bash",
-    "rmspec serve PATH    # POST /v1/chat/completions: the judge prompt rmspec trained it on, both orders",
-    "```",
-]
-
-
 def model_card(
     *,
     name: str,
@@ -190,25 +164,7 @@ def model_card(
         ),
         "## Use",
         "",
-        *(
-            # the saved model's kind (rmspec.spec.scorer_kind): a token classifier, a causal LM, or a score head
-            PROCESS_USE
-            if scorer == "process"
-            else JUDGE_USE
-            if scorer == "judge"
-            else [
-                "```python",
-                "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
-                "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
-                "tokenizer = AutoTokenizer.from_pretrained(PATH)",
-                "# encoders (BERT family) read (prompt, response) as a text pair; decoders the conversation",
-                "# as rendered in training (the tokenizer's chat template, or 'User:/Assistant:' lines)",
-                "inputs = tokenizer(prompt, response, return_tensors='pt')",
-                "reward = model(**inputs).logits[0, 0]",
-                "# normalised: (reward - model.config.reward_mean) / model.config.reward_std",
-                "```",
-            ]
-        ),
+        *scorers.get(scorer).card_use,  # the saved model's kind: a token classifier, a causal LM, a score head
         "",
         "## Results",
         "",

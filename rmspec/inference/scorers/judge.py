@@ -112,6 +112,21 @@ class JudgeKind(RewardKind):
     ranks_pairs = False
     shares_prompt = False
     one_score = False
+    # a causal LM: no score head, so AutoModelForSequenceClassification does not apply
+    card_use: tuple[str, ...] = (
+        "A generative judge: a causal language model that writes a verdict (`config.rmspec.verdict_pattern`",
+        "reads it). It has no score head, so AutoModelForSequenceClassification does not apply.",
+        "",
+        "```python",
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        "model = AutoModelForCausalLM.from_pretrained(PATH)",
+        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+        "```",
+        "",
+        "```bash",
+        "rmspec serve PATH    # POST /v1/chat/completions: the judge prompt rmspec trained it on, both orders",
+        "```",
+    )
 
     def claims(self, found: Found) -> bool:
         return found.spec is not None and found.declared == ScorerKind.JUDGE

@@ -78,6 +78,17 @@ class ProcessKind(ScorerType):
     scored_as = ScoredAs.PROCESS
     reads_steps = True
     per_token = True
+    # a token classifier read at each step separator
+    card_use: tuple[str, ...] = (
+        "A process reward model: AutoModelForTokenClassification with 2 labels (0 wrong, 1 correct), as",
+        "TRL's PRMTrainer saves them. Each step is followed by `config.rmspec.step_separator`; P(step",
+        "correct) is softmax(logits)[..., 1] at the separator's last token.",
+        "",
+        "```bash",
+        "rmspec score PATH rows.jsonl --out scored.jsonl   # rows: problem/prompt + steps -> step_scores, first_error",
+        'rmspec serve PATH                                 # POST /pooling {"input": ids, "task": "token_classify"}',
+        "```",
+    )
 
     def claims(self, found: Found) -> bool:
         return found.declared == ScorerKind.PROCESS or is_token_classifier(found.model_dir)

@@ -281,6 +281,19 @@ class RewardKind(ScorerType):
     ranks_pairs = True
     shares_prompt = True
     one_score = True
+    # how transformers loads a score head and reads the reward (pointwise: every output)
+    card_use: tuple[str, ...] = (
+        "```python",
+        "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
+        "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
+        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+        "# encoders (BERT family) read (prompt, response) as a text pair; decoders the conversation",
+        "# as rendered in training (the tokenizer's chat template, or 'User:/Assistant:' lines)",
+        "inputs = tokenizer(prompt, response, return_tensors='pt')",
+        "reward = model(**inputs).logits[0, 0]",
+        "# normalised: (reward - model.config.reward_mean) / model.config.reward_std",
+        "```",
+    )
 
     def claims(self, found: Found) -> bool:
         return True
