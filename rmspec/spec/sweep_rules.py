@@ -17,11 +17,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from rmspec.errors import SpecError
+from rmspec.spec.base import Problem
 from rmspec.spec.overrides import apply_set
 from rmspec.spec.sweep import FloatParam, GroupParam, IntParam, SweepSpec
 from rmspec.spec.training_rules import valid_best_metrics
 
-Problem = tuple[tuple, str, str | None]
 Checker = Callable[[Any], list[Problem]]
 # Set by rmspec sweep itself for every trial: the space cannot move them.
 OWNED_BY_SWEEP = ("version", "name", "extends", "sweep", "output.dir")
