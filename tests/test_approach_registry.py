@@ -318,3 +318,15 @@ def test_a_plugin_that_does_not_load_is_a_clear_error(tmp_path, monkeypatch):
     assert done.returncode == 2
     assert "RMSPEC_APPROACHES" in done.stderr and "no_such_plugin_module" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_entry_point_that_does_not_load_is_a_clear_error(tmp_path, monkeypatch):
+    site = _install_entry_point(tmp_path / "site", "broken", "no_such_plugin_module")
+    monkeypatch.delenv("RMSPEC_APPROACHES", raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    spec = tmp_path / "s.yaml"
+    spec.write_text("version: 1\n")
+    done = rmspec("validate", str(spec), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "entry point 'broken' of group rmspec.approaches" in done.stderr and "no_such_plugin_module" in done.stderr
+    assert "uninstall the package" in done.stderr and "Traceback" not in done.stderr

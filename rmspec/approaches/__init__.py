@@ -68,7 +68,8 @@ def _load_plugins() -> None:
         except (ImportError, AttributeError) as exc:
             raise RmspecError(
                 f"{where}: cannot load an approach from {value!r}: {exc}",
-                "name importable modules that define APPROACH (an rmspec.approaches.base.Approach), comma-separated",
+                "name importable modules that define APPROACH (an rmspec.approaches.base.Approach)"
+                + (", comma-separated" if where == PLUGINS_ENV else "; or uninstall the package that declares it"),
             ) from None
         _registry[approach.name] = approach
 
