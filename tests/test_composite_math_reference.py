@@ -95,3 +95,30 @@ def test_the_reference_rule():
     assert gold_text("\\$18.90") == "\\boxed{\\$18.90}"  # an escaped dollar is a currency sign, not a delimiter
     for delimited in ("$x$", "\\(x\\)", "\\[x\\]", "\\boxed{x}"):
         assert gold_text(delimited) == delimited
+
+
+def test_the_templates_format_and_math_answer_read_the_same_answer():
+    """templates/composite.yaml (issue 42 item 15): a response that passes the format rule is graded
+    by math_answer on its <answer>, never on a number in its <think> (math_answer reads the last
+    \\boxed{}, else the last number, of the whole response)."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    template = Path(__file__).resolve().parents[1] / "templates" / "composite.yaml"
+    components = {c["name"]: c for c in yaml.safe_load(template.read_text())["approach"]["components"]}
+    fmt = re.compile(components["format"]["pattern"], re.DOTALL)
+    cases = [  # (response, the answer inside <answer>, a number only in <think>)
+        ("<think>it might be 3</think>\n<answer>$\\boxed{5}$</answer>", "5", "3"),
+        ("<think>try 7, no</think><answer>The total is $\\boxed{\\frac{1}{2}}$.</answer>", "\\frac{1}{2}", "7"),
+        ("<think>\\boxed{9} was wrong</think><answer>so $\\boxed{4}$</answer>", "4", "9"),
+    ]
+    for response, inside, thought in cases:
+        assert fmt.fullmatch(response), response
+        assert check_inline(inside, response).value == 1.0, response
+        assert check_inline(thought, response).value == 0.0, response
+    # formatted by the tags alone but with no boxed answer: the think's number would be graded, so
+    # the format refuses it (the gate's floor applies, whatever math_answer reads)
+    for response in ("<think>it is 5</think><answer>no idea</answer>", "<think>x</think><answer>5</answer>"):
+        assert not fmt.fullmatch(response), response
