@@ -2,14 +2,16 @@
 
 OpenRLHF posts `query` (prompt + response + the decoded EOS), `prompts` and `labels` (the
 reference answers its dataset maps with --label_key). The response is the query after its prompt,
-with the composite's `end_tokens` cut from its end; a trained model component scores the whole
-query as `rmspec serve` of that model would. Scoring runs in a worker thread, so a slow component
+with the composite's `end_tokens` cut from its end; a trained model component with a chat template
+scores the whole query as `rmspec serve` of that model would, an encoder (pair) or plain one the
+(prompt, response) cut from it, as `rmspec score` does (rmspec.composite.components.model). Scoring runs in a worker thread, so a slow component
 (a judge, a math-verify call near its limit) never blocks the server's event loop or another
 request.
 
 The answer: `rewards` (= `scores`), and `extra_logs` with each component's value per row (its raw
 value; where it failed, the value its policy gave, or 0.0 where it was skipped or not routed) and,
-for each failure reason that occurred, `<component>_<reason>` (1.0 on the rows it hit). Failures
+for each failure reason that occurred, `<component>_<reason>` (1.0 on the rows it hit); component
+names that would collide with these keys are refused at validate (rmspec.spec.composite). Failures
 are also counted on /metrics (`rmspec_component_failures_total{component, reason}`). A row whose
 reward cannot be given (on_failure: error) fails the request with 422, naming the component.
 """
