@@ -131,16 +131,16 @@ def refuse(run: Path, architecture: str, why: str, hint: str) -> RmspecError:
 
 def hosting(run: Path, scorer: Any) -> Hosting:
     """Whether vLLM can host this loaded scorer with rmspec's reward, and how; RmspecError (exit 2) if not."""
-    from rmspec.inference.scorer import ScorerKind
+    from rmspec.inference import scorers
 
-    kind = getattr(scorer, "kind", None)
+    kind = scorers.of(scorer)  # what the loaded scorer is (rmspec.inference.scorers)
     model = getattr(scorer, "model", None)
     config = getattr(model, "config", None)
     architecture = (
         ((getattr(config, "architectures", None) or ["?"])[0]) if config is not None else type(scorer).__name__
     )
     serve_hint = f"serve it with `rmspec serve {run}` (vLLM's /classify protocol, verl's and OpenRLHF's clients)"
-    if kind == ScorerKind.JUDGE:
+    if kind.generates:  # a generative judge
         raise refuse(
             run,
             architecture,
@@ -148,7 +148,7 @@ def hosting(run: Path, scorer: Any) -> Hosting:
             f"start it with `python -m vllm.entrypoints.openai.api_server --model {run}/model` and call "
             f"/v1/chat/completions from a reward function, or {serve_hint}",
         )
-    if kind == ScorerKind.PROCESS:
+    if kind.per_token:  # a process reward model
         raise refuse(
             run,
             architecture,
@@ -159,7 +159,7 @@ def hosting(run: Path, scorer: Any) -> Hosting:
     if model is None or config is None:  # a composite reward (rules, judges and models together)
         raise refuse(run, architecture, "a composite reward is not one model", serve_hint)
     labels = list(getattr(scorer, "labels", ["reward"]))
-    if kind == ScorerKind.POINTWISE or len(labels) != 1:
+    if not kind.one_score or len(labels) != 1:  # pointwise, or any head with several outputs
         raise refuse(
             run,
             architecture,
