@@ -53,8 +53,10 @@ def test_run_completes_and_metrics_move(grpo_run):
     # the reward is the verdict reward: reward = 2 * accuracy - 1 when correct 1, wrong and unparsed -1
     for r in rows:
         assert r["train/sft/reward"] == pytest.approx(2 * r["train/sft/judge/verdict_accuracy"] - 1, abs=1e-6)
-    # both orders of a pair share a generation batch: position agreement is measured while training
-    assert any("train/sft/judge/position_agreement" in r for r in rows)
+    # both orders of a pair share a generation batch: position agreement is measured while training, a
+    # share of pairs (its value against a recomputation: the held-out test below; split votes: unit tests)
+    agreement = [r["train/sft/judge/position_agreement"] for r in rows if "train/sft/judge/position_agreement" in r]
+    assert agreement and all(0.0 <= a <= 1.0 for a in agreement)
     assert json.loads((grpo_run / "status.json").read_text())["state"] == "completed"
 
 
@@ -72,6 +74,13 @@ def test_held_out_verdict_accuracy_in_both_orders(grpo_run):
     # the trainer's own end-of-run judging (greedy, same prompts) agrees with the evaluation's
     assert final["eval/sft/verdict_accuracy_first_order"] == pytest.approx(first)
     assert final["eval/sft/verdict_accuracy_swapped_order"] == pytest.approx(swapped)
+    # position agreement's value, recomputed from the judged rows: of the pairs with a verdict in both
+    # orders, the share that picks the same response (A first and B swapped, or B first and A swapped);
+    # one greedy verdict per order, so no split vote
+    both = [r for r in judged if r["verdict"] in ("A", "B") and r["verdict_swapped"] in ("A", "B")]
+    assert both, "the trained judge wrote no verdict in both orders"
+    agree = sum((r["verdict"] == "A") == (r["verdict_swapped"] == "B") for r in both) / len(both)
+    assert final["eval/sft/position_agreement"] == pytest.approx(agree)
 
 
 def test_saved_model_is_a_plain_causal_lm_and_serves_on_the_openai_route(grpo_run):
