@@ -32,8 +32,9 @@ def require_for_target(target: str | Path) -> None:
         return
     document: Any = read_yaml_file(path / kind.run_file if path.is_dir() else path)[0]
     section = document.get("approach") if isinstance(document, dict) else None
+    section_type: Any = kind.document.model_fields["approach"].annotation  # e.g. rmspec.spec.composite.Composite
     try:  # the approach section alone: a run file holds it without the spec's other sections
-        typed = TypeAdapter(kind.document.model_fields["approach"].annotation).validate_python(section)
+        typed = TypeAdapter(section_type).validate_python(section)
     except ValidationError:  # the command's own loader reports it, located
         return
     require_for_section(typed)
