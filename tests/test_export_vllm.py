@@ -430,3 +430,46 @@ def test_unhostable_models_are_refused_naming_the_architecture(tmp_path):
     for flag in ("--check",):
         done = rmspec("export", str(tmp_path / "q"), "--to", "verl", "-o", str(tmp_path / "v.py"), flag)
         assert done.returncode == 2 and "for --to vllm" in done.stderr
+
+
+def test_the_verdict_fails_above_the_tolerance_and_never_counts_the_trap():
+    from rmspec.export.vllm_check import verdict
+
+    expected = [1.0, -2.0, 0.5]
+    ok = verdict(expected, {"classify messages": [1.00002, -2.0, 0.5], "naive: text with BOS": [0.4, -2.0, 0.5]})
+    assert ok["passed"] and ok["max_abs_diff"] == pytest.approx(2e-5)
+    assert ok["not_supported_forms"] == {"naive: text with BOS": pytest.approx(0.6)}
+    bad = verdict(expected, {"classify messages": [1.0, -2.0, 0.5], "pooling verl text": [1.0, -2.0003, 0.5]})
+    assert not bad["passed"] and bad["max_abs_diff"] == pytest.approx(3e-4)
+    with pytest.raises(ValueError):  # a row vLLM did not answer is not a pass
+        verdict(expected, {"classify messages": [1.0, -2.0]})
+
+
+@pytest.mark.parametrize("builder", ["build_qwen2_chatml", "build_llama3"])
+def test_the_openrlhf_reward_function_sends_the_tokens_rmspec_reads(tmp_path, builder):
+    """The exported reward_func's text rule (no vLLM needed): OpenRLHF's query (decoded prompt + response +
+    EOS, maybe padding after), canonicalised and tokenized as vLLM tokenizes text (default special
+    tokens), gives exactly the ids rmspec's layout reads; sent as it is, it would not."""
+    import importlib.util
+
+    import helpers.serve_models as models
+    from rmspec.inference.engine import load_scorer
+
+    model = getattr(models, builder)(tmp_path / "m")
+    done = rmspec("export", str(model), "--to", "vllm", "-o", str(tmp_path / "x"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    spec = importlib.util.spec_from_file_location("reward_file", tmp_path / "x" / "openrlhf_reward.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scorer = load_scorer(model)
+    tok = scorer.tokenizer
+    differs = 0
+    for messages, response in HELD_OUT:
+        expected = scorer.encode([(messages, response)])[0].ids
+        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        ids = tok(prompt, add_special_tokens=False)["input_ids"] + tok(response, add_special_tokens=False)["input_ids"]
+        for tail in ([tok.eos_token_id], [tok.eos_token_id, tok.pad_token_id, tok.pad_token_id]):
+            query = tok.decode(ids + tail, skip_special_tokens=False)
+            assert tok(module.canonical(query))["input_ids"] == expected, query
+            differs += tok(query)["input_ids"] != expected
+    assert differs == 2 * len(HELD_OUT)  # every raw query would be read elsewhere (\n missing, or BOS twice)
