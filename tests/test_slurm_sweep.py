@@ -87,3 +87,55 @@ def test_four_trials_as_slurm_jobs_two_at_a_time_study_equals_results(tmp_path, 
     # two at a time: some two trainings overlapped, and never three (parallel 2)
     most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
     assert most == 2, spans
+
+
+PRUNE = f"""extends: tiny.yaml
+training: {{max_steps: 60, eval_steps: 5, logging_steps: 5}}
+output: {{report: [console]}}
+eval: {{validation: true, benchmarks: []}}
+sweep:
+  space:
+    training.learning_rate: {{kind: categorical, choices: [0.003, 0.9]}}
+  objective: {{metric: validation.overall}}
+  first_trials: [{{training.learning_rate: 0.003}}, {{training.learning_rate: 0.9}}]
+  pruner: {{kind: median, startup_trials: 1}}
+  trials: 2
+  slurm: {{partition: {PARTITION}, time: "00:10:00"}}
+"""
+
+
+def test_a_diverging_trial_as_a_job_is_pruned_with_scancel(tmp_path, slurm_cluster):
+    """The sweep reads the job's metrics.jsonl while it runs, and cancels the job when the pruner says so."""
+    make_run_spec(tmp_path, name="tiny", model=build_model("llama", tmp_path / "model-src"), rows=60)
+    spec = tmp_path / "prune.yaml"
+    spec.write_text(PRUNE)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "NO_COLOR": "1",
+        "SLURM_CONF": str(slurm_cluster.conf),
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+    }
+    out = tmp_path / "sw"
+    done = subprocess.run(
+        [sys.executable, "-m", "rmspec", "sweep", str(spec), "-o", str(out)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr + slurm_cluster.logs()
+    study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{out / 'study.db'}")
+    good, bad = study.get_trials()
+    assert good.state == optuna.trial.TrialState.COMPLETE
+    assert bad.state == optuna.trial.TrialState.PRUNED, bad.state
+    step = max(bad.intermediate_values)
+    assert bad.intermediate_values[step] < good.intermediate_values[step]
+    (job,) = bad.user_attrs["slurm_jobs"].values()
+    assert _job_field(slurm_cluster, job, "JobState") in ("CANCELLED", "")  # "" once scontrol forgot it
+    run = out / "trials" / "001"
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "pruned" and status["step"] == step
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert max(row["step"] for row in rows if "step" in row) < 60 and not (run / "model").exists()
