@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rmspec.render.console import make_console
+from rmspec.spec.row_kinds import RowKind
 
 
 def _pct(x: float | None) -> str:
@@ -72,7 +73,7 @@ def report_view(report: dict[str, Any], rejects_path: str | None = None) -> Grou
             "than cut alone, so both sides answer the same prompt",
         )
     head.add_row("exact duplicates", _pct(report.get("duplicate_rate")))
-    if report.get("approach") == "bradley_terry":
+    if report.get("approach") == RowKind.PAIRS:  # the report's `approach` is the row kind
         head.add_row("score ties", str(report.get("ties", 0)))
     layout = report.get("layout")
     if layout:

@@ -36,9 +36,9 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
     No preset: `pairs` when chosen is text, `conversational` when it is a message list. The
     subset is the first of subset/group/family/source/category the file has.
     """
+    from rmspec.approaches.bradley_terry import BradleyTerry
     from rmspec.data.presets import RowMapper
     from rmspec.data.records import Reject
-    from rmspec.approaches.bradley_terry import BradleyTerry
     from rmspec.spec.data import MappingSpec
 
     columns = list(rows[0])
