@@ -140,7 +140,7 @@ def test_rewards_are_the_judges_parsed_verdicts(judge_run):
     expected = []
     for item in ITEMS:
         reply = plain_reply(judge_run / "model", judge_messages(JudgeComponent(**settings), principles, item), 3)
-        expected.append(float(re.search(r"(\d)", reply).group(1)))
+        expected.append(float(re.findall(r"(\d)", reply)[-1]))  # the reply's last score (the documented rule)
     assert [r.reward for r in rows] == expected
     assert len(set(expected)) > 1, expected  # the verdicts differ between rows: equality means something
     assert scorer.counts.to_json()["components"]["judge"] == {"scored": len(ITEMS), "failed": {}}
