@@ -1,0 +1,236 @@
+"""Decode and check one image of a data row, a score file or a request.
+
+Every stage that takes images (the data stage, ``rmspec score``, ``rmspec serve``) goes through
+:func:`decode_image`, so an image is refused for the same reason, with the same code, wherever it
+arrives. A refusal is an :class:`ImageReject` carrying a short ``reason`` code (the data stage's
+rejects.jsonl reason, the data report's counter, serve's 400/413) and a ``detail`` naming the item.
+
+Accepted forms of one image:
+
+- a path, relative to ``base_dir`` (the data file's folder) unless absolute; ``file://`` too;
+- a ``data:image/...;base64,...`` URI;
+- raw bytes;
+- a ``datasets`` ``Image`` feature value: ``{"bytes": ..., "path": ...}`` (bytes win when present);
+- an already decoded ``PIL.Image.Image`` (``datasets`` decodes its Image feature by default);
+- an ``http(s)://`` URL only when the user allows downloads (``allow_urls``), else ``url_refused``.
+
+The image is fully decoded here (``load()``), so a truncated file is caught once, in the data
+stage, and not by a training step hours later. Pillow is the only dependency: no torch.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import os
+import urllib.request
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, UnidentifiedImageError
+
+#: Reason codes, in the order the data report lists them.
+REASONS = (
+    "missing",
+    "undecodable",
+    "truncated",
+    "zero_size",
+    "too_many_pixels",
+    "too_many_bytes",
+    "url_refused",
+    "count_mismatch",
+)
+
+#: Defaults: 64 megapixels (a 8k x 8k picture) and 32 MiB of encoded bytes per image. Pillow's own
+#: decompression-bomb guard (89 megapixels, warning only) is replaced by this explicit limit.
+DEFAULT_MAX_PIXELS = 64_000_000
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+
+#: The placeholder that marks an image in a plain-text prompt (the Hugging Face convention).
+IMAGE_PLACEHOLDER = "<image>"
+
+
+class ImageReject(Exception):
+    """One image that cannot be used: ``reason`` is one of :data:`REASONS`."""
+
+    def __init__(self, reason: str, detail: str):
+        assert reason in REASONS, reason
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def decode_image(
+    value: Any,
+    base_dir: str | os.PathLike[str] | None = None,
+    allow_urls: bool = False,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Image.Image:
+    """Return ``value`` as a fully decoded RGB image, or raise :class:`ImageReject`."""
+    if isinstance(value, Image.Image):
+        return _checked(value, "the decoded image", max_pixels)
+    data, name = _encoded_bytes(value, base_dir, allow_urls, max_bytes)
+    return _decode_bytes(data, name, max_pixels)
+
+
+def describe(value: Any) -> str:
+    """A short name of an image value for messages (never its whole bytes)."""
+    if isinstance(value, str):
+        return value if len(value) <= 80 or not value.startswith("data:") else value[:40] + "..."
+    if isinstance(value, bytes | bytearray):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, Mapping):
+        if value.get("path"):
+            return str(value["path"])
+        return f"<image feature, {len(value.get('bytes') or b'')} bytes>"
+    if isinstance(value, Image.Image):
+        return f"<decoded image {value.width}x{value.height}>"
+    return f"<{type(value).__name__}>"
+
+
+def _encoded_bytes(
+    value: Any, base_dir: str | os.PathLike[str] | None, allow_urls: bool, max_bytes: int
+) -> tuple[bytes, str]:
+    if value is None:
+        raise ImageReject("missing", "the image is null")
+    if isinstance(value, bytes | bytearray):
+        return _limited(bytes(value), f"<{len(value)} bytes>", max_bytes), f"<{len(value)} bytes>"
+    if isinstance(value, Mapping):
+        raw = value.get("bytes")
+        if raw:
+            return _encoded_bytes(bytes(raw), base_dir, allow_urls, max_bytes)
+        if value.get("path"):
+            return _encoded_bytes(str(value["path"]), base_dir, allow_urls, max_bytes)
+        raise ImageReject("missing", "the image feature has neither bytes nor a path")
+    if not isinstance(value, str):
+        raise ImageReject("undecodable", f"an image must be a path, a data: URI or bytes, got {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise ImageReject("missing", "the image path is empty")
+    if text.startswith("data:"):
+        return _limited(_data_uri_bytes(text), describe(text), max_bytes), describe(text)
+    if text.startswith(("http://", "https://")):
+        if not allow_urls:
+            raise ImageReject("url_refused", f"{text}: downloading images is off (download the images, or allow URLs)")
+        return _download(text, max_bytes), text
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    path = Path(text)
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    if not path.is_file():
+        raise ImageReject("missing", f"{text}: no such file (paths are relative to the data file's folder)")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ImageReject("too_many_bytes", f"{text}: {size} bytes, over the limit of {max_bytes}")
+    return path.read_bytes(), text
+
+
+def _data_uri_bytes(text: str) -> bytes:
+    head, sep, payload = text.partition(",")
+    if not sep or ";base64" not in head:
+        raise ImageReject("undecodable", f"{describe(text)}: a data: URI must be data:image/...;base64,<data>")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ImageReject("undecodable", f"{describe(text)}: its base64 payload does not decode ({exc})") from None
+
+
+def _download(url: str, max_bytes: int) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (http(s) only, checked above)
+            data = response.read(max_bytes + 1)
+    except OSError as exc:
+        raise ImageReject("missing", f"{url}: the download failed ({exc})") from None
+    return _limited(data, url, max_bytes)
+
+
+def _limited(data: bytes, name: str, max_bytes: int) -> bytes:
+    if len(data) > max_bytes:
+        raise ImageReject("too_many_bytes", f"{name}: over the limit of {max_bytes} bytes")
+    return data
+
+
+def _decode_bytes(data: bytes, name: str, max_pixels: int) -> Image.Image:
+    if not data:
+        raise ImageReject("zero_size", f"{name}: the image has 0 bytes")
+    with warnings.catch_warnings():
+        # Pillow warns (not raises) between its limit and twice it; our own pixel limit decides.
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            image = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError as exc:
+            raise ImageReject("too_many_pixels", f"{name}: {exc}") from None
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+            raise ImageReject("undecodable", f"{name}: not an image Pillow can read ({exc})") from None
+        # The header gives the size before any pixel is decoded: refuse a bomb before load().
+        _check_size(image.width, image.height, name, max_pixels)
+        try:
+            image.load()
+        except Image.DecompressionBombError as exc:
+            raise ImageReject("too_many_pixels", f"{name}: {exc}") from None
+        except (OSError, SyntaxError, ValueError, EOFError) as exc:
+            reason = "truncated" if "truncat" in str(exc).lower() or isinstance(exc, EOFError) else "undecodable"
+            raise ImageReject(reason, f"{name}: {exc}") from None
+    return image.convert("RGB") if image.mode != "RGB" else image
+
+
+def _checked(image: Image.Image, name: str, max_pixels: int) -> Image.Image:
+    _check_size(image.width, image.height, name, max_pixels)
+    return image.convert("RGB") if image.mode != "RGB" else image
+
+
+def _check_size(width: int, height: int, name: str, max_pixels: int) -> None:
+    if width <= 0 or height <= 0:
+        raise ImageReject("zero_size", f"{name}: {width}x{height} pixels")
+    if width * height > max_pixels:
+        raise ImageReject(
+            "too_many_pixels", f"{name}: {width}x{height} = {width * height} pixels, over the limit of {max_pixels}"
+        )
+
+
+def image_parts(prompt: Any, placeholder: str = IMAGE_PLACEHOLDER) -> int:
+    """How many images a prompt asks for.
+
+    A conversation (a list of messages) counts its ``{"type": "image"}`` content parts (also
+    ``image_url`` and ``input_image``, the OpenAI spellings); a plain string counts ``placeholder``.
+    """
+    if isinstance(prompt, str):
+        return prompt.count(placeholder)
+    if isinstance(prompt, Mapping):
+        prompt = [prompt]
+    count = 0
+    if isinstance(prompt, list):
+        for message in prompt:
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if isinstance(content, str):
+                count += content.count(placeholder)
+            elif isinstance(content, list):
+                for part in content:
+                    if isinstance(part, Mapping) and part.get("type") in ("image", "image_url", "input_image"):
+                        count += 1
+    return count
+
+
+def images_of(value: Any) -> list[Any]:
+    """A row's ``images`` value as a list: one image alone, a list, or nothing (``None``)."""
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return list(value)
+    return [value]
+
+
+def check_count(prompt: Any, images: list[Any], placeholder: str = IMAGE_PLACEHOLDER) -> None:
+    """Raise ``count_mismatch`` when the prompt's image parts and the images given differ."""
+    wanted = image_parts(prompt, placeholder)
+    if wanted != len(images):
+        raise ImageReject(
+            "count_mismatch",
+            f"the prompt has {wanted} image part(s) but the row gives {len(images)} image(s)"
+            + (f" (mark each image with {{'type': 'image'}} or {placeholder!r})" if wanted < len(images) else ""),
+        )

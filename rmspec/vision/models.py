@@ -1,0 +1,76 @@
+"""Reward heads on vision-language models.
+
+A VLM whose transformers package ships a ``*ForSequenceClassification`` (Gemma 3, Qwen3.5) uses
+that class. For the others (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ...), :func:`reward_class` builds a
+class on transformers' own generic head (``score = Linear(hidden, 1, bias=False)`` read at the last
+non-pad token, exactly what rmspec reads for text rewards) and registers it so that the saved
+model loads in plain transformers through ``AutoModelForSequenceClassification``.
+
+Two traps make this more than a one-line subclass (REFERENCE section 16):
+
+1. A class defined outside transformers gets no checkpoint key conversion, so a Hub checkpoint
+   (``model.layers.*``, ``visual.*``) loads its whole language model at random init with only a
+   load-report warning. :func:`reward_class` registers the ``*ForConditionalGeneration`` class's
+   conversion mapping under the new class's name.
+2. ``AutoModelForSequenceClassification.register`` ignores a second registration unless
+   ``exist_ok=True``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: model_type -> the ForConditionalGeneration class whose base and conversion the reward class reuses.
+_GENERATION_CLASSES = {
+    "qwen2_vl": "Qwen2VLForConditionalGeneration",
+    "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
+    "qwen3_vl": "Qwen3VLForConditionalGeneration",
+}
+
+_BUILT: dict[str, Any] = {}
+
+
+def reward_class(config: Any) -> Any:
+    """The sequence-classification class for ``config``: transformers' own, or one built here."""
+    import transformers
+    from transformers import AutoModelForSequenceClassification
+    from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
+
+    model_type = config.model_type
+    own = MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES.get(model_type)
+    if own and model_type not in _BUILT:
+        return getattr(transformers, own)
+    if model_type in _BUILT:
+        return _BUILT[model_type]
+    generation = _GENERATION_CLASSES.get(model_type)
+    if generation is None:
+        raise ValueError(
+            f"no reward head for model_type {model_type!r}: transformers ships no "
+            f"{model_type} sequence-classification class and rmspec knows no "
+            f"ForConditionalGeneration class for it (known: {', '.join(sorted(_GENERATION_CLASSES))})"
+        )
+    cls = _build(model_type, generation)
+    AutoModelForSequenceClassification.register(type(config), cls, exist_ok=True)
+    _BUILT[model_type] = cls
+    return cls
+
+
+def _build(model_type: str, generation: str) -> Any:
+    import importlib
+
+    import transformers
+    from transformers.conversion_mapping import (
+        get_checkpoint_conversion_mapping,
+        register_checkpoint_conversion_mapping,
+    )
+    from transformers.modeling_layers import GenericForSequenceClassification
+
+    gen_cls = getattr(transformers, generation)
+    module = importlib.import_module(gen_cls.__module__)
+    pretrained = next(base for base in gen_cls.__mro__ if base.__name__.endswith("PreTrainedModel"))
+    name = generation.replace("ForConditionalGeneration", "ForSequenceClassification")
+    cls = type(name, (GenericForSequenceClassification, pretrained), {"__module__": module.__name__})
+    mapping = get_checkpoint_conversion_mapping(generation) or get_checkpoint_conversion_mapping(model_type)
+    if mapping:
+        register_checkpoint_conversion_mapping(name, mapping, overwrite=True)
+    return cls
