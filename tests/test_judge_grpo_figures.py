@@ -99,3 +99,6 @@ def test_the_other_verdict_readers_read_the_group_that_matched():
     assert inference_verdict("Verdict: B", pattern) == "B"  # it read no verdict
     assert inference_verdict("[[A]] and Verdict: B", pattern) is None  # both named: none
     assert sft_verdict("no verdict", pattern) is None
+    # two different verdicts: none for the sft judge's metrics too, as evaluation reads them (it took the first)
+    assert sft_verdict("[[A]] ... on reflection [[B]]", r"\[\[(A|B)\]\]") is None
+    assert sft_verdict("[[B]] and again [[B]]", r"\[\[(A|B)\]\]") == "B"

@@ -3,7 +3,6 @@ the verdict and parses it with the spec's pattern."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import torch
@@ -43,9 +42,11 @@ def split_prompt(input_ids: list[int], labels: list[int]) -> tuple[list[int], li
 
 
 def parse_verdict(text: str, pattern: str) -> str | None:
-    match = re.search(pattern, text)
-    verdict = next((g for g in match.groups() if g is not None), None) if match else None  # alternatives
-    return verdict.strip() if verdict is not None else None
+    """The verdict as evaluation and `rmspec serve` read it (rmspec.inference.judge.parse_verdict): the
+    group that matched; none when the text names two different verdicts (not the first of them)."""
+    from rmspec.inference.judge import parse_verdict as read
+
+    return read(text, pattern)
 
 
 @torch.no_grad()
