@@ -85,8 +85,10 @@ def rejected(ds: Any) -> Any:
 
 def output(ds: Any, approach: str, keep_source: bool = False) -> Any:
     """The columns training reads; a mixture's rows keep their dataset's name (`source`) for the
-    per-source figures of validation."""
-    keep = [c for c in [*OUTPUT_COLUMNS[approach], *(["source"] if keep_source else [])] if c in ds.column_names]
+    per-source figures of validation. Rows with images keep their references (rmspec.vision.rows) for
+    the VLM collator."""
+    wanted = [*OUTPUT_COLUMNS[approach], "images", *(["source"] if keep_source else [])]
+    keep = [c for c in wanted if c in ds.column_names]
     return ds.select_columns(keep)
 
 

@@ -20,7 +20,7 @@ class MapBatch:
         self.source = source  # the dataset's name, carried by every record
         self.kind = kind
         self.encoded = encoded  # rows read by hand: every value JSON-encoded (hand_read.json_lines_by_hand)
-        self.names = list(R.features(kind))
+        self.names = list(R.features(kind, images=mapper.images is not None))
 
     def __call__(self, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
         out: dict[str, list] = {k: [] for k in self.names}

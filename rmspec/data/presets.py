@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 from typing import Any
 
 from rmspec.data.records import Reject
@@ -19,13 +20,22 @@ from rmspec.data.steps import steps_record
 from rmspec.errors import DataError
 from rmspec.spec import presets
 from rmspec.spec.row_kinds import RowKind
+from rmspec.vision.images import ImageReject
+from rmspec.vision.rows import ImageSettings, RowImages
 
 # How each process preset writes its step labels (rmspec.data.steps reads them): bools by default.
 STEP_LABELS = {"math-shepherd": "marked_text", "processbench": "first_error"}
 
 
 class RowMapper:
-    def __init__(self, mapping: Any, approach: Any, columns: list[str], where: str = "data.mapping"):
+    def __init__(
+        self,
+        mapping: Any,
+        approach: Any,
+        columns: list[str],
+        where: str = "data.mapping",
+        data_files: list[str] | None = None,
+    ):
         self.mapping = mapping
         self.preset = mapping.preset
         self.approach = approach.row_kind  # the row shape (a GRPO judge maps pairs)
@@ -39,12 +49,29 @@ class RowMapper:
         defaults = dict(self.layout.columns) if self.layout else {}
         self.cols: dict[str, Any] = {**defaults, **explicit}
         # Optional columns the presets read when the data has them.
-        optional = ["id", "score_chosen", "score_rejected", "tie", *(self.layout.optional if self.layout else ())]
+        optional = [
+            "id",
+            "score_chosen",
+            "score_rejected",
+            "tie",
+            "images",
+            *(self.layout.optional if self.layout else ()),
+        ]
         for field in optional:
             if field not in self.cols and field in columns:
                 self.cols[field] = field
         self.attributes = approach.score_attributes
         self._check(columns)
+        # Images (rmspec.vision.rows): read and checked before the row is mapped; relative paths
+        # resolve against the data file's folder; a bad image rejects the row at its file:line.
+        self.data_files = data_files or []
+        self.images: RowImages | None = None
+        if "images" in self.cols:
+            settings = ImageSettings(
+                base_dir=str(Path(self.data_files[0]).parent) if self.data_files else None,
+                images_first=bool(self.layout and self.layout.images_first),
+            )
+            self.images = RowImages(self.cols["images"], settings)
 
     # ------------------------------------------------------------ up-front checks
 
@@ -86,6 +113,8 @@ class RowMapper:
             raise DataError(
                 f"{self.where}: no preset and no columns", "set preset: (e.g. pairs) or map columns: explicitly"
             )
+        if "images" in self.cols:
+            need = {**need, "images": self.cols["images"]}
         missing = [f"{field} -> {col!r}" for field, col in need.items() if col not in columns]
         if missing:
             raise DataError(
@@ -142,6 +171,12 @@ class RowMapper:
 
     def __call__(self, row: dict[str, Any], index: int) -> list[dict[str, Any]]:
         base = {"id": self._id(row, index), "group": self._group(row)}
+        if self.images is not None:
+            try:
+                row, refs, _ = self.images.read(row, self.cols)
+            except ImageReject as exc:
+                raise Reject(f"image_{exc.reason}", f"{self.location(index)}: {exc.detail}") from None
+            base["images"] = refs
         if self.preset == "hh-rlhf":
             records = [self._hh(row)]
         elif self.preset == "shp":
@@ -175,6 +210,12 @@ class RowMapper:
                 rec["id"] = f"{base['id']}-{k}"
             out.append(rec)
         return out
+
+    def location(self, index: int) -> str:
+        """`file:line` of a row of one JSON Lines file (its line is its index + 1); else `row N`."""
+        if len(self.data_files) == 1 and self.data_files[0].endswith(".jsonl"):
+            return f"{self.data_files[0]}:{index + 1}"
+        return f"row {index}"
 
     def _id(self, row: dict[str, Any], index: int) -> str:
         col = self.cols.get("id")

@@ -49,7 +49,9 @@ class Reject(Exception):
         self.detail = detail
 
 
-def features(approach: str):
+def features(approach: str, images: bool = False):
+    """The record's Arrow features; `images`: the data has images (rmspec.vision.rows), so each record
+    carries an `images` column, the references to its checked images (text data keeps its features)."""
     from datasets import Features, List, Value
 
     message = List({"role": Value("string"), "content": Value("string")})
@@ -84,6 +86,8 @@ def features(approach: str):
         body = {"prompt_messages": message, "steps": List(Value("string")), "step_labels": List(Value("int8"))}
     else:
         body = {"messages": message}
+    if images:
+        body["images"] = List(Value("string"))
     return Features({**common, **body})
 
 

@@ -30,7 +30,7 @@ from rmspec.data.layout import Layout
 from rmspec.data.map_stage import MapBatch, pair_by_prompt
 from rmspec.data.presets import RowMapper
 from rmspec.data.report import SourceCounts, count_rejects
-from rmspec.data.sources import open_source
+from rmspec.data.sources import data_files, open_source
 from rmspec.data.tokenize import TokenizeStage, token_columns
 from rmspec.errors import DataError
 from rmspec.spec import presets
@@ -187,10 +187,14 @@ def map_rows(ctx: Context, entry: Any, ds: Any, where: str, as_stream: bool = Fa
     streaming = isinstance(ds, datasets.IterableDataset)
     columns = ds.column_names if not streaming else (ds.column_names or list(next(iter(ds)).keys()))
     mapper = RowMapper(
-        entry.mapping, ctx.spec.approach, [c for c in columns if c != BAD_LINE], where=f"{where}.mapping"
+        entry.mapping,
+        ctx.spec.approach,
+        [c for c in columns if c != BAD_LINE],
+        where=f"{where}.mapping",
+        data_files=data_files(entry.source, ctx.loaded.base_dir),
     )
     kind = mapper.output_approach()
-    feats = R.features(kind)
+    feats = R.features(kind, images=mapper.images is not None)
     fn = MapBatch(mapper, kind, is_encoded(ds), entry.name)
     if as_stream:
         stream = ds if streaming else ds.to_iterable_dataset()

@@ -40,6 +40,16 @@ def open_source(source: Any, base_dir: Path, *, limit: int | None = None, where:
     return _take(ds, cap)
 
 
+def data_files(source: Any, base_dir: Path) -> list[str]:
+    """The files a `files` source reads (their folder is where relative image paths resolve); [] else."""
+    if getattr(source, "kind", None) != "files":
+        return []
+    try:
+        return resolve_paths(source.paths, base_dir, "data.source")
+    except DataError:
+        return []
+
+
 def _take(ds, cap: int | None):
     import datasets
 

@@ -47,6 +47,14 @@ class ColumnMap(Section):
         None,
         description="Process: column with the step labels (bools; math-shepherd: text with +/-; processbench: first wrong step or -1).",
     )
+    images: str | None = Field(
+        None,
+        description="Column with the row's images (a list per row, or one image): paths relative to the data "
+        "file, data: URIs, or bytes / datasets Image features (default: an `images` column when the data has "
+        "one). The prompt marks each with a {type: image} content part or an <image> placeholder; every image "
+        "is decoded and checked, and a row with a bad image or a different count goes to rejects.jsonl "
+        "(docs/multimodal.md).",
+    )
     id: str | None = Field(None, description="Column with a stable row id (kept in rejects and reports).")
     group: str | None = Field(
         None, description="Column for stratified splits and per-source reports (e.g. source, subset)."

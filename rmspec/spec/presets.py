@@ -57,6 +57,8 @@ class Preset:
     demo_name: str | None = None  # a shipped demo in this layout, by the name `init --data` takes
     demo_file: str | None = None
     init_default: bool = False
+    # Its prompts name no image (RLAIF-V's `question`): each row's images go before the prompt text.
+    images_first: bool = False
 
 
 HELPSTEER2_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
@@ -170,6 +172,14 @@ TABLE: tuple[Preset, ...] = (
         "process: problem, steps, label (index of the first wrong step, -1 for none)",
         {"prompt": "problem", "steps": "steps", "step_labels": "label"},
         example=demo("prm_processbench.jsonl"),
+    ),
+    Preset(
+        "rlaif-v",
+        RowKind.PAIRS,
+        "vision pairs: image, question, chosen, rejected (RLAIF-V, VLFeedback-style binarized files); "
+        "the image goes before the question",
+        {"prompt": "question", "images": "image", **PAIR_COLUMNS},
+        images_first=True,
     ),
 )
 PRESETS: dict[str, Preset] = {p.name: p for p in TABLE}
