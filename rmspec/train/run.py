@@ -122,12 +122,14 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
     spec = loaded.spec
     main = state.is_main_process
     model_path = plan.model_path
-    if plan.weights is not None:  # a GGUF model: its dequantised copy in plan.model_path, made once here
-        from rmspec.gguf_source import spec_gguf_source
+    from rmspec.gguf_source import spec_gguf_source
+
+    gguf = spec_gguf_source(spec.model, loaded.base_dir)
+    if gguf is not None:  # a GGUF model: its dequantised copy in plan.model_path, made once here
         from rmspec.inference.gguf_weights import dequantised_model
 
         with state.main_process_first():  # one process writes the cache folder, the others then read it
-            model_path = str(dequantised_model(spec_gguf_source(spec.model, loaded.base_dir)))
+            model_path = str(dequantised_model(gguf))
 
     tokenizer = load_tokenizer(model_path, trust_remote_code=spec.model.trust_remote_code, revision=spec.model.revision)
     use_chat_template(tokenizer, spec.model, loaded.base_dir)  # saved with RUN/model's tokenizer
