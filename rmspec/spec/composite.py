@@ -8,6 +8,7 @@ importing anything heavy); what each kind computes lives in one module per kind 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
@@ -34,6 +35,20 @@ def weights_gb(path: Path) -> float | None:
         return None
     files = [f for pattern in WEIGHT_FILES for f in folder.glob(pattern)]
     return round(sum(f.stat().st_size for f in files) / 1e9, 3) if files else None
+
+
+_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _files_dtype(path: Path) -> str:
+    """The precision a model folder's config says its weight files hold (float32 when it says none)."""
+    folder = path / "model" if (path / "model" / "config.json").is_file() else path
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "float32"
+    named = config.get("dtype") or config.get("torch_dtype")
+    return named if named in _BYTES else "float32"
 
 
 def _compiles(pattern: str, groups: int = 0) -> str:
@@ -89,10 +104,19 @@ class ModelComponent(ComponentBase):
     paths: ClassVar[tuple[str, ...]] = ("path",)
 
     def plan_costs(self, base_dir: Path) -> dict[str, Any]:
-        """Device memory = its weight files on disk (the engine scores in float32 on CPU, the files'
-        dtype on a GPU), one forward per row."""
+        """Device memory = its weight files on disk at the component's dtype (float32 unless `dtype`
+        says otherwise), on its `device` (cpu unless named), one forward per row."""
         path = Path(self.path) if Path(self.path).is_absolute() else base_dir / self.path
-        return {"device_memory_gb": weights_gb(path), "forwards_per_row": 1, "where": str(path)}
+        on_disk = weights_gb(path)
+        # The weight files may hold another precision than the one the component loads: scale by bytes.
+        scale = _BYTES[self.dtype or "float32"] / _BYTES[_files_dtype(path)]
+        return {
+            "device_memory_gb": None if on_disk is None else round(on_disk * scale, 3),
+            "forwards_per_row": 1,
+            "where": str(path),
+            "device": self.device or "cpu",
+            "dtype": self.dtype or "float32",
+        }
 
     path: str = Field(
         min_length=1,
