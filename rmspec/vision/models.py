@@ -74,3 +74,42 @@ def _build(model_type: str, generation: str) -> Any:
     if mapping:
         register_checkpoint_conversion_mapping(name, mapping, overwrite=True)
     return cls
+
+
+def card_snippet(model_type: str, path: str = "PATH") -> str:
+    """Python that loads a saved VLM reward model in plain transformers (the model card's Use section).
+
+    transformers' own class needs nothing; a class built by :func:`reward_class` is rebuilt in
+    ten lines, with the same conversion mapping (without it the language model loads at random)."""
+    generation = _GENERATION_CLASSES.get(model_type)
+    if generation is None:
+        return (
+            "from transformers import AutoModelForSequenceClassification\n"
+            f'model = AutoModelForSequenceClassification.from_pretrained("{path}")\n'
+        )
+    name = generation.replace("ForConditionalGeneration", "ForSequenceClassification")
+    config = _CONFIG_CLASSES[model_type]
+    module = f"transformers.models.{model_type}.modeling_{model_type}"
+    pretrained = generation.replace("ForConditionalGeneration", "PreTrainedModel")
+    return (
+        f"from transformers import AutoModelForSequenceClassification, {config}\n"
+        "from transformers.conversion_mapping import (\n"
+        "    get_checkpoint_conversion_mapping, register_checkpoint_conversion_mapping)\n"
+        "from transformers.modeling_layers import GenericForSequenceClassification\n"
+        f"from {module} import {pretrained}\n\n"
+        f"class {name}(GenericForSequenceClassification, {pretrained}):\n"
+        "    pass\n\n"
+        "# Without the mapping the checkpoint's language model would load at random init.\n"
+        f'register_checkpoint_conversion_mapping("{name}",\n'
+        f'    get_checkpoint_conversion_mapping("{generation}"), overwrite=True)\n'
+        f"AutoModelForSequenceClassification.register({config}, {name}, exist_ok=True)\n"
+        f'model = AutoModelForSequenceClassification.from_pretrained("{path}")\n'
+        "# reward = model(**processor(text=..., images=..., return_tensors='pt')).logits[:, 0]\n"
+    )
+
+
+_CONFIG_CLASSES = {
+    "qwen2_vl": "Qwen2VLConfig",
+    "qwen2_5_vl": "Qwen2_5_VLConfig",
+    "qwen3_vl": "Qwen3VLConfig",
+}
