@@ -5,8 +5,9 @@ head_dim 64: vLLM's CPU attention refuses 16), exported, served by vLLM from the
 (once per model: the module-scoped fixture), and compared with `rmspec score` on held-out
 conversations within 1e-4 (fp32): /classify (chat `messages` and verl's text), /pooling, verl
 0.9.1's own reward-loop request code, and OpenRLHF 0.11.2's executor with the exported
-reward function. `--check` runs on the Llama (the double-BOS case): its report gives the trap's
-difference too. Refusals (exit 2, no traceback) need no vLLM.
+reward function. The Llama is served with serve.sh's RMSPEC_NORMALIZE=1 and compared with `rmspec
+score`'s reward_normalized (vLLM's logit_mean/logit_sigma = the run's reward_mean/std). `--check`
+runs on the Llama (the double-BOS case): its report gives the trap's difference too. Refusals (exit 2, no traceback) need no vLLM.
 
 Skips where the vLLM venv is missing (RMSPEC_VLLM_PYTHON, else /opt/rmspec-vllm/bin/python), and fails
 under CI=true, where .ci/install_vllm.sh installs it.
@@ -185,14 +186,16 @@ def train(kind: str, folder: Path) -> Path:
     return folder / "runs" / kind
 
 
-def score(run: Path, folder: Path) -> list[float]:
+def score(run: Path, folder: Path) -> tuple[list[float], list[float]]:
+    """`rmspec score`'s raw and normalized rewards of HELD_OUT."""
     rows = folder / "held_out.jsonl"
     rows.write_text("".join(json.dumps({"prompt": m, "response": r}) + "\n" for m, r in HELD_OUT))
     done = rmspec("score", str(run), str(rows), "--out", str(folder / "scored.jsonl"), "--overwrite")
     assert done.returncode == 0, done.stderr[-2000:]
-    scored = [json.loads(x)["reward"] for x in (folder / "scored.jsonl").read_text().splitlines()]
+    lines = [json.loads(x) for x in (folder / "scored.jsonl").read_text().splitlines()]
+    scored = [x["reward"] for x in lines]
     assert max(scored) - min(scored) > 0.05, scored  # the conversations really score differently
-    return scored
+    return scored, [x["reward_normalized"] for x in lines]  # a trained run has reward_mean/std
 
 
 @pytest.fixture(scope="module")
@@ -214,22 +217,29 @@ def runs(tmp_path_factory):
         tokenizer = transformers.AutoTokenizer.from_pretrained(export)
         out[kind] = SimpleNamespace(kind=kind, run=run, folder=folder, export=export, tok=tokenizer)
     for r in out.values():
-        r.scored = score(r.run, r.folder)
+        r.scored, r.normalized = score(r.run, r.folder)
     return out
 
 
 @pytest.fixture(scope="module", params=["qwen2_chatml", "llama3"])
 def served(request, runs):
-    """vLLM serving one exported folder, started with the folder's serve.sh (eager: no compile wait)."""
+    """vLLM serving one exported folder, started with the folder's serve.sh (eager: no compile wait).
+    The Llama's with RMSPEC_NORMALIZE=1: vLLM's logit_mean/logit_sigma give rmspec's reward_normalized."""
     from rmspec.export.vllm_check import running_server
 
     r = runs[request.param]
+    normalize = request.param == "llama3"
+    r.expected = r.normalized if normalize else r.scored
     port = free_port()
     os.environ["RMSPEC_VLLM_PYTHON"] = VLLM_PYTHON  # serve.sh's python
+    os.environ["RMSPEC_NORMALIZE"] = "1" if normalize else "0"
     command = ["bash", str(r.export / "serve.sh"), "--enforce-eager", "--port", str(port)]
-    with running_server(command, r.folder / "vllm.log") as url:
-        r.url = url
-        yield r
+    try:
+        with running_server(command, r.folder / "vllm.log") as url:
+            r.url = url
+            yield r
+    finally:
+        os.environ.pop("RMSPEC_NORMALIZE", None)
 
 
 def post(url: str, body: dict) -> dict:
@@ -251,9 +261,9 @@ def rendered(tok, messages, response) -> str:
 
 def test_classify_and_pooling_equal_rmspec_score(served):
     tok, model = served.tok, str(served.export)
-    for (messages, response), expected in zip(HELD_OUT, served.scored):
+    for (messages, response), expected in zip(HELD_OUT, served.expected):
         chat = [*messages, {"role": "assistant", "content": response}]
-        # the chat form, no use_activation: the folder's pooler answers the raw reward by default
+        # the chat form without use_activation: the folder's pooler adds no activation by default
         got = post(served.url + "/classify", {"model": model, "messages": chat})["data"][0]["probs"]
         assert got == pytest.approx([expected], abs=TOL)
         text = rendered(tok, messages, response)
@@ -266,7 +276,7 @@ def test_classify_and_pooling_equal_rmspec_score(served):
     if served.kind == "llama3":
         text = rendered(tok, *HELD_OUT[0])
         doubled = post(served.url + "/classify", {"model": model, "input": text})["data"][0]["probs"][0]
-        assert abs(doubled - served.scored[0]) > 1e-3
+        assert abs(doubled - served.expected[0]) > 1e-3
 
 
 def test_verl_reward_loop_gets_rmspec_reward(served):
@@ -300,7 +310,7 @@ def test_verl_reward_loop_gets_rmspec_reward(served):
         return await asyncio.gather(*(worker.compute_score_disrm(item(m, r)) for m, r in HELD_OUT))
 
     rewards = [o["reward_score"] for o in asyncio.run(everything())]
-    assert rewards == pytest.approx(served.scored, abs=TOL)
+    assert rewards == pytest.approx(served.expected, abs=TOL)
 
 
 def test_openrlhf_executor_with_the_exported_reward_function(served):
@@ -332,7 +342,7 @@ def test_openrlhf_executor_with_the_exported_reward_function(served):
     outputs = asyncio.run(everything())
     assert all(o["reward"] is not None for o in outputs), "OpenRLHF got no reward (its executor swallows errors)"
     rewards = [o["reward"][0] for o in outputs]  # reward_func's `rewards` for its one query
-    assert rewards == pytest.approx(served.scored, abs=TOL)
+    assert rewards == pytest.approx(served.expected, abs=TOL)
 
 
 def test_check_starts_the_engine_and_reports_the_largest_difference(runs):
