@@ -13,6 +13,7 @@ from rmspec.train.objectives.ties import davidson_loss
 from rmspec.train.packing import is_packed, packed_pair_rewards
 from rmspec.train.pair_extras import EXTRA_MODULES, LM_HEAD_MODULE, chosen_response_labels, sft_term
 from rmspec.train.rewards import forward_scores, position_ids_from_mask
+from rmspec.vision.collate import vision_inputs
 
 
 def pair_rewards(model, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -20,7 +21,8 @@ def pair_rewards(model, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, 
     shared-prefix rows from PackedPairCollator (each prompt computed once)."""
     if is_packed(inputs):
         return packed_pair_rewards(model, inputs)
-    scores = forward_scores(model, inputs["input_ids"], inputs["attention_mask"], inputs.get("token_type_ids"))[:, 0]
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    scores = forward_scores(model, ids, mask, inputs.get("token_type_ids"), vision_inputs(inputs))[:, 0]
     half = scores.shape[0] // 2
     return scores[:half], scores[half:]
 

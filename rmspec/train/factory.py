@@ -11,8 +11,18 @@ from typing import Any
 
 from rmspec import approaches
 from rmspec.approaches.base import LM_HEAD
+from rmspec.plan.packing import OFF
 from rmspec.train.collators import LMCollator, PairCollator, ScoresCollator
 from rmspec.train.packing import SHARED_PREFIX, PackedPairCollator, packed_length, packing_path
+from rmspec.vision.collate import VisionEncoder, VisionPairCollator, VisionScoresCollator, has_images
+
+
+def vision_encoder(model: Any, tokenizer: Any) -> VisionEncoder:
+    """The image side of a VLM's batches: its processor (rmspec.vision.processor) over the run's tokenizer."""
+    from rmspec.vision.processor import image_text, load_processor
+
+    processor = load_processor(model.config._name_or_path, tokenizer)
+    return VisionEncoder(processor, image_text(model.config, processor))
 
 
 def with_lengths(dataset: Any, packed: bool = False) -> Any:
@@ -44,6 +54,8 @@ def build_trainer(
     approach = approaches.of(spec)
     sft = approach.uses_lm_head(spec.approach) and approach.head != LM_HEAD  # an LM term beside the score head
     packing, packing_reason = packing_path(spec.training.packing, approach, model.config, sft)
+    if has_images(train):  # prompt-once packing of image rows (M-RoPE) is rmspec.vision's, not this path's
+        packing, packing_reason = OFF, "rows with images train unpacked (each side encodes its images)"
     packed = packing == SHARED_PREFIX
     common = dict(
         model=model,
@@ -66,6 +78,8 @@ def bradley_terry(spec: Any, model: Any, tokenizer: Any, common: dict, packed: b
     approach = spec.approach
     pad = tokenizer.pad_token_id
     collator = PackedPairCollator(pad) if packed else PairCollator(pad)
+    if has_images(common["train_dataset"]):
+        collator = VisionPairCollator(vision_encoder(model, tokenizer))
     if approach.length_debias is not None or approach.ensemble is not None:
         from rmspec.train.heads import build_head_trainer  # ODIN or an ensemble of heads
 
@@ -113,8 +127,11 @@ def pointwise(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool,
 
     approach = spec.approach
     prompts = list(validation["prompt"]) if validation is not None and "prompt" in validation.column_names else None
+    collator = ScoresCollator(tokenizer.pad_token_id)
+    if has_images(common["train_dataset"]):
+        collator = VisionScoresCollator(vision_encoder(model, tokenizer))
     return PointwiseTrainer(
-        data_collator=ScoresCollator(tokenizer.pad_token_id),
+        data_collator=collator,
         objective=approach.objective,
         bins=bins(approach),
         low=approach.scale.min,

@@ -30,6 +30,8 @@ from transformers import (
 
 from rmspec import approaches
 from rmspec.approaches.process import PROCESS_LABELS  # noqa: F401  (re-exported: the PRM head's outputs)
+from rmspec.vision.models import reward_class
+from rmspec.vision.processor import is_vision_config
 
 PAD_TOKEN = "<|pad|>"
 
@@ -176,6 +178,8 @@ def load_model(
         # No built-in loss is used; the problem type says what the outputs are: a token classifier's
         # labels (a PRM reads a score at every step's last token), else regressed scores.
         config.problem_type = "single_label_classification" if auto is AutoModelForTokenClassification else "regression"
+        if is_vision_config(config):  # a VLM: transformers' own reward class, or one registered for it
+            reward_class(config)
         torch.manual_seed(seed)
         model, info = auto.from_pretrained(model_path, output_loading_info=True, **kwargs)
         missing = set(info.get("missing_keys", ()))

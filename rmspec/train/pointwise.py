@@ -11,6 +11,7 @@ import torch
 from rmspec.train.base_trainer import ScoreTrainer
 from rmspec.train.losses import masked_mse, ordinal_expectation, ordinal_loss
 from rmspec.train.rewards import forward_scores
+from rmspec.vision.collate import vision_inputs
 
 
 class PointwiseTrainer(ScoreTrainer):
@@ -27,7 +28,8 @@ class PointwiseTrainer(ScoreTrainer):
         return logits
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        logits = forward_scores(model, inputs["input_ids"], inputs["attention_mask"], inputs.get("token_type_ids"))
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        logits = forward_scores(model, ids, mask, inputs.get("token_type_ids"), vision_inputs(inputs))
         target = inputs["scores"].to(logits.dtype)
         if self.objective == "ordinal":
             loss = ordinal_loss(logits, target, self.bins, self.low)

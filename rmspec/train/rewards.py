@@ -17,13 +17,19 @@ def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def forward_scores(
-    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    token_type_ids: torch.Tensor | None = None,
+    vision: dict[str, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Head outputs [batch, num_labels]; positions follow the mask so padding never shifts a score.
 
     The sequence-classification heads of transformers pool the rightmost non-pad token (decoders)
     or [CLS] (BERT); with a pad token that never occurs in text that is the last real token.
     """
+    if vision:  # a VLM computes its own 3-D (M-RoPE) positions from the image grids: 1-D ones change the reward
+        return model(input_ids=input_ids, attention_mask=attention_mask, **vision).logits
     extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
     out = model(
         input_ids=input_ids,
