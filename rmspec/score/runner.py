@@ -62,6 +62,7 @@ def score_file(
             raise DataError(f"{input_path}: no row to score", "the file is empty, or no line is a JSON object")
         shape = scorers.of(engine).shape(engine, list(first), named)  # a PRM: prompt + steps; a judge: pairs
         rows = iter(reader.open_rows(in_path, split=split, skip=skip).rows)  # the peek consumed rows: read again
+    shape.base_dir = str(in_path.parent)  # relative image paths (a vision reward model's images column)
     writer = output.Writer(out, resume_state=state, identity=identity)
     writer.state["shape"] = {"kind": shape.kind, "columns": shape.columns}
     bs = batch_size or engine.batch_size

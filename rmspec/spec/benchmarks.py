@@ -106,6 +106,20 @@ CATALOGUE: dict[str, BenchmarkInfo] = {
             "PRMBench: every step valid or not, PRMScore",
             needs=("process", "step AUROC"),
         ),
+        _kind(
+            "vl_rewardbench",
+            "MMInstruction/VL-RewardBench",
+            "test",
+            (REWARD,),
+            "VL-RewardBench: image pairs, general / hallucination / reasoning and their macro average",
+        ),
+        _kind(
+            "multimodal_rewardbench",
+            None,
+            None,
+            (REWARD,),
+            "Multimodal RewardBench: image pairs, accuracy per category (data/all_data.json)",
+        ),
     )
 }
 

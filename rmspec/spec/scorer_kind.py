@@ -17,6 +17,7 @@ class ScorerKind(str, Enum):
     POINTWISE = "pointwise"  # one output per attribute
     JUDGE = "judge"  # a generative judge: generates a verdict, has no score head
     PROCESS = "process"  # a process reward model: P(correct) per step
+    VISION_REWARD = "vision_reward"  # a score head on a vision-language model: prompts may hold images
     COMPOSITE = "composite"  # rules, judges and models combined by a spec (rmspec.composite): trains nothing
 
     __str__ = str.__str__

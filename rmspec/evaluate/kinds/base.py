@@ -15,6 +15,7 @@ from typing import Any
 from rmspec.errors import DataError
 from rmspec.evaluate.excerpts import prompt_excerpt
 from rmspec.evaluate.figures import BenchmarkScore, Pair
+from rmspec.evaluate.image_prompts import require_image_scorer
 from rmspec.evaluate.loading import BenchmarkData, Example, load_rows, resolve_source
 from rmspec.evaluate.verdicts import score_two_games
 from rmspec.spec.benchmarks import CATALOGUE, BenchmarkInfo
@@ -65,6 +66,7 @@ class BenchmarkKind:
 
     def scored_rows(self, engine: Any, data: BenchmarkData) -> list[dict[str, Any]]:
         """Score the examples with the engine; one JSONL row per example."""
+        require_image_scorer(engine, self.name, [ex.prompt for ex in data.examples])  # images need a VLM
         return self.per_example_rows(data, example_scores(engine, data.examples))
 
     def per_example_rows(self, data: BenchmarkData, scores: Sequence[Sequence[float]]) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rmspec.errors import DataError
@@ -39,6 +40,7 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
     from rmspec.approaches.bradley_terry import BradleyTerry
     from rmspec.data.presets import RowMapper
     from rmspec.data.records import Reject
+    from rmspec.inference.scorers.vision_reward import with_image_parts
     from rmspec.spec.data import MappingSpec
 
     columns = list(rows[0])
@@ -47,7 +49,11 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
     group = next((c for c in PAIR_SUBSET_COLUMNS if c in columns), None)
     mapping = MappingSpec.model_validate({"preset": preset, "columns": {"group": group} if group else {}})
     mapper = RowMapper(
-        mapping, BradleyTerry(kind="bradley_terry"), columns, where=f"benchmark 'pairs' ({source}), preset {preset}"
+        mapping,
+        BradleyTerry(kind="bradley_terry"),
+        columns,
+        where=f"benchmark 'pairs' ({source}), preset {preset}",
+        data_files=[source] if Path(source).is_file() else None,  # image paths are relative to the file
     )
     examples: list[Example] = []
     rejected: defaultdict[str, int] = defaultdict(int)
@@ -59,6 +65,8 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
             continue
         for rec in records:
             prompt = rec["prompt_messages"] or ""
+            if rec.get("images"):  # checked by the mapper (rmspec.vision.rows); back into the prompt as parts
+                prompt = with_image_parts(prompt, rec["images"])
             examples.append(
                 Example(str(rec["id"]), str(rec.get("group") or "all"), prompt, [rec["chosen"], rec["rejected"]])
             )

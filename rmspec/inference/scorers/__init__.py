@@ -30,6 +30,7 @@ _SHIPPED = (
     ("composite", "rmspec.inference.scorers.composite", "rules, judges and models combined by a spec: trains nothing"),
     ("judge", "rmspec.inference.scorers.judge", "a generative judge: generates a verdict, has no score head"),
     ("process", "rmspec.inference.scorers.process", "a process reward model: P(correct) per step"),
+    ("vision_reward", "rmspec.inference.scorers.vision_reward", "a score head on a vision-language model"),
     ("pointwise", "rmspec.inference.scorers.pointwise", "a score head with one output per attribute"),
     ("reward", "rmspec.inference.scorers.reward", "a score head: one scalar reward per text"),
 )

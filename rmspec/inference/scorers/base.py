@@ -78,6 +78,7 @@ class ScorerType:
     ranks_pairs = False  # one reward per response: active selection ranks pairs by the margin
     one_score = False  # a score head with one scalar reward: what a pooling server (vLLM /classify) hosts
     shares_prompt = False  # a causal decoder may compute a prompt once for all its responses
+    reads_images = False  # prompts may hold image parts (a vision-language model): rmspec.evaluate.image_prompts
     card_use: tuple[str, ...] = ()  # the model card's `## Use` lines (rmspec.train.final_model)
 
     # ------------------------------------------------------------------ loading

@@ -37,6 +37,7 @@ ALIASES = {
 class Shape:
     kind: str
     columns: dict[str, str] = field(default_factory=dict)  # role -> column name
+    base_dir: str | None = None  # the scored file's folder: relative image paths resolve against it
 
     def describe(self) -> str:
         return f"{self.kind} (" + ", ".join(f"{role}={col}" for role, col in self.columns.items()) + ")"

@@ -1,0 +1,302 @@
+"""The vision-reward kind: a score head on a vision-language model (rmspec.vision.models), whose
+prompts may hold images.
+
+The modality lives here, in the encoder, and nowhere else: a prompt is a conversation whose user
+content may hold image parts, ``{"type": "image", "image": IMAGE}`` (IMAGE a decoded picture, a path
+or a ``data:`` URI: what rmspec.vision.images.decode_image reads), in the Hugging Face processor
+convention. The engine renders the conversation with the processor's chat template (the image parts
+become the model's image tokens), runs the processor on the text and the images, and reads the
+score head at the last token, exactly as a plain transformers forward of the same inputs does.
+
+- `rmspec eval`: benchmark prompts carry their image parts (rmspec.evaluate.image_prompts);
+- `rmspec score`: a row's `images` column (a list, or one image) fills the prompt's
+  ``{"type": "image"}`` parts or ``<image>`` placeholders in order; paths resolve against the
+  input file's folder; a row whose image is missing, does not decode, is too large, or whose image
+  parts and images differ in number goes to the rejects file as ``image_<reason>``;
+- `rmspec serve`: OpenAI ``image_url`` parts (rmspec.serve.chat) arrive as image parts.
+
+Nothing is cut to ``max_length`` (a cut through an image's tokens cannot be scored); a longer
+sequence is scored whole and flagged ``truncated: false`` like any other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmspec.inference.scorers.base import Found, Rejected
+from rmspec.inference.scorers.reward import RewardKind, _finite, _head_labels, _split
+from rmspec.inference.scorers.shapes import Shape, reason
+from rmspec.messages import Invalid
+from rmspec.spec.scorer_kind import ScorerKind
+
+IMAGE_TYPES = ("image", "image_url", "input_image")
+IMAGES_COLUMN = "images"  # the column of a scored file that holds each row's images (the training convention)
+
+
+@dataclass
+class VisionInput:
+    """One sequence as the processor reads it: the rendered text and its images, in order."""
+
+    text: str
+    images: list[Any]
+    truncated: bool = False
+
+
+@dataclass
+class VisionRewardEngine:
+    model: Any
+    processor: Any
+    max_length: int
+    kind: str = ScorerKind.VISION_REWARD
+    labels: list[str] = field(default_factory=lambda: ["reward"])
+    mean: float | None = None
+    std: float | None = None
+    target: Any = None
+    batch_size: int = 8
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.processor.tokenizer
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(self, items: Sequence[tuple[Any, str]]) -> list[VisionInput]:
+        """(prompt, response) items: the conversation rendered by the chat template, its images."""
+        out = []
+        for prompt, response in items:
+            messages, images = _template_messages(prompt)
+            messages.append({"role": "assistant", "content": response})
+            text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+            out.append(VisionInput(text, images))
+        return out
+
+    # ------------------------------------------------------------------ scoring
+
+    def outputs(self, inputs: Sequence[VisionInput], batch_size: int | None = None) -> list[list[float]]:
+        """Every head output per input, in input order (right-padded batches; the generic head reads
+        the last non-pad token of each row, so a text scores the same in any batch)."""
+        import torch
+
+        size = batch_size or self.batch_size
+        out: list[list[float]] = []
+        device = next(self.model.parameters()).device
+        for start in range(0, len(inputs), size):
+            batch = inputs[start : start + size]
+            images = [image for item in batch for image in item.images]
+            encoded = self.processor(
+                text=[item.text for item in batch],
+                images=images or None,
+                padding=True,
+                return_tensors="pt",
+            )
+            with torch.no_grad():
+                logits = self.model(**{k: v.to(device) for k, v in encoded.items()}).logits
+            out.extend(logits.float().cpu().tolist())
+        return out
+
+    def rewards(self, items: Sequence[tuple[Any, str]], batch_size: int | None = None) -> list[float]:
+        return [values[0] for values in self.outputs(self.encode(items), batch_size)]
+
+    def score_groups(
+        self, groups: Sequence[tuple[Any, Sequence[str]]], batch_size: int | None = None
+    ) -> list[list[float]]:
+        """Raw rewards of several responses per prompt, in input order (each sequence whole)."""
+        inputs = self.encode([(p, r) for p, responses in groups for r in responses])
+        flat = [values[0] for values in self.outputs(inputs, batch_size)]
+        return _split(flat, [len(r) for _, r in groups])
+
+    def score_pairs(
+        self, prompts: Sequence[Any], chosen: Sequence[str], rejected: Sequence[str], batch_size: int | None = None
+    ) -> tuple[list[float], list[float]]:
+        scores = self.score_groups([(p, [c, r]) for p, c, r in zip(prompts, chosen, rejected, strict=True)], batch_size)
+        return [s[0] for s in scores], [s[1] for s in scores]
+
+    def grouped_outputs(self, groups: Sequence[Sequence[VisionInput]], batch_size: int | None = None) -> Any:
+        return _split(self.outputs([e for g in groups for e in g], batch_size), [len(g) for g in groups])
+
+    def generate(self, conversations: Any, max_new_tokens: int | None = None, batch_size: int | None = None) -> Any:
+        raise TypeError("only a generative judge generates text")
+
+    # ------------------------------------------------------------------ normalization
+
+    @property
+    def can_normalize(self) -> bool:
+        return self.mean is not None and self.std is not None and self.std > 0
+
+    def normalize(self, reward: float) -> float | None:
+        if self.mean is None or self.std is None or not self.std > 0:
+            return None
+        return (reward - self.mean) / self.std
+
+
+def _template_messages(prompt: Any) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The prompt as the chat template reads it (image parts without their payload) and its images."""
+    from rmspec.vision.images import decode_image
+
+    messages: list[dict[str, Any]] = (
+        [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    )
+    images: list[Any] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                if isinstance(part, Mapping) and part.get("type") in IMAGE_TYPES:
+                    images.append(decode_image(part.get("image")))  # already checked: a decoded image passes
+                    parts.append({"type": "image"})
+                else:
+                    parts.append(dict(part))
+            message["content"] = parts
+    return messages, images
+
+
+def with_image_parts(prompt: Any, images: Sequence[Any], placeholder: str = "<image>") -> Any:
+    """A prompt whose ``<image>`` placeholders (text) or payload-less ``{"type": "image"}`` parts
+    take the given images, in order."""
+    from rmspec.vision.rows import to_parts
+
+    messages: list[dict[str, Any]] = (
+        [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    )
+    queue = list(images)
+    for message in messages:
+        content: Any = message.get("content")
+        if isinstance(content, str) and placeholder in content:
+            content = to_parts(content, placeholder)
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                if isinstance(part, Mapping) and part.get("type") in IMAGE_TYPES and "image" not in part and queue:
+                    part = {"type": "image", "image": queue.pop(0)}
+                parts.append(dict(part))
+            message["content"] = parts
+    return messages
+
+
+class VisionRewardKind(RewardKind):
+    """A score head on a vision-language model (config.json has a vision_config)."""
+
+    kind = ScorerKind.VISION_REWARD
+    description = "a score head on a vision-language model: prompts may hold images"
+    reads_images = True
+    shares_prompt = False  # each sequence is computed whole (its image with it)
+    card_use: tuple[str, ...] = ()  # the VLM card's snippet is rmspec.vision.models.card_snippet
+
+    def claims(self, found: Found) -> bool:
+        config = Path(found.model_dir) / "config.json"
+        if not config.is_file():
+            return False
+        try:
+            data = json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(data, dict) and "vision_config" in data
+
+    def load(
+        self, found: Found, *, dtype: str, device: str | None, batch_size: int | None, step_separator: str | None
+    ) -> Any:  # a VisionRewardEngine
+        return load_vision_engine(
+            found.model_dir, dtype=dtype, device=device, batch_size=batch_size, target=found.target
+        )
+
+    # ------------------------------------------------------------------ rmspec serve
+
+    def encode_text(self, engine: Any, text: str, *, add_special_tokens: bool, limit: int | None) -> Any:
+        raise TypeError("a vision reward model reads conversations with images (the chat routes), not bare texts")
+
+    def encode_ids(self, engine: Any, ids: list[int], limit: int | None) -> Any:
+        raise TypeError("a vision reward model reads conversations with images (the chat routes), not token ids")
+
+    # ------------------------------------------------------------------ rmspec score
+
+    def item(self, engine: Any, row: dict[str, Any], shape: Shape) -> Any:
+        """The row's (prompt with its images, response) items, or Rejected: image_<reason>."""
+        from rmspec.vision.images import ImageReject, check_count, decode_image, images_of
+        from rmspec.vision.rows import flatten_parts
+
+        column = IMAGES_COLUMN
+        given = images_of(row.get(column))
+        flat = {k: flatten_parts(v) if isinstance(v, list) else v for k, v in row.items()}
+        counted = flat.get(shape.columns.get("prompt", "")) or flat.get(shape.columns.get("messages", ""))
+        if counted is None:
+            counted = next((flat[c] for s, c in shape.columns.items() if s in ("chosen", "rejected")), "")
+        try:
+            check_count(counted, given)
+            images = []
+            for k, value in enumerate(given):
+                try:
+                    images.append(decode_image(value, shape.base_dir))
+                except ImageReject as exc:
+                    raise ImageReject(exc.reason, f"{column}[{k}]: {exc.detail}") from None
+        except ImageReject as exc:
+            return Rejected(f"image_{exc.reason}: {exc.detail}", f"image_{exc.reason}")
+        try:
+            items = shape.items(flat)
+        except Invalid as exc:
+            return Rejected(*reason(exc))
+        return [(with_image_parts(prompt, images), response) for prompt, response in items]
+
+    def score(
+        self, engine: Any, shape: Shape, items: list[Any], batch_size: int
+    ) -> tuple[list[dict[str, Any] | Rejected], tuple[int, int]]:
+        """The reward columns of each row (as the reward kind writes them); the token counts are the
+        real lengths, each sequence being its own row (no shared prompt)."""
+        groups = [engine.encode(its) for its in items]
+        outputs = engine.grouped_outputs(groups, batch_size)
+        lengths = [len(engine.tokenizer(e.text, add_special_tokens=False)["input_ids"]) for g in groups for e in g]
+        cols: list[dict[str, Any] | Rejected] = [
+            self.columns(engine, shape, outs, enc) for outs, enc in zip(outputs, groups)
+        ]
+        return cols, (sum(lengths), sum(lengths))
+
+
+def load_vision_engine(
+    model_dir: str | Path,
+    *,
+    dtype: str = "float32",
+    device: str | None = None,
+    batch_size: int | None = None,
+    target: Any = None,
+) -> VisionRewardEngine:
+    """The model (rmspec.vision.models.reward_class of its config) and its processor, offline."""
+    import torch
+    from transformers import AutoConfig, AutoProcessor
+
+    from rmspec.errors import RmspecError
+    from rmspec.inference.loading import DEFAULT_MAX_LENGTH
+    from rmspec.vision.models import reward_class
+    from rmspec.vision.tiny import processor_class
+
+    path = Path(model_dir)
+    processor_class()  # Qwen2-VL's processor without torchvision (rmspec.vision.tiny)
+    try:
+        config = AutoConfig.from_pretrained(str(path))
+        model = reward_class(config).from_pretrained(str(path), dtype=getattr(torch, dtype))
+        processor = AutoProcessor.from_pretrained(str(path))
+    except (OSError, ValueError) as exc:
+        raise RmspecError(
+            f"cannot load a vision-language reward model from {model_dir}: {exc}",
+            "the folder needs config.json, weights and the processor's files (preprocessor_config.json, tokenizer)",
+        ) from None
+    model.eval()
+    if device:
+        model.to(device)
+    limit = getattr(getattr(config, "text_config", config), "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
+    return VisionRewardEngine(
+        model,
+        processor,
+        int(limit),
+        labels=_head_labels(config),
+        mean=_finite(getattr(config, "reward_mean", None)),
+        std=_finite(getattr(config, "reward_std", None)),
+        target=target,
+        batch_size=batch_size or 8,
+    )
+
+
+KIND = VisionRewardKind()
