@@ -116,3 +116,79 @@ def test_vl_rewardbench_rows_equal_a_plain_forward(tiny_vlm, tmp_path):
     assert rows[0]["score_rejected"] == pytest.approx(plain_reward(tiny_vlm, parts, [red], "Green."), abs=1e-5)
     assert rows[1]["score_chosen"] == pytest.approx(plain_reward(tiny_vlm, parts, [green], "Green."), abs=1e-5)
     assert rows[1]["score_rejected"] == pytest.approx(plain_reward(tiny_vlm, parts, [green], "Red."), abs=1e-5)
+
+
+def served(model_dir: Path, limits=None):
+    from fastapi.testclient import TestClient
+
+    from rmspec.inference.engine import load_scorer
+    from rmspec.serve.app import create_app
+    from rmspec.serve.service import Service
+
+    return TestClient(create_app(Service(load_scorer(model_dir), model_name="m", normalize=False, limits=limits)))
+
+
+def uri(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def test_serve_reads_image_url_parts_as_score_does(tiny_vlm, tmp_path):
+    """vLLM's /pooling and /classify with OpenAI image_url parts: the reward equals `rmspec score` of the
+    same conversation and a plain transformers forward within 1e-5."""
+    need("fastapi")
+    from rmspec.inference import scorers
+    from rmspec.score.runner import score_file
+
+    red, blue = png((255, 0, 0)), png((0, 0, 255), (28, 56))
+    conversations = [
+        ([red], "Red."),
+        ([red, blue], "The first is red, the second blue."),
+    ]
+    rows, served_rewards = [], []
+    with served(tiny_vlm) as client:
+        for images, reply in conversations:
+            parts = [{"type": "image_url", "image_url": {"url": uri(b)}} for b in images]
+            parts.append({"type": "text", "text": PROMPT})
+            messages = [{"role": "user", "content": parts}, {"role": "assistant", "content": reply}]
+            answer = client.post("/pooling", json={"messages": messages, "use_activation": False})
+            assert answer.status_code == 200, answer.text
+            served_rewards.append(answer.json()["data"][0]["data"][0])
+            classify = client.post("/classify", json={"messages": messages, "use_activation": False})
+            assert classify.status_code == 200, classify.text
+            assert classify.json()["data"][0]["probs"][0] == pytest.approx(served_rewards[-1], abs=1e-6)
+            rows.append(
+                {"prompt": "<image>" * len(images) + PROMPT, "response": reply, "images": [uri(b) for b in images]}
+            )
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    score_file(scorers.load(tiny_vlm), source, tmp_path / "out.jsonl", target=str(tiny_vlm))
+    scored = [json.loads(line)["reward"] for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    plain = [
+        plain_reward(tiny_vlm, [{"type": "image"}] * len(images) + [{"type": "text", "text": PROMPT}], images, reply)
+        for images, reply in conversations
+    ]
+    assert served_rewards == pytest.approx(plain, abs=1e-5)
+    assert scored == pytest.approx(plain, abs=1e-5)
+    assert abs(plain[0] - plain[1]) > 1e-4
+
+
+def test_serve_refuses_bad_images_naming_the_item(tiny_vlm):
+    need("fastapi")
+    from rmspec.serve.service import Limits
+
+    def ask(client, image_part):
+        parts = [{"type": "text", "text": PROMPT}, image_part]
+        messages = [{"role": "user", "content": parts}, {"role": "assistant", "content": "Red."}]
+        return client.post("/pooling", json={"messages": messages})
+
+    with served(tiny_vlm, Limits(max_image_bytes=2000)) as client:
+        broken = ask(client, {"type": "image_url", "image_url": {"url": "data:image/png;base64,bm90IGFuIGltYWdl"}})
+        assert broken.status_code == 400 and "messages.0.content.1" in broken.text and "undecodable" in broken.text
+        url = ask(client, {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}})
+        assert url.status_code == 400 and "--allow-image-urls" in url.text
+        path = ask(client, {"type": "image_url", "image_url": {"url": "/etc/hostname"}})
+        assert path.status_code == 400 and "messages.0.content.1" in path.text
+        big = ask(client, {"type": "image_url", "image_url": {"url": uri(png((9, 9, 9), (400, 400)) + b"\0" * 3000)}})
+        assert big.status_code == 413 and "--max-image-mb" in big.text
+        text = client.post("/pooling", json={"input": "Red."})
+        assert text.status_code == 400 and "messages" in text.text

@@ -118,6 +118,18 @@ from rmspec.serve import MAX_BODY_MB, MAX_ITEMS  # light: constants only, the ar
     help="The coef of --ensemble-reduce mean_minus_std (default 1.0); refused with the other reductions.",
 )
 @click.option(
+    "--max-image-mb",
+    type=click.FloatRange(min=0.001),
+    default=32.0,
+    show_default=True,
+    help="A vision reward model: one image_url part's encoded bytes; a larger image gets 413.",
+)
+@click.option(
+    "--allow-image-urls",
+    is_flag=True,
+    help="A vision reward model: fetch http(s) image_url parts (default: only data: URIs; a URL gets 400).",
+)
+@click.option(
     "--access-log", is_flag=True, help="Log one line per request (method, path, status; never bodies or headers)."
 )
 def serve(
@@ -138,6 +150,8 @@ def serve(
     step_separator: str | None,
     ensemble_reduce: str,
     ensemble_coef: float | None,
+    max_image_mb: float,
+    allow_image_urls: bool,
     access_log: bool,
 ) -> None:
     """Serve TARGET (a run directory or a reward-model folder) over HTTP."""
@@ -171,6 +185,8 @@ def serve(
         max_queue=max_queue,
         max_batch_tokens=max_batch_tokens,
         max_wait_ms=max_wait_ms,
+        max_image_bytes=int(max_image_mb * 1024 * 1024),
+        allow_image_urls=allow_image_urls,
     )
     run_server(
         target,

@@ -45,3 +45,56 @@ def _unprocessable(exc: Invalid) -> ApiError:
     message = f"{exc.field}: {exc.detail}"
     # a role is the client's own value, echoed: cut to a readable length
     return ApiError(422, message[:200] if exc.problem == Problem.BAD_ROLE else message, exc.field)
+
+
+# ---------------------------------------------------------------------- images (a vision reward model)
+
+IMAGE_PART_TYPES = ("image_url", "image", "input_image")
+
+
+def image_conversation(messages: Any, limits: Any, field: str = "messages") -> tuple[Any, list[Any]]:
+    """OpenAI `image_url` content parts read and checked (rmspec.vision.images.decode_image, as the
+    data stage and `rmspec score` check them): the messages with each image part replaced by an
+    `<image>` placeholder text part (then checked as any conversation), and the decoded images in
+    order. Only `data:` URIs are read, and http(s) URLs where the server allows them
+    (--allow-image-urls); never a path on the server. A part that does not decode is a 400 naming the
+    item; one over --max-image-mb is a 413."""
+    from rmspec.vision.images import IMAGE_PLACEHOLDER, ImageReject, decode_image
+
+    if not isinstance(messages, list):
+        return messages, []
+    out, images = [], []
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            out.append(message)
+            continue
+        parts = []
+        for j, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") in IMAGE_PART_TYPES):
+                parts.append(part)
+                continue
+            where = f"{field}.{i}.content.{j}"
+            value = part.get(part["type"])
+            url = value.get("url") if isinstance(value, dict) else value
+            if not isinstance(url, str) or not url.startswith(("data:", "http://", "https://")):
+                raise ApiError(
+                    400,
+                    f"{where}: an image must be {{'type': 'image_url', 'image_url': {{'url': 'data:image/...;base64,...'}}}}"
+                    " (or an http(s) URL where the server runs with --allow-image-urls)",
+                    where,
+                )
+            try:
+                images.append(
+                    decode_image(url, None, allow_urls=limits.allow_image_urls, max_bytes=limits.max_image_bytes)
+                )
+            except ImageReject as exc:
+                if exc.reason == "too_many_bytes":
+                    raise ApiError(
+                        413, f"{where}: {exc.detail} (the server's --max-image-mb raises it)", where
+                    ) from None
+                hint = " (start the server with --allow-image-urls to fetch it)" if exc.reason == "url_refused" else ""
+                raise ApiError(400, f"{where}: image {exc.reason}: {exc.detail}{hint}", where) from None
+            parts.append({"type": "text", "text": IMAGE_PLACEHOLDER})
+        out.append({**message, "content": parts})
+    return out, images

@@ -30,6 +30,9 @@ class Limits:
     max_batch_tokens: int = 16384
     max_batch_items: int = 256
     max_wait_ms: float = 5.0
+    # one image's encoded bytes (rmspec.vision.images.DEFAULT_MAX_BYTES): 413 above
+    max_image_bytes: int = 32 * 1024 * 1024
+    allow_image_urls: bool = False  # fetch http(s) image_url parts (off: only data: URIs, 400 otherwise)
 
 
 @dataclass

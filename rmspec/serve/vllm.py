@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rmspec.inference.encoding import Encoded
 from rmspec.inference.engine import RewardEngine
-from rmspec.serve.chat import check_layout, conversation, split_reply
+from rmspec.serve.chat import check_layout, conversation, image_conversation, split_reply
 from rmspec.serve.request_io import ApiError, check_items, check_tokens, parse, read_json
 from rmspec.serve.service import Service, activation
 
@@ -84,11 +84,19 @@ def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
                 "with the reply and leave this false",
                 field,
             )
+        if service.kind.reads_images:  # image_url parts: decoded and checked here, read by the kind's encoder
+            messages, images = image_conversation(req.messages, service.limits)
+            prompt, reply = split_reply(conversation(messages))
+            return service.kind.encode_with_images(engine, prompt, reply, images)
         prompt, reply = split_reply(conversation(req.messages))
         assert isinstance(engine, RewardEngine), "a server that is not a process model holds a RewardEngine"
         check_layout(engine.layout, prompt)  # a tool turn the template drops: 422
         encoded = engine.encode([(prompt, reply)])  # the training layout, segment ids included
         return [engine.encode_ids(e.ids, limit) if limit and len(e.ids) > limit else e for e in encoded]
+    if service.kind.reads_images:
+        raise ApiError(
+            400, "input: a vision reward model scores messages (with image_url parts); send messages", "input"
+        )
     given = req.input
     items: list[Any]  # each a text or a list of token ids
     if isinstance(given, str) or (isinstance(given, list) and given and isinstance(given[0], int)):

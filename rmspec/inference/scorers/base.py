@@ -122,6 +122,10 @@ class ScorerType:
         """Served token ids (vLLM's `input` as ids) as this kind reads them: an Encoded."""
         raise TypeError(f"a {self.kind} scorer does not read served token ids")
 
+    def encode_with_images(self, engine: Any, prompt: Any, reply: str, images: list[Any]) -> list[Any]:
+        """A served conversation whose `<image>` placeholders take `images` (kinds that read images)."""
+        raise TypeError(f"a {self.kind} scorer does not read images")
+
     def serving(self, engine: Any, normalization: str) -> str:
         """The detail of the line `rmspec serve` logs at start."""
         return f"normalization {normalization}"

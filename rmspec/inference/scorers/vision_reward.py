@@ -43,7 +43,9 @@ class VisionInput:
 
     text: str
     images: list[Any]
+    ids: list[int] = field(default_factory=list)  # the text's tokens before the images expand (a batch's cost)
     truncated: bool = False
+    type_ids: None = None  # no segments (what serve asks of every encoded item)
 
 
 @dataclass
@@ -71,7 +73,7 @@ class VisionRewardEngine:
             messages, images = _template_messages(prompt)
             messages.append({"role": "assistant", "content": response})
             text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
-            out.append(VisionInput(text, images))
+            out.append(VisionInput(text, images, self.tokenizer(text, add_special_tokens=False)["input_ids"]))
         return out
 
     # ------------------------------------------------------------------ scoring
@@ -212,6 +214,10 @@ class VisionRewardKind(RewardKind):
     def encode_ids(self, engine: Any, ids: list[int], limit: int | None) -> Any:
         raise TypeError("a vision reward model reads conversations with images (the chat routes), not token ids")
 
+    def encode_with_images(self, engine: Any, prompt: Any, reply: str, images: list[Any]) -> list[Any]:
+        """A served conversation (rmspec.serve.chat.image_conversation put `<image>` where each part was)."""
+        return list(engine.encode([(with_image_parts(prompt, images), reply)]))
+
     # ------------------------------------------------------------------ rmspec score
 
     def item(self, engine: Any, row: dict[str, Any], shape: Shape) -> Any:
@@ -248,7 +254,7 @@ class VisionRewardKind(RewardKind):
         real lengths, each sequence being its own row (no shared prompt)."""
         groups = [engine.encode(its) for its in items]
         outputs = engine.grouped_outputs(groups, batch_size)
-        lengths = [len(engine.tokenizer(e.text, add_special_tokens=False)["input_ids"]) for g in groups for e in g]
+        lengths = [len(e.ids) for g in groups for e in g]
         cols: list[dict[str, Any] | Rejected] = [
             self.columns(engine, shape, outs, enc) for outs, enc in zip(outputs, groups)
         ]
