@@ -82,11 +82,12 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("/tmp/sweep-parallel"))
+    parser.add_argument("--parallel-first", action="store_true", help="two at a time first in each round")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs = []
     for _ in range(args.repeats):
-        for parallel in (1, 2):
+        for parallel in (2, 1) if args.parallel_first else (1, 2):
             runs.append(one_sweep(args.out, parallel, args.max_steps))
             print(json.dumps(runs[-1]), flush=True)
     summary = {
