@@ -192,3 +192,22 @@ def test_serve_refuses_bad_images_naming_the_item(tiny_vlm):
         assert big.status_code == 413 and "--max-image-mb" in big.text
         text = client.post("/pooling", json={"input": "Red."})
         assert text.status_code == 400 and "messages" in text.text
+
+
+def test_score_pairs_with_images(tiny_vlm, tmp_path):
+    """A pair's two responses share the row's images: both rewards equal the plain forward."""
+    from rmspec.inference import scorers
+    from rmspec.score.runner import score_file
+
+    green = png((0, 200, 0))
+    (tmp_path / "g.png").write_bytes(green)
+    parts = [{"type": "text", "text": PROMPT}, {"type": "image"}]
+    row = {"prompt": [{"role": "user", "content": parts}], "chosen": "Green.", "rejected": "Purple.", "images": "g.png"}
+    (tmp_path / "pairs.jsonl").write_text(json.dumps(row) + "\n")
+    score_file(scorers.load(tiny_vlm), tmp_path / "pairs.jsonl", tmp_path / "out.jsonl", target=str(tiny_vlm))
+    [scored] = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    chosen = plain_reward(tiny_vlm, parts, [green], "Green.")
+    rejected = plain_reward(tiny_vlm, parts, [green], "Purple.")
+    assert scored["reward_chosen"] == pytest.approx(chosen, abs=1e-5)
+    assert scored["reward_rejected"] == pytest.approx(rejected, abs=1e-5)
+    assert scored["margin"] == pytest.approx(chosen - rejected, abs=1e-5)
