@@ -28,10 +28,10 @@ class CompositeDocument(DocumentKind):
 
     planner = "rmspec.composite.plan:composite_plan"
     plan_view = "rmspec.composite.plan:render_composite_plan"
-    runner = "rmspec.evaluate.composite_run:run_composite"
-    evaluator = "rmspec.evaluate.composite_run:evaluate_composite_run"
+    runner = "rmspec.composite.run:run_composite"
+    evaluator = "rmspec.composite.run:evaluate_composite_run"
 
-    # results.json validation.metrics (rmspec.evaluate.composite_run.validate); per component figures,
+    # results.json validation.metrics (rmspec.composite.run.validate); per component figures,
     # correlations and failure counts sit beside them in the validation entry.
     validation_metrics = ("reward_mean", "reward_std", "rows_scored", "rows_failed")
 

@@ -1,6 +1,6 @@
 """The console summary of a composite run (a reward that trains nothing), as a trained run prints
 its own: the reward's mean and spread on the validation rows, each component's mean, weight and
-failures, and the benchmarks. Read from results.json only (rmspec.evaluate.composite_run writes it).
+failures, and the benchmarks. Read from results.json only (rmspec.composite.run writes it).
 Light: rich only.
 """
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # (name, module holding its KIND, what it is). The order is the order `load` asks each kind
 # whether it claims a model: the most specific first, the reward kind (any score head) last.
 _SHIPPED = (
-    ("composite", "rmspec.inference.scorers.composite", "rules, judges and models combined by a spec: trains nothing"),
+    ("composite", "rmspec.composite.scorer_kind", "rules, judges and models combined by a spec: trains nothing"),
     ("judge", "rmspec.inference.scorers.judge", "a generative judge: generates a verdict, has no score head"),
     ("process", "rmspec.inference.scorers.process", "a process reward model: P(correct) per step"),
     ("vision_reward", "rmspec.inference.scorers.vision_reward", "a score head on a vision-language model"),

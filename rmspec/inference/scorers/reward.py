@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from rmspec import approaches
-from rmspec.composite.scorer import CompositeScorer
 from rmspec.inference import scorers
 from rmspec.inference.encoding import Encoded, Prompt, encode_many, make_layout
 from rmspec.inference.loading import max_length_for
-from rmspec.inference.process import StepEngine
 from rmspec.inference.scorer import ScorerKind
 from rmspec.inference.scorers.base import Found, Rejected, ScorerType
 from rmspec.inference.scorers.shapes import PAIRS, Shape, reason
@@ -50,8 +48,9 @@ class RewardEngine:
         dtype: str = "float32",
         device: str | None = None,
         batch_size: int | None = None,
-    ) -> RewardEngine | StepEngine | CompositeScorer:
-        """`load_scorer`, by the name older callers use: a PRM folder gives a `StepEngine`."""
+    ) -> Any:
+        """`load_scorer`, by the name older callers use: a PRM folder gives a `StepEngine`, a composite
+        run an `rmspec.composite.scorer.CompositeScorer` (rmspec.composite sits above inference)."""
         return scorers.load(model_or_run, dtype=dtype, device=device, batch_size=batch_size)
 
     @classmethod
