@@ -187,6 +187,7 @@ class VisionRewardKind(RewardKind):
     description = "a score head on a vision-language model: prompts may hold images"
     reads_images = True
     shares_prompt = False  # each sequence is computed whole (its image with it)
+    one_score = False  # not a text classifier a pooling server hosts: vLLM's multimodal pooling is unchecked
     card_use: tuple[str, ...] = ()  # the VLM card's snippet is rmspec.vision.models.card_snippet
 
     def claims(self, found: Found) -> bool:
