@@ -292,6 +292,7 @@ def test_the_report_shows_the_setup_throughput_curves_and_worst_misranked_pairs(
     assert f"pairs per second {4 * 4 / status['train_seconds']:,.1f}" in text
     assert html.count('alt="training curve"') == 3  # loss, accuracy, learning rate
     assert "validation evaluated at 4 steps (1 to 4)" in text
+    assert "logged steps; last step 4," in text  # the stage notes after training carry no step
     rows = [json.loads(line) for line in (run / "eval" / "validation.jsonl").read_text().splitlines()]
     wrong = sorted(
         (r for r in rows if r["score_chosen"] < r["score_rejected"]),

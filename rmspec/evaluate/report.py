@@ -146,7 +146,7 @@ def build_html(run_dir: Path) -> str:
     curves = [c for c in curves if c]
     if curves:
         body.append('<div class="plots">' + "".join(img(c, "training curve") for c in curves) + "</div>")
-        last = metrics[-1]
+        last = next((r for r in reversed(metrics) if "step" in r), metrics[-1])  # not a stage note (no step)
         body.append(
             f"<p class=muted>{len(metrics)} logged steps; last step {last.get('step')}, epoch {last.get('epoch')}.</p>"
         )
