@@ -34,8 +34,8 @@ ALLOWED = {
     (
         "rmspec/composite/components/model.py",
         'if str(engine.kind) != "reward":',
-    ): "the composite (below rmspec.inference, so it cannot ask the registry) refuses a model component "
-    "that is not a one-score reward model, at the seam where it receives the loaded scorer",
+    ): "the composite refuses a model component that is not a one-score reward model, at the seam where "
+    "it receives the loaded scorer (the registry's one_score would also admit vision_reward: not the same test)",
 }
 
 

@@ -1,4 +1,5 @@
-"""`rmspec run SPEC` for a composite reward (approach kind composite): nothing is trained.
+"""`rmspec run SPEC` for a composite reward (approach kind composite): nothing is trained. The
+composite document's `runner` and `evaluator` hooks (rmspec.documents.composite) name this module.
 
 1. The components are built (models loaded with `load_scorer`, judges reached, the math-verify
    pool started).

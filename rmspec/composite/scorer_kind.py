@@ -1,5 +1,7 @@
 """The composite kind: rules, judges and models combined by a composite spec (rmspec.composite);
-it trains nothing, and its scorer is `rmspec.composite.scorer.CompositeScorer`.
+it trains nothing, and its scorer is `rmspec.composite.scorer.CompositeScorer`. It lives with the
+composite, above rmspec.inference, and the scorer registry (rmspec.inference.scorers) names it by
+path: inference imports nothing of the composite.
 
 `rmspec score RUN FILE` for a composite run: each row's reward, one column per component
 (its raw value, null where it failed or its route left it out) and `<name>_error` (the failure
