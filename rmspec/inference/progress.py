@@ -35,6 +35,8 @@ class _Pass:
     def advance(self, n: int) -> None:
         self.done += n
         now = time.monotonic()
+        if self.total and self.done >= self.total:
+            return  # the pass's end line says it (reporting), not a tick with nothing left
         if now - self.last >= self.every_s:
             self.last = now
             self.say(self.line(now))
