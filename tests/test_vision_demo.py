@@ -39,10 +39,12 @@ def test_demo_learns_the_colour_and_blank_pictures_stay_at_chance(tmp_path, monk
     run = rmspec("run", str(spec), cwd=tmp_path, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     saved = tmp_path / "runs" / "multimodal-demo" / "model"
-    from transformers import AutoConfig
+    from transformers import AutoConfig, AutoTokenizer
 
     model = reward_class(AutoConfig.from_pretrained(saved)).from_pretrained(saved).eval()
     processor = build_processor()
+    processor.tokenizer = AutoTokenizer.from_pretrained(saved)  # the run's own tokenizer (its pad token)
+    assert processor.tokenizer.pad_token_id == model.config.pad_token_id
     held_out = accuracy(model, processor, tmp_path / "heldout.jsonl")
     blank = accuracy(model, processor, tmp_path / "blank.jsonl")
     assert held_out >= 0.9, (held_out, blank)

@@ -13,12 +13,15 @@ from rmspec.train.objectives.ties import davidson_loss
 from rmspec.train.packing import is_packed, packed_pair_rewards
 from rmspec.train.pair_extras import EXTRA_MODULES, LM_HEAD_MODULE, chosen_response_labels, sft_term
 from rmspec.train.rewards import forward_scores, position_ids_from_mask
+from rmspec.train.vision_packing import is_vision_packed, packed_vision_pair_rewards
 from rmspec.vision.collate import vision_inputs
 
 
 def pair_rewards(model, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """(chosen, rejected) rewards of a batch, from one forward pass: 2B rows from PairCollator, or
     shared-prefix rows from PackedPairCollator (each prompt computed once)."""
+    if is_vision_packed(inputs):  # image rows, prompt-once with M-RoPE positions
+        return packed_vision_pair_rewards(model, inputs)
     if is_packed(inputs):
         return packed_pair_rewards(model, inputs)
     ids, mask = inputs["input_ids"], inputs["attention_mask"]

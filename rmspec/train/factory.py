@@ -14,6 +14,7 @@ from rmspec.approaches.base import LM_HEAD
 from rmspec.plan.packing import OFF
 from rmspec.train.collators import LMCollator, PairCollator, ScoresCollator
 from rmspec.train.packing import SHARED_PREFIX, PackedPairCollator, packed_length, packing_path
+from rmspec.train.vision_packing import VisionPackedPairCollator, why_not_packable
 from rmspec.vision.collate import VisionEncoder, VisionPairCollator, VisionScoresCollator, has_images
 
 
@@ -54,8 +55,17 @@ def build_trainer(
     approach = approaches.of(spec)
     sft = approach.uses_lm_head(spec.approach) and approach.head != LM_HEAD  # an LM term beside the score head
     packing, packing_reason = packing_path(spec.training.packing, approach, model.config, sft)
-    if has_images(train):  # prompt-once packing of image rows (M-RoPE) is rmspec.vision's, not this path's
-        packing, packing_reason = OFF, "rows with images train unpacked (each side encodes its images)"
+    if has_images(train) and packing == SHARED_PREFIX:  # image rows: prompt-once packing with M-RoPE, where it applies
+        why = why_not_packable(model.config) or (
+            "approach.length_debias / ensemble read pairs unpacked"
+            if getattr(spec.approach, "length_debias", None) or getattr(spec.approach, "ensemble", None)
+            else None
+        )
+        packing, packing_reason = (
+            (SHARED_PREFIX, "prompt-once packing with M-RoPE: each image encoded once per pair")
+            if why is None
+            else (OFF, f"rows with images: {why}")
+        )
     packed = packing == SHARED_PREFIX
     common = dict(
         model=model,
@@ -79,7 +89,8 @@ def bradley_terry(spec: Any, model: Any, tokenizer: Any, common: dict, packed: b
     pad = tokenizer.pad_token_id
     collator = PackedPairCollator(pad) if packed else PairCollator(pad)
     if has_images(common["train_dataset"]):
-        collator = VisionPairCollator(vision_encoder(model, tokenizer))
+        encoder = vision_encoder(model, tokenizer)
+        collator = VisionPackedPairCollator(encoder) if packed else VisionPairCollator(encoder)
     if approach.length_debias is not None or approach.ensemble is not None:
         from rmspec.train.heads import build_head_trainer  # ODIN or an ensemble of heads
 

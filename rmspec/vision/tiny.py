@@ -71,7 +71,10 @@ def build_tokenizer() -> Any:
     vocab = {char: i for i, char in enumerate(alphabet)}
     for token in SPECIAL_TOKENS:
         vocab[token] = len(vocab)
-    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token="<|endoftext|>", pad_token="<|endoftext|>")
+    # eos is <|im_end|> as in Qwen2-VL: a pad equal to eos would make rmspec add a pad token (and grow the vocabulary).
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab, merges=[], unk_token="<|endoftext|>", pad_token="<|endoftext|>", eos_token="<|im_end|>"
+    )
     tokenizer.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS[1:]})
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
