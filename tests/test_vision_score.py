@@ -211,3 +211,26 @@ def test_score_pairs_with_images(tiny_vlm, tmp_path):
     assert scored["reward_chosen"] == pytest.approx(chosen, abs=1e-5)
     assert scored["reward_rejected"] == pytest.approx(rejected, abs=1e-5)
     assert scored["margin"] == pytest.approx(chosen - rejected, abs=1e-5)
+
+
+def test_layout_ids_survive_a_padded_processor_call(tiny_vlm):
+    """A batch the processor pads (rmspec.vision.collate.VisionEncoder, as training and scoring call
+    it) leaves padding switched on in the fast tokenizer's Rust backend until the next tokenizer
+    call; the data layout encodes through that backend, so the next conversation it encoded came back
+    padded with <|endoftext|> to the batch's longest piece (and a reward read at a padded position)."""
+    from PIL import Image
+    from transformers import AutoTokenizer
+
+    from rmspec.inference.encoding import encode_many, make_layout
+    from rmspec.vision.collate import VisionEncoder
+    from rmspec.vision.processor import load_processor
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_vlm)
+    processor = load_processor(str(tiny_vlm), tokenizer)
+    layout = make_layout(tokenizer)
+    conversation = [{"role": "user", "content": "<image>" + PROMPT}]
+    before = encode_many(tokenizer, [(conversation, "Red.")], 4096, layout)[0].ids
+    encoder = VisionEncoder(processor, "<|vision_start|><|image_pad|><|vision_end|>")
+    encoder([before, before[:-3]], [[Image.new("RGB", (40, 40))], [Image.new("RGB", (40, 40))]])
+    after = encode_many(tokenizer, [(conversation, "Red.")], 4096, layout)[0].ids
+    assert after == before

@@ -235,6 +235,12 @@ class Layout:
             return [[] for _ in texts]
         backend = getattr(self.tok, "backend_tokenizer", None)
         if backend is not None:  # the Rust tokenizer directly: same ids, far less Python per text
+            # A padded or truncating tokenizer call (a processor's batch) leaves the backend padding or
+            # truncating until the next tokenizer call; switched off here, or these ids come back padded.
+            if backend.padding is not None:
+                backend.no_padding()
+            if backend.truncation is not None:
+                backend.no_truncation()
             ids = [e.ids for e in backend.encode_batch(unique, add_special_tokens=False)]
         else:
             ids = self.tok(unique, add_special_tokens=False)["input_ids"]

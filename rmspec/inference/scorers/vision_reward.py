@@ -4,9 +4,12 @@ prompts may hold images.
 The modality lives here, in the encoder, and nowhere else: a prompt is a conversation whose user
 content may hold image parts, ``{"type": "image", "image": IMAGE}`` (IMAGE a decoded picture, a path
 or a ``data:`` URI: what rmspec.vision.images.decode_image reads), in the Hugging Face processor
-convention. The engine renders the conversation with the processor's chat template (the image parts
-become the model's image tokens), runs the processor on the text and the images, and reads the
-score head at the last token, exactly as a plain transformers forward of the same inputs does.
+convention. The engine encodes as training does: each image part becomes the data stage's
+`<image>` placeholder, the conversation is laid out and cut by the data pipeline's layout (the run's
+chat template and max_length), and rmspec.vision.collate.VisionEncoder (training's) writes each
+placeholder as the model's image part and lets the processor expand it; the score head is read at
+the last token. On the tiny Qwen2-VL this equals a plain transformers forward of the processor's
+own chat template and image handling (tests/test_vision_score.py).
 
 - `rmspec eval`: benchmark prompts carry their image parts (rmspec.evaluate.image_prompts);
 - `rmspec score`: a row's `images` column (a list, or one image) fills the prompt's
@@ -15,8 +18,9 @@ score head at the last token, exactly as a plain transformers forward of the sam
   parts and images differ in number goes to the rejects file as ``image_<reason>``;
 - `rmspec serve`: OpenAI ``image_url`` parts (rmspec.serve.chat) arrive as image parts.
 
-Nothing is cut to ``max_length`` (a cut through an image's tokens cannot be scored); a longer
-sequence is scored whole and flagged ``truncated: false`` like any other.
+Each sequence is computed whole (no prompt shared between responses); the cut to ``max_length``
+is the data stage's (a cut through a placeholder would lose its image: keep max_length above the
+prompt's length).
 """
 
 from __future__ import annotations
@@ -41,9 +45,9 @@ IMAGES_COLUMN = "images"  # the column of a scored file that holds each row's im
 class VisionInput:
     """One sequence as the processor reads it: the rendered text and its images, in order."""
 
-    text: str
+    text: str  # unused ("" ): the ids are what the model reads
     images: list[Any]
-    ids: list[int] = field(default_factory=list)  # the text's tokens before the images expand (a batch's cost)
+    ids: list[int] = field(default_factory=list)  # as the data stage tokenizes it, each image a placeholder
     truncated: bool = False
     type_ids: None = None  # no segments (what serve asks of every encoded item)
 
@@ -53,6 +57,8 @@ class VisionRewardEngine:
     model: Any
     processor: Any
     max_length: int
+    layout: Any  # the data pipeline's layout (rmspec.data.layout): what training tokenized
+    image_text: str  # how one image part is written before the processor expands it (rmspec.vision.processor)
     kind: str = ScorerKind.VISION_REWARD
     labels: list[str] = field(default_factory=lambda: ["reward"])
     mean: float | None = None
@@ -67,34 +73,32 @@ class VisionRewardEngine:
     # ------------------------------------------------------------------ encoding
 
     def encode(self, items: Sequence[tuple[Any, str]]) -> list[VisionInput]:
-        """(prompt, response) items: the conversation rendered by the chat template, its images."""
-        out = []
-        for prompt, response in items:
-            messages, images = _template_messages(prompt)
-            messages.append({"role": "assistant", "content": response})
-            text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
-            out.append(VisionInput(text, images, self.tokenizer(text, add_special_tokens=False)["input_ids"]))
-        return out
+        """(prompt, response) items as training reads them: the image parts become the data stage's
+        `<image>` placeholders, the conversation is laid out and cut by the data pipeline's layout
+        (rmspec.inference.encoding), and the images travel beside the ids."""
+        from rmspec.inference.encoding import encode_many
+
+        flat, images = zip(*(_placeholders(prompt) for prompt, _ in items)) if items else ((), ())
+        encoded = encode_many(self.tokenizer, [(p, r) for p, (_, r) in zip(flat, items)], self.max_length, self.layout)
+        return [VisionInput("", list(imgs), e.ids, e.truncated) for e, imgs in zip(encoded, images)]
 
     # ------------------------------------------------------------------ scoring
 
     def outputs(self, inputs: Sequence[VisionInput], batch_size: int | None = None) -> list[list[float]]:
-        """Every head output per input, in input order (right-padded batches; the generic head reads
-        the last non-pad token of each row, so a text scores the same in any batch)."""
+        """Every head output per input, in input order. The batch is built as training builds it
+        (rmspec.vision.collate.VisionEncoder: placeholders written as the model's image part, the
+        processor expands them, right padding); the generic head reads the last non-pad token."""
         import torch
 
+        from rmspec.vision.collate import VisionEncoder
+
+        encoder = VisionEncoder(self.processor, self.image_text)
         size = batch_size or self.batch_size
         out: list[list[float]] = []
         device = next(self.model.parameters()).device
         for start in range(0, len(inputs), size):
             batch = inputs[start : start + size]
-            images = [image for item in batch for image in item.images]
-            encoded = self.processor(
-                text=[item.text for item in batch],
-                images=images or None,
-                padding=True,
-                return_tensors="pt",
-            )
+            encoded = encoder([item.ids for item in batch], [item.images for item in batch])
             with torch.no_grad():
                 logits = self.model(**{k: v.to(device) for k, v in encoded.items()}).logits
             out.extend(logits.float().cpu().tolist())
@@ -135,25 +139,26 @@ class VisionRewardEngine:
         return (reward - self.mean) / self.std
 
 
-def _template_messages(prompt: Any) -> tuple[list[dict[str, Any]], list[Any]]:
-    """The prompt as the chat template reads it (image parts without their payload) and its images."""
-    from rmspec.vision.images import decode_image
+def _placeholders(prompt: Any) -> tuple[Any, list[Any]]:
+    """The prompt with each image part as the data stage's `<image>` placeholder (text content, as
+    training data holds it) and its images in order, checked (a decoded image passes as it is)."""
+    from rmspec.vision.images import IMAGE_PLACEHOLDER, decode_image
 
-    messages: list[dict[str, Any]] = (
-        [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
-    )
+    if isinstance(prompt, str):
+        return prompt, []
+    messages: list[dict[str, Any]] = [dict(m) for m in prompt]
     images: list[Any] = []
     for message in messages:
         content = message.get("content")
         if isinstance(content, list):
-            parts = []
+            pieces = []
             for part in content:
                 if isinstance(part, Mapping) and part.get("type") in IMAGE_TYPES:
-                    images.append(decode_image(part.get("image")))  # already checked: a decoded image passes
-                    parts.append({"type": "image"})
-                else:
-                    parts.append(dict(part))
-            message["content"] = parts
+                    images.append(decode_image(part.get("image")))
+                    pieces.append(IMAGE_PLACEHOLDER)
+                elif isinstance(part, Mapping) and part.get("type") == "text":
+                    pieces.append(str(part.get("text", "")))
+            message["content"] = "".join(pieces)
     return messages, images
 
 
@@ -269,40 +274,49 @@ def load_vision_engine(
     device: str | None = None,
     batch_size: int | None = None,
     target: Any = None,
+    spec: Any = None,
 ) -> VisionRewardEngine:
-    """The model (rmspec.vision.models.reward_class of its config) and its processor, offline."""
+    """The model (rmspec.vision.models.reward_class of its config), its tokenizer and the processor
+    training used (rmspec.vision.processor, no torchvision needed), offline; `spec` (a run's) gives
+    the layout, chat template and max_length it trained with."""
     import torch
-    from transformers import AutoConfig, AutoProcessor
+    from transformers import AutoConfig, AutoTokenizer
 
     from rmspec.errors import RmspecError
-    from rmspec.inference.loading import DEFAULT_MAX_LENGTH
+    from rmspec.inference.encoding import make_layout
+    from rmspec.inference.loading import max_length_for, prepare_tokenizer
     from rmspec.vision.models import reward_class
-    from rmspec.vision.tiny import processor_class
+    from rmspec.vision.processor import image_text, load_processor
 
     path = Path(model_dir)
-    processor_class()  # Qwen2-VL's processor without torchvision (rmspec.vision.tiny)
     try:
         config = AutoConfig.from_pretrained(str(path))
         model = reward_class(config).from_pretrained(str(path), dtype=getattr(torch, dtype))
-        processor = AutoProcessor.from_pretrained(str(path))
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        processor = load_processor(str(path), tokenizer)
     except (OSError, ValueError) as exc:
         raise RmspecError(
             f"cannot load a vision-language reward model from {model_dir}: {exc}",
-            "the folder needs config.json, weights and the processor's files (preprocessor_config.json, tokenizer)",
+            "the folder needs config.json, weights, the tokenizer and preprocessor_config.json",
         ) from None
+    prepare_tokenizer(tokenizer, model)
     model.eval()
     if device:
         model.to(device)
-    limit = getattr(getattr(config, "text_config", config), "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
+    chat_template = spec.data.mapping.chat_template if spec is not None else "auto"
+    architecture = spec.model.shape.architecture if spec is not None and spec.model.shape else None
+    limit = max_length_for(model, tokenizer)
     return VisionRewardEngine(
         model,
         processor,
-        int(limit),
+        min(spec.training.max_length, limit) if spec is not None else limit,
+        make_layout(tokenizer, chat_template, architecture),
+        image_text(config, processor),
         labels=_head_labels(config),
         mean=_finite(getattr(config, "reward_mean", None)),
         std=_finite(getattr(config, "reward_std", None)),
         target=target,
-        batch_size=batch_size or 8,
+        batch_size=batch_size or (spec.eval.batch_size if spec is not None else 8),
     )
 
 
