@@ -231,7 +231,8 @@ def served(request, runs):
     normalize = request.param == "llama3"
     r.expected = r.normalized if normalize else r.scored
     port = free_port()
-    os.environ["RMSPEC_VLLM_PYTHON"] = VLLM_PYTHON  # serve.sh's python
+    saved = {k: os.environ.get(k) for k in ("RMSPEC_VLLM_PYTHON", "RMSPEC_NORMALIZE")}
+    os.environ["RMSPEC_VLLM_PYTHON"] = VLLM_PYTHON  # serve.sh's python (running_server passes os.environ on)
     os.environ["RMSPEC_NORMALIZE"] = "1" if normalize else "0"
     command = ["bash", str(r.export / "serve.sh"), "--enforce-eager", "--port", str(port)]
     try:
@@ -239,7 +240,11 @@ def served(request, runs):
             r.url = url
             yield r
     finally:
-        os.environ.pop("RMSPEC_NORMALIZE", None)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def post(url: str, body: dict) -> dict:
@@ -321,7 +326,10 @@ def test_openrlhf_executor_with_the_exported_reward_function(served):
 
     tok = served.tok
     os.environ["RMSPEC_VLLM_URL"] = served.url  # read when OpenRLHF loads the file
-    executor = SingleTurnAgentExecutor(str(served.export / "openrlhf_reward.py"))
+    try:
+        executor = SingleTurnAgentExecutor(str(served.export / "openrlhf_reward.py"))
+    finally:
+        os.environ.pop("RMSPEC_VLLM_URL")
 
     class Engine:  # only what cannot run here: vLLM's generation (the response + EOS, as vLLM returns it)
         def __init__(self, response):
@@ -428,6 +436,14 @@ def test_unhostable_models_are_refused_naming_the_architecture(tmp_path):
     done = rmspec("export", str(tmp_path / "neo"), "--to", "vllm", "-o", str(tmp_path / "y"))
     assert done.returncode == 2 and "GPTNeoForSequenceClassification" in done.stderr, done.stderr
     assert "vLLM has no pooling model" in done.stderr and "Qwen2" in done.stderr  # what it hosts
+
+    # a vision-language reward model (the vision_reward kind)
+    from rmspec.vision.tiny import build_tiny_vlm
+
+    vlm = build_tiny_vlm(tmp_path / "vlm")
+    done = rmspec("export", str(vlm), "--to", "vllm", "-o", str(tmp_path / "w"))
+    assert done.returncode == 2 and "Qwen2VLForSequenceClassification" in done.stderr, done.stderr
+    assert "vision-language reward model" in done.stderr and "Traceback" not in done.stderr
 
     # two outputs (a pointwise head): verl reads one
     q = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "q")

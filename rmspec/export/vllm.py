@@ -29,7 +29,8 @@ Refused with exit 2, naming the architecture and what vLLM hosts: generative jud
 them as generators, not through `/classify`), process reward models (vLLM's step pooling,
 `Qwen2ForProcessRewardModel`, is another head layout), pointwise multi-attribute heads (verl reads
 `probs[-1]` only), composite rewards, encoders (vLLM's `/classify` gives every token segment 0;
-rmspec trained the response as segment 1), architectures vLLM 0.32 has no model class for.
+rmspec trained the response as segment 1), vision-language reward models (not checked against
+vLLM's multimodal pooling), architectures vLLM 0.32 has no model class for.
 """
 
 from __future__ import annotations
@@ -155,6 +156,15 @@ def hosting(run: Path, scorer: Any) -> Hosting:
             "a process reward model: rmspec's token-classification head read at each step separator is not "
             "vLLM's step-pooling layout (Qwen2ForProcessRewardModel: a step tag id and two returned token ids)",
             serve_hint,
+        )
+    if kind.kind == "vision_reward":
+        raise refuse(
+            run,
+            architecture,
+            "a vision-language reward model: rmspec's reward class and image layout have not been checked against "
+            "vLLM 0.32's multimodal pooling (TransformersMultiModalForSequenceClassification), so its reward "
+            "under vLLM is unknown",
+            serve_hint + " (it takes image_url parts)",
         )
     if model is None or config is None:  # a composite reward (rules, judges and models together)
         raise refuse(run, architecture, "a composite reward is not one model", serve_hint)
