@@ -113,3 +113,22 @@ def test_rlaif_v_preset_reads_image_features_from_parquet(tmp_path):
     (kept,) = prepared.train.to_list()
     assert kept["prompt_messages"] == [{"role": "user", "content": "<image>What colour is the picture?"}]
     assert decode_image(kept["images"][0]).getpixel((0, 0)) == (255, 0, 0)
+
+
+def test_an_approach_that_cannot_take_images_is_refused_with_the_reason(tmp_path):
+    import pytest
+
+    from rmspec.errors import DataError
+
+    (tmp_path / "red.png").write_bytes(png((255, 0, 0)))
+    row = {"prompt": parts("Colour?"), "responses": ["red", "blue"], "scores": [1.0, 0.0], "images": ["red.png"]}
+    write_jsonl(tmp_path / "lists.jsonl", [row])
+    loaded = make_spec(
+        tmp_path,
+        {"source": {"kind": "files", "paths": ["lists.jsonl"]}, "mapping": {"columns": {"prompt": "prompt"}}},
+        approach={"kind": "listwise"},
+    )
+    with pytest.raises(DataError) as caught:
+        prepare(loaded, bert_tokenizer(), rejects_path=tmp_path / "rejects.jsonl", cache_dir=tmp_path / "cache")
+    assert "does not train on images" in caught.value.message and "listwise" in caught.value.message
+    assert caught.value.exit_code == 2

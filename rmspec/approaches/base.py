@@ -69,6 +69,11 @@ class Approach:
     template: str  # file under rmspec/templates/
     demo_data: str  # `rmspec init --data` default (a name rmspec.scaffold.data_choice knows)
 
+    def image_refusal(self, section: Any) -> str | None:
+        """Why this approach (with these options) cannot train on rows with images; None where it can
+        (a VLM collator reads them: rmspec.vision.collate). The data stage refuses image data with it."""
+        return f"approach {self.name} does not train on images (bradley_terry and pointwise do)"
+
     @property
     def rows(self) -> str:
         """The record kind the data stage writes for it (rmspec.data.records)."""

@@ -298,6 +298,11 @@ class BradleyTerryApproach(Approach):
             "weights, and its logits over the chosen sequence); the saved model is the score head only"
         ]
 
+    def image_refusal(self, section: Any) -> str | None:
+        # These recipes read pairs through their own forward passes, which take no image inputs yet.
+        option = next((o for o in ("length_debias", "ensemble", "sft_weight") if getattr(section, o, None)), None)
+        return f"approach.{option} does not train on images yet (remove it to train on this data)" if option else None
+
     def config_extra(self, spec: Any) -> dict[str, Any]:
         section = spec.approach
         option = "length_debias" if section.length_debias else "ensemble" if section.ensemble else None

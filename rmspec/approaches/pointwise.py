@@ -142,5 +142,8 @@ class PointwiseApproach(Approach):
             "scale": section.scale.model_dump(),
         }
 
+    def image_refusal(self, section: Any) -> str | None:
+        return None  # rmspec.vision.collate.VisionScoresCollator
+
 
 APPROACH = PointwiseApproach()

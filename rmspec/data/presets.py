@@ -14,6 +14,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from rmspec import approaches
 from rmspec.data.records import Reject
 from rmspec.data.row_values import conversation_pair, hh_turns, messages, number, required, split_hh, text
 from rmspec.data.steps import steps_record
@@ -67,6 +68,12 @@ class RowMapper:
         self.data_files = data_files or []
         self.images: RowImages | None = None
         if "images" in self.cols:
+            refusal = approaches.get(approach.kind).image_refusal(approach)
+            if refusal is not None:
+                raise DataError(
+                    f"{where}: the data has images (column {self.cols['images']!r}), but {refusal}",
+                    "train approach kind: bradley_terry or pointwise on it, or map the data without its images",
+                )
             settings = ImageSettings(
                 base_dir=str(Path(self.data_files[0]).parent) if self.data_files else None,
                 images_first=bool(self.layout and self.layout.images_first),
