@@ -234,3 +234,27 @@ def test_layout_ids_survive_a_padded_processor_call(tiny_vlm):
     encoder([before, before[:-3]], [[Image.new("RGB", (40, 40))], [Image.new("RGB", (40, 40))]])
     after = encode_many(tokenizer, [(conversation, "Red.")], 4096, layout)[0].ids
     assert after == before
+
+
+def test_a_run_whose_model_lacks_the_processor_reads_the_base_models(tiny_vlm, tmp_path):
+    """A run's model/ saved with its tokenizer only: the image processor's settings come from the base
+    model the spec names, and the rewards equal those of the complete folder."""
+    import shutil
+
+    from helpers.fabricated_run import fabricate_run
+    from rmspec.inference import scorers
+
+    model = tmp_path / "model-no-processor"
+    shutil.copytree(tiny_vlm, model)
+    (model / "processor_config.json").unlink()  # where transformers 5 saves the image processor's settings
+    (model / "preprocessor_config.json").unlink(missing_ok=True)
+    run = fabricate_run(tmp_path / "run", model, tmp_path / "unused.jsonl")
+    spec = run / "spec.yaml"
+    spec.write_text(spec.read_text().replace("sentence-transformers/all-MiniLM-L6-v2", str(tiny_vlm)))
+    prompt = [
+        {"role": "user", "content": [{"type": "image", "image": png((255, 0, 0))}, {"type": "text", "text": PROMPT}]}
+    ]
+    from_run = scorers.load(run)
+    assert from_run.kind == "vision_reward"
+    expected = plain_reward(tiny_vlm, [{"type": "image"}, {"type": "text", "text": PROMPT}], [png((255, 0, 0))], "Red.")
+    assert from_run.rewards([(prompt, "Red.")]) == pytest.approx([expected], abs=1e-5)

@@ -209,7 +209,7 @@ class VisionRewardKind(RewardKind):
         self, found: Found, *, dtype: str, device: str | None, batch_size: int | None, step_separator: str | None
     ) -> Any:  # a VisionRewardEngine
         return load_vision_engine(
-            found.model_dir, dtype=dtype, device=device, batch_size=batch_size, target=found.target
+            found.model_dir, dtype=dtype, device=device, batch_size=batch_size, target=found.target, spec=found.spec
         )
 
     # ------------------------------------------------------------------ rmspec serve
@@ -267,6 +267,17 @@ class VisionRewardKind(RewardKind):
         return cols, (sum(lengths), sum(lengths))
 
 
+def _processor_source(path: Path, target: Any, spec: Any) -> str:
+    """Where the image processor's settings are: the model folder when it holds them, else (a run's
+    model saved with its tokenizer only) the base model the run trained from."""
+    if spec is None or any((path / name).is_file() for name in ("preprocessor_config.json", "processor_config.json")):
+        return str(path)
+    from rmspec.packaged import resolve_model_path
+
+    base_dir = getattr(getattr(target, "loaded_spec", None), "base_dir", None)
+    return resolve_model_path(spec.model.name_or_path, base_dir)
+
+
 def load_vision_engine(
     model_dir: str | Path,
     *,
@@ -293,11 +304,11 @@ def load_vision_engine(
         config = AutoConfig.from_pretrained(str(path))
         model = reward_class(config).from_pretrained(str(path), dtype=getattr(torch, dtype))
         tokenizer = AutoTokenizer.from_pretrained(str(path))
-        processor = load_processor(str(path), tokenizer)
+        processor = load_processor(_processor_source(path, target, spec), tokenizer)
     except (OSError, ValueError) as exc:
         raise RmspecError(
             f"cannot load a vision-language reward model from {model_dir}: {exc}",
-            "the folder needs config.json, weights, the tokenizer and preprocessor_config.json",
+            "the folder needs config.json, weights, the tokenizer and the processor's settings (processor_config.json)",
         ) from None
     prepare_tokenizer(tokenizer, model)
     model.eval()
