@@ -93,6 +93,10 @@ def tiny_config(
     from transformers import Qwen2VLConfig
 
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
+    # M-RoPE splits half a head's dimensions into time, height and width sections ([2, 3, 3] at hidden 64).
+    half = hidden // 4 // 2
+    time_dims = half // 4
+    section = [time_dims, (half - time_dims) // 2, half - time_dims - (half - time_dims) // 2]
     return Qwen2VLConfig(
         text_config={
             "vocab_size": len(tokenizer),
@@ -102,7 +106,7 @@ def tiny_config(
             "num_attention_heads": 4,
             "num_key_value_heads": 2,
             "max_position_embeddings": 4096,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": section},
             "pad_token_id": ids["<|endoftext|>"],
             "bos_token_id": None,
             "eos_token_id": ids["<|im_end|>"],
