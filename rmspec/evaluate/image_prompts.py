@@ -65,5 +65,5 @@ def require_image_scorer(engine: Any, benchmark: str, prompts: Sequence[Any]) ->
         return
     raise DataError(
         f"benchmark {benchmark!r} holds images and this {engine.kind} model reads text only",
-        "score it with a vision-language reward model (docs/score_and_serve.md, Images)",
+        "score it with a vision-language reward model (a run trained on a *ForConditionalGeneration model with images)",
     )
