@@ -177,7 +177,7 @@ class RowMapper:
     # ------------------------------------------------------------ per row
 
     def __call__(self, row: dict[str, Any], index: int) -> list[dict[str, Any]]:
-        base = {"id": self._id(row, index), "group": self._group(row)}
+        base: dict[str, Any] = {"id": self._id(row, index), "group": self._group(row)}
         if self.images is not None:
             try:
                 row, refs, _ = self.images.read(row, self.cols)

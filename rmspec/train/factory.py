@@ -87,7 +87,7 @@ def build_trainer(
 def bradley_terry(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool, validation: Any) -> Any:
     approach = spec.approach
     pad = tokenizer.pad_token_id
-    collator = PackedPairCollator(pad) if packed else PairCollator(pad)
+    collator: Any = PackedPairCollator(pad) if packed else PairCollator(pad)
     if has_images(common["train_dataset"]):
         encoder = vision_encoder(model, tokenizer)
         collator = VisionPackedPairCollator(encoder) if packed else VisionPairCollator(encoder)
@@ -138,7 +138,7 @@ def pointwise(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool,
 
     approach = spec.approach
     prompts = list(validation["prompt"]) if validation is not None and "prompt" in validation.column_names else None
-    collator = ScoresCollator(tokenizer.pad_token_id)
+    collator: Any = ScoresCollator(tokenizer.pad_token_id)
     if has_images(common["train_dataset"]):
         collator = VisionScoresCollator(vision_encoder(model, tokenizer))
     return PointwiseTrainer(

@@ -50,7 +50,7 @@ def processor_class() -> Any:
         from transformers.models.qwen2_vl.processing_qwen2_vl import Qwen2VLProcessor
 
         class ImageTextProcessor(Qwen2VLProcessor):
-            def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):  # type: ignore[no-untyped-def]
+            def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
                 super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
 
         # ProcessorMixin reads its parts from __init__'s signature: image processor and tokenizer.
