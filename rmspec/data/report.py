@@ -61,6 +61,8 @@ class DataReport:
     notes: list[str] = field(default_factory=list)
     # data.sources: how the datasets were mixed (method, stopping strategy, seed, weights, sizes).
     mixture: dict[str, Any] | None = None
+    # Rows with images (rmspec.vision.tokens.summary): images per row, sizes, visual tokens per row.
+    images: dict[str, Any] | None = None
     seconds: float = 0.0
     cached: bool = False
     fingerprint: str = ""
@@ -101,6 +103,8 @@ class DataReport:
         }
         if self.mixture is None:  # one dataset: the report keeps the keys it always had
             body.pop("mixture")
+        if self.images is None:  # text data: no images section
+            body.pop("images")
         return {**out, **body}
 
     @classmethod

@@ -1,0 +1,118 @@
+"""Visual tokens per image, from the image processor's settings and the image's size (no torch).
+
+The Qwen2-VL family's rule (transformers' ``smart_resize``): the image is resized so each side is a
+multiple of ``patch_size * merge_size``, its area within [min_pixels, max_pixels]; it is cut into
+``patch_size`` patches, and every ``merge_size x merge_size`` patches become one token. The data
+report (and later the plan) reads it; tests/test_vision_tokens.py checks it against the processor.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from rmspec.vision.images import decode_image
+
+
+@dataclass(frozen=True)
+class VisualSettings:
+    patch_size: int = 14
+    merge_size: int = 2
+    min_pixels: int = 56 * 56
+    max_pixels: int = 28 * 28 * 1280
+
+    def tokens(self, width: int, height: int) -> int:
+        h, w = smart_resize(height, width, self.patch_size * self.merge_size, self.min_pixels, self.max_pixels)
+        return (h // self.patch_size) * (w // self.patch_size) // (self.merge_size**2)
+
+
+def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """transformers' Qwen2-VL rule, restated (sides multiples of ``factor``, area within the bounds)."""
+    h_bar = round(height / factor) * factor  # may round to 0: then the area is under min_pixels, scaled up below
+    w_bar = round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def settings_of(model_dir: str | Path | None) -> VisualSettings | None:
+    """The image processor's settings saved with a model (processor_config.json or
+    preprocessor_config.json); None where there are none (a text model, a hub id not on disk)."""
+    if model_dir is None:
+        return None
+    folder = Path(model_dir)
+    for name in ("preprocessor_config.json", "processor_config.json"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        data = data.get("image_processor", data)
+        if "patch_size" not in data:
+            continue
+        size = data.get("size") or {}
+        defaults = VisualSettings()
+        return VisualSettings(
+            patch_size=int(data["patch_size"]),
+            merge_size=int(data.get("merge_size", defaults.merge_size)),
+            min_pixels=int(data.get("min_pixels") or size.get("shortest_edge") or defaults.min_pixels),
+            max_pixels=int(data.get("max_pixels") or size.get("longest_edge") or defaults.max_pixels),
+        )
+    return None
+
+
+def image_size(reference: str) -> tuple[int, int]:
+    """(width, height) of a checked image reference, from its header where it is a file."""
+    if not reference.startswith("data:"):
+        with Image.open(reference) as image:
+            return image.size
+    return decode_image(reference).size
+
+
+def summary(images_per_row: list[list[str]], settings: VisualSettings | None) -> dict[str, Any]:
+    """The data report's images section: images per row, sizes, visual tokens per row (with settings)."""
+    counts = [len(refs) for refs in images_per_row]
+    sizes = [image_size(ref) for refs in images_per_row for ref in refs]
+    out: dict[str, Any] = {
+        "rows": len(counts),
+        "rows_with_images": sum(1 for n in counts if n),
+        "images": len(sizes),
+        "images_per_row": {
+            "mean": round(statistics.fmean(counts), 3) if counts else 0.0,
+            "max": max(counts, default=0),
+        },
+    }
+    if sizes:
+        widths, heights = [w for w, _ in sizes], [h for _, h in sizes]
+        out["width"] = {"min": min(widths), "median": statistics.median(widths), "max": max(widths)}
+        out["height"] = {"min": min(heights), "median": statistics.median(heights), "max": max(heights)}
+    if settings is not None:
+        per_row, k = [], 0
+        for n in counts:
+            per_row.append(sum(settings.tokens(*sizes[j]) for j in range(k, k + n)))
+            k += n
+        out["visual_tokens_per_row"] = {
+            "mean": round(statistics.fmean(per_row), 2) if per_row else 0.0,
+            "max": max(per_row, default=0),
+        }
+        out["processor"] = {
+            "patch_size": settings.patch_size,
+            "merge_size": settings.merge_size,
+            "min_pixels": settings.min_pixels,
+            "max_pixels": settings.max_pixels,
+        }
+    return out

@@ -1,0 +1,58 @@
+"""Visual tokens per image from the processor's settings equal what the processor itself produces
+(image_grid_thw) for sizes around the min/max pixel bounds; the data report counts images per row,
+their sizes and visual tokens per row from the model folder's saved processor settings."""
+
+from __future__ import annotations
+
+import io
+
+from PIL import Image
+
+from helpers.data import make_spec, write_jsonl
+from rmspec.vision.tiny import build_processor, build_tokenizer
+from rmspec.vision.tokens import VisualSettings, settings_of
+
+
+def test_tokens_match_the_processor():
+    for min_pixels, max_pixels in ((784, 4096), (56 * 56, 28 * 28 * 64)):
+        processor = build_processor(min_pixels=min_pixels, max_pixels=max_pixels)
+        settings = VisualSettings(14, 2, min_pixels, max_pixels)
+        for width, height in ((64, 64), (13, 200), (300, 40), (224, 224), (500, 333), (28, 28), (1000, 30)):
+            image = Image.new("RGB", (width, height), (10, 20, 30))
+            grid = processor.image_processor(images=[image], return_tensors="pt")["image_grid_thw"][0]
+            expected = int(grid.prod()) // 4
+            assert settings.tokens(width, height) == expected, (min_pixels, max_pixels, width, height)
+
+
+def test_data_report_counts_images_sizes_and_visual_tokens(tmp_path):
+    from rmspec.data import prepare
+
+    model_dir = tmp_path / "vlm"
+    processor = build_processor(min_pixels=784, max_pixels=4096)
+    processor.save_pretrained(model_dir)  # the model folder's processor settings
+    assert settings_of(model_dir) == VisualSettings(14, 2, 784, 4096)
+    sizes = [(64, 64), (112, 56), (56, 56)]
+    for k, size in enumerate(sizes):
+        buffer = io.BytesIO()
+        Image.new("RGB", size, (200, 0, 0)).save(buffer, format="PNG")
+        (tmp_path / f"{k}.png").write_bytes(buffer.getvalue())
+    rows = [
+        {"prompt": "<image>one", "chosen": "a", "rejected": "b", "images": ["0.png"]},
+        {"prompt": "<image><image>two", "chosen": "c", "rejected": "d", "images": ["1.png", "2.png"]},
+    ]
+    write_jsonl(tmp_path / "pairs.jsonl", rows)
+    loaded = make_spec(
+        tmp_path, {"source": {"kind": "files", "paths": ["pairs.jsonl"]}, "mapping": {"preset": "pairs"}}
+    )
+    tokenizer = build_tokenizer()
+    tokenizer.save_pretrained(model_dir)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    report = prepare(loaded, tokenizer, rejects_path=tmp_path / "rejects.jsonl", cache_dir=tmp_path / "cache").report
+    images = report.to_json()["images"]
+    settings = VisualSettings(14, 2, 784, 4096)
+    per_row = [settings.tokens(64, 64), settings.tokens(112, 56) + settings.tokens(56, 56)]
+    assert images["rows"] == 2 and images["images"] == 3 and images["images_per_row"] == {"mean": 1.5, "max": 2}
+    assert images["width"] == {"min": 56, "median": 64, "max": 112}
+    assert images["visual_tokens_per_row"] == {"mean": sum(per_row) / 2, "max": max(per_row)}
