@@ -100,9 +100,9 @@ def test_reward_equals_a_plain_forward_of_the_gguf_model(plain, source, gguf_mod
     the last token of the tokenizer's own chat template, times the same score head."""
     from transformers import AutoModel
 
+    from rmspec.approaches.bradley_terry import BradleyTerry
     from rmspec.inference.engine import RewardEngine
     from rmspec.inference.read_point import ReadPoint
-    from rmspec.approaches.bradley_terry import BradleyTerry
     from rmspec.train.modeling import load_model
 
     _, tokenizer = gguf_model
