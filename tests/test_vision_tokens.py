@@ -56,3 +56,51 @@ def test_data_report_counts_images_sizes_and_visual_tokens(tmp_path):
     assert images["rows"] == 2 and images["images"] == 3 and images["images_per_row"] == {"mean": 1.5, "max": 2}
     assert images["width"] == {"min": 56, "median": 64, "max": 112}
     assert images["visual_tokens_per_row"] == {"mean": sum(per_row) / 2, "max": max(per_row)}
+
+
+def test_vision_tower_parameters_count_the_modules():
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    from rmspec.vision.models import reward_class
+    from rmspec.vision.shapes import vision_tower_parameters
+    from rmspec.vision.tiny import tiny_config
+
+    torch.set_num_threads(1)
+    config = tiny_config(build_tokenizer())
+    model = reward_class(config)(config)
+    assert vision_tower_parameters(config.to_dict()) == sum(p.numel() for p in model.model.visual.parameters())
+    config25 = Qwen2_5_VLConfig(
+        text_config={
+            "vocab_size": 300,
+            "hidden_size": 64,
+            "intermediate_size": 96,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [2, 3, 3]},
+        },
+        vision_config={
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 48,
+            "num_heads": 2,
+            "out_hidden_size": 64,
+            "fullatt_block_indexes": [1],
+        },
+    )
+    model25 = Qwen2_5_VLForConditionalGeneration(config25)
+    assert vision_tower_parameters(config25.to_dict()) == sum(p.numel() for p in model25.model.visual.parameters())
+
+
+def test_the_plan_counts_the_vision_tower():
+    from rmspec.plan.model_shape import shape_from_config, vision_notes
+    from rmspec.vision.models import reward_class
+    from rmspec.vision.tiny import tiny_config
+
+    config = tiny_config(build_tokenizer())
+    total = sum(p.numel() for p in reward_class(config)(config).parameters())
+    shape = shape_from_config(config.to_dict(), "test")
+    # The text side is the planner's estimate; without the tower it would miss ~45% of this model.
+    assert abs(shape.trained_parameters("score") - total) / total < 0.02
+    assert "79,552 parameters" in vision_notes(shape)[0]

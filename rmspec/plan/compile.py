@@ -36,7 +36,7 @@ from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.invariants import checked
 from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
-from rmspec.plan.model_shape import ModelShape, resolve_shape, shape_from_config
+from rmspec.plan.model_shape import ModelShape, resolve_shape, shape_from_config, vision_notes
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
 from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
@@ -101,6 +101,7 @@ def compile_plan(
     choice = _fit(spec.training, shape, base, hw, spec.model.lora is not None, seqs)
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
+    warnings += vision_notes(shape)
     refuse_vllm_on_cpu(spec, hw.is_gpu)
     warnings += grpo_notes(
         spec, shape, precision.compute, choice.micro_batch, hw.num_processes, choice.memory.total, hw.usable_gb

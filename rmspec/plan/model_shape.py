@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import PlanError
+from rmspec.vision.shapes import vision_tower_parameters
 
 # model_type -> facts a config.json leaves implicit (class defaults in transformers).
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -153,6 +154,7 @@ class ModelShape:
         """Embeddings, blocks, final norm and pooler: the model without any head."""
         h = self.hidden_size
         n = self.embedding_parameters() + self.num_layers * self.layer_parameters()
+        n += self.extra.get("vision_parameters", 0)  # a VLM's vision tower and projector (rmspec.vision.shapes)
         if self.architecture == "decoder":
             n += 2 * h if self.norm == "layer" else h  # final norm
         if self.pooler:
@@ -232,7 +234,10 @@ def _first(config: dict, *keys: str, default: Any = None) -> Any:
 
 
 def shape_from_config(config: dict, source: str) -> ModelShape:
-    """A shape from the keys of a Hugging Face config.json (text config for multimodal ones)."""
+    """A shape from the keys of a Hugging Face config.json (text config for multimodal ones, plus the
+    vision tower's parameters where rmspec.vision.shapes knows the family)."""
+    vision = vision_tower_parameters(config)
+    extra = {"vision_parameters": vision} if vision else {}
     if isinstance(config.get("text_config"), dict):
         text = config["text_config"]
         config = {**text, "model_type": text.get("model_type", config.get("model_type"))}
@@ -294,7 +299,20 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
         type_vocab_size=int(config.get("type_vocab_size", 0) or 0),
         relative_position_rows=relative,
         pooler=family.get("pooler", False),
+        extra=extra,
     )
+
+
+def vision_notes(shape: ModelShape) -> list[str]:
+    """The plan's line for a VLM: its vision tower is in the weights, gradients and optimizer states."""
+    vision = shape.extra.get("vision_parameters")
+    if not vision:
+        return []
+    return [
+        f"vision tower and projector: {vision:,} parameters (from config.json's vision_config), counted in "
+        "the weights, gradients and optimizer states; visual tokens per row: data_report.json's images section "
+        "(rmspec data), activations sized by text tokens only"
+    ]
 
 
 def possible_shape(shape: ModelShape) -> None:

@@ -1,0 +1,32 @@
+"""The vision tower's size from a VLM's config.json, for the planner (light: no torch, no Pillow)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def vision_tower_parameters(config: dict[str, Any]) -> int | None:
+    """Parameters of a VLM's vision tower and projector from its config.json (no torch): exact for
+    Qwen2-VL and Qwen2.5-VL (tests/test_vision_tokens.py counts the modules); None for others."""
+    vision = config.get("vision_config")
+    model_type = config.get("model_type")
+    if not isinstance(vision, dict) or model_type not in ("qwen2_vl", "qwen2_5_vl"):
+        return None
+    channels = int(vision.get("in_channels") or vision.get("in_chans") or 3)
+    patch, temporal = int(vision.get("patch_size", 14)), int(vision.get("temporal_patch_size", 2))
+    merge = int(vision.get("spatial_merge_size", 2))
+    if model_type == "qwen2_vl":
+        e = int(vision["embed_dim"])
+        m = int(e * vision.get("mlp_ratio", 4))
+        out = int(vision["hidden_size"])
+        block = 4 * e + (3 * e * e + 3 * e) + (e * e + e) + (m * e + m) + (e * m + e)  # LayerNorms, attention, MLP
+        ln_q = 2 * e
+    else:
+        e = int(vision["hidden_size"])
+        m = int(vision["intermediate_size"])
+        out = int(vision["out_hidden_size"])
+        block = 2 * e + (3 * e * e + 3 * e) + (e * e + e) + 2 * (e * m + m) + (m * e + e)  # RMSNorms, gated MLP
+        ln_q = e
+    q = e * merge * merge
+    merger = ln_q + (q * q + q) + (out * q + out)
+    return channels * temporal * patch * patch * e + int(vision["depth"]) * block + merger
