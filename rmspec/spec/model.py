@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from rmspec.spec.base import Section
 
@@ -36,6 +36,34 @@ class ModelShape(Section):
     layer_class: str | None = Field(
         None, description="Class name of one transformer block, used to wrap FSDP units (e.g. LlamaDecoderLayer)."
     )
+
+
+class VisionSpec(Section):
+    """A vision-language model's image side (docs/multimodal.md)."""
+
+    freeze: list[Literal["vision_tower", "projector"]] = Field(
+        default_factory=list,
+        description="Parts kept at their loaded weights (not trained): vision_tower (the image encoder: patch "
+        "embedding and blocks) and/or projector (the merger into the language model).",
+    )
+    min_pixels: PositiveInt | None = Field(
+        None,
+        description="Smallest image area the processor resizes to (Qwen2-VL family: visual tokens = area / 28^2); "
+        "unset: the checkpoint's processor setting. Training reads it.",
+    )
+    max_pixels: PositiveInt | None = Field(
+        None,
+        description="Largest image area the processor resizes to (bounds the visual tokens per image); unset: the "
+        "checkpoint's processor setting. Training reads it.",
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> VisionSpec:
+        if self.min_pixels is not None and self.max_pixels is not None and self.min_pixels > self.max_pixels:
+            raise ValueError(f"min_pixels {self.min_pixels} is over max_pixels {self.max_pixels}: swap them")
+        if len(set(self.freeze)) != len(self.freeze):
+            raise ValueError("freeze names a part twice")
+        return self
 
 
 class ModelSpec(Section):
@@ -83,4 +111,9 @@ class ModelSpec(Section):
     )
     shape: ModelShape | None = Field(
         None, description="Explicit shape for planning without config.json (offline, private or new models)."
+    )
+    vision: VisionSpec | None = Field(
+        None,
+        description="Vision-language models: freeze the vision tower and/or projector, and the image resolution "
+        "(min_pixels / max_pixels) the processor resizes to (docs/multimodal.md).",
     )

@@ -18,11 +18,13 @@ from rmspec.train.vision_packing import VisionPackedPairCollator, why_not_packab
 from rmspec.vision.collate import VisionEncoder, VisionPairCollator, VisionScoresCollator, has_images
 
 
-def vision_encoder(model: Any, tokenizer: Any) -> VisionEncoder:
-    """The image side of a VLM's batches: its processor (rmspec.vision.processor) over the run's tokenizer."""
+def vision_encoder(model: Any, tokenizer: Any, vision: Any = None) -> VisionEncoder:
+    """The image side of a VLM's batches: its processor (rmspec.vision.processor) over the run's tokenizer,
+    at the spec's resolution (model.vision.min_pixels / max_pixels) where it sets one."""
     from rmspec.vision.processor import image_text, load_processor
 
-    processor = load_processor(model.config._name_or_path, tokenizer)
+    bounds = {"min_pixels": vision.min_pixels, "max_pixels": vision.max_pixels} if vision is not None else {}
+    processor = load_processor(model.config._name_or_path, tokenizer, **bounds)
     return VisionEncoder(processor, image_text(model.config, processor))
 
 
@@ -89,7 +91,7 @@ def bradley_terry(spec: Any, model: Any, tokenizer: Any, common: dict, packed: b
     pad = tokenizer.pad_token_id
     collator: Any = PackedPairCollator(pad) if packed else PairCollator(pad)
     if has_images(common["train_dataset"]):
-        encoder = vision_encoder(model, tokenizer)
+        encoder = vision_encoder(model, tokenizer, spec.model.vision)
         collator = VisionPackedPairCollator(encoder) if packed else VisionPairCollator(encoder)
     if approach.length_debias is not None or approach.ensemble is not None:
         from rmspec.train.heads import build_head_trainer  # ODIN or an ensemble of heads
@@ -140,7 +142,7 @@ def pointwise(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool,
     prompts = list(validation["prompt"]) if validation is not None and "prompt" in validation.column_names else None
     collator: Any = ScoresCollator(tokenizer.pad_token_id)
     if has_images(common["train_dataset"]):
-        collator = VisionScoresCollator(vision_encoder(model, tokenizer))
+        collator = VisionScoresCollator(vision_encoder(model, tokenizer, spec.model.vision))
     return PointwiseTrainer(
         data_collator=collator,
         objective=approach.objective,

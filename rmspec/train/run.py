@@ -169,6 +169,15 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         note = init_model_from_run(model, spec.model.init_from)
         if main:
             print(f"rmspec: {note}", flush=True)
+    if spec.model.vision is not None and spec.model.vision.freeze:  # a VLM's image side kept as loaded
+        from rmspec.vision.freeze import freeze
+
+        try:
+            frozen = freeze(model, spec.model.vision.freeze)
+        except ValueError as exc:
+            raise RmspecError(str(exc), "remove model.vision.freeze, or train a vision-language model") from None
+        if main:
+            print(f"rmspec: frozen {', '.join(f'{k} ({v:,} parameters)' for k, v in frozen.items())}", flush=True)
     if spec.model.lora is not None:
         model = apply_lora(model, spec.model.lora, spec.approach.kind)
 
