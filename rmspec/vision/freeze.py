@@ -6,6 +6,7 @@ encoder's `merger` (Qwen2-VL family) or the model's `multi_modal_projector` / `c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 ENCODERS = ("visual", "vision_tower", "vision_model")
@@ -32,7 +33,7 @@ def parts(model: Any) -> dict[str, list[Any]]:
     return {"vision_tower": tower, "projector": list(projector.parameters()) if projector is not None else []}
 
 
-def freeze(model: Any, names: list[str]) -> dict[str, int]:
+def freeze(model: Any, names: Sequence[str]) -> dict[str, int]:
     """Stop the named parts training; returns the parameters frozen per part. A part the model does not
     have raises ValueError naming it."""
     found = parts(model)
