@@ -105,6 +105,9 @@ def test_a_run_with_a_frozen_vision_tower_keeps_it(tmp_path, monkeypatch):
     run = rmspec("run", str(spec), cwd=tmp_path, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "frozen vision_tower" in (tmp_path / "runs" / "multimodal-demo" / "train.log").read_text()
+    # The model card's Use section is the snippet that loads it in plain transformers (tests/test_vision_model.py runs it).
+    card = (tmp_path / "runs" / "multimodal-demo" / "model" / "README.md").read_text()
+    assert 'register_checkpoint_conversion_mapping("Qwen2VLForSequenceClassification"' in card
     before = load_file(str(tmp_path / "tiny-vlm" / "model.safetensors"))
     after = load_file(str(tmp_path / "runs" / "multimodal-demo" / "model" / "model.safetensors"))
     tower = [k for k in before if k.startswith("visual.") and not k.startswith("visual.merger.")]

@@ -134,8 +134,10 @@ def model_card(
     data_summary: dict[str, Any] | None,
     results: dict[str, Any],
     scorer: str = "reward",
+    use: tuple[str, ...] | None = None,
 ) -> str:
-    """A model card: metadata, how to use it, the spec as run, the data and the results."""
+    """A model card: metadata, how to use it (`use`, else the scorer kind's lines), the spec as run, the
+    data and the results."""
     from huggingface_hub import ModelCardData
 
     meta = ModelCardData(
@@ -164,7 +166,7 @@ def model_card(
         ),
         "## Use",
         "",
-        *scorers.get(scorer).card_use,  # the saved model's kind: a token classifier, a causal LM, a score head
+        *(use or scorers.get(scorer).card_use),  # the saved model's kind: a token classifier, a causal LM, a score head
         "",
         "## Results",
         "",

@@ -113,3 +113,16 @@ _CONFIG_CLASSES = {
     "qwen2_5_vl": "Qwen2_5_VLConfig",
     "qwen3_vl": "Qwen3VLConfig",
 }
+
+
+def card_use(config: Any) -> tuple[str, ...] | None:
+    """The model card's Use section for a VLM reward model (None for a text model: its kind's own)."""
+    if getattr(config, "vision_config", None) is None:
+        return None
+    return (
+        "Load it in plain transformers (images through the base model's processor):",
+        "",
+        "```python",
+        *card_snippet(config.model_type, "PATH").splitlines(),
+        "```",
+    )
