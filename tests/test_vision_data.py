@@ -109,7 +109,9 @@ def test_rlaif_v_preset_reads_image_features_from_parquet(tmp_path):
     )
     rejects = tmp_path / "out" / "rejects.jsonl"
     prepared = prepare(loaded, bert_tokenizer(), rejects_path=rejects, cache_dir=tmp_path / "cache")
-    assert [line["reason"] for line in read_jsonl(rejects)] == ["image_undecodable"]
+    (line,) = read_jsonl(rejects)
+    assert line["reason"] == "image_undecodable"
+    assert line["row"]["image"]["bytes"] == "<9 bytes>"  # named by its size, not dumped
     (kept,) = prepared.train.to_list()
     assert kept["prompt_messages"] == [{"role": "user", "content": "<image>What colour is the picture?"}]
     assert decode_image(kept["images"][0]).getpixel((0, 0)) == (255, 0, 0)

@@ -137,4 +137,11 @@ def prompt_text(messages: list[dict[str, str]]) -> str:
 
 
 def to_json_row(row: dict[str, Any]) -> str:
-    return json.dumps(row, ensure_ascii=False, default=str)
+    return json.dumps(row, ensure_ascii=False, default=_json_value)
+
+
+def _json_value(value: Any) -> str:
+    """Bytes (an image's, up to megabytes) are named by their size in rejects.jsonl, not dumped."""
+    if isinstance(value, bytes | bytearray):
+        return f"<{len(value)} bytes>"
+    return str(value)
