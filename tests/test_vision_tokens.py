@@ -5,6 +5,7 @@ their sizes and visual tokens per row from the model folder's saved processor se
 from __future__ import annotations
 
 import io
+import json
 
 from PIL import Image
 
@@ -104,3 +105,42 @@ def test_the_plan_counts_the_vision_tower():
     # The text side is the planner's estimate; without the tower it would miss ~45% of this model.
     assert abs(shape.trained_parameters("score") - total) / total < 0.02
     assert "79,552 parameters" in vision_notes(shape)[0]
+
+
+def test_the_plan_says_why_a_vlm_trains_unpacked(tmp_path):
+    from helpers.runs import rmspec
+
+    (tmp_path / "vlm").mkdir()
+    config = {
+        "model_type": "gemma3",
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32},
+        "text_config": {
+            "model_type": "gemma3_text",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": 300,
+            "intermediate_size": 128,
+        },
+    }
+    (tmp_path / "vlm" / "config.json").write_text(json.dumps(config))
+    write_jsonl(tmp_path / "pairs.jsonl", [{"prompt": "<image>q", "chosen": "a", "rejected": "b", "images": ["x.png"]}])
+    spec = {
+        "version": 1,
+        "name": "t",
+        "model": {"name_or_path": "vlm"},
+        "data": {"source": {"kind": "files", "paths": ["pairs.jsonl"]}, "split": {"validation_fraction": None}},
+        "approach": {"kind": "bradley_terry"},
+        "training": {"max_length": 64, "global_batch_size": 4},
+        "hardware": {"device": "cpu"},
+    }
+    (tmp_path / "spec.yaml").write_text(json.dumps(spec))
+    out = rmspec("plan", "spec.yaml", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "gemma3 is a vision-language model" in out.stdout and "two sequences per pair" in out.stdout
+    spec["training"]["packing"] = "shared_prefix"
+    (tmp_path / "spec.yaml").write_text(json.dumps(spec))
+    refused = rmspec("plan", "spec.yaml", cwd=tmp_path)
+    assert refused.returncode == 2 and "gemma3 is a vision-language model" in refused.stdout + refused.stderr

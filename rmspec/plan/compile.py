@@ -38,12 +38,13 @@ from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model_shape import ModelShape, resolve_shape, shape_from_config, vision_notes
 from rmspec.plan.optimizer_state import planned_optimizer
-from rmspec.plan.packing import SHARED_PREFIX, plan_packing
+from rmspec.plan.packing import OFF, SHARED_PREFIX, plan_packing
 from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths, recipe_notes
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, what_would_fit
 from rmspec.rundir import RunDir
+from rmspec.vision.shapes import packing_refusal
 
 LORA_ROLES = {
     "q_proj": "q",
@@ -196,6 +197,19 @@ def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool) -> Seq
     lists = declared.sequences_per_example is None
     n_list, list_how = list_size(spec, loaded.base_dir) if lists else (None, None)
     packing, packing_reason = plan_packing(training.packing, declared, shape.architecture, attn, sft)
+    vlm = shape.extra.get("vision_model_type")
+    if packing == SHARED_PREFIX and vlm:  # a VLM's image pairs pack with M-RoPE where that is built
+        refusal = packing_refusal(vlm)
+        if refusal is not None and training.packing == SHARED_PREFIX:
+            raise PlanError(
+                f"training.packing: shared_prefix cannot apply: {refusal}",
+                hint="set training.packing: auto (or off) to train with one sequence per response",
+            )
+        packing, packing_reason = (
+            (OFF, f"auto: {refusal}")
+            if refusal is not None
+            else (SHARED_PREFIX, f"{packing_reason}; a VLM ({vlm}): each image encoded once per pair, M-RoPE positions")
+        )
     if packing != SHARED_PREFIX:
         return Sequences(lists, n_list, list_how, packing, packing_reason)
     if lists:  # one row [prompt | r_1 | ... | r_N] per prompt

@@ -237,7 +237,9 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
     """A shape from the keys of a Hugging Face config.json (text config for multimodal ones, plus the
     vision tower's parameters where rmspec.vision.shapes knows the family)."""
     vision = vision_tower_parameters(config)
-    extra = {"vision_parameters": vision} if vision else {}
+    extra: dict[str, Any] = {"vision_parameters": vision} if vision else {}
+    if isinstance(config.get("vision_config"), dict):  # a VLM: its type decides prompt-once packing
+        extra["vision_model_type"] = str(config.get("model_type", ""))
     if isinstance(config.get("text_config"), dict):
         text = config["text_config"]
         config = {**text, "model_type": text.get("model_type", config.get("model_type"))}

@@ -37,18 +37,15 @@ from rmspec.inference.prefix_mask import (
     split_shared_prefix,
 )
 from rmspec.vision.collate import VisionEncoder
-
-#: Model types whose ``get_rope_index`` gives the 3-D positions used here.
-PACKABLE_TYPES = ("qwen2_vl", "qwen2_5_vl")
+from rmspec.vision.shapes import packing_refusal
 
 
 def why_not_packable(config: Any) -> str | None:
-    """None where prompt-once packing applies to this VLM; else the reason it trains unpacked."""
-    if config.model_type not in PACKABLE_TYPES:
-        return (
-            f"{config.model_type}: prompt-once packing is built for {', '.join(PACKABLE_TYPES)} "
-            "(its attention or positions take no pair mask here)"
-        )
+    """None where prompt-once packing applies to this VLM; else the reason it trains unpacked (the plan
+    gives the same reason: rmspec.vision.shapes.packing_refusal)."""
+    refusal = packing_refusal(config.model_type)
+    if refusal is not None:
+        return refusal
     impl = attention_implementation(config)
     if impl not in MASKED_ATTENTION:
         return f"attention {impl!r} takes no custom 4D mask (packing needs sdpa or eager)"

@@ -30,3 +30,19 @@ def vision_tower_parameters(config: dict[str, Any]) -> int | None:
     q = e * merge * merge
     merger = ln_q + (q * q + q) + (out * q + out)
     return channels * temporal * patch * patch * e + int(vision["depth"]) * block + merger
+
+
+#: Model types whose ``get_rope_index`` gives the 3-D positions prompt-once packing uses
+#: (rmspec.train.vision_packing); the others train with two sequences per pair.
+PACKABLE_TYPES = ("qwen2_vl", "qwen2_5_vl")
+
+
+def packing_refusal(model_type: str) -> str | None:
+    """Why a VLM of this type trains image pairs unpacked; None where prompt-once packing applies."""
+    if model_type in PACKABLE_TYPES:
+        return None
+    return (
+        f"{model_type} is a vision-language model: prompt-once packing with M-RoPE is built for "
+        f"{', '.join(PACKABLE_TYPES)} (others: bidirectional image attention, linear attention or positions "
+        "that take no pair mask here), so it trains two sequences per pair"
+    )
