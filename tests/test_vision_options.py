@@ -116,3 +116,27 @@ def test_a_run_with_a_frozen_vision_tower_keeps_it(tmp_path, monkeypatch):
     language = [k for k in before if k.startswith("model.layers.")]
     assert any(not torch.equal(before[k], after[k]) for k in merger)
     assert any(not torch.equal(before[k], after[k]) for k in language)
+
+
+def test_lora_goes_on_the_language_model_only_unless_all():
+    from types import SimpleNamespace
+
+    from rmspec.train.modeling import apply_lora
+
+    torch.set_num_threads(1)
+    config = tiny_config(build_tokenizer())
+    lora = SimpleNamespace(r=4, alpha=8.0, dropout=0.0, target_modules="all-linear")
+
+    def adapted(language_model_only: bool, targets="all-linear") -> list[str]:
+        lora.target_modules = targets
+        wrapped = apply_lora(reward_class(config)(config), lora, "bradley_terry", language_model_only)
+        return [n for n, _ in wrapped.named_parameters() if "lora_A" in n]
+
+    everywhere = adapted(False)
+    language = adapted(True)
+    assert any(".visual." in n for n in everywhere)
+    assert language and not any(".visual." in n for n in language)
+    assert {n for n in everywhere if ".visual." not in n} == set(language)
+    assert all(n.split(".lora_A")[0].endswith("q_proj") for n in adapted(True, ["q_proj"]))
+    with pytest.raises(ValueError, match="names no linear layer"):
+        adapted(True, ["qkv"])  # a vision-only name

@@ -57,6 +57,12 @@ class VisionSpec(Section):
         "checkpoint's processor setting. Training reads it.",
     )
 
+    lora_on: Literal["language_model", "all"] = Field(
+        "language_model",
+        description="With model.lora on a vision-language model: which linear layers get adapters. language_model "
+        "(the vision tower and projector keep their loaded weights) or all (target_modules over the whole model).",
+    )
+
     @model_validator(mode="after")
     def _bounds(self) -> VisionSpec:
         if self.min_pixels is not None and self.max_pixels is not None and self.min_pixels > self.max_pixels:

@@ -197,10 +197,19 @@ def load_model(
     return LoadedModel(model=model, tokenizer=tokenizer, head_initialized=head_initialized)
 
 
-def apply_lora(model: PreTrainedModel, lora: Any, approach_kind: str) -> PreTrainedModel:
-    """Wrap in peft LoRA; the score head is trained in full and saved with the adapter (modules_to_save)."""
+def apply_lora(
+    model: PreTrainedModel, lora: Any, approach_kind: str, language_model_only: bool = False
+) -> PreTrainedModel:
+    """Wrap in peft LoRA; the score head is trained in full and saved with the adapter (modules_to_save).
+    ``language_model_only``: a VLM's adapters go on its language model's linear layers only
+    (rmspec.vision.freeze.language_linears), so the vision tower and projector keep their weights."""
     from peft import LoraConfig, TaskType, get_peft_model
 
+    target_modules = lora.target_modules
+    if language_model_only:
+        from rmspec.vision.freeze import language_linears
+
+        target_modules = language_linears(model, lora.target_modules)
     declared = approaches.get(approach_kind)
     head = score_head(model)
     modules_to_save = None
@@ -210,7 +219,7 @@ def apply_lora(model: PreTrainedModel, lora: Any, approach_kind: str) -> PreTrai
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
-        target_modules=lora.target_modules,
+        target_modules=target_modules,
         task_type=TaskType[declared.lora_task],
         modules_to_save=modules_to_save,
     )

@@ -117,6 +117,7 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
     from rmspec.train.callbacks import MetricsJsonl, metric_family
     from rmspec.train.factory import build_trainer
     from rmspec.train.modeling import apply_lora, ensure_pad_token, load_model, load_tokenizer
+    from rmspec.vision.processor import is_vision_config
 
     loaded = load_run_spec(run)
     spec = loaded.spec
@@ -179,7 +180,9 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         if main:
             print(f"rmspec: frozen {', '.join(f'{k} ({v:,} parameters)' for k, v in frozen.items())}", flush=True)
     if spec.model.lora is not None:
-        model = apply_lora(model, spec.model.lora, spec.approach.kind)
+        vision = spec.model.vision
+        language_only = is_vision_config(model.config) and (vision is None or vision.lora_on == "language_model")
+        model = apply_lora(model, spec.model.lora, spec.approach.kind, language_model_only=language_only)
 
     validation = prepared.validation if prepared.validation is not None and len(prepared.validation) else None
     args = build_training_arguments(

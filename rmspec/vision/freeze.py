@@ -45,3 +45,26 @@ def freeze(model: Any, names: Sequence[str]) -> dict[str, int]:
             parameter.requires_grad_(False)
         frozen[name] = sum(p.numel() for p in found[name])
     return frozen
+
+
+HEADS = ("score", "lm_head", "classifier")
+
+
+def language_linears(model: Any, targets: Any) -> list[str]:
+    """Full names of the linear layers LoRA should wrap in a VLM's language model: every linear there
+    for ``all-linear``, else those whose last name part is one of ``targets``. The vision tower, the
+    projector and the heads are left out."""
+    import torch
+
+    skip = {id(p) for name in ("vision_tower", "projector") for p in parts(model)[name]}
+    names = []
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear) or name.split(".")[-1] in HEADS:
+            continue
+        if any(id(p) in skip for p in module.parameters()):
+            continue
+        if targets == "all-linear" or name.split(".")[-1] in targets:
+            names.append(name)
+    if not names:
+        raise ValueError(f"model.lora.target_modules {targets!r} names no linear layer of the language model")
+    return names
