@@ -61,9 +61,15 @@ def _score_model(
     from rmspec.inference.loading import load_reward_model
 
     spec = loaded_spec.spec
-    if model is None or tokenizer is None:
-        model, tokenizer = load_reward_model(rd.model)
-    engine = RewardEngine.from_parts(model, tokenizer, spec, batch_size=batch_size)
+    if reads_images(rd.model):  # a VLM: the saved folder with its processor, images in every sequence
+        from rmspec.inference.scorers.vision_reward import load_vision_engine
+
+        engine: Any = load_vision_engine(rd.model, batch_size=batch_size, spec=spec)
+        model, tokenizer = engine.model, engine.tokenizer
+    else:
+        if model is None or tokenizer is None:
+            model, tokenizer = load_reward_model(rd.model)
+        engine = RewardEngine.from_parts(model, tokenizer, spec, batch_size=batch_size)
     note_fresh_head(model, results)
     if spec.eval.validation:
         if validation is None:
@@ -76,6 +82,17 @@ def _score_model(
                 validate(engine, validation)
     evaluate_benchmarks(engine, requests, rd.eval_dir, results, base_dir=loaded_spec.base_dir, progress=progress)
     _reward_stats(rd, results)
+
+
+def reads_images(model_dir: Path) -> bool:
+    """The saved model is a vision-language model (the `vision_reward` scorer kind claims it)."""
+    import json
+
+    config = Path(model_dir) / "config.json"
+    try:
+        return "vision_config" in json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def evaluate_pairs(rd: RunDir, loaded_spec: Any, results: dict[str, Any], **kw: Any) -> None:

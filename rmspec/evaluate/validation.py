@@ -8,6 +8,9 @@ from typing import Any
 
 from rmspec.errors import RmspecError
 from rmspec.evaluate.excerpts import prompt_excerpt
+from rmspec.spec.scorer_kind import ScorerKind
+
+SIDES = ("chosen", "rejected")
 
 
 def prepare_validation(loaded_spec: Any, tokenizer: Any, notes: list[str], cache_dir: Path | None = None) -> Any:
@@ -30,9 +33,13 @@ def validation_rows(validation: Iterable[dict[str, Any]], engine: Any) -> list[d
 
     rows = list(validation)
     # Encoders were trained with segment ids (prompt 0, response 1); score with them too.
-    encoded = [Encoded(r["chosen_input_ids"], r.get("chosen_token_type_ids")) for r in rows] + [
+    encoded: list[Any] = [Encoded(r["chosen_input_ids"], r.get("chosen_token_type_ids")) for r in rows] + [
         Encoded(r["rejected_input_ids"], r.get("rejected_token_type_ids")) for r in rows
     ]
+    if getattr(engine, "kind", None) == ScorerKind.VISION_REWARD:  # each side read with the row's images
+        from rmspec.inference.scorers.vision_reward import VisionInput
+
+        encoded = [VisionInput("", list(r.get("images") or []), r[f"{side}_input_ids"]) for side in SIDES for r in rows]
     scores = [values[0] for values in engine.outputs(encoded)]
     n = len(rows)
     return [

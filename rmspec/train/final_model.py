@@ -105,6 +105,7 @@ def save_final_model(
         return
     assert tmp is not None, "the main process made the temporary folder above"
     tokenizer.save_pretrained(tmp)
+    save_image_processor(trainer, tmp)
     if side_tensors:
         from safetensors.torch import save_file
 
@@ -122,6 +123,17 @@ def save_final_model(
     tmp.rename(target)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def save_image_processor(trainer: Any, folder: Path) -> None:
+    """A VLM's image processor as training used it (model.vision's min/max pixels included), saved as
+    preprocessor_config.json beside the weights: the folder then scores alone, without the base model
+    (rmspec.inference.scorers.vision_reward). Text models have no image encoder in their collator."""
+    encoder = getattr(trainer.data_collator, "encoder", None)
+    processor = getattr(encoder, "processor", None)
+    image_processor = getattr(processor, "image_processor", None)
+    if image_processor is not None:
+        image_processor.save_pretrained(str(folder))
 
 
 def model_card(
