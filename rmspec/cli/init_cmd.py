@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from rmspec.scaffold import APPROACHES, OWN_DOCUMENTS, data_names, example_names
+from rmspec.scaffold.built import BUILT_EXAMPLES
 from rmspec.spec.data import PRESETS
 
 
@@ -43,7 +44,9 @@ def _ask(approach: str | None, data: str | None, model: str | None, out: Path | 
 @click.option(
     "--example",
     metavar="NAME",
-    help=f"Write a shipped example spec instead of a template ({', '.join(example_names())}).",
+    help="Write a shipped example spec instead of a template "
+    f"({', '.join(sorted([*example_names(), *BUILT_EXAMPLES]))}; multimodal also builds its data and tiny model "
+    "in a folder named after the spec).",
 )
 @click.option("--model", metavar="ID_OR_PATH", help="Hub id or local model directory.")
 @click.option("--name", help="Run name (default: the template's).")
@@ -85,6 +88,16 @@ def init(approach, data, preset, example, model, name, out, force) -> None:
     if out.exists() and not force:
         raise RmspecError(f"{out} exists", hint="pick another -o path or add --force")
     out_dir = out.parent if str(out.parent) else Path(".")
+    if example in BUILT_EXAMPLES:  # its files are built by a subprocess (torch); the spec is checked here
+        from rmspec.scaffold.built import build_example
+
+        folder = build_example(example, out, model, name)
+        parsed, locs = parse_yaml_text(out.read_text(encoding="utf-8"), str(out))
+        documents.of_document(parsed).check(parsed, locs, out)
+        click.echo(
+            f"wrote {out} and {folder}/ ({example}); next: rmspec plan {out}, then OMP_NUM_THREADS=1 rmspec run {out}"
+        )
+        return
     if example is not None:
         doc = example_document(example, model, name)
     else:

@@ -10,6 +10,7 @@ model that learned from the pictures scores that copy at chance.
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -63,16 +64,18 @@ def write_colour_pairs(
 
 SPEC = """\
 # The multimodal demo: a tiny Qwen2-VL (built from a config, offline) learns which answer names the
-# picture's colour. Held-out accuracy near 1.0; blank.jsonl, the same rows with grey pictures, stays at
-# chance: the signal is visual (docs/multimodal.md).
+# picture's colour. Held-out accuracy near 1.0; the benchmark {data}blank.jsonl, the same rows with
+# grey pictures, stays at chance: the signal is visual. Run it with one thread on a shared CPU
+# (OMP_NUM_THREADS=1 rmspec run THIS_FILE: two threads trained about 20x slower), then
+# `rmspec report runs/{name}`.
 version: 1
-name: multimodal-demo
+name: {name}
 model:
-  name_or_path: tiny-vlm
+  name_or_path: {data}tiny-vlm
 data:
-  source: {{kind: files, paths: [train.jsonl]}}
+  source: {{kind: files, paths: [{data}train.jsonl]}}
   mapping: {{preset: pairs}}
-  split: {{validation_source: {{kind: files, paths: [heldout.jsonl]}}}}
+  split: {{validation_source: {{kind: files, paths: [{data}heldout.jsonl]}}}}
 approach: {{kind: bradley_terry}}
 training:
   max_steps: {steps}
@@ -81,12 +84,23 @@ training:
   max_length: 128
   logging_steps: 20
   seed: 0
+eval:
+  benchmarks: [{{kind: pairs, path: {data}blank.jsonl}}]
 hardware: {{device: cpu}}
 """
 
 
-def write_demo(folder: str | Path, train: int = 400, heldout: int = 100, steps: int = 100, batch: int = 32) -> Path:
-    """The demo's folder: train / heldout / blank pairs, the tiny VLM, and spec.yaml (returned)."""
+def write_demo(
+    folder: str | Path,
+    train: int = 240,
+    heldout: int = 80,
+    steps: int = 100,
+    batch: int = 16,
+    spec: str | Path | None = None,
+    name: str = "multimodal-demo",
+) -> Path:
+    """The demo's folder: train / heldout / blank pairs, the tiny VLM, and the spec (returned):
+    ``folder/spec.yaml``, or ``spec`` with its paths written relative to its own folder."""
     from rmspec.vision.tiny import build_tiny_vlm
 
     folder = Path(folder)
@@ -95,12 +109,27 @@ def write_demo(folder: str | Path, train: int = 400, heldout: int = 100, steps: 
     write_colour_pairs(folder, "heldout", heldout, seed=2)
     write_colour_pairs(folder, "blank", heldout, seed=2, blank=True)
     build_tiny_vlm(folder / "tiny-vlm")
-    spec = folder / "spec.yaml"
-    spec.write_text(SPEC.format(steps=steps, batch=batch), encoding="utf-8")
-    return spec
+    target = Path(spec) if spec is not None else folder / "spec.yaml"
+    data = Path(os.path.relpath(folder.resolve(), target.resolve().parent)).as_posix()
+    prefix = "" if data == "." else f"{data}/"
+    target.write_text(SPEC.format(steps=steps, batch=batch, name=name, data=prefix), encoding="utf-8")
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m rmspec.vision.demo DIR [--spec FILE] [--name NAME] [--steps N]` (what
+    `rmspec init --example multimodal` runs: building the model needs torch, init stays light)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m rmspec.vision.demo", description=main.__doc__)
+    parser.add_argument("folder", nargs="?", default="multimodal-demo", help="where the data and the tiny model go")
+    parser.add_argument("--spec", help="the spec file to write (default: FOLDER/spec.yaml)")
+    parser.add_argument("--name", default="multimodal-demo", help="the run's name")
+    parser.add_argument("--steps", type=int, default=100, help="training steps")
+    args = parser.parse_args(argv)
+    spec = write_demo(args.folder, steps=args.steps, spec=args.spec, name=args.name)
+    print(f"wrote {spec}; next: OMP_NUM_THREADS=1 rmspec run {spec}")
 
 
 if __name__ == "__main__":
-    import sys
-
-    print(f"wrote {write_demo(sys.argv[1] if len(sys.argv) > 1 else 'multimodal-demo')}; next: rmspec run it")
+    main()
