@@ -125,6 +125,7 @@ print("HEAVY=" + ",".join(heavy))
         ["validate", "specs/composite_math.yaml"],  # a document of its own, through the registry
         ["plan", "specs/composite_math.yaml"],
         ["init", "--approach", "composite", "-o", "{tmp}/c.yaml"],
+        ["init", "--example", "multimodal", "-o", "{tmp}/m.yaml"],  # the tiny model is built by a subprocess
     ],
 )
 def test_light_commands_never_import_torch(tmp_path, args):

@@ -1,25 +1,26 @@
-"""The multimodal demo learns from the pictures: a tiny Qwen2-VL trained by `rmspec run` on one-colour
-pictures ranks the held-out answers far above chance, while the same held-out rows with grey pictures
-stay at chance. Rewards are read by a plain transformers forward of the saved model (the processor's
-own chat template over the conversation), not by rmspec's collator."""
+"""The multimodal demo, as a user gets it: `rmspec init --example multimodal` builds the pictures and
+the tiny Qwen2-VL (a subprocess: init stays light), `rmspec run` trains it, and the run's own
+evaluation scores with the images. Checked against a plain transformers forward of RUN/model alone
+(its config, weights, tokenizer and saved image processor; the processor's own chat template), not
+rmspec's collator: results.json's held-out accuracy and every per-pair reward equal it, far above
+chance, while the benchmark of the same rows with grey pictures stays at chance."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from helpers.runs import rmspec
-from rmspec.vision.demo import write_demo
 from rmspec.vision.images import decode_image
 from rmspec.vision.models import reward_class
-from rmspec.vision.tiny import build_processor
+from rmspec.vision.tiny import processor_class
 
 
-def accuracy(model, processor, path) -> float:
-    right = 0
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    for row in rows:
+def plain_rewards(model, processor, path) -> dict[str, tuple[float, float]]:
+    out = {}
+    for row in (json.loads(line) for line in path.read_text().splitlines()):
         image = decode_image(row["images"][0], base_dir=path.parent)
         texts = [
             processor.apply_chat_template([*row["prompt"], {"role": "assistant", "content": answer}], tokenize=False)
@@ -28,24 +29,51 @@ def accuracy(model, processor, path) -> float:
         inputs = processor(text=texts, images=[image, image], padding=True, padding_side="right", return_tensors="pt")
         with torch.no_grad():
             chosen, rejected = model(**inputs).logits[:, 0].tolist()
-        right += chosen > rejected
-    return right / len(rows)
+        out[row["id"]] = (chosen, rejected)
+    return out
 
 
-def test_demo_learns_the_colour_and_blank_pictures_stay_at_chance(tmp_path, monkeypatch):
+def accuracy(rewards: dict[str, tuple[float, float]]) -> float:
+    return sum(c > r for c, r in rewards.values()) / len(rewards)
+
+
+def test_init_example_runs_and_the_run_scores_with_its_images(tmp_path, monkeypatch):
     torch.set_num_threads(1)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # 2 threads on 2 shared cores train ~20x slower (REFERENCE 16)
-    spec = write_demo(tmp_path, train=240, heldout=80, steps=100, batch=16)
-    run = rmspec("run", str(spec), cwd=tmp_path, timeout=600)
+    init = rmspec("init", "--example", "multimodal", cwd=tmp_path, timeout=300)
+    assert init.returncode == 0, init.stderr
+    assert "multimodal.yaml" in init.stdout and (tmp_path / "multimodal" / "tiny-vlm" / "config.json").is_file()
+    run = rmspec("run", "multimodal.yaml", cwd=tmp_path, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    saved = tmp_path / "runs" / "multimodal-demo" / "model"
-    from transformers import AutoConfig, AutoTokenizer
+    root = tmp_path / "runs" / "multimodal-demo"
+    saved = root / "model"
+    assert (saved / "preprocessor_config.json").is_file()  # the folder loads alone
+    from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
 
     model = reward_class(AutoConfig.from_pretrained(saved)).from_pretrained(saved).eval()
-    processor = build_processor()
-    processor.tokenizer = AutoTokenizer.from_pretrained(saved)  # the run's own tokenizer (its pad token)
-    assert processor.tokenizer.pad_token_id == model.config.pad_token_id
-    held_out = accuracy(model, processor, tmp_path / "heldout.jsonl")
-    blank = accuracy(model, processor, tmp_path / "blank.jsonl")
-    assert held_out >= 0.9, (held_out, blank)
-    assert 0.3 <= blank <= 0.7, (held_out, blank)
+    tokenizer = AutoTokenizer.from_pretrained(saved)
+    processor = processor_class()(
+        image_processor=AutoImageProcessor.from_pretrained(saved),
+        tokenizer=tokenizer,
+        chat_template=tokenizer.chat_template,
+    )
+    held_out = plain_rewards(model, processor, tmp_path / "multimodal" / "heldout.jsonl")
+    blank = plain_rewards(model, processor, tmp_path / "multimodal" / "blank.jsonl")
+    results = json.loads((root / "results.json").read_text())
+    per_pair = (root / "eval" / "validation.jsonl").read_text().splitlines()
+    scored = {r["id"]: (r["score_chosen"], r["score_rejected"]) for r in map(json.loads, per_pair)}
+    assert scored.keys() == held_out.keys()
+    for key, pair in held_out.items():
+        assert scored[key] == pytest.approx(pair, abs=1e-4), key
+    assert results["validation"]["overall"] == pytest.approx(accuracy(held_out))
+    assert accuracy(held_out) >= 0.9, (accuracy(held_out), accuracy(blank))
+    assert results["benchmarks"]["pairs"]["overall"] == pytest.approx(accuracy(blank))
+    assert 0.3 <= accuracy(blank) <= 0.7, (accuracy(held_out), accuracy(blank))
+    # `rmspec score RUN` reads the pictures too (the vision_reward kind), from the saved folder alone
+    out = tmp_path / "scored.jsonl"
+    score = rmspec("score", str(root), str(tmp_path / "multimodal" / "heldout.jsonl"), "--out", str(out), cwd=tmp_path)
+    assert score.returncode == 0, score.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["reward_chosen"], r["reward_rejected"]) for r in rows] == [
+        pytest.approx(pair, abs=1e-4) for pair in held_out.values()
+    ]
