@@ -66,7 +66,7 @@ SPEC = """\
 # The multimodal demo: a tiny Qwen2-VL (built from a config, offline) learns which answer names the
 # picture's colour. Held-out accuracy near 1.0; the benchmark {data}blank.jsonl, the same rows with
 # grey pictures, stays at chance: the signal is visual. Run it with one thread on a shared CPU
-# (OMP_NUM_THREADS=1 rmspec run THIS_FILE: two threads trained about 20x slower), then
+# (OMP_NUM_THREADS=1 rmspec run THIS_FILE: two threads trained many times slower), then
 # `rmspec report runs/{name}`.
 version: 1
 name: {name}
