@@ -99,7 +99,8 @@ def test_a_run_with_a_frozen_vision_tower_keeps_it(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     spec = write_demo(tmp_path, train=32, heldout=8, steps=3, batch=8)
     text = spec.read_text().replace(
-        "  name_or_path: tiny-vlm\n", "  name_or_path: tiny-vlm\n  vision: {freeze: [vision_tower]}\n"
+        "  name_or_path: tiny-vlm\n",
+        "  name_or_path: tiny-vlm\n  vision: {freeze: [vision_tower], min_pixels: 12544, max_pixels: 12544}\n",
     )
     spec.write_text(text)
     run = rmspec("run", str(spec), cwd=tmp_path, timeout=600)
@@ -110,6 +111,12 @@ def test_a_run_with_a_frozen_vision_tower_keeps_it(tmp_path, monkeypatch):
     assert 'register_checkpoint_conversion_mapping("Qwen2VLForSequenceClassification"' in card
     before = load_file(str(tmp_path / "tiny-vlm" / "model.safetensors"))
     after = load_file(str(tmp_path / "runs" / "multimodal-demo" / "model" / "model.safetensors"))
+    # RUN/model carries the image processor at the run's resolution: it scores as it trained, alone.
+    from rmspec.vision.tokens import settings_of
+
+    saved = settings_of(tmp_path / "runs" / "multimodal-demo" / "model")
+    assert saved is not None and (saved.min_pixels, saved.max_pixels) == (12544, 12544)
+    assert settings_of(tmp_path / "tiny-vlm") != saved
     tower = [k for k in before if k.startswith("visual.") and not k.startswith("visual.merger.")]
     assert tower and all(torch.equal(before[k], after[k]) for k in tower)
     merger = [k for k in before if k.startswith("visual.merger.")]
