@@ -44,7 +44,7 @@ from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths,
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, what_would_fit
 from rmspec.rundir import RunDir
-from rmspec.vision.shapes import packing_refusal
+from rmspec.vision.shapes import packing_refusal, visual_token_note
 
 LORA_ROLES = {
     "q_proj": "q",
@@ -103,6 +103,8 @@ def compile_plan(
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
     warnings += vision_notes(shape)
+    if shape.extra.get("vision_model_type"):  # a VLM: the visual tokens each image adds
+        warnings += visual_token_note(model_path, spec.model.vision)
     refuse_vllm_on_cpu(spec, hw.is_gpu)
     warnings += grpo_notes(
         spec, shape, precision.compute, choice.micro_batch, hw.num_processes, choice.memory.total, hw.usable_gb

@@ -46,3 +46,29 @@ def packing_refusal(model_type: str) -> str | None:
         f"{', '.join(PACKABLE_TYPES)} (others: bidirectional image attention, linear attention or positions "
         "that take no pair mask here), so it trains two sequences per pair"
     )
+
+
+def visual_token_note(model_path: str | None, vision: Any = None) -> list[str]:
+    """The plan's line on visual tokens per image: the bounds the processor resizes every image into
+    (model.vision's min_pixels / max_pixels, else the model folder's preprocessor_config.json), as
+    tokens. smart_resize keeps the area within [min_pixels, max_pixels] with sides multiples of
+    patch_size * merge_size, and each (patch_size * merge_size)^2 pixels become one token. Empty where
+    the folder holds no processor settings (a hub id not on disk, a text model)."""
+    from rmspec.vision.tokens import settings_of
+
+    settings = settings_of(model_path)
+    if settings is None:
+        return []
+    low = getattr(vision, "min_pixels", None) or settings.min_pixels
+    high = getattr(vision, "max_pixels", None) or settings.max_pixels
+    unit = (settings.patch_size * settings.merge_size) ** 2
+    source = (
+        "model.vision"
+        if getattr(vision, "min_pixels", None) or getattr(vision, "max_pixels", None)
+        else "the model folder's processor settings"
+    )
+    return [
+        f"visual tokens per image: {max(1, -(-low // unit))} to at most {max(1, high // unit)} "
+        f"(min_pixels {low:,}, max_pixels {high:,} from {source}; {unit:,} pixels per token); each one is a "
+        "position in the sequence the language model reads, beside max_length's text tokens"
+    ]

@@ -15,10 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
-from rmspec.vision.images import decode_image
-
 
 @dataclass(frozen=True)
 class VisualSettings:
@@ -77,6 +73,10 @@ def settings_of(model_dir: str | Path | None) -> VisualSettings | None:
 
 def image_size(reference: str) -> tuple[int, int]:
     """(width, height) of a checked image reference, from its header where it is a file."""
+    from PIL import Image  # here, not at the top: the planner reads settings_of without Pillow
+
+    from rmspec.vision.images import decode_image
+
     if not reference.startswith("data:"):
         with Image.open(reference) as image:
             return image.size
