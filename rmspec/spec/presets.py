@@ -180,6 +180,8 @@ TABLE: tuple[Preset, ...] = (
         "the image goes before the question",
         {"prompt": "question", "images": "image", **PAIR_COLUMNS},
         images_first=True,
+        # The released RLAIF-V preference set (83k pairs, CC-BY-NC): `init --data rlaif-v` names it.
+        dataset=hub("openbmb/RLAIF-V-Dataset"),
     ),
 )
 PRESETS: dict[str, Preset] = {p.name: p for p in TABLE}
