@@ -32,6 +32,7 @@ def math_by_hand(reference: str, response: str) -> float | None:
     gold, answer = parse("\\boxed{" + reference + "}", [LatexExtractionConfig()]), parse(response)
     return float(verify(gold, answer)) if gold and answer else None
 
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "rmspec" / "data" / "demo"
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"

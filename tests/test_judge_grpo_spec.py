@@ -68,8 +68,8 @@ def test_grpo_options_refused_under_sft(cli, field):
 
 
 def test_scores_default_pattern_and_template(tmp_path):
-    from rmspec.spec import load_spec
     from rmspec.approaches.generative import DEFAULT_SCORES_PATTERN, DEFAULT_SCORES_TEMPLATE
+    from rmspec.spec import load_spec
 
     text = SPEC.read_text().replace("  verdict_pattern: '\\[\\[(A|B)\\]\\]'\n", "  output: scores\n")
     assert "output: scores" in text

@@ -124,7 +124,9 @@ def _data_reason(messages):
     mapping = SimpleNamespace(preset="messages", binarize=None, pair_by=None, columns=SimpleNamespace(model_dump=dict))
     # the judge section's declared facts (rmspec.spec.approach.ApproachSection): its rows, no tie rows
     # trained, no margin remap, no score attributes
-    judge = SimpleNamespace(kind="generative", row_kind="generative", tie_rows="reject", margin_table=None, score_attributes=[])
+    judge = SimpleNamespace(
+        kind="generative", row_kind="generative", tie_rows="reject", margin_table=None, score_attributes=[]
+    )
     mapper = RowMapper(mapping, judge, ["messages"])
     with pytest.raises(Reject) as caught:
         mapper({"messages": messages}, 0)

@@ -91,7 +91,10 @@ def test_the_registry_is_light_and_each_kind_is_its_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
     names, heavy = out.splitlines()
-    assert names.startswith("['composite', 'judge', 'process', 'vision_reward', 'pointwise', 'reward']") and "False" not in names
+    assert (
+        names.startswith("['composite', 'judge', 'process', 'vision_reward', 'pointwise', 'reward']")
+        and "False" not in names
+    )
     assert heavy == "False"
 
     from rmspec.inference import scorers

@@ -70,6 +70,6 @@ def test_report_shows_standard_errors_noise_and_the_few_trials_caveat(tmp_path):
     assert "From 3 completed trials only:" in html
     record["noise"] = noise_summary(trials[1], [trials[1], {**trials[0], "objective": 0.30}])
     write_report(SweepDir(tmp_path), record)
-    assert "yes: every other completed trial is more than 2 standard errors away" in (
-        tmp_path / "report.html"
-    ).read_text()
+    assert (
+        "yes: every other completed trial is more than 2 standard errors away" in (tmp_path / "report.html").read_text()
+    )

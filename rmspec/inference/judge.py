@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rmspec.errors import RmspecError
 from rmspec.approaches.generative import JUDGE_INSTRUCTION, LAYOUT
+from rmspec.errors import RmspecError
 from rmspec.spec.benchmarks import JUDGE, kinds_scored_by
 
 # The pairwise benchmarks a judge can be scored on, from the benchmark catalogue (alphabetical, as listed in messages).

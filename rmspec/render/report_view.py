@@ -83,7 +83,9 @@ def diagnostics_lines(name: str, entry: Mapping[str, Any]) -> list[Text]:
                 f"unparsed {v.get('n_unparsed')} of {2 * v.get('n', 0)}"
             )
         ]
-    if "first_error_confusion" in diag or entry.get("scorer") == PROCESS:  # steps (a PRM): step metrics, official figures
+    if (
+        "first_error_confusion" in diag or entry.get("scorer") == PROCESS
+    ):  # steps (a PRM): step metrics, official figures
         splits = (entry.get("details") or {}).get("splits") or {}
         per = "; ".join(
             f"{k} error {pct(v.get('acc_error'))} correct {pct(v.get('acc_correct'))}" for k, v in splits.items()
