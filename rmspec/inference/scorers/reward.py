@@ -225,13 +225,17 @@ class RewardEngine:
 
     @property
     def can_normalize(self) -> bool:
-        return self.mean is not None and self.std is not None and self.std > 0
+        return normalized(0.0, self.mean, self.std) is not None
 
     def normalize(self, reward: float) -> float | None:
-        """(reward - reward_mean) / reward_std, as the model card says; None without the stats."""
-        if self.mean is None or self.std is None or not self.std > 0:  # can_normalize, spelled for the type checker
-            return None
-        return (reward - self.mean) / self.std
+        return normalized(reward, self.mean, self.std)
+
+
+def normalized(reward: float, mean: float | None, std: float | None) -> float | None:
+    """(reward - reward_mean) / reward_std, as the model card says; None without the stats (or std <= 0)."""
+    if mean is None or std is None or not std > 0:
+        return None
+    return (reward - mean) / std
 
 
 def preference_probability(chosen: float, rejected: float) -> float:

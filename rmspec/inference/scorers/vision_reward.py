@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.inference.scorers.base import Found, Rejected
-from rmspec.inference.scorers.reward import RewardKind, _finite, _head_labels, _split
+from rmspec.inference.scorers.reward import RewardKind, _finite, _head_labels, _split, normalized
 from rmspec.inference.scorers.shapes import Shape, reason
 from rmspec.messages import Invalid
 from rmspec.spec.scorer_kind import ScorerKind
@@ -131,12 +131,10 @@ class VisionRewardEngine:
 
     @property
     def can_normalize(self) -> bool:
-        return self.mean is not None and self.std is not None and self.std > 0
+        return normalized(0.0, self.mean, self.std) is not None
 
     def normalize(self, reward: float) -> float | None:
-        if self.mean is None or self.std is None or not self.std > 0:
-            return None
-        return (reward - self.mean) / self.std
+        return normalized(reward, self.mean, self.std)
 
 
 def _placeholders(prompt: Any) -> tuple[Any, list[Any]]:
