@@ -149,11 +149,10 @@ def test_model_options_are_validated(options, message):
         Composite.model_validate(section("rm", **options))
 
 
-def test_a_device_torch_cannot_see_is_a_clear_error(minilm, tmp_path):
+def test_a_device_torch_cannot_see_is_a_clear_error(minilm, tmp_path, monkeypatch):
     from rmspec.composite.scorer import load_composite
 
-    if torch.cuda.is_available():
-        pytest.skip("this host has CUDA: the refusal is for hosts without it")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a host without CUDA, wherever this runs
     run = write_composite_run(tmp_path / "run", section(minilm, device="cuda"))
     with pytest.raises(RmspecError, match="torch sees no CUDA device"):
         load_composite(run, load_model=_loader())

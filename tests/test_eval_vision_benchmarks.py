@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from helpers.ci import need
 from rmspec.errors import DataError
 
 
@@ -140,7 +141,7 @@ def test_vl_rewardbench_prompt_holds_the_checked_image(tmp_path):
 
 def test_vl_rewardbench_parquet_with_image_bytes(tmp_path):
     """The hub layout: an `image` column holding the picture's bytes (an Image feature)."""
-    pa = pytest.importorskip("pyarrow")
+    pa = need("pyarrow")
     import io
 
     import pyarrow.parquet as pq

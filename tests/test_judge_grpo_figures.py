@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.ci import need
 from rmspec.train.judge_grpo import batch_figures
 from rmspec.train.judge_reward import FIRST, SWAPPED, RewardRule, parse, verdict_reward
 
@@ -90,7 +91,7 @@ def test_a_pattern_whose_groups_the_reward_cannot_read_is_refused_at_validate(cl
 
 def test_the_other_verdict_readers_read_the_group_that_matched():
     """The same pattern read by the sft judge's metrics and by judge inference (evaluation, serve)."""
-    pytest.importorskip("torch")
+    need("torch")
     from rmspec.inference.judge import parse_verdict as inference_verdict
     from rmspec.train.generative import parse_verdict as sft_verdict
 
