@@ -54,6 +54,33 @@ def test_uncached_hub_model_is_refused_only_offline(tmp_path, monkeypatch):
 
 
 def test_run_refuses_before_writing_the_run_directory(cli, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    # The spec's hub model in the cache (as `hf download` leaves it), so the model check passes and the
+    # device check is the one that refuses.
+    cache = tmp_path / "hub-cache"
+    repo = cache / "models--Qwen--Qwen2.5-1.5B-Instruct"
+    snapshot = repo / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc")
+    config = {  # Qwen2.5-1.5B-Instruct's published shape
+        "model_type": "qwen2",
+        "architectures": ["Qwen2ForCausalLM"],
+        "hidden_size": 1536,
+        "intermediate_size": 8960,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "max_position_embeddings": 32768,
+        "tie_word_embeddings": True,
+    }
+    (snapshot / "config.json").write_text(json.dumps(config))
+    for name in ("tokenizer_config.json", "tokenizer.json"):
+        (snapshot / name).write_text("{}")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no nvidia-smi on this PATH, whatever the machine
     result = cli("run", REPO / "specs" / "hh_bt.yaml")
