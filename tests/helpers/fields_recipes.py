@@ -92,7 +92,11 @@ EFFECTS: dict[str, tuple[str, str, str]] = {
     # the threshold turns the validation's step scores into predictions
     "Process.threshold": ("run", "steps", "eval.validation=true;approach.threshold=0.2"),
     "Process.tune_threshold": ("run", "steps", "eval.validation=true;approach.tune_threshold=true"),
-    "Generative.verdict_pattern": ("run", "judge", "approach.verdict_pattern='(w[0-9])'"),
+    "Generative.verdict_pattern": (
+        "run",
+        "judge",
+        "approach.verdict_pattern='(w)[0-9]'",
+    ),  # every match reads the same verdict
     "Generative.max_new_tokens": ("run", "judge", "approach.max_new_tokens=2"),
     # training
     "TrainingSpec.decay_ratio": (
