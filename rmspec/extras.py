@@ -36,6 +36,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "sweep": ("optuna",),
     "grpo": ("trl",),
     "gguf": ("gguf",),
+    "vision": ("PIL",),
 }
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 # tracking.backends entry -> its import name (the `tracking` extra installs them all)

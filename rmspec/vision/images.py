@@ -28,9 +28,15 @@ import urllib.request
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from PIL import Image, UnidentifiedImageError
+from rmspec.errors import RmspecError
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+# Pillow (extra `vision`) is imported where an image is decoded, not here: the data stage imports this
+# module for every spec, and `rmspec validate` must run on the base install, which has no Pillow.
 
 #: Reason codes, in the order the data report lists them.
 REASONS = (
@@ -71,6 +77,7 @@ def decode_image(
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Image.Image:
     """Return ``value`` as a fully decoded RGB image, or raise :class:`ImageReject`."""
+    Image = _pillow()
     if isinstance(value, Image.Image):
         return _checked(value, "the decoded image", max_pixels)
     data, name = _encoded_bytes(value, base_dir, allow_urls, max_bytes)
@@ -87,7 +94,7 @@ def describe(value: Any) -> str:
         if value.get("path"):
             return str(value["path"])
         return f"<image feature, {len(value.get('bytes') or b'')} bytes>"
-    if isinstance(value, Image.Image):
+    if hasattr(value, "width") and hasattr(value, "height") and hasattr(value, "mode"):  # a decoded PIL image
         return f"<decoded image {value.width}x{value.height}>"
     return f"<{type(value).__name__}>"
 
@@ -155,7 +162,19 @@ def _limited(data: bytes, name: str, max_bytes: int) -> bytes:
     return data
 
 
+def _pillow() -> Any:
+    """PIL.Image, or a located install hint when the `vision` extra is missing."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise RmspecError("images need Pillow, which is not installed", hint="pip install 'rmspec[vision]'") from None
+    return Image
+
+
 def _decode_bytes(data: bytes, name: str, max_pixels: int) -> Image.Image:
+    Image = _pillow()
+    from PIL import UnidentifiedImageError
+
     if not data:
         raise ImageReject("zero_size", f"{name}: the image has 0 bytes")
     with warnings.catch_warnings():

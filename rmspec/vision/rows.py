@@ -21,9 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from PIL import Image
+from typing import TYPE_CHECKING, Any
 
 from rmspec.vision.images import (
     DEFAULT_MAX_BYTES,
@@ -35,6 +33,9 @@ from rmspec.vision.images import (
     image_parts,
     images_of,
 )
+
+if TYPE_CHECKING:  # Pillow is imported where an image is decoded (rmspec.vision.images)
+    from PIL import Image
 
 #: The canonical fields whose values may hold conversational content parts.
 TEXT_FIELDS = ("prompt", "chosen", "rejected", "messages", "response")
