@@ -78,6 +78,9 @@ def run(target: SpecPath | None, sets: tuple[str, ...], resume_dir: str | None, 
             from rmspec.data.column_check import check_local_columns
 
             loaded = load_spec(target, sets)
+            # A missing extra first: a packaged model whose package is absent is named by its extra
+            # (rmspec[demo]), not reported as a hub model to download.
+            _require_extras(loaded.spec)
             check_models(loaded, ask_hub=True)  # before the run directory is touched
             check_local_columns(loaded)
         plan, document = prepare.plan_and_document(target, sets)
