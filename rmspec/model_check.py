@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import SpecError, SpecIssue
+from rmspec.spec.composite import Composite
 
 HUB_TIMEOUT_S = 8.0  # one request, no retries: an unreachable hub is said in seconds, not a minute
 MODEL_FILES = ("config.json",)
@@ -173,8 +174,9 @@ def named_in(spec: Any) -> list[Named]:
         found.append(Named(("model", "name_or_path"), model.name_or_path))
         if getattr(model, "init_from", None):
             found.append(Named(("model", "init_from"), model.init_from, "run's model", local_only=True, from_cwd=True))
-    approach = getattr(spec, "approach", None)
-    for i, component in enumerate(getattr(approach, "components", None) or []):
+    approach = spec.approach  # every document kind has one
+    components = approach.components if isinstance(approach, Composite) else []  # a composite's models
+    for i, component in enumerate(components):
         where = ("approach", "components", i)
         if getattr(component, "tokenizer", None):
             found.append(Named((*where, "tokenizer"), component.tokenizer, "tokenizer"))

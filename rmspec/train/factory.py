@@ -60,7 +60,7 @@ def build_trainer(
     if has_images(train) and packing == SHARED_PREFIX:  # image rows: prompt-once packing with M-RoPE, where it applies
         why = why_not_packable(model.config) or (
             "approach.length_debias / ensemble read pairs unpacked"
-            if getattr(spec.approach, "length_debias", None) or getattr(spec.approach, "ensemble", None)
+            if spec.approach.trained_heads > 1  # ODIN's two heads or an ensemble's members, as the section declares
             else None
         )
         packing, packing_reason = (
