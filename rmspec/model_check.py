@@ -175,7 +175,8 @@ def named_in(spec: Any) -> list[Named]:
         if getattr(model, "init_from", None):
             found.append(Named(("model", "init_from"), model.init_from, "run's model", local_only=True, from_cwd=True))
     approach = spec.approach  # every document kind has one
-    components = approach.components if isinstance(approach, Composite) else []  # a composite's models
+    # a composite's components (each kind's own fields: some name a tokenizer, a model or a judge)
+    components: list[Any] = list(approach.components) if isinstance(approach, Composite) else []
     for i, component in enumerate(components):
         where = ("approach", "components", i)
         if getattr(component, "tokenizer", None):
