@@ -18,9 +18,7 @@ transformers, datasets or accelerate.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 from rmspec import approaches
 from rmspec.errors import PlanError
@@ -30,19 +28,20 @@ from rmspec.plan import accelerate_config as accel
 from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.plan.communication import communication, with_communication
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
+from rmspec.plan.fields import Sequences, batch_fields, memory_fields, raise_nothing_fits, strategy_fields
 from rmspec.plan.grpo import grpo_notes, refuse_vllm_on_cpu
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.invariants import checked
 from rmspec.plan.liger import installed_model_types, liger_decision
-from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
+from rmspec.plan.memory import TrainingShape, lora_parameters
 from rmspec.plan.model_shape import ModelShape, resolve_shape, shape_from_config, vision_notes
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import OFF, SHARED_PREFIX, plan_packing
 from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths, recipe_notes
 from rmspec.plan.slurm import slurm_script
-from rmspec.plan.strategy import choose, choose_precision, host_memory, ladder, what_would_fit
+from rmspec.plan.strategy import choose, choose_precision, host_memory
 from rmspec.rundir import RunDir
 from rmspec.vision.shapes import packing_refusal, visual_token_note
 
@@ -137,11 +136,11 @@ def compile_plan(
             lora=spec.model.lora.model_dump() if spec.model.lora else None,
         ),
         hardware=hw,
-        **_strategy_fields(spec.training, hw, choice, precision),
+        **strategy_fields(spec.training, hw, choice, precision),
         attn_implementation=attn,
         attn_reason=attn_reason,
-        **_batch_fields(spec.training, hw, choice, base, seqs),
-        **_memory_fields(hw, choice, host_usable),
+        **batch_fields(spec.training, hw, choice, base, seqs),
+        **memory_fields(hw, choice, host_usable),
         warnings=tuple(warnings) + ((f"model: {weights['note']}",) if weights else ()),
         estimate=estimate,
         **launch,
@@ -172,26 +171,6 @@ def _attention(setting: str) -> tuple[str, str]:
     if setting == "auto":
         return "sdpa", "auto: PyTorch SDPA (memory-efficient kernels, no seq x seq matrix kept)"
     return setting, "model.attn_implementation in the spec"
-
-
-@dataclass(frozen=True)
-class Sequences:
-    """The sequences one training example becomes: N of a listwise row (read from the data), and
-    whether they are packed into one shared-prefix row, with that row's expected and bound length."""
-
-    lists: bool  # N sequences per example, N read from the data
-    n_list: int | None
-    list_how: str | None
-    packing: str
-    packing_reason: str
-    row_tokens: int | None = None
-    row_bound: int | None = None
-    pair_tokens: int | None = None
-    packed_how: str | None = None
-
-    @property
-    def packed(self) -> bool:
-        return self.packing == SHARED_PREFIX
 
 
 def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool) -> Sequences:
@@ -256,7 +235,7 @@ def _fit(training, shape: ModelShape, base: TrainingShape, hw, has_lora: bool, s
     )
     if choice is None:
         packed_list = seqs.n_list if seqs.packed and seqs.lists else None
-        _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro, packed_list)
+        raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro, packed_list)
     return choice
 
 
@@ -356,79 +335,6 @@ def _estimate(loaded, host, hw, shape: ModelShape, declared, base: TrainingShape
     return with_communication(estimate, traffic), trained, trainable
 
 
-def _strategy_fields(training, hw, choice, precision) -> dict:
-    """The plan's strategy, precision and gradient checkpointing, each with its reason."""
-    rung = choice.rung
-    fsdp = rung.strategy.startswith("fsdp")
-    ckpt_reason = {
-        "on": "training.gradient_checkpointing: on",
-        "off": "training.gradient_checkpointing: off",
-    }.get(
-        training.gradient_checkpointing,
-        "auto: needed to fit" if rung.checkpointing else "auto: not needed, activations fit",
-    )
-    return {
-        "strategy": rung.strategy,
-        "strategy_reason": (
-            f"hardware.strategy: {hw.strategy} in the spec"
-            if hw.strategy != "auto"
-            else f"cheapest of {', '.join(r.label for r in ladder(hw, training.gradient_checkpointing))} "
-            f"that fits at micro batch 1"
-        ),
-        "refused": tuple({"strategy": label, "reason": why} for label, why in choice.refused),
-        "precision": precision.compute,
-        "mixed_precision": precision.mixed_precision,
-        "master_weights_fp32": precision.master_fp32,
-        "precision_reason": precision.reason,
-        "gradient_checkpointing": rung.checkpointing,
-        "gradient_checkpointing_by": (("accelerate_fsdp" if fsdp else "model") if rung.checkpointing else None),
-        "gradient_checkpointing_reason": ckpt_reason,
-    }
-
-
-def _batch_fields(training, hw, choice, base: TrainingShape, seqs: Sequences) -> dict:
-    """The plan's processes, batch split, sequence layout and packing."""
-    return {
-        "num_processes": hw.num_processes,
-        "num_machines": hw.nodes,
-        "processes_per_node": hw.gpus_per_node,
-        "global_batch_size": training.global_batch_size,
-        "micro_batch_size": choice.micro_batch,
-        "gradient_accumulation_steps": choice.grad_accum,
-        "micro_batch_reason": choice.micro_reason,
-        "sequences_per_example": base.seqs_per_example,
-        "max_length": training.max_length,
-        "tokens_per_step": training.global_batch_size * base.seqs_per_example * base.seq_len,
-        "packing": seqs.packing,
-        "packing_reason": seqs.packing_reason,
-        "packing_tokens": (
-            {
-                "row_tokens_expected": seqs.row_tokens,
-                "pair_tokens_unpacked_expected": seqs.pair_tokens,
-                "row_tokens_bound": seqs.row_bound,
-                "source": seqs.packed_how,
-            }
-            if seqs.packed
-            else None
-        ),
-    }
-
-
-def _memory_fields(hw, choice, host_usable: float | None) -> dict:
-    """The plan's memory per device and per node, with the rule that adds it up."""
-    return {
-        "memory_per_device_gb": choice.memory.gb(),
-        "memory_rule": (
-            "peak = weights + optimizer + buffers + overhead + max(activations + temporary"
-            f"{' + gradients' if choice.memory.grads_held else ''}, gradients + step_temporary)"
-        ),
-        "device_capacity_gb": round(hw.capacity_per_process_gb, 3),
-        "device_usable_gb": round(hw.usable_gb, 3),
-        "cpu_memory_per_node_gb": round(choice.memory.cpu_per_node / GIB, 3),
-        "cpu_memory_usable_gb": None if host_usable is None else round(host_usable, 3),
-    }
-
-
 def _step_separator(spec, model_path: str, hub_cache: Path | None):
     """A section with a step separator (a PRM): how the separator carrying each step's label tokenizes."""
     if spec.approach.step_suffix is None:
@@ -436,57 +342,3 @@ def _step_separator(spec, model_path: str, hub_cache: Path | None):
     from rmspec.plan.separator import separator_check
 
     return separator_check(spec.approach.step_suffix, spec.model.name_or_path, model_path, hub_cache)
-
-
-def _raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro, packed_list: int | None = None) -> NoReturn:
-    from rmspec.plan.strategy import _fits as fits
-    from rmspec.plan.strategy import evaluate
-
-    lines = []
-    micro = fixed_micro or 1
-    for rung in ladder(hw, training.gradient_checkpointing):
-        mem = evaluate(shape, base, rung, hw, micro, training.global_batch_size)
-        extra = f", host {mem.cpu_per_node / GIB:.0f} GB per node" if mem.cpu_per_node else ""
-        _, why = fits(mem, hw)
-        lines.append(
-            f"  {rung.label}: {why}"
-            if why.startswith("needs")
-            else f"  {rung.label}: {mem.total / GIB:.1f} GB per device{extra}" + (f": {why}" if why else "")
-        )
-    seq_len_for = None
-    if packed_list:  # a listwise row is bounded by N x max_length
-        seq_len_for = lambda length: packed_list * length  # noqa: E731
-    elif base.packed:  # a row is max_length + the longest response (<= max_length): shorter max_length, shorter row
-        longest_response = base.seq_len - training.max_length
-        seq_len_for = lambda length: length + min(longest_response, length)  # noqa: E731
-    alternatives = what_would_fit(
-        shape, base, hw, checkpointing=training.gradient_checkpointing, has_lora=has_lora, seq_len_for=seq_len_for
-    )
-    if fixed_micro is not None and fixed_micro > 1:
-        from rmspec.plan.strategy import choose
-
-        found = choose(
-            shape,
-            base,
-            hw,
-            global_batch=training.global_batch_size,
-            checkpointing=training.gradient_checkpointing,
-            fixed_micro=None,
-        )
-        if found:
-            alternatives.insert(
-                0,
-                f"a smaller micro batch: training.micro_batch_size: auto (picks {found.micro_batch} "
-                f"with {found.rung.label}, {found.memory.total / GIB:.1f} GB per device)",
-            )
-    n = hw.num_processes
-    message = (
-        f"nothing fits: {shape.num_parameters / 1e9:.2f}B parameters, max_length {training.max_length}, "
-        f"micro batch {micro} on {n} x {hw.label} ({hw.usable_gb:.1f} GB usable per device):\n" + "\n".join(lines)
-    )
-    hint = (
-        ("what would fit:\n    - " + "\n    - ".join(alternatives))
-        if alternatives
-        else ("no single change fits; combine LoRA, a shorter max_length and more devices")
-    )
-    raise PlanError(message, hint=hint)
