@@ -11,7 +11,8 @@ import pytest
 from rmspec.errors import PlanError
 from rmspec.packaged import resolve_model_path
 from rmspec.plan.catalog import CATALOG, catalog_config
-from rmspec.plan.model_shape import resolve_shape, shape_from_config
+from rmspec.plan.model_shape import shape_from_config
+from rmspec.plan.shape_source import resolve_shape
 
 
 def _catalog(name):

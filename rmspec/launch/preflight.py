@@ -14,8 +14,8 @@ from typing import Any
 from rmspec.errors import RmspecError
 from rmspec.plan import Plan
 from rmspec.plan.hardware import HostFacts, detect_host
-from rmspec.plan.model_shape import hf_cache_config
 from rmspec.plan.plan import as_plan
+from rmspec.plan.shape_source import hf_cache_config
 
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 

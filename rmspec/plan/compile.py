@@ -35,11 +35,12 @@ from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.invariants import checked
 from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import TrainingShape, lora_parameters
-from rmspec.plan.model_shape import ModelShape, resolve_shape, shape_from_config, vision_notes
+from rmspec.plan.model_shape import ModelShape, shape_from_config, vision_notes
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import OFF, SHARED_PREFIX, plan_packing
 from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths, recipe_notes
+from rmspec.plan.shape_source import resolve_shape
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory
 from rmspec.rundir import RunDir

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.plan.model_shape import hf_cache_config
+from rmspec.plan.shape_source import hf_cache_config
 
 
 def tokenizer_file(name_or_path: str, model_path: str, hub_cache: Path | None = None) -> Path | None:
