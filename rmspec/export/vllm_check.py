@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import RmspecError
-from rmspec.export.vllm import PROBE_ROWS, Hosting, serve_command
+from rmspec.export.vllm import serve_command
+from rmspec.export.vllm_hosting import PROBE_ROWS, Hosting
 
 DEFAULT_VENV = "/opt/rmspec-vllm"
 TOLERANCE_FP32 = 1e-4
