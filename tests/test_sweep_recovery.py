@@ -139,14 +139,14 @@ def test_kill_9_of_the_sweep_group_then_resume_waits_for_the_live_trial_and_reco
 
 
 def test_a_trial_stopped_between_suggestion_and_store_resumes_with_the_suggested_values(tmp_path, model_dir):
-    from rmspec.sweep import driver, space
+    from rmspec.sweep import opening, space
 
     spec = _spec(tmp_path, model_dir, trials=1, seed=3)
     out = tmp_path / "sw"
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        sweep, lock = driver.start(str(spec), (), str(out))
+        sweep, lock = opening.start(str(spec), (), str(out))
         trial = sweep.study.ask()
         suggested = space.suggest(trial, sweep.spec)["training.learning_rate"]  # stored by Optuna; no values attr yet
         lock.release()

@@ -44,7 +44,7 @@ def sweep(spec_file: str | None, sets: tuple[str, ...], out: str | None, resume_
     DIR/best.yaml and DIR/report.html.
     """
     try:
-        from rmspec.sweep import driver, outputs
+        from rmspec.sweep import driver, opening, outputs
     except ImportError as exc:
         raise RmspecError(f"rmspec sweep needs Optuna ({exc})", hint="pip install 'rmspec[sweep]'") from None
     if resume_dir is not None:
@@ -53,11 +53,11 @@ def sweep(spec_file: str | None, sets: tuple[str, ...], out: str | None, resume_
                 "--resume continues a sweep as it started: give no SPEC, --set, -o or --join with it",
                 hint=f"rmspec sweep --resume {resume_dir}",
             )
-        state, lock = driver.resume(resume_dir)
+        state, lock = opening.resume(resume_dir)
     else:
         if spec_file is None:
             raise RmspecError("give a spec with a sweep: section", hint="e.g. rmspec sweep sweep.yaml -o sweeps/lr")
-        state, lock = driver.start(spec_file, sets, out, join=join)
+        state, lock = opening.start(spec_file, sets, out, join=join)
     try:
         try:
             driver.run_sweep(state)

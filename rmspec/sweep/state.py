@@ -18,7 +18,7 @@ class Sweep:
     loaded: LoadedSpec
     sets: tuple[str, ...]
     dir: SweepDir
-    study: Any  # optuna.Study (Optuna is imported by the driver alone)
+    study: Any  # optuna.Study (Optuna is imported by the sweep's driver modules alone)
     view: SweepView
     storage: str = "sqlite"  # sweep.storage as the sweep started (sqlite, journal or a URL)
     joined: bool = False  # started with --join: other workers may share the study
