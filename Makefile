@@ -45,6 +45,7 @@ lint: install
 	echo "== mypy"; $(BIN)/mypy || status=1; \
 	echo "== import contracts"; $(BIN)/lint-imports --no-cache || status=1; \
 	echo "== import circles"; $(BIN)/python scripts/check_import_cycles.py rmspec || status=1; \
+	echo "== scorer kinds"; $(BIN)/python scripts/check_scorer_kinds.py || status=1; \
 	exit $$status
 
 schema: install

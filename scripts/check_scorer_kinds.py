@@ -14,8 +14,11 @@ instead of comparing. What counts, read from the syntax tree (so comments and st
 Evaluation's `ScoredAs` (rmspec.spec.benchmarks: rewards, verdicts, steps) is what a kind says its
 rows are read as, not a scorer kind: comparisons with it are not counted.
 
+None is allowed (a component, a server or a report that needs to know something of a kind asks for
+it as a property of the kind: `one_score`, `ranks_pairs`, `text_reward`, ...).
+
 Usage: python scripts/check_scorer_kinds.py [--types] [ROOT]   (ROOT: the folder holding rmspec/,
-default this checkout). Prints each line and the totals; exit 0.
+default this checkout). Prints each line and the totals; exit 1 when it finds any, else 0.
 """
 
 from __future__ import annotations
@@ -157,7 +160,7 @@ def main(argv: list[str]) -> int:
     modules = len({rel for rel, _, _ in found})
     what = "comparisons with a scorer kind" + (" or isinstance on an engine class" if types else "")
     print(f"{len(found)} lines in {modules} modules outside the scorer kinds' home: {what}")
-    return 0
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

@@ -156,3 +156,21 @@ def test_a_device_torch_cannot_see_is_a_clear_error(minilm, tmp_path, monkeypatc
     run = write_composite_run(tmp_path / "run", section(minilm, device="cuda"))
     with pytest.raises(RmspecError, match="torch sees no CUDA device"):
         load_composite(run, load_model=_loader())
+
+
+def test_a_model_component_that_is_not_a_one_score_reward_model_is_refused(minilm, tmp_path):
+    """The scorer kind says whether a composite can score with it (its `text_reward`): a head with
+    three outputs loads as a pointwise scorer, which the component refuses by name; the one-output
+    head of the fixture is accepted (the tests above score with it)."""
+    from rmspec.composite.scorer import load_composite
+    from rmspec.inference import scorers
+
+    folder = tmp_path / "pointwise"
+    transformers.BertForSequenceClassification.from_pretrained(
+        minilm, num_labels=3, ignore_mismatched_sizes=True
+    ).save_pretrained(folder)
+    transformers.AutoTokenizer.from_pretrained(minilm).save_pretrained(folder)
+    assert str(scorers.load(folder).kind) == "pointwise"
+    run = write_composite_run(tmp_path / "run", section(folder))
+    with pytest.raises(RmspecError, match="needs a reward model with one score; this one is pointwise"):
+        load_composite(run, load_model=_loader())

@@ -21,7 +21,9 @@ class Model:
     needs_reference = False
 
     def __init__(self, engine: Any):
-        if str(engine.kind) != "reward":
+        from rmspec.inference import scorers
+
+        if not scorers.of(engine).text_reward:
             raise RmspecError(
                 f"a composite's model component needs a reward model with one score; this one is {engine.kind}",
                 "point `path` at a Bradley-Terry or single-output reward model",

@@ -77,6 +77,9 @@ class ScorerType:
     normalizes = False  # served rewards normalized by the model's reward_mean/reward_std
     ranks_pairs = False  # one reward per response: active selection ranks pairs by the margin
     one_score = False  # a score head with one scalar reward: what a pooling server (vLLM /classify) hosts
+    # one scalar reward per text (prompt, response) or templated query, from the text engine's encode, encode_text
+    # and outputs: what a composite's model component scores with (rmspec.composite.components.model)
+    text_reward = False
     shares_prompt = False  # a causal decoder may compute a prompt once for all its responses
     reads_images = False  # prompts may hold image parts (a vision-language model): rmspec.evaluate.image_prompts
     card_use: tuple[str, ...] = ()  # the model card's `## Use` lines (rmspec.train.final_model)

@@ -21,6 +21,7 @@ class PointwiseKind(RewardKind):
     normalizes = False
     shares_prompt = False
     one_score = False
+    text_reward = False  # one output per attribute, not one reward
 
     def claims(self, found: Found) -> bool:
         return found.declared == ScorerKind.POINTWISE

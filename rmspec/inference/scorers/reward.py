@@ -284,6 +284,7 @@ class RewardKind(ScorerType):
     ranks_pairs = True
     shares_prompt = True
     one_score = True
+    text_reward = True
     # how transformers loads a score head and reads the reward (pointwise: every output)
     card_use: tuple[str, ...] = (
         "```python",

@@ -191,6 +191,7 @@ class VisionRewardKind(RewardKind):
     reads_images = True
     shares_prompt = False  # each sequence is computed whole (its image with it)
     one_score = False  # not a text classifier a pooling server hosts: vLLM's multimodal pooling is unchecked
+    text_reward = False  # its engine reads images beside the text: not the text engine a composite scores with
     card_use: tuple[str, ...] = ()  # the VLM card's snippet is rmspec.vision.models.card_snippet
 
     def claims(self, found: Found) -> bool:
