@@ -29,7 +29,7 @@ from rmspec.data.split import split_rows
 from rmspec.data.summarize import summarize
 from rmspec.data.tokenize import TokenizeStage
 from rmspec.errors import DataError
-from rmspec.vision.tokens import settings_of
+from rmspec.vision.tokens import run_settings
 from rmspec.vision.tokens import summary as image_summary
 
 
@@ -126,7 +126,8 @@ def prepare(
     report.fingerprint = key or ""
     if "images" in train.column_names:  # rows with images: counts, sizes, visual tokens (rmspec.vision.tokens)
         refs = list(train["images"]) + (list(validation["images"]) if validation is not None else [])
-        report.images = image_summary([r or [] for r in refs], settings_of(getattr(tokenizer, "name_or_path", None)))
+        settings = run_settings(getattr(tokenizer, "name_or_path", None), loaded.spec.model.vision)  # model.vision bounds
+        report.images = image_summary([r or [] for r in refs], settings)
     if data.is_mixture:
         drawn = {n: sources[n].rows_train for n in results}
         available = (

@@ -81,7 +81,16 @@ class Context:
 
     @cached_property
     def tokenizer_key(self) -> str:  # computed once, where a fingerprint first needs it
-        return cache.tokenizer_key(self.tokenizer, self.layout)
+        key = cache.tokenizer_key(self.tokenizer, self.layout)
+        return key if self.visual is None else _hash(key, repr(self.visual))  # images: their token rule too
+
+    @cached_property
+    def visual(self) -> Any:
+        """How the max_length filter counts a row's images (rmspec.vision.tokens.VisualCount), None for a
+        model without Qwen2-VL-style processor settings (text models)."""
+        from rmspec.vision.tokens import visual_count
+
+        return visual_count(getattr(self.tokenizer, "name_or_path", None), self.spec.model.vision)
 
 
 @dataclass
@@ -262,6 +271,7 @@ def apply_filters(ctx: Context, ds: Any, entry: Any) -> Filtered:
                 f.policy,
                 stage,
                 step_separator=ctx.spec.approach.step_suffix,
+                visual=ctx.visual if "images" in ds.column_names else None,
             )
             feats = ds.features.copy()
             feats.update(token_columns(approach, ctx.layout))

@@ -3,6 +3,14 @@
 Rows are tokenized in batches (`datasets.map(batched=True)`); an over-long row is dropped,
 or cut by its policy, and every cut keeps the special tokens at the end so that the last token
 is still the end of the response. A pair that the cut made identical leaves with its own reason.
+
+A row with images (rmspec.vision.rows) holds one placeholder per image in its prompt; the model reads
+each image as its visual tokens instead (rmspec.vision.tokens.VisualCount, from the image's size and
+the processor's settings, model.vision's bounds included). Those count against max_length like any
+token: the text's budget is max_length minus what the images add, the policy applies to the text as
+for a text row, and the lengths this stage records include them. A prompt cut that would remove an
+image's placeholder rejects the row (``image_cut``): the collator could no longer match images to
+their places.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from rmspec.data.layout import PAIR, Layout
 from rmspec.data.ranked import ranked_columns, tokenize_ranked
 from rmspec.data.tool_store import restored_batch
 from rmspec.spec.row_kinds import RowKind
+from rmspec.vision.images import IMAGE_PLACEHOLDER
 
 
 def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
@@ -84,8 +93,10 @@ class TokenizeStage:
         policy: str,
         stage: str = "filter:max_length",
         step_separator: str | None = None,
+        visual: Any = None,  # rmspec.vision.tokens.VisualCount: rows with images count their visual tokens
     ):
         self.layout = layout
+        self.visual = visual
         self.step_separator = step_separator
         self.approach = approach
         self.max_tokens = max_tokens
@@ -126,6 +137,43 @@ class TokenizeStage:
     def _decode(self, ids: list[int]) -> str:
         return self.layout.tok.decode(ids, skip_special_tokens=False)
 
+    def _visual(self, batch: dict[str, list], segs: dict[int, Any]) -> dict[int, int]:
+        """Per live row with images: the positions its images add beyond their placeholders' tokens."""
+        if self.visual is None or "images" not in batch:
+            return {}
+        rows = [i for i in segs if batch["images"][i]]
+        extra = self.visual.extra(
+            [self._decode(segs[i].prompt) for i in rows],
+            [len(segs[i].prompt) for i in rows],
+            [batch["images"][i] for i in rows],
+            self.layout.encode,
+        )
+        return dict(zip(rows, extra))
+
+    def _image_cut(self, batch: dict[str, list], i: int, before: Any, after: Any, extra: int) -> bool:
+        """Reject a row whose prompt cut removed (part of) an image placeholder; True if rejected."""
+        if not extra or len(after.prompt) == len(before.prompt):
+            return False
+        kept = self._decode(after.prompt).count(IMAGE_PLACEHOLDER)
+        had = self._decode(before.prompt).count(IMAGE_PLACEHOLDER)
+        if kept == had:
+            return False
+        self._reject(
+            batch,
+            i,
+            "image_cut",
+            f"fitting max {self.max_tokens} ({extra} of them the images' visual tokens) cuts {had - kept} of the "
+            f"prompt's {had} image(s): raise training.max_length or lower model.vision.max_pixels",
+        )
+        return True
+
+    def _over(self, detail: str, extra: int) -> str:
+        return (
+            f"{detail} (max_length {self.max_tokens} less the {extra} visual tokens of the row's images)"
+            if extra
+            else detail
+        )
+
     def _pairs(self, batch: dict[str, list]) -> dict[str, list]:
         n = len(batch["id"])
         live = [i for i in range(n) if not batch["reject_reason"][i]]
@@ -134,6 +182,7 @@ class TokenizeStage:
             prompts, [[batch["chosen"][i] for i in live], [batch["rejected"][i] for i in live]]
         )
         seg_c, seg_r = dict(zip(live, chosen_segs)), dict(zip(live, rejected_segs))
+        visual = self._visual(batch, seg_c)
         shown = dict(zip(live, self.layout.prompt_texts(prompts)))
         out: dict[str, list[Any]] = {
             k: [None] * n
@@ -163,20 +212,24 @@ class TokenizeStage:
             if i not in seg_c:
                 continue
             c, r = seg_c[i], seg_r[i]
+            v = visual.get(i, 0)  # the images' visual tokens beyond their placeholders
+            limit = self.max_tokens - v  # what the text may take
             out["prompt"][i] = shown[i]
             out["prompt_tokens"][i], out["chosen_tokens"][i], out["rejected_tokens"][i] = (
-                len(c.prompt),
+                len(c.prompt) + v,
                 len(c.body),
                 len(r.body),
             )
-            out["chosen_length"][i], out["rejected_length"][i] = len(c), len(r)
+            out["chosen_length"][i], out["rejected_length"][i] = len(c) + v, len(r) + v
             longest = max(len(c), len(r))
             # Both sides lose the same prompt tokens, so they still answer the same prompt.
-            cut = longest - self.max_tokens if self.policy == CUT_PROMPT and longest > self.max_tokens else None
-            fc, reason, detail = fit(c, self.max_tokens, self.policy, cut)
-            fr, reason_r, detail_r = fit(r, self.max_tokens, self.policy, cut) if fc is not None else (None, "", "")
+            cut = longest - limit if self.policy == CUT_PROMPT and longest > limit else None
+            fc, reason, detail = fit(c, limit, self.policy, cut)
+            fr, reason_r, detail_r = fit(r, limit, self.policy, cut) if fc is not None else (None, "", "")
             if fc is None or fr is None:
-                self._reject(batch, i, reason or reason_r, detail or detail_r)
+                self._reject(batch, i, reason or reason_r, self._over(detail or detail_r, v))
+                continue
+            if self._image_cut(batch, i, c, fc, v):
                 continue
             truncated = len(fc) < len(c) or len(fr) < len(r)
             if truncated and fc.ids() == fr.ids():
@@ -188,7 +241,7 @@ class TokenizeStage:
                 )
                 continue
             out["truncated"][i] = truncated
-            out["shared_prefix_cut"][i] = shared_prefix_cut(len(c), len(r), self.max_tokens, cut)
+            out["shared_prefix_cut"][i] = shared_prefix_cut(len(c), len(r), limit, cut)
             out["chosen_input_ids"][i], out["rejected_input_ids"][i] = fc.ids(), fr.ids()
             if self.types:
                 out["chosen_token_type_ids"][i], out["rejected_token_type_ids"][i] = fc.type_ids(), fr.type_ids()
@@ -206,6 +259,7 @@ class TokenizeStage:
         live = [i for i in range(n) if not batch["reject_reason"][i]]
         prompts = [batch["prompt_messages"][i] for i in live]
         segs = dict(zip(live, self.layout.segments(prompts, [batch["response"][i] for i in live])))
+        visual = self._visual(batch, segs)
         shown = dict(zip(live, self.layout.prompt_texts(prompts)))
         out: dict[str, list] = {
             k: [None] * n for k in ("prompt", "input_ids", "prompt_tokens", "response_tokens", "length", "truncated")
@@ -217,12 +271,18 @@ class TokenizeStage:
             out["prompt_tokens"][i] = out["response_tokens"][i] = out["length"][i] = 0
             if i not in segs:
                 continue
-            s = segs[i]
+            s, v = segs[i], visual.get(i, 0)
             out["prompt"][i] = shown[i]
-            out["prompt_tokens"][i], out["response_tokens"][i], out["length"][i] = len(s.prompt), len(s.body), len(s)
-            f, reason, detail = fit(s, self.max_tokens, self.policy)
+            out["prompt_tokens"][i], out["response_tokens"][i], out["length"][i] = (
+                len(s.prompt) + v,
+                len(s.body),
+                len(s) + v,
+            )
+            f, reason, detail = fit(s, self.max_tokens - v, self.policy)
             if f is None:
-                self._reject(batch, i, reason, detail)
+                self._reject(batch, i, reason, self._over(detail, v))
+                continue
+            if self._image_cut(batch, i, s, f, v):
                 continue
             out["truncated"][i] = len(f) < len(s)
             out["input_ids"][i] = f.ids()

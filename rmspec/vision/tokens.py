@@ -3,7 +3,9 @@
 The Qwen2-VL family's rule (transformers' ``smart_resize``): the image is resized so each side is a
 multiple of ``patch_size * merge_size``, its area within [min_pixels, max_pixels]; it is cut into
 ``patch_size`` patches, and every ``merge_size x merge_size`` patches become one token. The data
-report (and later the plan) reads it; tests/test_vision_tokens.py checks it against the processor.
+report, the max_length filter (rmspec.data.tokenize) and the plan read it, with model.vision's
+min_pixels / max_pixels applied (:func:`bounded`) as the processor applies them
+(rmspec.vision.processor.load_processor); tests/test_vision_tokens.py checks it against the processor.
 """
 
 from __future__ import annotations
@@ -11,9 +13,16 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from rmspec.vision.images import IMAGE_PLACEHOLDER
+
+#: How one image part is written in the text the processor expands (the chat template's rendering of
+#: {"type": "image"}): the Qwen2-VL family's; its one ``<|image_pad|>`` becomes the image's tokens.
+QWEN_IMAGE_TEXT = "<|vision_start|><|image_pad|><|vision_end|>"
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,69 @@ def settings_of(model_dir: str | Path | None) -> VisualSettings | None:
             max_pixels=int(data.get("max_pixels") or size.get("longest_edge") or defaults.max_pixels),
         )
     return None
+
+
+def bounded(settings: VisualSettings, vision: Any = None) -> VisualSettings:
+    """The settings with model.vision's min_pixels / max_pixels in place of the checkpoint's, as
+    rmspec.vision.processor.load_processor builds the processor every stage reads images with."""
+    low, high = getattr(vision, "min_pixels", None), getattr(vision, "max_pixels", None)
+    return replace(settings, min_pixels=low or settings.min_pixels, max_pixels=high or settings.max_pixels)
+
+
+def run_settings(model_dir: str | Path | None, vision: Any = None) -> VisualSettings | None:
+    """The settings a run's processor resizes images with: the model folder's, bounded by model.vision."""
+    settings = settings_of(model_dir)
+    return None if settings is None else bounded(settings, vision)
+
+
+@dataclass(frozen=True)
+class VisualCount:
+    """How many positions a row's images add to the sequence the language model reads.
+
+    The data stage tokenizes each image as its placeholder text (rmspec.vision.rows); the collator
+    (rmspec.vision.collate) writes each placeholder as ``image_text`` and the processor expands its
+    one image-pad token into the image's visual tokens. ``extra`` counts that difference exactly by
+    encoding the prompt as the collator will see it."""
+
+    settings: VisualSettings
+    image_text: str = QWEN_IMAGE_TEXT
+    placeholder: str = IMAGE_PLACEHOLDER
+
+    def per_image(self, refs: list[str]) -> list[int]:
+        return [self.settings.tokens(*image_size(ref)) for ref in refs]
+
+    def extra(
+        self, prompt_texts: list[str], prompt_lengths: list[int], refs: list[list[str]], encode: Callable
+    ) -> list[int]:
+        """Per row: tokens after expansion minus the tokens the placeholders took (``encode``: a batch
+        of texts -> ids without special tokens added, the layout's)."""
+        rows = [i for i, r in enumerate(refs) if r]
+        out = [0] * len(refs)
+        if not rows:
+            return out
+        expanded = encode([prompt_texts[i].replace(self.placeholder, self.image_text) for i in rows])
+        for i, ids in zip(rows, expanded):
+            out[i] = len(ids) + sum(t - 1 for t in self.per_image(refs[i])) - prompt_lengths[i]
+        return out
+
+
+def image_text_of(model_dir: str | Path | None) -> str:
+    """The text one image part becomes for the model in ``model_dir`` (rmspec.vision.processor.IMAGE_TEXT's
+    rule, read from config.json without transformers); the Qwen2-VL family's where none is said."""
+    from rmspec.vision.processor import IMAGE_TEXT
+
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")) if model_dir else {}
+    except (OSError, ValueError):
+        config = {}
+    return IMAGE_TEXT.get(str(config.get("model_type", "")), QWEN_IMAGE_TEXT)
+
+
+def visual_count(model_dir: str | Path | None, vision: Any = None) -> VisualCount | None:
+    """What the max_length filter counts per image for this model (None: no Qwen2-VL-style processor
+    settings in the folder, so images are counted as their placeholder's tokens)."""
+    settings = run_settings(model_dir, vision)
+    return None if settings is None else VisualCount(settings, image_text_of(model_dir))
 
 
 def image_size(reference: str) -> tuple[int, int]:

@@ -1,0 +1,147 @@
+"""max_length counts what the model reads: each image as its visual tokens, not its placeholder.
+
+The independent computation is the processor itself (the tiny Qwen2-VL processor, as the collator
+calls it): a kept row's ids decoded, its placeholders written as the model's image part, and the
+processor's expanded input_ids counted. A row that fits only while each image counts as its
+placeholder is now rejected (drop) or cut (truncate_prompt_left) exactly to max_length; a cut that
+would reach an image's placeholder rejects the row; model.vision's pixel bounds change the count
+(and the data report's visual tokens) as they change the processor's.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from PIL import Image
+
+from helpers.data import make_spec, write_jsonl
+from rmspec.vision.processor import IMAGE_TEXT, expand_placeholders
+from rmspec.vision.tiny import build_processor
+
+MIN, MAX = 784, 28 * 28 * 16  # the checkpoint's bounds: a 112x112 image is 16 visual tokens
+PROMPT = "Look at <image>and say which colour it is, in one short word."
+
+
+def _setup(tmp_path, size=(112, 112), prompt=PROMPT):
+    model_dir = tmp_path / "vlm"
+    build_processor(min_pixels=MIN, max_pixels=MAX).save_pretrained(model_dir)
+    buffer = io.BytesIO()
+    Image.new("RGB", size, (200, 0, 0)).save(buffer, format="PNG")
+    (tmp_path / "0.png").write_bytes(buffer.getvalue())
+    write_jsonl(
+        tmp_path / "pairs.jsonl", [{"prompt": prompt, "chosen": "red", "rejected": "blue", "images": ["0.png"]}]
+    )
+    return model_dir
+
+
+def _prepare(tmp_path, model_dir, max_length, policy="drop", vision=None):
+    from transformers import AutoTokenizer
+
+    from rmspec.data import prepare
+
+    model = {"name_or_path": str(model_dir), **({"vision": vision} if vision else {})}
+    loaded = make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["pairs.jsonl"]},
+            "mapping": {"preset": "pairs"},
+            "filters": [{"kind": "max_length", "policy": policy}],
+        },
+        max_length=max_length,
+        extra={"model": model},
+    )
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    rejects = tmp_path / f"rejects-{max_length}-{policy}.jsonl"
+    try:
+        prepared = prepare(loaded, tokenizer, rejects_path=rejects, cache_dir=tmp_path / f"cache-{max_length}-{policy}")
+    except Exception as exc:  # no training rows left: the rejects file says why
+        if "no training rows" not in str(exc):
+            raise
+        prepared = None
+    lines = [json.loads(x) for x in rejects.read_text().splitlines()] if rejects.exists() else []
+    return prepared, lines
+
+
+def _longest(row, **bounds) -> int:
+    """A pair's longer side as the model reads it (a prompt cut is sized so that it fits)."""
+    return max(
+        _processor_length(row["chosen_input_ids"], **bounds), _processor_length(row["rejected_input_ids"], **bounds)
+    )
+
+
+def _processor_length(ids, **bounds) -> int:
+    """What the collator hands the model: the ids decoded, each placeholder the image part, expanded."""
+    processor = build_processor(**({"min_pixels": MIN, "max_pixels": MAX} | bounds))
+    text = expand_placeholders(processor.tokenizer.decode(ids, skip_special_tokens=False), IMAGE_TEXT["qwen2_vl"])
+    image = Image.new("RGB", (112, 112), (200, 0, 0))
+    return int(processor(text=[text], images=[image], return_tensors="pt")["input_ids"].shape[1])
+
+
+def test_lengths_are_the_processors_expanded_lengths(tmp_path):
+    model_dir = _setup(tmp_path)
+    prepared, _ = _prepare(tmp_path, model_dir, 4096)
+    row = prepared.train[0]
+    expanded = _processor_length(row["chosen_input_ids"])
+    assert expanded > len(row["chosen_input_ids"])  # 16 visual tokens for a 7-token placeholder
+    lengths = prepared.report.to_json()["token_lengths"]  # one row: its figures are the row's
+    assert lengths["chosen_sequence"]["max"] == expanded
+    assert lengths["rejected_sequence"]["max"] == _processor_length(row["rejected_input_ids"])
+
+
+def test_a_row_fitting_only_with_placeholders_is_dropped_with_its_reason(tmp_path):
+    model_dir = _setup(tmp_path)
+    prepared, _ = _prepare(tmp_path, model_dir, 4096)
+    row = prepared.train[0]
+    text_len = max(len(row["chosen_input_ids"]), len(row["rejected_input_ids"]))
+    expanded = _longest(row)
+    limit = expanded - 1
+    assert text_len <= limit  # counted as placeholders, the row would fit
+    dropped, rejects = _prepare(tmp_path, model_dir, limit)
+    assert dropped is None and len(rejects) == 1
+    assert rejects[0]["reason"] == "too_long" and "visual tokens" in rejects[0]["detail"]
+    kept, rejects = _prepare(tmp_path, model_dir, expanded)
+    assert rejects == [] and kept.train[0]["chosen_input_ids"] == row["chosen_input_ids"]
+
+
+def test_a_prompt_cut_fits_the_expanded_sequence_to_max_length(tmp_path):
+    model_dir = _setup(tmp_path)
+    full, _ = _prepare(tmp_path, model_dir, 4096)
+    expanded = _longest(full.train[0])
+    cut, rejects = _prepare(tmp_path, model_dir, expanded - 3, policy="truncate_prompt_left")
+    assert rejects == []
+    row = cut.train[0]
+    assert cut.report.truncation_rate == 1.0
+    assert _longest(row) == expanded - 3  # as a text row: cut to the limit exactly
+    assert "<image>" in cut.train[0]["prompt"]
+
+
+def test_a_cut_that_reaches_the_image_rejects_the_row(tmp_path):
+    model_dir = _setup(tmp_path, prompt="<image>Which colour is this picture, in one short word?")
+    full, _ = _prepare(tmp_path, model_dir, 4096)
+    expanded = _longest(full.train[0])
+    # "user\n" (5 tokens) is all the cut may take before it reaches the placeholder
+    _, rejects = _prepare(tmp_path, model_dir, expanded - 6, policy="truncate_prompt_left")
+    assert [r["reason"] for r in rejects] == ["image_cut"]
+    assert "raise training.max_length" in rejects[0]["detail"]
+    kept, rejects = _prepare(tmp_path, model_dir, expanded - 5, policy="truncate_prompt_left")
+    assert rejects == [], rejects
+    assert _longest(kept.train[0]) == expanded - 5
+
+
+@pytest.mark.parametrize(
+    "bounds", [{"max_pixels": 28 * 28 * 4}, {"min_pixels": 28 * 28 * 36, "max_pixels": 28 * 28 * 64}]
+)
+def test_model_vision_bounds_change_the_count_as_they_change_the_processor(tmp_path, bounds):
+    model_dir = _setup(tmp_path)
+    prepared, _ = _prepare(tmp_path, model_dir, 4096, vision=bounds)
+    row = prepared.train[0]
+    assert prepared.report.token_lengths["chosen_sequence"]["max"] == _processor_length(
+        row["chosen_input_ids"], **bounds
+    )
+    processor = build_processor(**({"min_pixels": MIN, "max_pixels": MAX} | bounds))
+    grid = processor.image_processor(images=[Image.new("RGB", (112, 112))], return_tensors="pt")["image_grid_thw"][0]
+    images = prepared.report.to_json()["images"]
+    assert images["visual_tokens_per_row"]["max"] == int(grid.prod()) // 4 != 16
+    assert images["processor"]["max_pixels"] == bounds["max_pixels"]
