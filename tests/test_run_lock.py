@@ -39,6 +39,25 @@ def _hold(path: Path) -> subprocess.Popen:
     return proc
 
 
+def test_a_shared_lock_admits_shared_holders_and_no_exclusive_one(tmp_path):
+    """The sweep directory's claim as --join workers take it (rmspec.sweep.opening): shared holders
+    together, never beside an exclusive one (a sweep alone), either way round. flock(2) locks belong to
+    the open file, so two opens in this process conflict as two processes would."""
+    from rmspec.rundir.lock import Lock
+
+    path = tmp_path / ".claim.lock"
+    first, second = Lock(path, shared=True), Lock(path, shared=True)
+    assert first.try_acquire() and second.try_acquire()
+    alone = Lock(path)
+    assert not alone.try_acquire()
+    first.release()
+    assert not alone.try_acquire()
+    second.release()
+    assert alone.try_acquire()
+    assert not Lock(path, shared=True).try_acquire()
+    alone.release()
+
+
 def test_the_lock_names_its_owner_and_dies_with_it(tmp_path):
     holder = _hold(tmp_path)
     try:

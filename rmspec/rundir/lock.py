@@ -56,16 +56,18 @@ def describe(record: OwnerRecord | None) -> str:
 
 @dataclass
 class Lock:
-    """An flock(2) lock on one file; released by release() or by the holder's death."""
+    """An flock(2) lock on one file; released by release() or by the holder's death. `shared`: taken
+    shared (LOCK_SH), which any number of holders may hold together and no exclusive one beside them."""
 
     path: Path
     fd: int | None = None
+    shared: bool = False
 
     def try_acquire(self, record: OwnerRecord | None = None) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             return False

@@ -144,24 +144,10 @@ def check_objective(loaded: LoadedSpec) -> None:
         )
 
 
-class SharedLock(Lock):
-    """The sweep directory's claim lock taken shared: --join workers hold it together, a sweep alone cannot."""
-
-    def try_acquire(self, record: dict | None = None) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        self.fd = fd
-        return True
-
-
 def _claim(folder: SweepDir, shared: bool) -> Lock:
     if shared:
-        lock = SharedLock(folder.root / ".claim.lock")
+        # --join workers hold it together; a sweep alone (claim_lock, exclusive) cannot beside them
+        lock = Lock(folder.root / ".claim.lock", shared=True)
         if not lock.try_acquire():
             raise RunLocked(
                 f"{folder.root} is in use by a sweep started without --join: one sweep directory has one owner",
