@@ -1,24 +1,41 @@
 """The image processor a VLM reward model reads its images with, loaded without torchvision.
 
-``AutoProcessor`` of a Qwen2-VL family checkpoint needs torchvision (its video processor); where
-that fails, the processor is rebuilt from ``AutoImageProcessor`` (Pillow backend) and the run's
-tokenizer as :class:`rmspec.vision.tiny.processor_class` (image processor + tokenizer only).
-Resolution options (``min_pixels`` / ``max_pixels``) are applied here, once, for every stage.
+The family's own processor class (transformers' ``PROCESSOR_MAPPING_NAMES`` for the config's
+model type: ``Qwen2VLProcessor``, ``LlavaProcessor``, ``Idefics3Processor``, ...) is built from the
+model folder's image processor (``AutoImageProcessor``: the Pillow backend where torchvision is
+missing), the run's tokenizer, and the folder's processor settings (``processor_config.json``:
+LLaVA's patch size, Idefics3's image_seq_len, ...). Many of these classes also take a video
+processor, which transformers only builds with torchvision, so ``AutoProcessor`` fails without it;
+:func:`family_processor_class` is the same class without its video (and audio) parts: rmspec reads
+images only. Resolution options (``min_pixels`` / ``max_pixels``) are applied here, once, for every
+stage.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from rmspec.vision.images import IMAGE_PLACEHOLDER
 
 #: How one image part is written in the text the processor expands, per model family (the chat
-#: template's rendering of {"type": "image"}); the processor turns it into the image's tokens.
+#: template's rendering of {"type": "image"}); the processor turns it into the image's tokens. A
+#: family not listed writes its processor's ``image_token`` (:func:`image_text`). Light: read by the
+#: planner's token count (rmspec.vision.tokens) without transformers.
 IMAGE_TEXT = {
     "qwen2_vl": "<|vision_start|><|image_pad|><|vision_end|>",
     "qwen2_5_vl": "<|vision_start|><|image_pad|><|vision_end|>",
     "qwen3_vl": "<|vision_start|><|image_pad|><|vision_end|>",
+    "llava": "<image>",
+    "llava_onevision": "<image>",
+    "idefics3": "<image>",  # expanded with image splitting: <fake_token_around_image><row_1_col_1><image>...
+    "smolvlm": "<image>",
 }
+
+#: The parts of a processor rmspec builds: it reads images and text, never videos or audio.
+IMAGE_PARTS = ("image_processor", "tokenizer")
+
+_CLASSES: dict[str, Any] = {}
 
 
 def is_vision_config(config: Any) -> bool:
@@ -26,17 +43,75 @@ def is_vision_config(config: Any) -> bool:
     return getattr(config, "vision_config", None) is not None
 
 
+def family_processor_class(model_type: str) -> Any:
+    """transformers' processor class for ``model_type``, as a class whose parts are the image
+    processor and the tokenizer only (the same class where it has no other parts).
+
+    The subclass keeps the family's ``__init__`` parameters by name (transformers saves and loads a
+    processor's settings by reading that signature) and passes None for the video / audio parts."""
+    if model_type in _CLASSES:
+        return _CLASSES[model_type]
+    import transformers
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    name = PROCESSOR_MAPPING_NAMES.get(model_type)
+    if not name or not hasattr(transformers, name):
+        raise ValueError(
+            f"transformers {transformers.__version__} has no processor class for model_type {model_type!r}, "
+            "so rmspec cannot turn its images into model inputs"
+        )
+    base = getattr(transformers, name)
+    dropped = [part for part in base.get_attributes() if part not in IMAGE_PARTS]
+    cls = base if not dropped else _without(base, dropped)
+    _CLASSES[model_type] = cls
+    return cls
+
+
+def _without(base: Any, dropped: list[str]) -> Any:
+    """``base`` with an ``__init__`` that lacks the ``dropped`` parts and hands them None."""
+    params = [
+        p
+        for p in inspect.signature(base.__init__).parameters.values()
+        if p.name != "self" and p.name not in dropped and p.kind is p.POSITIONAL_OR_KEYWORD
+    ]
+    defaults = {p.name: None if p.default is p.empty else p.default for p in params}
+    # A real signature, not *args: transformers reads the parameter names from __init__'s code object.
+    source = (
+        f"def __init__(self, {', '.join(f'{p.name}=_defaults[{p.name!r}]' for p in params)}, **kwargs):\n"
+        f"    _base.__init__(self, {', '.join(f'{p.name}={p.name}' for p in params)}, "
+        f"{', '.join(f'{d}=None' for d in dropped)}, **kwargs)\n"
+    )
+    namespace: dict[str, Any] = {"_base": base, "_defaults": defaults}
+    exec(source, namespace)  # noqa: S102 - source built above from transformers' own parameter names
+    # Same name and module: the saved processor_config.json names the family's class, which plain
+    # transformers loads (with its video processor) where torchvision is installed.
+    return type(base.__name__, (base,), {"__init__": namespace["__init__"], "__module__": base.__module__})
+
+
 def load_processor(
     model_path: str, tokenizer: Any, min_pixels: int | None = None, max_pixels: int | None = None
 ) -> Any:
-    from transformers import AutoImageProcessor
+    """The family's processor over ``tokenizer`` (the run's), with the folder's image processor and
+    processor settings; ``min_pixels`` / ``max_pixels`` where given."""
+    from transformers import AutoConfig, AutoImageProcessor
 
+    model_type = AutoConfig.from_pretrained(model_path).model_type
+    cls = family_processor_class(model_type)
     resolution = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
-    image_processor = AutoImageProcessor.from_pretrained(model_path, **resolution)
-    from rmspec.vision.tiny import processor_class
-
-    return processor_class()(
-        image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer.chat_template
+    image_processor = AutoImageProcessor.from_pretrained(model_path)
+    unknown = [k for k in resolution if not hasattr(image_processor, k)]
+    if unknown:
+        raise ValueError(
+            f"model.vision.{unknown[0]}: {type(image_processor).__name__} ({model_type}) does not resize by a pixel "
+            "count; remove model.vision.min_pixels / max_pixels for this model (they apply to the Qwen2-VL family)"
+        )
+    if resolution:
+        image_processor = AutoImageProcessor.from_pretrained(model_path, **resolution)
+    settings, kwargs = cls.get_processor_dict(model_path)
+    settings = {k: v for k, v in settings.items() if k not in ("chat_template", "audio_tokenizer")}
+    parts = {"image_processor": image_processor, "tokenizer": tokenizer}
+    return cls.from_args_and_dict(
+        [parts[name] for name in cls.get_attributes()], settings, chat_template=tokenizer.chat_template
     )
 
 
