@@ -50,6 +50,12 @@ from rmspec.errors import RmspecError
     help="Process reward models: the text after every step, as the model was trained (default: the "
     'saved one, else TRL\'s "\\n"); e.g. " ;" for a tokenizer that drops newlines.',
 )
+@click.option(
+    "--allow-image-urls",
+    is_flag=True,
+    help="Vision reward models: download images given as http(s) URLs (off: such a row is rejected, "
+    "image_url_refused); a failed download rejects the row (image_download_failed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
 def score(
     target: str,
@@ -62,6 +68,7 @@ def score(
     resume: bool,
     overwrite: bool,
     step_separator: str | None,
+    allow_image_urls: bool,
     as_json: bool,
 ) -> None:
     """Score INPUT (JSONL, JSON, Parquet, CSV or a save_to_disk folder) with TARGET (a run or a model folder)."""
@@ -100,6 +107,7 @@ def score(
         batch_size=batch_size,
         resume=resume,
         overwrite=overwrite,
+        allow_image_urls=allow_image_urls,
     )
     if as_json:
         click.echo(json.dumps(run(), indent=2))

@@ -20,6 +20,7 @@ from rmspec.data.row_values import conversation_pair, hh_turns, messages, number
 from rmspec.data.steps import steps_record
 from rmspec.errors import DataError
 from rmspec.spec import presets
+from rmspec.spec.image_rules import image_approaches
 from rmspec.spec.row_kinds import RowKind
 from rmspec.vision.images import ImageReject
 from rmspec.vision.rows import ImageSettings, RowImages
@@ -36,6 +37,7 @@ class RowMapper:
         columns: list[str],
         where: str = "data.mapping",
         data_files: list[str] | None = None,
+        image_options: Any = None,
     ):
         self.mapping = mapping
         self.preset = mapping.preset
@@ -65,16 +67,21 @@ class RowMapper:
         self._check(columns)
         # Images (rmspec.vision.rows): read and checked before the row is mapped; relative paths
         # resolve against the data file's folder; a bad image rejects the row at its file:line.
+        # `image_options` is the spec's data.images (None: the defaults; downloads off).
         self.data_files = data_files or []
         self.images: RowImages | None = None
         if "images" in self.cols:
+            # validate refuses a mapped or preset images column (rmspec.spec.image_rules); this is the
+            # backstop for an `images` column found in the data itself.
             refusal = approaches.get(approach.kind).image_refusal(approach)
             if refusal is not None:
+                kinds = " or ".join(image_approaches(approach.row_kind) or image_approaches())
                 raise DataError(
                     f"{where}: the data has images (column {self.cols['images']!r}), but {refusal}",
-                    "train approach kind: bradley_terry or pointwise on it, or map the data without its images",
+                    f"train approach kind: {kinds} on it, or map the data without its images",
                 )
-            settings = ImageSettings(
+            settings = ImageSettings.of(
+                image_options,
                 base_dir=str(Path(self.data_files[0]).parent) if self.data_files else None,
                 images_first=bool(self.layout and self.layout.images_first),
             )

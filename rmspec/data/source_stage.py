@@ -201,6 +201,7 @@ def map_rows(ctx: Context, entry: Any, ds: Any, where: str, as_stream: bool = Fa
         [c for c in columns if c != BAD_LINE],
         where=f"{where}.mapping",
         data_files=data_files(entry.source, ctx.loaded.base_dir),
+        image_options=ctx.data.images,  # data.images: downloads and limits, one for every dataset
     )
     kind = mapper.output_approach()
     feats = R.features(kind, images=mapper.images is not None)

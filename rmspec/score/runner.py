@@ -39,6 +39,7 @@ def score_file(
     batch_size: int | None = None,
     resume: bool = False,
     overwrite: bool = False,
+    allow_image_urls: bool = False,
     progress: Callable[[int, int | None], None] | None = None,
 ) -> dict[str, Any]:
     """Score every row of `input_path` into `out`; returns the summary (counts reconcile:
@@ -63,6 +64,7 @@ def score_file(
         shape = scorers.of(engine).shape(engine, list(first), named)  # a PRM: prompt + steps; a judge: pairs
         rows = iter(reader.open_rows(in_path, split=split, skip=skip).rows)  # the peek consumed rows: read again
     shape.base_dir = str(in_path.parent)  # relative image paths (a vision reward model's images column)
+    shape.allow_image_urls = allow_image_urls
     writer = output.Writer(out, resume_state=state, identity=identity)
     writer.state["shape"] = {"kind": shape.kind, "columns": shape.columns}
     bs = batch_size or engine.batch_size

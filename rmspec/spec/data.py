@@ -1,7 +1,7 @@
 """`data:` where the rows come from, how they map onto the canonical record, filters, split.
 
 The sections live by concern: data_sources (data.source), data_mapping (data.mapping), data_filters
-(data.filters, data.augment), data_split (data.split); this module holds the mixture (data.sources)
+(data.filters, data.augment), data_split (data.split), data_images (data.images); this module holds the mixture (data.sources)
 and DataSpec, and re-exports the others' names so `from rmspec.spec.data import ...` keeps working.
 """
 
@@ -26,6 +26,7 @@ from rmspec.spec.data_filters import (
     SampleFilter,
     TruncatedNegatives,
 )
+from rmspec.spec.data_images import ImagesSpec
 from rmspec.spec.data_mapping import PRESETS, ColumnMap, MappingSpec
 from rmspec.spec.data_sources import (
     BUILTIN_SOURCES,
@@ -57,6 +58,7 @@ __all__ = [
     "FilesSource",
     "Filter",
     "HuggingFaceSource",
+    "ImagesSpec",
     "MappingSpec",
     "MaxLengthFilter",
     "MinScoreGapFilter",
@@ -151,6 +153,11 @@ class DataSpec(Section):
         default_factory=list, description="Extra training pairs; never crosses the train/validation boundary."
     )
     split: SplitSpec = Field(default_factory=SplitSpec, description="Train/validation split.")
+    images: ImagesSpec = Field(
+        default_factory=ImagesSpec,
+        description="How the rows' images are read and checked, for every dataset: downloads of http(s) URLs "
+        "(off unless allowed), the largest image in bytes and in pixels (docs/multimodal.md).",
+    )
     max_rejected: NonNegativeInt | float | None = Field(
         None,
         description="The most rows the data may lose before training: a count (e.g. 100) or a fraction of "

@@ -12,7 +12,12 @@ Accepted forms of one image:
 - raw bytes;
 - a ``datasets`` ``Image`` feature value: ``{"bytes": ..., "path": ...}`` (bytes win when present);
 - an already decoded ``PIL.Image.Image`` (``datasets`` decodes its Image feature by default);
-- an ``http(s)://`` URL only when the user allows downloads (``allow_urls``), else ``url_refused``.
+- an ``http(s)://`` URL only when the user allows downloads (``allow_urls``: the spec's
+  ``data.images.allow_urls``, ``rmspec score`` / ``serve --allow-image-urls``), else ``url_refused``;
+  a download that fails (an HTTP error status, a timeout, a refused connection) is
+  ``download_failed``, one over the byte limit ``too_many_bytes`` (read no further than the limit);
+  the bytes that came are then checked as a file's are. :func:`downloaded` fetches a URL once into
+  bytes, so the data stage keeps what it checked and no later stage downloads again.
 
 The image is fully decoded here (``load()``), so a truncated file is caught once, in the data
 stage, and not by a training step hours later. Pillow is the only dependency: no torch.
@@ -22,8 +27,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import http.client
 import io
 import os
+import urllib.error
 import urllib.request
 import warnings
 from collections.abc import Mapping
@@ -47,6 +54,7 @@ REASONS = (
     "too_many_pixels",
     "too_many_bytes",
     "url_refused",
+    "download_failed",
     "count_mismatch",
 )
 
@@ -54,6 +62,9 @@ REASONS = (
 #: decompression-bomb guard (89 megapixels, warning only) is replaced by this explicit limit.
 DEFAULT_MAX_PIXELS = 64_000_000
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+#: Seconds a download may wait for the server (connecting, and between reads).
+DEFAULT_DOWNLOAD_TIMEOUT = 30.0
+URL_SCHEMES = ("http://", "https://")
 
 #: The placeholder that marks an image in a plain-text prompt (the Hugging Face convention).
 IMAGE_PLACEHOLDER = "<image>"
@@ -75,13 +86,31 @@ def decode_image(
     allow_urls: bool = False,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT,
 ) -> Image.Image:
     """Return ``value`` as a fully decoded RGB image, or raise :class:`ImageReject`."""
     Image = _pillow()
     if isinstance(value, Image.Image):
         return _checked(value, "the decoded image", max_pixels)
-    data, name = _encoded_bytes(value, base_dir, allow_urls, max_bytes)
+    value = downloaded(value, allow_urls, max_bytes, download_timeout)
+    data, name = _encoded_bytes(value, base_dir, max_bytes)
     return _decode_bytes(data, name, max_pixels)
+
+
+def downloaded(
+    value: Any, allow_urls: bool, max_bytes: int = DEFAULT_MAX_BYTES, timeout: float = DEFAULT_DOWNLOAD_TIMEOUT
+) -> Any:
+    """An ``http(s)`` URL as the image feature value ``{"bytes": <what came>, "path": <the URL>}``
+    (decoded and named as any such value); any other value unchanged. Raises ``url_refused`` unless
+    ``allow_urls``, ``download_failed`` or ``too_many_bytes``."""
+    if isinstance(value, Mapping) and not value.get("bytes") and value.get("path"):
+        value = str(value["path"])  # an image feature that names its file by URL only
+    if not (isinstance(value, str) and value.strip().startswith(URL_SCHEMES)):
+        return value
+    url = value.strip()
+    if not allow_urls:
+        raise ImageReject("url_refused", f"{url}: downloading images is off")
+    return {"bytes": _download(url, max_bytes, timeout), "path": url}
 
 
 def describe(value: Any) -> str:
@@ -99,19 +128,18 @@ def describe(value: Any) -> str:
     return f"<{type(value).__name__}>"
 
 
-def _encoded_bytes(
-    value: Any, base_dir: str | os.PathLike[str] | None, allow_urls: bool, max_bytes: int
-) -> tuple[bytes, str]:
+def _encoded_bytes(value: Any, base_dir: str | os.PathLike[str] | None, max_bytes: int) -> tuple[bytes, str]:
     if value is None:
         raise ImageReject("missing", "the image is null")
     if isinstance(value, bytes | bytearray):
         return _limited(bytes(value), f"<{len(value)} bytes>", max_bytes), f"<{len(value)} bytes>"
     if isinstance(value, Mapping):
         raw = value.get("bytes")
-        if raw:
-            return _encoded_bytes(bytes(raw), base_dir, allow_urls, max_bytes)
+        if raw:  # named by its path (a download: its URL) where it has one
+            name = str(value.get("path") or f"<{len(raw)} bytes>")
+            return _limited(bytes(raw), name, max_bytes), name
         if value.get("path"):
-            return _encoded_bytes(str(value["path"]), base_dir, allow_urls, max_bytes)
+            return _encoded_bytes(str(value["path"]), base_dir, max_bytes)
         raise ImageReject("missing", "the image feature has neither bytes nor a path")
     if not isinstance(value, str):
         raise ImageReject("undecodable", f"an image must be a path, a data: URI or bytes, got {type(value).__name__}")
@@ -120,10 +148,6 @@ def _encoded_bytes(
         raise ImageReject("missing", "the image path is empty")
     if text.startswith("data:"):
         return _limited(_data_uri_bytes(text), describe(text), max_bytes), describe(text)
-    if text.startswith(("http://", "https://")):
-        if not allow_urls:
-            raise ImageReject("url_refused", f"{text}: downloading images is off (download the images, or allow URLs)")
-        return _download(text, max_bytes), text
     if text.startswith("file://"):
         text = text[len("file://") :]
     path = Path(text)
@@ -147,12 +171,24 @@ def _data_uri_bytes(text: str) -> bytes:
         raise ImageReject("undecodable", f"{describe(text)}: its base64 payload does not decode ({exc})") from None
 
 
-def _download(url: str, max_bytes: int) -> bytes:
+def _download(url: str, max_bytes: int, timeout: float) -> bytes:
+    """The body of a successful GET of ``url``, at most ``max_bytes`` of it (a larger one is refused
+    before it is read when the server says its length, else once one byte past the limit has come)."""
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (http(s) only, checked above)
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (http(s) only, checked above)
+            length = response.headers.get("Content-Length")
+            if length is not None and length.isdigit() and int(length) > max_bytes:
+                raise ImageReject("too_many_bytes", f"{url}: {length} bytes, over the limit of {max_bytes}")
             data = response.read(max_bytes + 1)
-    except OSError as exc:
-        raise ImageReject("missing", f"{url}: the download failed ({exc})") from None
+    except urllib.error.HTTPError as exc:  # an error status: 404, 403, 500 ...
+        raise ImageReject("download_failed", f"{url}: the server answered HTTP {exc.code} {exc.reason}") from None
+    except TimeoutError:
+        raise ImageReject("download_failed", f"{url}: no answer within {timeout:g} s") from None
+    except urllib.error.URLError as exc:  # refused connection, unknown host; a timeout while connecting
+        why = f"no answer within {timeout:g} s" if isinstance(exc.reason, TimeoutError) else str(exc.reason)
+        raise ImageReject("download_failed", f"{url}: {why}") from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # a dropped connection, a malformed URL
+        raise ImageReject("download_failed", f"{url}: {type(exc).__name__}: {exc}") from None
     return _limited(data, url, max_bytes)
 
 

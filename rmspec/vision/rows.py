@@ -7,7 +7,11 @@ hold text, so every later stage, filters, split, templates, reads them unchanged
 become references the record carries in its ``images`` column:
 
 - a file stays a path (absolute, so it resolves from the run directory as from the data's folder);
-- bytes, an ``Image`` feature or a ``data:`` URI becomes a ``data:`` URI (its original bytes).
+- bytes, an ``Image`` feature or a ``data:`` URI becomes a ``data:`` URI (its original bytes);
+- an http(s) URL, where the spec allows downloads (``data.images.allow_urls``), is downloaded once
+  here and becomes a ``data:`` URI of the bytes that came: training reads what was checked, and never
+  downloads (nor finds a URL it may not fetch). Where downloads are off the row is rejected
+  (``image_url_refused``), the detail naming the option.
 
 A row whose image does not decode, or whose image parts and images differ in number, raises
 :class:`ImageReject`; the mapper turns it into a reject with the reason and the row's ``file:line``.
@@ -24,18 +28,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmspec.vision.images import (
+    DEFAULT_DOWNLOAD_TIMEOUT,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_PIXELS,
     IMAGE_PLACEHOLDER,
     ImageReject,
     check_count,
     decode_image,
+    downloaded,
     image_parts,
     images_of,
 )
 
 if TYPE_CHECKING:  # Pillow is imported where an image is decoded (rmspec.vision.images)
     from PIL import Image
+
+    from rmspec.spec.data_images import ImagesSpec
 
 #: The canonical fields whose values may hold conversational content parts.
 TEXT_FIELDS = ("prompt", "chosen", "rejected", "messages", "response")
@@ -47,8 +55,24 @@ class ImageSettings:
     allow_urls: bool = False
     max_pixels: int = DEFAULT_MAX_PIXELS
     max_bytes: int = DEFAULT_MAX_BYTES
+    download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT
+    # How the user allows downloads, named in a url_refused reject (the spec's option here).
+    allow_with: str = "set data.images.allow_urls: true to download it, or download the images and give their paths"
     placeholder: str = IMAGE_PLACEHOLDER
     images_first: bool = False  # a preset whose prompts name no image: the images go before the prompt text
+
+    @classmethod
+    def of(cls, options: ImagesSpec | None, **where: Any) -> ImageSettings:
+        """The settings of the spec's data.images (None: the defaults), for a dataset `where` says."""
+        if options is None:
+            return cls(**where)
+        return cls(
+            allow_urls=options.allow_urls,
+            max_pixels=options.max_pixels,
+            max_bytes=options.max_bytes,
+            download_timeout=options.download_timeout,
+            **where,
+        )
 
 
 @dataclass
@@ -83,9 +107,11 @@ class RowImages:
         refs, sizes = [], []
         for k, value in enumerate(images):
             try:
-                image = decode_image(value, s.base_dir, s.allow_urls, s.max_pixels, s.max_bytes)
+                value = downloaded(value, s.allow_urls, s.max_bytes, s.download_timeout)
+                image = decode_image(value, s.base_dir, max_pixels=s.max_pixels, max_bytes=s.max_bytes)
             except ImageReject as exc:
-                raise ImageReject(exc.reason, f"{self.column}[{k}]: {exc.detail}") from None
+                allow = f" ({s.allow_with})" if exc.reason == "url_refused" else ""
+                raise ImageReject(exc.reason, f"{self.column}[{k}]: {exc.detail}{allow}") from None
             refs.append(reference(value, image, s.base_dir))
             sizes.append(image.size)
         return row, refs, ImageInfo(sizes)
@@ -155,13 +181,13 @@ def reference(value: Any, image: Image.Image, base_dir: str | os.PathLike[str] |
     """How a record refers to a checked image: its file's absolute path, or a data: URI."""
     if isinstance(value, Mapping) and not value.get("bytes") and value.get("path"):
         value = value["path"]
-    if isinstance(value, str) and not value.startswith(("data:", "http://", "https://")):
+    if isinstance(value, str) and not value.startswith("data:"):
         path = Path(value[len("file://") :] if value.startswith("file://") else value)
         if not path.is_absolute() and base_dir is not None:
             path = Path(base_dir) / path
         return str(path.resolve())
     if isinstance(value, str):
-        return value  # a data: URI (or an allowed URL) as given
+        return value  # a data: URI as given
     if isinstance(value, Mapping):
         value = value["bytes"]
     if isinstance(value, bytes | bytearray):

@@ -38,6 +38,7 @@ class Shape:
     kind: str
     columns: dict[str, str] = field(default_factory=dict)  # role -> column name
     base_dir: str | None = None  # the scored file's folder: relative image paths resolve against it
+    allow_image_urls: bool = False  # `rmspec score --allow-image-urls`: download http(s) images
 
     def describe(self) -> str:
         return f"{self.kind} (" + ", ".join(f"{role}={col}" for role, col in self.columns.items()) + ")"

@@ -241,9 +241,10 @@ class VisionRewardKind(RewardKind):
             images = []
             for k, value in enumerate(given):
                 try:
-                    images.append(decode_image(value, shape.base_dir))
+                    images.append(decode_image(value, shape.base_dir, allow_urls=shape.allow_image_urls))
                 except ImageReject as exc:
-                    raise ImageReject(exc.reason, f"{column}[{k}]: {exc.detail}") from None
+                    allow = " (rmspec score --allow-image-urls downloads it)" if exc.reason == "url_refused" else ""
+                    raise ImageReject(exc.reason, f"{column}[{k}]: {exc.detail}{allow}") from None
         except ImageReject as exc:
             return Rejected(f"image_{exc.reason}: {exc.detail}", f"image_{exc.reason}")
         try:
