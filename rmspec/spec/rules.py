@@ -9,6 +9,7 @@ from rmspec.spec import presets
 from rmspec.spec.approach_rules import ENCODER_HINTS, mappings
 from rmspec.spec.base import Problem
 from rmspec.spec.data_filters import Filter
+from rmspec.spec.image_rules import images_need_an_approach_that_reads_them
 from rmspec.spec.root import Spec
 from rmspec.spec.row_kinds import PAIRS, RowKind, describe
 from rmspec.spec.training_rules import best_checkpoint_rules, optimizer_needs_cuda
@@ -142,6 +143,7 @@ def lora_precision(spec: Spec) -> Iterator[Problem]:
 
 RULES = (
     approach_rules,
+    images_need_an_approach_that_reads_them,
     filters_read_the_rows,
     margin_must_be_used,
     batch_divides,
