@@ -30,7 +30,7 @@ from helpers.ci import missing, need
 torch = need("torch")
 transformers = need("transformers")
 
-from helpers.serve_models import LLAMA3_TEMPLATE, QWEN_TEMPLATE, _bpe  # noqa: E402
+from helpers.serve_models import build_llama3, build_qwen2_chatml  # noqa: E402
 from helpers.serve_process import REPO, free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -79,59 +79,10 @@ def need_vllm() -> None:
 
 
 def base_model(kind: str, directory: Path) -> Path:
-    """A Qwen2 (ChatML, no BOS) or a Llama (Llama-3 template, BOS in template and tokenizer)."""
-    from tokenizers import processors
-
-    if kind == "qwen2_chatml":
-        tok = _bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
-        fast = transformers.PreTrainedTokenizerFast(
-            tokenizer_object=tok,
-            eos_token="<|im_end|>",
-            pad_token="<|endoftext|>",
-            additional_special_tokens=["<|im_start|>", "<|im_end|>"],
-        )
-        fast.chat_template = QWEN_TEMPLATE
-        config_class, model_class, extra = transformers.Qwen2Config, transformers.Qwen2ForSequenceClassification, {}
-    else:
-        special = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
-        tok = _bpe(special)
-        bos = tok.token_to_id("<|begin_of_text|>")
-        tok.post_processor = processors.TemplateProcessing(
-            single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B", special_tokens=[("<|begin_of_text|>", bos)]
-        )
-        fast = transformers.PreTrainedTokenizerFast(
-            tokenizer_object=tok,
-            bos_token="<|begin_of_text|>",
-            eos_token="<|eot_id|>",
-            pad_token="<|end_of_text|>",
-            additional_special_tokens=special[2:],
-        )
-        fast.chat_template = LLAMA3_TEMPLATE
-        config_class, model_class, extra = (
-            transformers.LlamaConfig,
-            transformers.LlamaForSequenceClassification,
-            {"bos_token_id": bos},
-        )
-    config = config_class(
-        vocab_size=len(fast),
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,  # head_dim 64
-        num_key_value_heads=1,
-        intermediate_size=256,
-        max_position_embeddings=512,
-        num_labels=1,
-        pad_token_id=fast.pad_token_id,
-        eos_token_id=fast.eos_token_id,
-        **extra,
-    )
-    torch.manual_seed(5)
-    model = model_class(config)
-    with torch.no_grad():
-        model.score.weight.normal_(0.0, 1.0)  # rewards that differ by whole units between texts
-    model.save_pretrained(directory)
-    fast.save_pretrained(directory)
-    return directory
+    """A Qwen2 (ChatML, no BOS) or a Llama (Llama-3 template, BOS in template and tokenizer): the serve
+    tests' models (helpers.serve_models) at hidden size 128, so head_dim 64 (vLLM's CPU attention refuses 16)."""
+    build = {"qwen2_chatml": build_qwen2_chatml, "llama3": build_llama3}[kind]
+    return build(directory, hidden_size=128, intermediate_size=256)
 
 
 def train(kind: str, folder: Path) -> Path:
@@ -353,26 +304,89 @@ def test_openrlhf_executor_with_the_exported_reward_function(served):
     assert rewards == pytest.approx(served.expected, abs=TOL)
 
 
-def test_check_starts_the_engine_and_reports_the_largest_difference(runs):
+def split_rows(run: Path) -> list[dict]:
+    """The run's validation split, read here from the folder its data stage wrote."""
+    import datasets
+
+    fingerprint = json.loads((run / "data_report.json").read_text())["fingerprint"]
+    return list(datasets.load_from_disk(str(run / "cache" / fingerprint / "validation")))
+
+
+def evaluated(run: Path) -> dict[tuple[str, str], float]:
+    """The rewards the run's own evaluation gave each validation pair (RUN/eval/validation.jsonl: scored
+    from the training token ids, not through rmspec score), by (id, side)."""
+    rows = [json.loads(line) for line in (run / "eval" / "validation.jsonl").read_text().splitlines()]
+    return {(r["id"], side): r[f"score_{side}"] for r in rows for side in ("chosen", "rejected")}
+
+
+def test_check_starts_the_engine_on_the_runs_held_out_rows(runs):
+    """--check (auto: float32 on this CPU engine) on the Llama run (the double-BOS case): the rows are the
+    run's validation split, both responses of every pair (24 rows < --check-limit 32), single-turn prompts
+    sent to rmspec score as text on every other pair; the rewards compared are the ones the run's own
+    evaluation gave those rows."""
     r = runs["llama3"]
     done = rmspec(
         "export", str(r.run), "--to", "vllm", "-o", str(r.folder / "checked"), "--check", "--vllm-python", VLLM_PYTHON
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert "parity passed" in done.stdout
+    assert "parity passed" in done.stdout and "float32" in done.stdout and "no GPU" in done.stdout
     report = json.loads((r.run / "export_vllm_check.json").read_text())
-    assert report["passed"] and report["max_abs_diff"] <= TOL and report["rows"] == 6
+    split = split_rows(r.run)
+    assert report["rows"] == 2 * len(split) == 24 and report["rows_too_long"] == 0
+    assert "validation split" in report["rows_source"]
+    used = [(u["id"], u["side"]) for u in report["rows_used"]]
+    assert used == [(row["id"], side) for row in split for side in ("chosen", "rejected")]
+    assert report["text_prompts"] == 12 and report["message_prompts"] == 12  # every other pair's prompt as text
+    by_eval = evaluated(r.run)
+    assert report["rmspec_score"] == pytest.approx([by_eval[key] for key in used], abs=TOL)
+    assert report["dtype"] == "float32" and report["engine_device"] == "cpu" and report["tolerance"] == TOL
+    assert report["passed"] and report["max_abs_diff"] <= report["allowed_difference"] == TOL
+    assert "0.0001" in report["rule"]
     assert set(report["per_form"]) >= {"classify messages", "classify verl text", "pooling verl text"}
+    assert report["pairs_same_order"]["same_order"] == report["pairs_same_order"]["pairs"] == 12
     assert report["not_supported_forms"]["naive: text with BOS, default special tokens"] > 1e-3  # the trap, measured
     assert "Traceback" not in done.stderr
+
+
+def test_check_in_bfloat16_states_its_tolerance_and_measures_the_difference(runs):
+    """--dtype bfloat16 on this CPU engine (it has avx512_bf16): vLLM in bfloat16 against rmspec score in
+    float32, 8 rows, the relative rule (0.05 x the rows' largest |reward|). bfloat16 really moves the
+    rewards (more than float32's 1e-4) and stays within the stated bound."""
+    from rmspec.export.check_dtype import BF16_RELATIVE, bf16_refusal, cpu_flags
+
+    if bf16_refusal(cpu_flags()) is not None:
+        pytest.skip("this CPU has no native bfloat16: --dtype bfloat16 is refused on a CPU engine")
+    r = runs["qwen2_chatml"]
+    done = rmspec(
+        "export",
+        str(r.run),
+        "--to",
+        "vllm",
+        "-o",
+        str(r.folder / "checked-bf16"),
+        "--check",
+        "--dtype",
+        "bfloat16",
+        "--check-limit",
+        "8",
+        "--vllm-python",
+        VLLM_PYTHON,
+    )
+    report = json.loads((r.run / "export_vllm_check.json").read_text())
+    print(json.dumps({k: v for k, v in report.items() if k not in ("vllm", "rows_used")}, indent=1))
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert report["dtype"] == "bfloat16" and report["rows"] == 8 and report["tolerance_relative"]
+    scale = max(1.0, *(abs(x) for x in report["rmspec_score"]))
+    assert report["reward_scale"] == pytest.approx(scale)
+    assert report["allowed_difference"] == pytest.approx(BF16_RELATIVE * scale)
+    assert TOL < report["max_abs_diff"] <= report["allowed_difference"]
+    assert "bfloat16" in done.stdout and f"{report['allowed_difference']:.3g}" in done.stdout
 
 
 # ---------------------------------------------------------------------- refusals and bad environments (no vLLM)
 
 
 def test_bad_vllm_environments_exit_2_without_traceback(tmp_path):
-    from helpers.serve_models import build_qwen2_chatml
-
     model = build_qwen2_chatml(tmp_path / "m")  # head_dim 16: refused by vLLM's CPU attention when it starts
     missing_python = rmspec(
         "export",
@@ -397,7 +411,8 @@ def test_bad_vllm_environments_exit_2_without_traceback(tmp_path):
     # a python that imports "vLLM" and then dies: the server never comes up; its log is shown, exit 2
     dying = tmp_path / "dying-python"
     dying.write_text(
-        '#!/bin/sh\ncase "$2" in import*) echo 0.32.0; exit 0;; esac\necho "engine failed: head_dim=16" >&2\nexit 3\n'
+        '#!/bin/sh\ncase "$2" in *cuda*) echo cpu; exit 0;; import*) echo 0.32.0; exit 0;; esac\n'
+        'echo "engine failed: head_dim=16" >&2\nexit 3\n'
     )
     dying.chmod(0o755)
     done = rmspec(
@@ -418,8 +433,6 @@ def test_unhostable_models_are_refused_naming_the_architecture(tmp_path):
     assert not (tmp_path / "x").exists()
 
     # an architecture vLLM has no model class for (GPT-Neo), with a chat template
-    from helpers.serve_models import build_qwen2_chatml
-
     tok = transformers.AutoTokenizer.from_pretrained(build_qwen2_chatml(tmp_path / "q"))
     config = transformers.GPTNeoConfig(
         vocab_size=len(tok),
@@ -456,19 +469,6 @@ def test_unhostable_models_are_refused_naming_the_architecture(tmp_path):
     for flag in ("--check",):
         done = rmspec("export", str(tmp_path / "q"), "--to", "verl", "-o", str(tmp_path / "v.py"), flag)
         assert done.returncode == 2 and "for --to vllm" in done.stderr
-
-
-def test_the_verdict_fails_above_the_tolerance_and_never_counts_the_trap():
-    from rmspec.export.vllm_check import verdict
-
-    expected = [1.0, -2.0, 0.5]
-    ok = verdict(expected, {"classify messages": [1.00002, -2.0, 0.5], "naive: text with BOS": [0.4, -2.0, 0.5]})
-    assert ok["passed"] and ok["max_abs_diff"] == pytest.approx(2e-5)
-    assert ok["not_supported_forms"] == {"naive: text with BOS": pytest.approx(0.6)}
-    bad = verdict(expected, {"classify messages": [1.0, -2.0, 0.5], "pooling verl text": [1.0, -2.0003, 0.5]})
-    assert not bad["passed"] and bad["max_abs_diff"] == pytest.approx(3e-4)
-    with pytest.raises(ValueError):  # a row vLLM did not answer is not a pass
-        verdict(expected, {"classify messages": [1.0, -2.0]})
 
 
 @pytest.mark.parametrize("builder", ["build_qwen2_chatml", "build_llama3"])

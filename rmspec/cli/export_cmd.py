@@ -9,7 +9,8 @@ Only the chosen exporter's module is imported.
 
 `--to vllm` is not an approach's exporter: any run whose scorer vLLM can host (rmspec.export.vllm)
 becomes a folder vLLM serves as a pooling model; `--check` starts the real engine on it and compares
-with `rmspec score` (rmspec.export.vllm_check): exit 1 when the largest difference is over 1e-4.
+with `rmspec score` on the run's held-out rows (rmspec.export.vllm_check): exit 1 when the largest
+difference is over the tolerance (1e-4 in float32; rmspec.export.check_dtype for bfloat16).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import click
 
 from rmspec import approaches
 from rmspec.errors import RmspecError
+from rmspec.export.check_dtype import DTYPES
+from rmspec.export.check_rows import DEFAULT_LIMIT
 
 if TYPE_CHECKING:
     from rmspec.approaches.base import Approach
@@ -48,7 +51,16 @@ def run_approach(run: Path) -> Approach | DocumentKind:
     return approaches.of(load_run_spec(run).spec)
 
 
-def to_vllm(folder: Path, path: Path, overwrite: bool, check: bool, python: str | None, rows: str | None) -> None:
+def to_vllm(
+    folder: Path,
+    path: Path,
+    overwrite: bool,
+    check: bool,
+    python: str | None,
+    rows: str | None,
+    limit: int,
+    dtype: str,
+) -> None:
     """`--to vllm`: the folder (rmspec.export.vllm), then the parity check if asked."""
     import shutil
 
@@ -68,6 +80,10 @@ def to_vllm(folder: Path, path: Path, overwrite: bool, check: bool, python: str 
     if rows_path is not None and not rows_path.is_file():
         raise RmspecError(f"--check-rows {rows}: no such file", "give a JSONL file of held-out conversations")
     scorer = load_scorer(folder)
+    if check:  # the rows first: a run without a held-out split is refused before anything is written
+        from rmspec.export.check_rows import check_rows
+
+        chosen = check_rows(folder, rows_path, limit)
     if path.exists():
         shutil.rmtree(path)
     host = export_vllm(folder, path, scorer)
@@ -76,14 +92,21 @@ def to_vllm(folder: Path, path: Path, overwrite: bool, check: bool, python: str 
         return
     from rmspec.export.vllm_check import run_check, write_report
 
-    report = run_check(folder, path, host, scorer.tokenizer, python, rows_path)
+    report = run_check(folder, path, host, scorer.tokenizer, python, chosen, dtype)
     written = write_report(folder, path, report)
+    click.echo(f"  rows: {report['rows_source']}", err=True)
+    if report["rows_too_long"]:
+        click.echo(f"  left out: {report['rows_too_long']} rows longer than max_length", err=True)
     for form, diff in {**report["per_form"], **report["not_supported_forms"]}.items():
         click.echo(f"  {form}: largest |vLLM - rmspec score| = {diff:.3g}", err=True)
+    if "pairs_same_order" in report:
+        order = report["pairs_same_order"]
+        click.echo(f"  pairs in rmspec's order: {order['same_order']} of {order['pairs']}", err=True)
     verdict = "passed" if report["passed"] else "FAILED"
     click.echo(
         f"parity {verdict}: largest difference {report['max_abs_diff']:.3g} over {report['rows']} rows "
-        f"(float32, tolerance {report['tolerance']:g}); written to {written}"
+        f"({report['dtype']}, {report['dtype_reason']}; allowed {report['allowed_difference']:.3g}: "
+        f"{report['rule']}); written to {written}"
     )
     if not report["passed"]:
         raise SystemExit(1)
@@ -110,7 +133,8 @@ def to_vllm(folder: Path, path: Path, overwrite: bool, check: bool, python: str 
 @click.option(
     "--check",
     is_flag=True,
-    help="--to vllm: start vLLM on the folder, compare with `rmspec score` row by row; exit 1 above 1e-4 (fp32).",
+    help="--to vllm: start vLLM on the folder, compare with `rmspec score` on the run's held-out rows; "
+    "exit 1 above the tolerance (see --dtype).",
 )
 @click.option(
     "--vllm-python",
@@ -122,10 +146,34 @@ def to_vllm(folder: Path, path: Path, overwrite: bool, check: bool, python: str 
     "--check-rows",
     type=click.Path(),
     default=None,
-    help="--check: JSONL of held-out conversations (prompt + response, or messages); default: 6 built-in ones.",
+    help="--check: JSONL of conversations (prompt + response, or messages); default: the run's validation split "
+    "(a bare model folder: 6 built-in conversations).",
+)
+@click.option(
+    "--check-limit",
+    type=click.IntRange(min=1),
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    help="--check: at most this many rows (both responses of pairs spread evenly over the split).",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default="auto",
+    show_default=True,
+    help="--check: vLLM's precision. auto: bfloat16 where vLLM's environment has a GPU, else float32. "
+    "Tolerance: 1e-4 in float32; in bfloat16 0.05 x the rows' largest |reward| (at least 1).",
 )
 def export(
-    run: str, target: str, out: str, overwrite: bool, check: bool, vllm_python: str | None, check_rows: str | None
+    run: str,
+    target: str,
+    out: str,
+    overwrite: bool,
+    check: bool,
+    vllm_python: str | None,
+    check_rows: str | None,
+    check_limit: int,
+    dtype: str,
 ) -> None:
     """Write the file TRAINER imports to call `rmspec serve RUN` (URL and token from RMSPEC_REWARD_URL, RMSPEC_REWARD_TOKEN),
     or (--to vllm) the folder vLLM serves with the run's reward."""
@@ -136,10 +184,12 @@ def export(
 
     require_for_target(folder)  # a composite's rules: what the exported client calls must score
     if target == "vllm":
-        to_vllm(folder, path, overwrite, check, vllm_python, check_rows)
+        to_vllm(folder, path, overwrite, check, vllm_python, check_rows, check_limit, dtype)
         return
-    if check or vllm_python or check_rows:
-        raise RmspecError("--check, --vllm-python and --check-rows are for --to vllm", "leave them out")
+    if check or vllm_python or check_rows or check_limit != DEFAULT_LIMIT or dtype != "auto":
+        raise RmspecError(
+            "--check, --vllm-python, --check-rows, --check-limit and --dtype are for --to vllm", "leave them out"
+        )
     if path.exists() and not overwrite:
         raise RmspecError(f"{out} already exists", "pass --overwrite to replace it, or choose another -o")
     declared = run_approach(folder)

@@ -3,5 +3,6 @@
 - `vllm`: the folder vLLM loads as a pooling model with the reward rmspec evaluated, its serve.sh,
   README and OpenRLHF reward function; or the reason it cannot be hosted;
 - `vllm_check`: the parity check (`--check`): the real engine started on that folder, compared row
-  by row with `rmspec score`.
+  by row with `rmspec score`, with `check_rows` (the run's held-out rows it sends) and `check_dtype`
+  (the precision it starts vLLM in and the tolerance it judges by).
 """

