@@ -203,6 +203,21 @@ def _with_std(data: list[dict[str, Any]], spread: list[float] | None) -> None:
             item["reward_std"] = s
 
 
+def _listing(
+    prefix: str, model: str, data: list[dict[str, Any]], spread: list[float] | None, encoded: list[Encoded]
+) -> dict[str, Any]:
+    """vLLM's answer to /classify and /pooling: the items (with an ensemble's reward_std) in a list."""
+    _with_std(data, spread)
+    return {
+        "id": f"{prefix}-{uuid.uuid4().hex}",
+        "object": "list",
+        "created": int(time.time()),
+        "model": model,
+        "data": data,
+        "usage": _usage(encoded),
+    }
+
+
 def router(service: Service) -> APIRouter:
     api = APIRouter()
     labels = _id2label(service)
@@ -219,15 +234,7 @@ def router(service: Service) -> APIRouter:
             }
             for i, (v, e) in enumerate(zip(values, encoded))
         ]
-        _with_std(data, spread)
-        return {
-            "id": f"classify-{uuid.uuid4().hex}",
-            "object": "list",
-            "created": int(time.time()),
-            "model": model,
-            "data": data,
-            "usage": _usage(encoded),
-        }
+        return _listing("classify", model, data, spread, encoded)
 
     async def pooling(request: Request) -> dict[str, Any]:
         req, model, encoded, values, spread = await _values(service, request, pooling=True)
@@ -236,15 +243,7 @@ def router(service: Service) -> APIRouter:
             {"index": i, "object": "pooling", "data": encode(v), "truncated": e.truncated}
             for i, (v, e) in enumerate(zip(values, encoded))
         ]
-        _with_std(data, spread)
-        return {
-            "id": f"pool-{uuid.uuid4().hex}",
-            "object": "list",
-            "created": int(time.time()),
-            "model": model,
-            "data": data,
-            "usage": _usage(encoded),
-        }
+        return _listing("pool", model, data, spread, encoded)
 
     for path in ("/classify", "/v1/classify"):
         api.add_api_route(path, classify, methods=["POST"])
