@@ -299,9 +299,17 @@ class BradleyTerryApproach(Approach):
         ]
 
     def image_refusal(self, section: Any) -> str | None:
-        # These recipes read pairs through their own forward passes, which take no image inputs yet.
-        option = next((o for o in ("length_debias", "ensemble", "sft_weight") if getattr(section, o, None)), None)
-        return f"approach.{option} does not train on images yet (remove it to train on this data)" if option else None
+        # Margins, ties, ODIN and ensembles train with images (their forwards carry the image inputs:
+        # rmspec.train.bradley_terry, rmspec.train.heads). The SFT term does not: it needs the VLM's
+        # language-model head and a forward with the image inputs and the model's own M-RoPE
+        # positions, and rmspec keeps an LM head for text decoders only.
+        if section.sft_weight:
+            return (
+                "approach.sft_weight does not train on images: its language-model term needs the "
+                "vision-language model's LM head, which rmspec keeps for text decoders only "
+                "(remove sft_weight to train on this data)"
+            )
+        return None
 
     def config_extra(self, spec: Any) -> dict[str, Any]:
         section = spec.approach

@@ -9,7 +9,9 @@ members' means, exact for linear heads (mean_m(w_m . h + b_m) = mean(w) . h + me
 go beside it in `ensemble_heads.safetensors`, which rmspec's loaders read (rmspec.inference.ensemble).
 
 "Length" for ODIN is the response's own token count (the tokenizer on the response text, no special
-tokens, before any cut): it leaves out the prompt, which chosen and rejected share.
+tokens, before any cut): it leaves out the prompt, which chosen and rejected share. With images it
+is the same count of the response's text tokens: the images sit in the shared prompt, and their
+visual tokens (which depend on the picture's size, not on what the response says) are not counted.
 
 Each ensemble member trains on its own bootstrap resample (rmspec.train.objectives.ensemble.
 bootstrap_indices) through a per-row, per-member weight: the number of times the row is in that
@@ -34,6 +36,7 @@ from rmspec.train.objectives.ensemble import bootstrap_indices, ensemble_std
 from rmspec.train.objectives.odin import odin_loss, pearson
 from rmspec.train.packing import is_packed, packed_rows
 from rmspec.train.rewards import forward_scores
+from rmspec.vision.collate import vision_inputs
 
 LENGTH_COLUMNS = ("chosen_response_tokens", "rejected_response_tokens")
 WEIGHT_COLUMN = "member_weight"
@@ -54,11 +57,19 @@ def with_member_weights(dataset: Any, members: int, seed: int, bootstrap: bool) 
 class HeadCollator:
     """A pair collator plus what the extra heads need: each side's response tokens (ODIN's length,
     counted here from the texts, so any split works: training, validation, a prediction set) and
-    the member weights (an ensemble's training split)."""
+    the member weights (an ensemble's training split). The base is PairCollator, or for rows with
+    images VisionPairCollator, whose image inputs (each side its own copy of the row's images) the
+    heads' forward passes on (`pair_outputs`)."""
 
     def __init__(self, base: Any, tokenizer: Any = None):
         self.base = base
         self.tokenizer = tokenizer  # set: count response tokens
+
+    @property
+    def encoder(self) -> Any:
+        """The base collator's image side (rmspec.vision.collate.VisionEncoder), None for text: the final
+        model saves its image processor (rmspec.train.final_model.save_image_processor)."""
+        return getattr(self.base, "encoder", None)
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = self.base(rows)
@@ -81,7 +92,9 @@ def pair_outputs(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Ten
 
         scores = packed_head_outputs(model, packed_rows(inputs))
         return scores[0::2], scores[1::2]
-    scores = forward_scores(model, inputs["input_ids"], inputs["attention_mask"], inputs.get("token_type_ids"))
+    scores = forward_scores(
+        model, inputs["input_ids"], inputs["attention_mask"], inputs.get("token_type_ids"), vision_inputs(inputs)
+    )
     half = scores.shape[0] // 2
     return scores[:half], scores[half:]
 

@@ -310,6 +310,10 @@ def load_vision_engine(
             f"cannot load a vision-language reward model from {model_dir}: {exc}",
             "the folder needs config.json, weights, the tokenizer and the processor's settings (processor_config.json)",
         ) from None
+    from rmspec.inference.ensemble import attach_ensemble
+
+    # An ensemble's members (approach.ensemble), as for text: outputs become [reward, member_1..member_N].
+    model.rmspec_ensemble_members = attach_ensemble(model, path)
     prepare_tokenizer(tokenizer, model)
     model.eval()
     if device:
