@@ -20,17 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import random
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _judge_common import REPO, mean_se, run, write_jsonl
+from _judge_common import held_out_accuracy as judged
 
 TEMPLATE = "Question: {prompt}\n(A) {response_a}\n(B) {response_b}\nWhich option is correct? Answer: (A) or (B)."
 PATTERN = r"\((A|B)\)"
@@ -58,11 +55,6 @@ def pairs(held: bool, n: int, seed: int) -> list[dict]:
             }
         )
     return rows
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def sft_rows(rows: list[dict]) -> list[dict]:
@@ -108,67 +100,14 @@ def model_block(model: str, init_from: Path | None) -> str:
     return json.dumps(block)
 
 
-def run(spec_text: str, folder: Path, name: str) -> float:
-    spec = folder / f"{name}.yaml"
-    spec.write_text(spec_text)
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "rmspec", "run", str(spec)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1"},
-    )
-    if done.returncode:
-        raise SystemExit(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return time.monotonic() - started
-
-
 def approach_for_eval():
-    from rmspec.spec.approach import Generative
+    from rmspec.approaches.generative import Generative
 
     return Generative(kind="generative", method="grpo", verdict_pattern=PATTERN, judge_template=TEMPLATE)
 
 
 def held_out_accuracy(model_dir: Path, held: list[dict]) -> dict[str, float]:
-    import transformers
-
-    from rmspec.inference.encoding import make_layout
-    from rmspec.inference.judge import _prompt_ids, generate
-    from rmspec.train.judge_grpo import judge_rows, rule_from_spec
-    from rmspec.train.judge_reward import parse
-
-    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
-    tok.pad_token = tok.pad_token or tok.eos_token
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    approach = approach_for_eval()
-    pairs_ = [
-        {
-            "id": r["id"],
-            "prompt_messages": [{"role": "user", "content": r["prompt"]}],
-            "chosen": r["chosen"],
-            "rejected": r["rejected"],
-        }
-        for r in held
-    ]
-    rows = judge_rows(pairs_, approach, seed=0)
-    texts = generate(model, tok, _prompt_ids(make_layout(tok), tok, [r["prompt"] for r in rows]), 8)
-    rule = rule_from_spec(approach)
-    right = [parse(t, rule) == r["gold"] for t, r in zip(texts, rows)]
-    first, swapped = right[::2], right[1::2]
-    return {
-        "first": sum(first) / len(first),
-        "swapped": sum(swapped) / len(swapped),
-        "mean": (sum(first) + sum(swapped)) / len(right),
-        "both": sum(a and b for a, b in zip(first, swapped)) / len(first),
-        "unparsed": sum(parse(t, rule) is None for t in texts) / len(texts),
-    }
-
-
-def mean_se(values: list[float]) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.3f}"
-    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values) / len(values) ** 0.5:.3f}"
+    return judged(model_dir, held, approach_for_eval(), 8)
 
 
 def base_model_dir(model: str, folder: Path) -> Path:
