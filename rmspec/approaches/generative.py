@@ -347,5 +347,13 @@ class GenerativeApproach(Approach):
     def config_extra(self, spec: Any) -> dict[str, Any]:
         return {"verdict_pattern": spec.approach.verdict_pattern}
 
+    def image_refusal(self, section: Any) -> str | None:
+        # method: sft reads messages rows with images through rmspec.vision.judge (the prompt's images
+        # in the user turn, the loss on the verdict); GRPO generates through TRL's GRPOTrainer, whose
+        # rollouts rmspec does not feed images.
+        if section.method == "grpo":
+            return "approach.method: grpo does not train on images (not built: write method: sft to train a VLM judge)"
+        return None
+
 
 APPROACH = GenerativeApproach()

@@ -47,6 +47,10 @@ def validation_pairs(rows: Sequence[dict[str, Any]], pattern: str) -> tuple[Any,
             skipped += 1
             continue
         prompt, a, b = found.groups()
+        if row.get("images"):  # a VLM judge's rows: the `<image>` placeholders take the row's images, in order
+            from rmspec.inference.scorers.vision_reward import with_image_parts
+
+            prompt = with_image_parts(prompt, row["images"])
         examples.append(
             Example(
                 str(row.get("id", i)),
@@ -97,6 +101,7 @@ def evaluate_judge(
             max_new_tokens=engine.max_new_tokens,
             layout=engine.layout,
             batch_size=engine.batch_size,
+            encoder=engine.encoder,
         )
 
     if spec.eval.validation and engine is not None:

@@ -25,17 +25,48 @@ JUDGE_KINDS = tuple(sorted(kinds_scored_by(JUDGE)))
 
 
 def judge_prompt_text(prompt: Any) -> str:
-    """The prompt as the judge message quotes it: a conversation's one user turn as is, more as plain turns."""
+    """The prompt as the judge message quotes it: a conversation's one user turn as is, more as plain turns
+    (an image part written as the data stage's `<image>` placeholder: judge_prompt gives its image)."""
+    return judge_prompt(prompt)[0]
+
+
+def judge_prompt(prompt: Any) -> tuple[str, list[Any]]:
+    """(the prompt as the judge message quotes it, the images of its image parts in order). Image parts
+    are the Hugging Face processor convention, {"type": "image", "image": IMAGE} (rmspec.evaluate.
+    image_prompts); each stands as `<image>` where it was, as the data stage writes it, so a judge prompt
+    with images is laid out as a VLM judge trained on it (rmspec.vision.judge)."""
     if isinstance(prompt, str):
-        return prompt
-    if len(prompt) == 1 and prompt[0]["role"] == "user":
-        return str(prompt[0]["content"])
-    return "\n\n".join(f"{m['role']}: {m['content']}" for m in prompt)
+        return prompt, []
+    images: list[Any] = []
+    turns = [(m["role"], _content_text(m["content"], images)) for m in prompt]
+    if len(turns) == 1 and turns[0][0] == "user":
+        return turns[0][1], images
+    return "\n\n".join(f"{role}: {content}" for role, content in turns), images
+
+
+def _content_text(content: Any, images: list[Any]) -> str:
+    if not isinstance(content, list):
+        return str(content)
+    from rmspec.vision.images import IMAGE_PLACEHOLDER
+
+    pieces = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") in ("image", "image_url", "input_image"):
+            images.append(part.get("image"))
+            pieces.append(IMAGE_PLACEHOLDER)
+        elif isinstance(part, dict) and part.get("type") == "text":
+            pieces.append(str(part.get("text", "")))
+    return "".join(pieces)
 
 
 def judge_message(prompt: Any, response_a: str, response_b: str) -> str:
-    prompt = judge_prompt_text(prompt)
-    return JUDGE_INSTRUCTION + LAYOUT.format(prompt=prompt, response_a=response_a, response_b=response_b)
+    return judge_request(prompt, response_a, response_b)[0]
+
+
+def judge_request(prompt: Any, response_a: str, response_b: str) -> tuple[str, list[Any]]:
+    """(the judge's user message for (prompt, A, B), the prompt's images): both responses are text."""
+    text, images = judge_prompt(prompt)
+    return JUDGE_INSTRUCTION + LAYOUT.format(prompt=text, response_a=response_a, response_b=response_b), images
 
 
 def parse_verdict(text: str, pattern: str) -> str | None:
@@ -52,13 +83,62 @@ def load_judge(model_dir: str | Path):
             f"{model_dir}: no config.json, not a model folder",
             "point at the folder with the judge's weights (RUN/model)",
         )
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
+
+    from rmspec.vision.processor import is_vision_config
 
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path)).eval()
+    # a VLM judge (rmspec.vision.judge) is its *ForConditionalGeneration: image-text-to-text
+    vision = is_vision_config(AutoConfig.from_pretrained(str(path)))
+    model = (AutoModelForImageTextToText if vision else AutoModelForCausalLM).from_pretrained(str(path)).eval()
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     return model, tokenizer
+
+
+def judge_encoder(model: Any, tokenizer: Any, model_dir: str | Path) -> Any:
+    """A VLM judge's image side (rmspec.vision.collate.VisionEncoder: the processor training saved beside
+    the weights, over the judge's tokenizer); None for a text judge."""
+    from rmspec.vision.processor import is_vision_config
+
+    if not is_vision_config(model.config):
+        return None
+    from rmspec.vision.collate import VisionEncoder
+    from rmspec.vision.processor import image_text, load_processor
+
+    try:
+        processor = load_processor(str(model_dir), tokenizer)
+    except (OSError, ValueError) as exc:
+        raise RmspecError(
+            f"cannot load the image processor of the vision-language judge in {model_dir}: {exc}",
+            "the folder needs the processor's settings (preprocessor_config.json), as rmspec run saves them",
+        ) from None
+    return VisionEncoder(processor, image_text(model.config, processor))
+
+
+def generate_requests(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Sequence[int]],
+    images: Sequence[Sequence[Any]],
+    max_new_tokens: int,
+    batch_size: int = 8,
+    encoder: Any = None,
+) -> list[str]:
+    """Greedy replies to judge prompts (token ids); with images, read through the VLM judge's encoder
+    (rmspec.vision.judge.generate_with_images) as training read them. Images for a text judge: an error."""
+    if not any(images):
+        return generate(model, tokenizer, prompts, max_new_tokens, batch_size)
+    if encoder is None:
+        raise RmspecError(
+            "these pairs' prompts hold images, but the judge is a text model",
+            "judge them with a vision-language judge (approach kind generative trained on a *ForConditionalGeneration "
+            "model with images: docs/multimodal.md), or leave the images out",
+        )
+    from rmspec.vision.judge import generate_with_images
+
+    ids = generate_with_images(model, encoder, prompts, images, max_new_tokens, batch_size)
+    return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
 
 
 def _prompt_ids(layout: Any, tokenizer: Any, messages: Sequence[str]) -> list[list[int]]:
@@ -116,19 +196,31 @@ def generated_length(ids: Sequence[int], stops: set[int]) -> tuple[int, bool]:
 
 
 def judge_rows(
-    model: Any, tokenizer: Any, data: Any, *, pattern: str, max_new_tokens: int, layout: Any, batch_size: int = 8
+    model: Any,
+    tokenizer: Any,
+    data: Any,
+    *,
+    pattern: str,
+    max_new_tokens: int,
+    layout: Any,
+    batch_size: int = 8,
+    encoder: Any = None,
 ) -> list[dict[str, Any]]:
-    """Per-example rows: id, subset, label, the verdicts in both orders and the generated texts."""
+    """Per-example rows: id, subset, label, the verdicts in both orders and the generated texts.
+    A prompt's image parts are read in both orders (`encoder`: a VLM judge's, see judge_encoder)."""
     if data.kind not in JUDGE_KINDS:
         raise RmspecError(
             f"a generative judge cannot be scored on {data.kind!r}", f"use one of: {', '.join(JUDGE_KINDS)}"
         )
-    firsts, seconds = [], []
+    firsts, seconds, images = [], [], []
     for ex in data.examples:
         a, b = ex.responses[0], ex.responses[1]
-        firsts.append(judge_message(ex.prompt, a, b))
-        seconds.append(judge_message(ex.prompt, b, a))
-    texts = generate(model, tokenizer, _prompt_ids(layout, tokenizer, firsts + seconds), max_new_tokens, batch_size)
+        first, pictures = judge_request(ex.prompt, a, b)
+        firsts.append(first)
+        seconds.append(judge_request(ex.prompt, b, a)[0])
+        images.append(pictures)
+    ids = _prompt_ids(layout, tokenizer, firsts + seconds)
+    texts = generate_requests(model, tokenizer, ids, images + images, max_new_tokens, batch_size, encoder)
     n = len(data.examples)
     rows = []
     for i, ex in enumerate(data.examples):

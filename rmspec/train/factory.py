@@ -58,11 +58,7 @@ def build_trainer(
     sft = approach.uses_lm_head(spec.approach) and approach.head != LM_HEAD  # an LM term beside the score head
     packing, packing_reason = packing_path(spec.training.packing, approach, model.config, sft)
     if has_images(train) and packing == SHARED_PREFIX:  # image rows: prompt-once packing with M-RoPE, where it applies
-        why = why_not_packable(model.config) or (
-            "approach.length_debias / ensemble read pairs unpacked"
-            if spec.approach.trained_heads > 1  # ODIN's two heads or an ensemble's members, as the section declares
-            else None
-        )
+        why = why_not_packable(model.config)  # ODIN and ensembles pack too (rmspec.train.heads.pair_outputs)
         packing, packing_reason = (
             (SHARED_PREFIX, "prompt-once packing with M-RoPE: each image encoded once per pair")
             if why is None
@@ -171,4 +167,9 @@ def generative(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool
         return grpo_trainer(spec, model, tokenizer, common, packed, validation)
     from rmspec.train.generative import GenerativeTrainer
 
-    return GenerativeTrainer(data_collator=LMCollator(tokenizer.pad_token_id), **common)
+    collator: Any = LMCollator(tokenizer.pad_token_id)
+    if has_images(common["train_dataset"]):  # a VLM judge: the prompt's images, the loss on the verdict
+        from rmspec.vision.judge import VisionLMCollator
+
+        collator = VisionLMCollator(vision_encoder(model, tokenizer, spec.model.vision))
+    return GenerativeTrainer(data_collator=collator, **common)

@@ -58,8 +58,11 @@ def judge_metrics(
     *,
     max_new_tokens: int = 64,
     batch_size: int = 8,
+    encoder: Any = None,
 ) -> dict[str, float]:
-    """Greedy generation on each row's prompt; parse rate and agreement with the reference verdict."""
+    """Greedy generation on each row's prompt; parse rate and agreement with the reference verdict.
+    `encoder` (a VLM judge's, rmspec.vision.collate.VisionEncoder): each prompt is read with its row's
+    images (rmspec.vision.judge.generate_with_images), as training read it."""
     model.eval()
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"  # generation continues from the right edge
@@ -69,12 +72,19 @@ def judge_metrics(
         for i in range(0, len(rows), batch_size):
             chunk = rows[i : i + batch_size]
             prompts, targets = zip(*(split_prompt(r["input_ids"], r["labels"]) for r in chunk))
-            batch = tokenizer.pad({"input_ids": list(prompts)}, return_tensors="pt").to(model.device)
-            out = model.generate(
-                **batch, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
-            )
+            if encoder is not None and chunk[0].get("images") is not None:
+                from rmspec.vision.judge import generate_with_images
+
+                images = [r["images"] or [] for r in chunk]
+                replies = generate_with_images(model, encoder, prompts, images, max_new_tokens, batch_size)
+            else:
+                batch = tokenizer.pad({"input_ids": list(prompts)}, return_tensors="pt").to(model.device)
+                out = model.generate(
+                    **batch, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+                )
+                replies = [out[j, batch["input_ids"].shape[1] :].tolist() for j in range(len(chunk))]
             for j, target in enumerate(targets):
-                text = tokenizer.decode(out[j, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+                text = tokenizer.decode(replies[j], skip_special_tokens=True)
                 gold = parse_verdict(tokenizer.decode(target, skip_special_tokens=True), pattern)
                 got = parse_verdict(text, pattern)
                 parsed += got is not None
@@ -109,7 +119,12 @@ def final_metrics(trainer: Any, validation: Any, spec: Any, tokenizer: Any, main
         rows = [validation[i] for i in range(min(len(validation), 200))]
         model = trainer.accelerator.unwrap_model(trainer.model)
         judged = judge_metrics(
-            model, tokenizer, rows, spec.approach.verdict_pattern, max_new_tokens=spec.approach.max_new_tokens
+            model,
+            tokenizer,
+            rows,
+            spec.approach.verdict_pattern,
+            max_new_tokens=spec.approach.max_new_tokens,
+            encoder=getattr(trainer.data_collator, "encoder", None),  # a VLM judge's (rmspec.vision.judge)
         )
         out.update({f"eval/{family}/{k}": v for k, v in judged.items()})
         trainer.log({f"eval_{k}": v for k, v in judged.items()})

@@ -21,6 +21,7 @@ from torch import nn
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
+    AutoModelForImageTextToText,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
@@ -168,7 +169,10 @@ def load_model(
     declared = approaches.get(approach.kind)
     auto = AUTO_CLASSES[declared.auto_model]
     if auto is AutoModelForCausalLM:  # a judge: the LM head is the model's own
-        model = auto.from_pretrained(model_path, **kwargs)
+        # a VLM judge is its *ForConditionalGeneration (AutoModelForCausalLM does not map VLM configs)
+        model = (AutoModelForImageTextToText if is_vision_config(config) else auto).from_pretrained(
+            model_path, **kwargs
+        )
         head_initialized = False
     else:
         config.num_labels = num_outputs(approach)

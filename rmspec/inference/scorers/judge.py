@@ -30,13 +30,14 @@ class JudgeEngine(RewardEngine):
     kind: str = ScorerKind.JUDGE
     verdict_pattern: str | None = None
     max_new_tokens: int = 64
+    encoder: Any = None  # a VLM judge's image side (rmspec.inference.judge.judge_encoder); None: a text judge
 
     @classmethod
     def load_judge(
         cls, model_dir: str | Path, spec: Any, *, target: Target | None = None, batch_size: int | None = None
     ) -> JudgeEngine:
         """A generative judge (causal LM) with its run's layout and verdict pattern."""
-        from rmspec.inference.judge import load_judge
+        from rmspec.inference.judge import judge_encoder, load_judge
 
         model, tokenizer = load_judge(model_dir)
         architecture = spec.model.shape.architecture if spec.model.shape else None
@@ -52,6 +53,7 @@ class JudgeEngine(RewardEngine):
             batch_size=batch_size or 8,
             verdict_pattern=spec.approach.verdict_pattern,
             max_new_tokens=spec.approach.max_new_tokens,
+            encoder=judge_encoder(model, tokenizer, model_dir),
         )
 
     def outputs(self, encoded: Sequence[Encoded], batch_size: int | None = None) -> list[list[float]]:
@@ -93,13 +95,21 @@ class JudgeEngine(RewardEngine):
         responses_b: Sequence[str],
         batch_size: int | None = None,
     ) -> list[tuple[str | None, str]]:
-        """(verdict, generated text) per pair, with the judge prompt its training data used."""
-        from rmspec.inference.judge import judge_message, parse_verdict
+        """(verdict, generated text) per pair, with the judge prompt its training data used (a prompt's
+        image parts read by a VLM judge: rmspec.inference.judge.generate_requests)."""
+        from rmspec.inference.judge import generate_requests, judge_request, parse_verdict
 
-        messages = [
-            [{"role": "user", "content": judge_message(p, a, b)}] for p, a, b in zip(prompts, responses_a, responses_b)
-        ]
-        texts = self.generate(messages, batch_size=batch_size)
+        requests = [judge_request(p, a, b) for p, a, b in zip(prompts, responses_a, responses_b)]
+        ids = self.judge_prompt_ids([[{"role": "user", "content": message}] for message, _ in requests])
+        texts = generate_requests(
+            self.model,
+            self.tokenizer,
+            ids,
+            [images for _, images in requests],
+            self.max_new_tokens,
+            batch_size or self.batch_size,
+            self.encoder,
+        )
         return [(parse_verdict(t, self.verdict_pattern or r"\[\[([AB])\]\]"), t) for t in texts]
 
 
@@ -145,6 +155,15 @@ class JudgeKind(RewardKind):
                 "give prompt + chosen + rejected rows (--columns prompt=..,chosen=..,rejected=..)",
             )
         return shape
+
+    def item(self, engine: Any, row: dict[str, Any], shape: Shape) -> Any:
+        """A VLM judge reads the row's images as the vision reward kind does (the `images` column fills
+        the prompt's image parts or placeholders; a bad image: Rejected image_<reason>)."""
+        if engine.encoder is not None:
+            from rmspec.inference.scorers.vision_reward import KIND as VISION
+
+            return VISION.item(engine, row, shape)
+        return super().item(engine, row, shape)
 
     def score(
         self, engine: Any, shape: Shape, items: list[Any], batch_size: int
