@@ -43,9 +43,12 @@ def image_approaches(rows: str | None = None) -> list[str]:
     kinds = []
     for section in SECTIONS:
         kind = get_args(section.model_fields["kind"].annotation)[0]
-        default = section.model_construct(kind=kind)  # its defaults; required options unset (not read)
-        if (rows is None or default.row_kind == rows) and refusal(default) is None:
-            kinds.append(kind)
+        default = section.model_construct(kind=kind)  # its defaults; required options unset
+        try:
+            if (rows is None or default.row_kind == rows) and refusal(default) is None:
+                kinds.append(kind)
+        except AttributeError:  # its answer reads a required option: no default to name it by
+            continue
     return kinds
 
 
