@@ -88,7 +88,7 @@ class Context:
     def visual(self) -> Any:
         """How the max_length filter counts a row's images (rmspec.vision.tokens.VisualCount), None for a
         model without Qwen2-VL-style processor settings (text models)."""
-        from rmspec.vision.tokens import visual_count
+        from rmspec.data.tokenize import visual_count
 
         return visual_count(getattr(self.tokenizer, "name_or_path", None), self.spec.model.vision)
 

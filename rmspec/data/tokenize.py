@@ -25,6 +25,24 @@ from rmspec.spec.row_kinds import RowKind
 from rmspec.vision.images import IMAGE_PLACEHOLDER
 
 
+def visual_count(model_dir: Any, vision: Any = None) -> Any:
+    """How this stage counts a row's images for the model in ``model_dir`` (rmspec.vision.tokens.VisualCount,
+    with the family's image part read from config.json's model_type), None for models without
+    Qwen2-VL-style processor settings."""
+    import json
+    from pathlib import Path
+
+    from rmspec.vision import tokens
+    from rmspec.vision.processor import IMAGE_TEXT
+
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")) if model_dir else {}
+    except (OSError, ValueError):
+        config = {}
+    image_text = IMAGE_TEXT.get(str(config.get("model_type", "")), tokens.QWEN_IMAGE_TEXT)
+    return tokens.visual_count(model_dir, vision, image_text)
+
+
 def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
     """Arrow types of the columns this stage adds."""
     from datasets import List, Value

@@ -34,7 +34,7 @@ from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.invariants import checked
 from rmspec.plan.liger import installed_model_types, liger_decision
-from rmspec.plan.memory import TrainingShape, lora_parameters
+from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
 from rmspec.plan.model_shape import ModelShape, shape_from_config, vision_notes
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import OFF, SHARED_PREFIX, plan_packing
@@ -43,6 +43,7 @@ from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths,
 from rmspec.plan.shape_source import resolve_shape
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory
+from rmspec.plan.vision import VisualPlan, visual_plan
 from rmspec.rundir import RunDir
 from rmspec.vision.shapes import packing_refusal, visual_token_note
 
@@ -98,20 +99,26 @@ def compile_plan(
     precision = choose_precision(spec.model.dtype, hw, spec.model.lora is not None)
     attn, attn_reason = _attention(spec.model.attn_implementation)
     seqs = _sequences(loaded, declared, shape, attn, sft)
-    base = _training_shape(spec, declared, seqs, sft, precision, attn)
+    run = RunDir(run_dir_of(spec))
+    visual = (  # a VLM: visual tokens per row (the data's where its report exists) and the tower's patches
+        visual_plan(model_path, spec.model.vision, run.data_report, spec.model.lora is not None)
+        if shape.extra.get("vision_model_type")
+        else None
+    )
+    base = _training_shape(spec, declared, seqs, sft, precision, attn, visual)
     choice = _fit(spec.training, shape, base, hw, spec.model.lora is not None, seqs)
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
     warnings += vision_notes(shape)
     if shape.extra.get("vision_model_type"):  # a VLM: the visual tokens each image adds
         warnings += visual_token_note(model_path, spec.model.vision)
+    vision = _vision_section(visual, base, choice)
     refuse_vllm_on_cpu(spec, hw.is_gpu)
     warnings += grpo_notes(
         spec, shape, precision.compute, choice.micro_batch, hw.num_processes, choice.memory.total, hw.usable_gb
     )
-    run = RunDir(run_dir_of(spec))
     launch = _launch(spec, run, hw, shape, choice, precision)
-    estimate, trained, trainable = _estimate(loaded, host, hw, shape, declared, base, seqs, choice, precision)
+    estimate, trained, trainable = _estimate(loaded, host, hw, shape, declared, base, seqs, choice, precision, visual)
     liger = liger_decision(
         spec.training.liger_kernel,
         is_gpu=hw.is_gpu,
@@ -149,6 +156,7 @@ def compile_plan(
         optimizer=None if base.optimizer == "adamw" else base.optimizer,
         liger_kernel=liger,
         weights=weights,
+        vision=vision,
     )
     return checked(plan)
 
@@ -203,12 +211,15 @@ def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool) -> Seq
     return Sequences(lists, n_list, list_how, packing, packing_reason, *lengths)
 
 
-def _training_shape(spec, declared, seqs: Sequences, sft: bool, precision, attn: str) -> TrainingShape:
+def _training_shape(
+    spec, declared, seqs: Sequences, sft: bool, precision, attn: str, visual: VisualPlan | None = None
+) -> TrainingShape:
     """What the memory model sizes at micro batch 1: the strategy ladder then scales the micro batch."""
     lora, training = spec.model.lora, spec.training
+    seqs_per_example = 1 if seqs.packed else seqs.n_list or declared.sequences_per_example or 1
     return TrainingShape(
         micro_batch=1,
-        seqs_per_example=1 if seqs.packed else seqs.n_list or declared.sequences_per_example or 1,
+        seqs_per_example=seqs_per_example,
         seq_len=seqs.row_bound if seqs.packed and seqs.row_bound is not None else training.max_length,
         packed=seqs.packed,
         head="score+lm" if sft else declared.head,
@@ -220,7 +231,18 @@ def _training_shape(spec, declared, seqs: Sequences, sft: bool, precision, attn:
         lora_targets=_lora_targets(lora.target_modules) if lora else None,
         lora_dropout=lora.dropout if lora else 0.0,
         optimizer=planned_optimizer(training),
+        vision_patches=visual.patches_per_example(seqs_per_example) if visual else 0,
+        vision_image_patches=visual.largest_image_tokens * visual.unit if visual else 0,
+        vision_tower_trained=visual.tower_trained if visual else True,
+        vision_projector_trained=visual.projector_trained if visual else True,
     )
+
+
+def _vision_section(visual: VisualPlan | None, base: TrainingShape, choice) -> dict | None:
+    """plan.json's vision section (rendered as the plan's images line) for a VLM with known processor settings."""
+    if visual is None:
+        return None
+    return visual.to_json(base.seqs_per_example, round(choice.memory.vision_activations / GIB, 3))
 
 
 def _fit(training, shape: ModelShape, base: TrainingShape, hw, has_lora: bool, seqs: Sequences):
@@ -288,7 +310,9 @@ def _launch(spec, run: RunDir, hw, shape: ModelShape, choice, precision) -> dict
     }
 
 
-def _estimate(loaded, host, hw, shape: ModelShape, declared, base: TrainingShape, seqs: Sequences, choice, precision):
+def _estimate(
+    loaded, host, hw, shape: ModelShape, declared, base: TrainingShape, seqs: Sequences, choice, precision, visual=None
+):
     """(the time estimate with its communication, trained parameters, trainable parameters)."""
     spec, training, lora, rung = loaded.spec, loaded.spec.training, loaded.spec.model.lora, choice.rung
     rows, rows_how = data_rows(spec.data, loaded.base_dir)
@@ -297,6 +321,9 @@ def _estimate(loaded, host, hw, shape: ModelShape, declared, base: TrainingShape
     seq_len, seq_len_how = data_sequence_length(spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length)
     if seqs.packed and seqs.row_tokens is not None and seqs.packed_how is not None:
         seq_len, seq_len_how = seqs.row_tokens, seqs.packed_how
+    if visual is not None and not seq_len_how.startswith("max_length"):  # the text guess read each image as text
+        extra = round(visual.mean_tokens_per_row)
+        seq_len, seq_len_how = min(seq_len + extra, training.max_length), f"{seq_len_how} + {extra} visual tokens"
     cpu_cores = None if hw.is_gpu else (host.cpu_count if host is not None else os.cpu_count())
     estimate = time_estimate(
         shape=shape,

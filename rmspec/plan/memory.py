@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from rmspec.plan.model_shape import ModelShape
 from rmspec.plan.optimizer_state import bytes_per_element, state_bytes
+from rmspec.vision.shapes import VisionShape, block_bytes_per_patch, saved_bytes_per_patch
 
 GIB = 1024**3
 
@@ -56,6 +57,12 @@ class TrainingShape:
     packed: bool = False  # shared-prefix rows: seq_len is the row (P + C + R), one per example, plus its 4D mask
     # transformers' optim name (rmspec.plan.optimizer_state), sgd_momentum for SGD with momentum
     optimizer: str = "adamw"
+    # A VLM's images (rmspec.plan.vision): patches the vision tower encodes per example (0 for text), the
+    # largest image's patches (eager attention's score matrices) and which vision parts train.
+    vision_patches: int = 0
+    vision_image_patches: int = 0
+    vision_tower_trained: bool = True
+    vision_projector_trained: bool = True
 
 
 @dataclass
@@ -73,6 +80,7 @@ class MemoryEstimate:
     grads_held: bool  # gradient accumulation keeps gradients during the forward
     cpu_per_node: float = 0.0
     notes: list[str] = field(default_factory=list)
+    vision_activations: float = 0.0  # the vision tower's share of `activations` (a VLM's images)
 
     @property
     def total(self) -> float:
@@ -187,6 +195,23 @@ def activation_bytes(shape: ModelShape, t: TrainingShape) -> float:
     return tokens * (blocks + outside)
 
 
+def vision_activation_bytes(shape: ModelShape, t: TrainingShape) -> float:
+    """A VLM's vision tower: what its forward keeps for backward over the micro batch's patches
+    (rmspec.vision.shapes.saved_bytes_per_patch), plus, with checkpointing, the one block recomputed
+    in backward. 0 for text, or where the tower's shape is unknown (families other than Qwen2-VL/2.5-VL)."""
+    known = shape.extra.get("vision_shape")
+    if not t.vision_patches or not known:
+        return 0.0
+    v = VisionShape(**known)
+    e = _bytes(t.precision)
+    eager = t.vision_image_patches if t.attn == "eager" else 0
+    trained = {"tower": t.vision_tower_trained, "projector": t.vision_projector_trained}
+    per_patch = saved_bytes_per_patch(v, e, checkpointing=t.checkpointing, eager_patches=eager, **trained)
+    patches = t.micro_batch * t.vision_patches
+    recompute = block_bytes_per_patch(v, e, eager) * patches if t.checkpointing and t.vision_tower_trained else 0.0
+    return per_patch * patches + recompute
+
+
 def logits_bytes(shape: ModelShape, t: TrainingShape) -> float:
     """Causal-LM head only: logits in the compute dtype plus their fp32 upcast for the loss."""
     if t.head == "score+lm":  # the SFT regularizer: LM logits over the chosen sequence only (1 of 2 per pair)
@@ -295,12 +320,16 @@ def estimate(
     # Without FSDP's mixed-precision policy, bf16 comes from autocast over fp32 weights: the residual
     # stream (embeddings, norms, RoPE) stays fp32 and only matmul outputs are bf16.
     activations = activation_bytes(shape, replace(t, fp32_stream=mixed_autocast and strategy in ("single", "ddp")))
+    # FSDP checkpoints the wrapped layer class (the language model's blocks), not the vision blocks.
+    vision = vision_activation_bytes(
+        shape, replace(t, checkpointing=t.checkpointing and not strategy.startswith("fsdp"))
+    )
     overhead = (GPU_OVERHEAD_GB if is_gpu else CPU_OVERHEAD_GB) * GIB
     return MemoryEstimate(
         weights=weights,
         gradients=grads,
         optimizer=opt,
-        activations=activations,
+        activations=activations + vision,
         temporary=tmp,
         buffers=buffers,
         step_temporary=step_tmp,
@@ -308,4 +337,5 @@ def estimate(
         grads_held=t.grad_accum > 1,
         cpu_per_node=cpu,
         notes=notes,
+        vision_activations=vision,
     )

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.vision.shapes import vision_tower_parameters
+from rmspec.vision.shapes import vision_shape, vision_tower_parameters
 
 # model_type -> facts a config.json leaves implicit (class defaults in transformers).
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -237,6 +237,9 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
     extra: dict[str, Any] = {"vision_parameters": vision} if vision else {}
     if isinstance(config.get("vision_config"), dict):  # a VLM: its type decides prompt-once packing
         extra["vision_model_type"] = str(config.get("model_type", ""))
+        tower = vision_shape(config)  # sizes the tower's activations (rmspec.plan.memory)
+        if tower is not None:
+            extra["vision_shape"] = tower.to_json()
     if isinstance(config.get("text_config"), dict):
         text = config["text_config"]
         config = {**text, "model_type": text.get("model_type", config.get("model_type"))}
@@ -309,8 +312,8 @@ def vision_notes(shape: ModelShape) -> list[str]:
         return []
     return [
         f"vision tower and projector: {vision:,} parameters (from config.json's vision_config), counted in "
-        "the weights, gradients and optimizer states; visual tokens per row: data_report.json's images section "
-        "(rmspec data), activations sized by text tokens only"
+        "the weights, gradients and optimizer states; its activations from the visual tokens per row (the plan's "
+        "images line)"
     ]
 
 

@@ -19,7 +19,7 @@ from rmspec.errors import PlanError
 from rmspec.plan.hardware import HardwareProfile
 
 SCHEMA_VERSION = 1
-OPTIONAL_KEYS = ("step_separator", "optimizer", "liger_kernel", "weights")  # written only when set
+OPTIONAL_KEYS = ("step_separator", "optimizer", "liger_kernel", "weights", "vision")  # written only when set
 REPLAN = "plan again with this version of rmspec: `rmspec plan SPEC --out plan.json`"
 
 
@@ -96,6 +96,9 @@ class Plan:
     # where the weights come from when they are not a plain checkpoint: a GGUF file dequantised to float
     # (rmspec.gguf_source.describe: format, file, quantisation, bits, note); absent for plain checkpoints
     weights: dict[str, Any] | None = None
+    # a VLM's images (rmspec.plan.vision.VisualPlan.to_json): visual tokens per image and per row and where
+    # they came from, the patches the vision tower encodes, which vision parts train, their activations
+    vision: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ derived
     @property

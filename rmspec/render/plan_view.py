@@ -53,6 +53,31 @@ def _head(label: str) -> Text:
     return Text(f"{label:<15}", style="bold")
 
 
+def _images(console: Console, vision: dict, max_length: int) -> None:
+    rows, image = vision["visual_tokens_per_row"], vision["visual_tokens_per_image"]
+    frozen = [
+        n for n, k in (("vision tower", "vision_tower_trained"), ("projector", "projector_trained")) if not vision[k]
+    ]
+    console.print(
+        _head("images")
+        + Text(
+            f"{rows['max']:,} visual tokens per row at most (mean {rows['mean']:g}), within max_length {max_length:,}"
+        )
+        + Text(f"  {vision['tokens_how']}", style="dim")
+    )
+    pixels = vision["pixels"]
+    console.print(
+        Text(" " * 15)
+        + Text(
+            f"{image['min']:,} to {image['max']:,} per image (min_pixels {pixels['min_pixels']:,}, max_pixels "
+            f"{pixels['max_pixels']:,} from {pixels['from']}); the vision tower encodes "
+            f"{vision['patches_per_example']:,} patches per example"
+            + (f"; frozen: {', '.join(frozen)}" if frozen else "; trained: vision tower and projector"),
+            style="dim",
+        )
+    )
+
+
 def render_plan(plan: Plan, console: Console | None = None) -> None:
     console = console or stdout_console()
     p = plan
@@ -105,6 +130,8 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
         console.print(_head("step sep") + Text(repr(sep["separator"])) + Text(f"  {sep['how']}", style="dim"))
     if p.packing:
         console.print(_head("packing") + Text(p.packing) + Text(f"  {p.packing_reason}", style="dim"))
+    if p.vision:  # a VLM: visual tokens per row and what the vision tower encodes (rmspec.plan.vision)
+        _images(console, p.vision, p.max_length)
     packed = p.packing_tokens
     seq_words = (
         f"prompt-once rows of up to {packed['row_tokens_bound']} tokens"
@@ -130,6 +157,8 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
             label = f"optimizer states ({DESCRIPTIONS.get(p.optimizer, p.optimizer)})"
         if mem.get(key):
             table.add_row(label, f"{mem[key]:.2f}")
+        if key == "activations" and p.vision and p.vision.get("activations_gb"):
+            table.add_row(Text("  of which the vision tower", style="dim"), f"{p.vision['activations_gb']:.2f}")
     total, usable = mem["total"], p.device_usable_gb
     style = "green" if total <= usable else "red"
     table.add_row(Text("peak", style="bold"), Text(f"{total:.2f}", style=f"bold {style}"))

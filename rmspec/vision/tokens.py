@@ -36,6 +36,21 @@ class VisualSettings:
         h, w = smart_resize(height, width, self.patch_size * self.merge_size, self.min_pixels, self.max_pixels)
         return (h // self.patch_size) * (w // self.patch_size) // (self.merge_size**2)
 
+    def most_tokens(self) -> int:
+        """The most visual tokens one image can become. Usually max_pixels / (patch * merge)^2, but a
+        side that rounds below one factor is raised to it, and the min_pixels branch rounds up, so a thin
+        image (the processor refuses aspect ratios over 200) or a bound min_pixels near max_pixels can go
+        over: every aspect ratio is tried, for an image far over max_pixels and one far under min_pixels."""
+        factor = self.patch_size * self.merge_size
+        most = self.max_pixels // factor**2
+        big, small = 1 << 24, 1
+        for k in range(1201):
+            ratio = 200 ** (k / 1200)
+            for short in (big, small):
+                most = max(most, self.tokens(short, max(short, int(short * ratio))))
+                most = max(most, self.tokens(short, max(short, int(short * ratio) + 1)))
+        return most
+
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
     """transformers' Qwen2-VL rule, restated (sides multiples of ``factor``, area within the bounds)."""
@@ -124,23 +139,14 @@ class VisualCount:
         return out
 
 
-def image_text_of(model_dir: str | Path | None) -> str:
-    """The text one image part becomes for the model in ``model_dir`` (rmspec.vision.processor.IMAGE_TEXT's
-    rule, read from config.json without transformers); the Qwen2-VL family's where none is said."""
-    from rmspec.vision.processor import IMAGE_TEXT
-
-    try:
-        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")) if model_dir else {}
-    except (OSError, ValueError):
-        config = {}
-    return IMAGE_TEXT.get(str(config.get("model_type", "")), QWEN_IMAGE_TEXT)
-
-
-def visual_count(model_dir: str | Path | None, vision: Any = None) -> VisualCount | None:
+def visual_count(
+    model_dir: str | Path | None, vision: Any = None, image_text: str = QWEN_IMAGE_TEXT
+) -> VisualCount | None:
     """What the max_length filter counts per image for this model (None: no Qwen2-VL-style processor
-    settings in the folder, so images are counted as their placeholder's tokens)."""
+    settings in the folder, so images are counted as their placeholder's tokens). ``image_text``: the
+    model family's image part (rmspec.data.tokenize reads it from rmspec.vision.processor.IMAGE_TEXT)."""
     settings = run_settings(model_dir, vision)
-    return None if settings is None else VisualCount(settings, image_text_of(model_dir))
+    return None if settings is None else VisualCount(settings, image_text)
 
 
 def image_size(reference: str) -> tuple[int, int]:
