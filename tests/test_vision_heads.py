@@ -80,24 +80,26 @@ def vlm(processor, outputs: int, seed: int = 0):
     return model.train()
 
 
-def trainer(kind: str, model, processor, rows, tmp_path, **options):
+def trainer(kind: str, model, processor, rows, tmp_path, packed: bool = False, **options):
+    """rmspec's ODIN or ensemble trainer on image pairs: each side with its own copy of the row's images
+    (VisionPairCollator), or packed prompt-once (VisionPackedPairCollator: each image once per pair)."""
     from datasets import Dataset
     from transformers import TrainingArguments
 
     from rmspec.approaches.bradley_terry import LengthDebias
     from rmspec.train.heads import EnsembleTrainer, HeadCollator, OdinTrainer
+    from rmspec.train.vision_packing import VisionPackedPairCollator
     from rmspec.vision.collate import VisionEncoder, VisionPairCollator
     from rmspec.vision.processor import image_text
 
     encoder = VisionEncoder(processor, image_text(model.config, processor))
+    base = VisionPackedPairCollator(encoder) if packed else VisionPairCollator(encoder)
     args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[], use_cpu=True)
     common = dict(model=model, args=args, train_dataset=Dataset.from_list(rows), margin_mode="none")
     if kind == "odin":
-        collator = HeadCollator(VisionPairCollator(encoder), processor.tokenizer)
+        collator = HeadCollator(base, processor.tokenizer)
         return OdinTrainer(odin=LengthDebias(kind="odin", **options), data_collator=collator, **common)
-    return EnsembleTrainer(
-        members=model.config.num_labels, data_collator=HeadCollator(VisionPairCollator(encoder)), **common
-    )
+    return EnsembleTrainer(members=model.config.num_labels, data_collator=HeadCollator(base), **common)
 
 
 def plain_outputs(model, processor, rows) -> tuple[torch.Tensor, torch.Tensor]:
@@ -181,6 +183,31 @@ def test_the_rewards_the_head_trainers_read_move_with_the_pictures(setup, tmp_pa
             plain_chosen, _ = plain_outputs(model, processor, rows)
         assert torch.allclose(first["chosen"], plain_chosen, atol=1e-5)
         assert (first["chosen"] - second["chosen"]).abs().max() > 1e-3, kind
+
+
+def test_packed_heads_equal_unpacked_losses_and_gradients(setup, tmp_path):
+    """Prompt-once packing (the default for Qwen2-VL) trains ODIN and ensembles as the two-sequence
+    layout does: the same loss and every gradient within 1e-5, each image encoded once per pair."""
+    _, processor, rows = setup
+    weighted = [{**r, "member_weight": [1.0, 2.0, 0.0]} for r in rows]
+    for kind, outputs in (("odin", 2), ("ensemble", 3)):
+        model = vlm(processor, outputs)
+        results = []
+        for packed in (False, True):
+            run = trainer(kind, model, processor, weighted, tmp_path, packed=packed)
+            batch = run.data_collator(weighted)
+            assert ("prefix_len" in batch) == packed
+            model.zero_grad()
+            loss = run.compute_loss(model, batch)
+            loss.backward()
+            grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+            results.append((loss.item(), grads, batch["pixel_values"].shape[0]))
+        (plain_loss, plain_grads, plain_pixels), (packed_loss, packed_grads, packed_pixels) = results
+        assert packed_pixels * 2 == plain_pixels  # each image once per pair, not once per side
+        assert packed_loss == pytest.approx(plain_loss, abs=1e-5), kind
+        assert set(plain_grads) == set(packed_grads) and any(".visual." in n for n in plain_grads)
+        for name, grad in plain_grads.items():
+            assert torch.allclose(grad, packed_grads[name], atol=1e-5), (kind, name)
 
 
 # ---------------------------------------------------------------- end to end
@@ -307,3 +334,18 @@ def test_an_ensemble_run_with_images_scores_its_members(demo, monkeypatch, tmp_p
         assert (row["reward_chosen"], row["reward_rejected"]) == pytest.approx(tuple(rewards), abs=1e-5)
         spread = (hidden @ members.T).std(dim=1, correction=0)  # the members' rewards, by hand
         assert (row["reward_std_chosen"], row["reward_std_rejected"]) == pytest.approx(spread.tolist(), abs=1e-5)
+
+
+def test_validate_takes_odin_and_ensembles_with_images_and_refuses_sft_weight_with_the_reason(demo):
+    for name, approach in (
+        ("v-odin", "{kind: bradley_terry, length_debias: {kind: odin}}"),
+        ("v-ens", "{kind: bradley_terry, ensemble: {members: 2}}"),
+    ):
+        (demo / f"{name}.yaml").write_text(SPEC.format(name=name, approach=approach))
+        done = rmspec("validate", f"{name}.yaml", cwd=demo)
+        assert done.returncode == 0, done.stdout + done.stderr
+    (demo / "v-sft.yaml").write_text(SPEC.format(name="v-sft", approach="{kind: bradley_terry, sft_weight: 0.1}"))
+    done = rmspec("validate", "v-sft.yaml", cwd=demo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "sft_weight does not train on images" in done.stderr and "LM head" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -58,11 +58,7 @@ def build_trainer(
     sft = approach.uses_lm_head(spec.approach) and approach.head != LM_HEAD  # an LM term beside the score head
     packing, packing_reason = packing_path(spec.training.packing, approach, model.config, sft)
     if has_images(train) and packing == SHARED_PREFIX:  # image rows: prompt-once packing with M-RoPE, where it applies
-        why = why_not_packable(model.config) or (
-            "approach.length_debias / ensemble read pairs unpacked"
-            if spec.approach.trained_heads > 1  # ODIN's two heads or an ensemble's members, as the section declares
-            else None
-        )
+        why = why_not_packable(model.config)  # ODIN and ensembles pack too (rmspec.train.heads.pair_outputs)
         packing, packing_reason = (
             (SHARED_PREFIX, "prompt-once packing with M-RoPE: each image encoded once per pair")
             if why is None

@@ -36,6 +36,7 @@ from rmspec.train.objectives.ensemble import bootstrap_indices, ensemble_std
 from rmspec.train.objectives.odin import odin_loss, pearson
 from rmspec.train.packing import is_packed, packed_rows
 from rmspec.train.rewards import forward_scores
+from rmspec.train.vision_packing import is_vision_packed, packed_vision_pair_outputs
 from rmspec.vision.collate import vision_inputs
 
 LENGTH_COLUMNS = ("chosen_response_tokens", "rejected_response_tokens")
@@ -57,9 +58,9 @@ def with_member_weights(dataset: Any, members: int, seed: int, bootstrap: bool) 
 class HeadCollator:
     """A pair collator plus what the extra heads need: each side's response tokens (ODIN's length,
     counted here from the texts, so any split works: training, validation, a prediction set) and
-    the member weights (an ensemble's training split). The base is PairCollator, or for rows with
-    images VisionPairCollator, whose image inputs (each side its own copy of the row's images) the
-    heads' forward passes on (`pair_outputs`)."""
+    the member weights (an ensemble's training split). The base is any pair collator: text (plain or
+    packed), or for rows with images VisionPairCollator (each side its own copy of the row's images)
+    or VisionPackedPairCollator (each image once per pair); `pair_outputs` reads each."""
 
     def __init__(self, base: Any, tokenizer: Any = None):
         self.base = base
@@ -86,7 +87,10 @@ class HeadCollator:
 
 
 def pair_outputs(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(chosen, rejected) head outputs [B, K] of a pair batch, plain or shared-prefix packed."""
+    """(chosen, rejected) head outputs [B, K] of a pair batch, plain or shared-prefix packed (text, or
+    image rows packed prompt-once with their M-RoPE positions)."""
+    if is_vision_packed(inputs):
+        return packed_vision_pair_outputs(model, inputs)
     if is_packed(inputs):
         from rmspec.inference.prefix_mask import packed_head_outputs
 

@@ -157,6 +157,15 @@ def packed_vision_pair_rewards(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(chosen, rejected) rewards of a VisionPackedPairCollator batch, from one forward pass;
     ``positions`` overrides the M-RoPE positions (the test passes naive 1-D ones to show they differ)."""
+    chosen, rejected = packed_vision_pair_outputs(model, inputs, positions)
+    return chosen[:, 0], rejected[:, 0]
+
+
+def packed_vision_pair_outputs(
+    model: Any, inputs: dict[str, torch.Tensor], positions: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen, rejected) head outputs [B, K] of a VisionPackedPairCollator batch: every output of a
+    widened head (ODIN's quality and length, an ensemble's members: rmspec.train.heads)."""
     config = model_config(model)
     reason = why_not_packable(config)
     if reason is not None:
@@ -186,5 +195,5 @@ def packed_vision_pair_rewards(
     finally:
         handle.remove()
     per_token = captured[-1]
-    scores = per_token.reshape(-1, per_token.shape[-1])[rows.ends.to(per_token.device)][:, 0]
+    scores = per_token.reshape(-1, per_token.shape[-1])[rows.ends.to(per_token.device)]
     return scores[0::2], scores[1::2]
