@@ -56,14 +56,15 @@ class ImageSettings:
     max_pixels: int = DEFAULT_MAX_PIXELS
     max_bytes: int = DEFAULT_MAX_BYTES
     download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT
-    # How the user allows downloads, named in a url_refused reject (the spec's option here).
-    allow_with: str = "set data.images.allow_urls: true to download it, or download the images and give their paths"
+    # How the user can use a URL instead, named in a url_refused reject (`of` names the spec's option).
+    allow_with: str = "download the images and give their paths"
     placeholder: str = IMAGE_PLACEHOLDER
     images_first: bool = False  # a preset whose prompts name no image: the images go before the prompt text
 
     @classmethod
     def of(cls, options: ImagesSpec | None, **where: Any) -> ImageSettings:
-        """The settings of the spec's data.images (None: the defaults), for a dataset `where` says."""
+        """The settings of the spec's data.images, for a dataset `where` says; None: the defaults, for rows
+        read outside a training spec's data stage (a `pairs` benchmark file), where no option allows URLs."""
         if options is None:
             return cls(**where)
         return cls(
@@ -71,6 +72,7 @@ class ImageSettings:
             max_pixels=options.max_pixels,
             max_bytes=options.max_bytes,
             download_timeout=options.download_timeout,
+            allow_with="set data.images.allow_urls: true to download it, or download the images and give their paths",
             **where,
         )
 
