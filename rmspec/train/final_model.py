@@ -133,7 +133,9 @@ def save_image_processor(trainer: Any, folder: Path) -> None:
     processor = getattr(encoder, "processor", None)
     image_processor = getattr(processor, "image_processor", None)
     if image_processor is not None:
-        image_processor.save_pretrained(str(folder))
+        # The processor's own settings too (processor_config.json: LLaVA's patch size, Idefics3's image_seq_len);
+        # its tokenizer is the run's, saved just before.
+        processor.save_pretrained(str(folder))
 
 
 def model_card(

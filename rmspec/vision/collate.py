@@ -20,8 +20,16 @@ import torch
 from rmspec.vision.images import decode_image
 from rmspec.vision.processor import expand_placeholders
 
-#: The batch keys a VLM forward takes besides input_ids and attention_mask.
-VISION_KEYS = ("pixel_values", "image_grid_thw", "mm_token_type_ids")
+#: The batch keys a VLM forward takes besides input_ids and attention_mask: Qwen2-VL's grids and token types,
+#: Idefics3 / SmolVLM's tile masks, LLaVA-OneVision's image sizes and images per row.
+VISION_KEYS = (
+    "pixel_values",
+    "image_grid_thw",
+    "mm_token_type_ids",
+    "pixel_attention_mask",
+    "image_sizes",
+    "batch_num_images",
+)
 
 
 def vision_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -41,9 +49,10 @@ class VisionEncoder:
     def __call__(self, ids: list[list[int]], images: list[list[str]]) -> dict[str, torch.Tensor]:
         tokenizer = self.processor.tokenizer
         texts = [expand_placeholders(tokenizer.decode(row, skip_special_tokens=False), self.image_part) for row in ids]
-        flat = [decode_image(ref) for refs in images for ref in refs]
+        # One list per row (the processors' convention): SmolVLM reads a flat list as one row's images.
+        nested = [[decode_image(ref) for ref in refs] for refs in images]
         encoded = self.processor(
-            text=texts, images=flat or None, padding=True, padding_side="right", return_tensors="pt"
+            text=texts, images=nested if any(nested) else None, padding=True, padding_side="right", return_tensors="pt"
         )
         return dict(encoded)
 

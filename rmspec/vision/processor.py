@@ -99,7 +99,8 @@ def load_processor(
     cls = family_processor_class(model_type)
     resolution = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
     image_processor = AutoImageProcessor.from_pretrained(model_path)
-    unknown = [k for k in resolution if not hasattr(image_processor, k)]
+    accepted = getattr(getattr(image_processor, "valid_kwargs", None), "__annotations__", {})
+    unknown = [k for k in resolution if k not in accepted]
     if unknown:
         raise ValueError(
             f"model.vision.{unknown[0]}: {type(image_processor).__name__} ({model_type}) does not resize by a pixel "
