@@ -193,6 +193,8 @@ def load_model(
     if grow:
         model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
     model.config.pad_token_id = tokenizer.pad_token_id
+    # A VLM's generic head reads the text config's pad id (LLaVA-like configs keep it there, often None).
+    model.config.get_text_config().pad_token_id = tokenizer.pad_token_id
     if auto is not AutoModelForCausalLM and hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # a KV cache is dead weight when scoring whole sequences
     if getattr(model, "generation_config", None) is not None:
