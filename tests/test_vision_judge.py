@@ -317,3 +317,16 @@ def test_sft_judges_take_images_and_grpo_judges_refuse_them_with_the_reason(judg
     assert out.returncode == 2, out.stdout + out.stderr
     assert "method: grpo does not train on images" in out.stdout + out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_text_judge_given_images_stops_with_the_reason():
+    """No silent drop at judging either: prompts with pictures and no image side are an error (exit 2)."""
+    from rmspec.errors import RmspecError
+    from rmspec.inference.judge import generate_requests, judge_request
+
+    prompt = [{"role": "user", "content": [{"type": "image", "image": "x.png"}, {"type": "text", "text": QUESTION}]}]
+    message, images = judge_request(prompt, "red", "blue")
+    assert "[Prompt]\n<image>What colour" in message and images == ["x.png"]
+    with pytest.raises(RmspecError, match="the judge is a text model") as caught:
+        generate_requests(None, None, [[1, 2]], [images], 4, encoder=None)
+    assert caught.value.exit_code == 2

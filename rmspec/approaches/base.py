@@ -72,7 +72,7 @@ class Approach:
     def image_refusal(self, section: Any) -> str | None:
         """Why this approach (with these options) cannot train on rows with images; None where it can
         (a VLM collator reads them: rmspec.vision.collate). The data stage refuses image data with it."""
-        return f"approach {self.name} does not train on images (bradley_terry and pointwise do)"
+        return f"approach {self.name} does not train on images (bradley_terry, pointwise and generative with method: sft do)"
 
     @property
     def rows(self) -> str:

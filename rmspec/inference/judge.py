@@ -132,8 +132,8 @@ def generate_requests(
     if encoder is None:
         raise RmspecError(
             "these pairs' prompts hold images, but the judge is a text model",
-            "judge them with a vision-language judge (approach kind generative trained on a *ForConditionalGeneration "
-            "model with images: docs/multimodal.md), or leave the images out",
+            "judge them with a vision-language judge (approach kind generative, method sft, trained on a "
+            "*ForConditionalGeneration model with images), or leave the images out",
         )
     from rmspec.vision.judge import generate_with_images
 
