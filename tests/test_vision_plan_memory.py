@@ -262,9 +262,36 @@ def test_a_frozen_tower_keeps_no_activations_but_its_forward_still_runs(tmp_path
     assert frozen["vision"]["activations_gb"] == 0
     assert 0 < tower["vision"]["activations_gb"] < trained["vision"]["activations_gb"]
     assert not frozen["vision"]["vision_tower_trained"] and not frozen["vision"]["projector_trained"]
+    # frozen parts keep their weights but lose gradients and optimizer states: the model itself says how many
+    model = _model_with_frozen(tmp_path / "vlm", ())
+    for plan, names in ((frozen, ("vision_tower", "projector")), (tower, ("vision_tower",))):
+        gone = sum(p.numel() for p in model.parameters()) - _trainable(tmp_path / "vlm", names)
+        assert plan["vision"]["frozen_parameters"] == gone
+        assert trained["model"]["trainable_parameters"] - plan["model"]["trainable_parameters"] == gone
+        assert plan["model"]["trained_parameters"] == trained["model"]["trained_parameters"]
     # the vision share sits inside the activations the peak counts
     gap = trained["memory_per_device_gb"]["activations"] - frozen["memory_per_device_gb"]["activations"]
     assert gap == pytest.approx(trained["vision"]["activations_gb"], abs=2e-3)
+
+
+def _model_with_frozen(folder, names):
+    import torch
+
+    from rmspec.vision.freeze import freeze
+    from rmspec.vision.models import reward_class
+
+    torch.set_num_threads(1)
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder)
+    model = reward_class(config)(config)
+    if names:
+        freeze(model, names)
+    return model
+
+
+def _trainable(folder, names) -> int:
+    return sum(p.numel() for p in _model_with_frozen(folder, names).parameters() if p.requires_grad)
 
 
 def test_a_vlm_plan_imports_nothing_heavy(tmp_path):

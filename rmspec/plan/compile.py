@@ -105,7 +105,7 @@ def compile_plan(
         if shape.extra.get("vision_model_type")
         else None
     )
-    base = _training_shape(spec, declared, seqs, sft, precision, attn, visual)
+    base = _training_shape(spec, declared, seqs, sft, precision, attn, visual, _frozen_vision(spec, shape))
     choice = _fit(spec.training, shape, base, hw, spec.model.lora is not None, seqs)
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
@@ -211,8 +211,23 @@ def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool) -> Seq
     return Sequences(lists, n_list, list_how, packing, packing_reason, *lengths)
 
 
+def _frozen_vision(spec, shape: ModelShape) -> int:
+    """Parameters model.vision.freeze keeps at their loaded weights (rmspec.vision.shapes counts the parts)."""
+    freeze = set(spec.model.vision.freeze) if spec.model.vision is not None else set()
+    projector = shape.extra.get("vision_projector_parameters", 0)
+    tower = shape.extra.get("vision_parameters", 0) - projector
+    return (tower if "vision_tower" in freeze else 0) + (projector if "projector" in freeze else 0)
+
+
 def _training_shape(
-    spec, declared, seqs: Sequences, sft: bool, precision, attn: str, visual: VisualPlan | None = None
+    spec,
+    declared,
+    seqs: Sequences,
+    sft: bool,
+    precision,
+    attn: str,
+    visual: VisualPlan | None = None,
+    frozen_vision: int = 0,
 ) -> TrainingShape:
     """What the memory model sizes at micro batch 1: the strategy ladder then scales the micro batch."""
     lora, training = spec.model.lora, spec.training
@@ -235,6 +250,7 @@ def _training_shape(
         vision_image_patches=visual.largest_image_tokens * visual.unit if visual else 0,
         vision_tower_trained=visual.tower_trained if visual else True,
         vision_projector_trained=visual.projector_trained if visual else True,
+        vision_frozen_parameters=frozen_vision,
     )
 
 
@@ -242,7 +258,8 @@ def _vision_section(visual: VisualPlan | None, base: TrainingShape, choice) -> d
     """plan.json's vision section (rendered as the plan's images line) for a VLM with known processor settings."""
     if visual is None:
         return None
-    return visual.to_json(base.seqs_per_example, round(choice.memory.vision_activations / GIB, 3))
+    section = visual.to_json(base.seqs_per_example, round(choice.memory.vision_activations / GIB, 3))
+    return {**section, "frozen_parameters": base.vision_frozen_parameters}
 
 
 def _fit(training, shape: ModelShape, base: TrainingShape, hw, has_lora: bool, seqs: Sequences):
@@ -348,7 +365,11 @@ def _estimate(
         max_steps=training.max_steps,
     )
     trained = shape.trained_parameters(base.head) + extra_head_parameters(spec, shape.hidden_size)
-    trainable = (lora_parameters(shape, lora.r, base.lora_targets) + shape.hidden_size) if lora else trained
+    trainable = (
+        (lora_parameters(shape, lora.r, base.lora_targets) + shape.hidden_size)
+        if lora
+        else trained - base.vision_frozen_parameters
+    )
     traffic = communication(  # hardware.interconnect: gradient/parameter traffic
         strategy=rung.strategy,
         num_processes=hw.num_processes,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from rmspec.plan.model_shape import ModelShape
-from rmspec.plan.optimizer_state import bytes_per_element, state_bytes
+from rmspec.plan.optimizer_state import bytes_per_element, state_bytes, vector_state_bytes
 from rmspec.vision.shapes import VisionShape, block_bytes_per_patch, saved_bytes_per_patch
 
 GIB = 1024**3
@@ -63,6 +63,7 @@ class TrainingShape:
     vision_image_patches: int = 0
     vision_tower_trained: bool = True
     vision_projector_trained: bool = True
+    vision_frozen_parameters: int = 0  # model.vision.freeze: no gradients or optimizer states for these
 
 
 @dataclass
@@ -259,10 +260,12 @@ def estimate(
         w = g = 4  # adapters train in fp32
         opt_total = trainable * bytes_per_element(t.optimizer, w)
     else:
-        trainable, frozen, frozen_bytes = total, 0, 0
         w = 4 if t.master_fp32 else e
         g = w
+        # model.vision.freeze: those parameters stay in the weights' dtype, without gradients or optimizer states
+        trainable, frozen, frozen_bytes = total - t.vision_frozen_parameters, t.vision_frozen_parameters, w
         opt_total = state_bytes(shape, t.head, t.optimizer, w)  # AdamW: two moments in the parameter dtype
+        opt_total -= frozen * vector_state_bytes(t.optimizer, w)
     unit = shape.largest_unit_parameters()
     layer = shape.layer_parameters()
     layer_trainable = (trainable - shape.hidden_size) // shape.num_layers if t.lora_rank else layer

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.vision.shapes import vision_shape, vision_tower_parameters
+from rmspec.vision.shapes import vision_part_parameters, vision_shape, vision_tower_parameters
 
 # model_type -> facts a config.json leaves implicit (class defaults in transformers).
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -240,6 +240,7 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
         tower = vision_shape(config)  # sizes the tower's activations (rmspec.plan.memory)
         if tower is not None:
             extra["vision_shape"] = tower.to_json()
+            extra["vision_projector_parameters"] = (vision_part_parameters(config) or (0, 0))[1]
     if isinstance(config.get("text_config"), dict):
         text = config["text_config"]
         config = {**text, "model_type": text.get("model_type", config.get("model_type"))}

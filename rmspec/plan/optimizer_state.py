@@ -55,6 +55,18 @@ def matrices(shape: ModelShape, head: str) -> list[tuple[int, int]]:
     return out
 
 
+def vector_state_bytes(optim: str, param_bytes: int) -> float:
+    """Optimizer state per element of a parameter state_bytes counts as a vector (a VLM's vision
+    parameters among them): what freezing one such parameter saves."""
+    kind = family(optim)
+    per = {"adamw": 2.0 * param_bytes, "schedule_free_adamw": 2.0 * param_bytes, "sgd": 0.0}
+    per |= {"sgd_momentum": float(param_bytes), "adafactor": float(param_bytes), "lion_32bit": 4.0}
+    per |= {"adamw_8bit": 8.0, "lion_8bit": 4.0}
+    if kind not in per:
+        raise ValueError(f"unknown optimizer {optim!r}")
+    return per[kind]
+
+
 def state_bytes(shape: ModelShape, head: str, optim: str, param_bytes: int) -> float:
     """Bytes of optimizer state for the whole trained model (before any sharding)."""
     mats = matrices(shape, head)

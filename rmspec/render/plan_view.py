@@ -72,7 +72,12 @@ def _images(console: Console, vision: dict, max_length: int) -> None:
             f"{image['min']:,} to {image['max']:,} per image (min_pixels {pixels['min_pixels']:,}, max_pixels "
             f"{pixels['max_pixels']:,} from {pixels['from']}); the vision tower encodes "
             f"{vision['patches_per_example']:,} patches per example"
-            + (f"; frozen: {', '.join(frozen)}" if frozen else "; trained: vision tower and projector"),
+            + (
+                f"; frozen: {', '.join(frozen)} ({vision.get('frozen_parameters', 0):,} parameters: weights only, "
+                "no gradients or optimizer states)"
+                if frozen
+                else "; trained: vision tower and projector"
+            ),
             style="dim",
         )
     )

@@ -10,6 +10,13 @@ from typing import Any
 def vision_tower_parameters(config: dict[str, Any]) -> int | None:
     """Parameters of a VLM's vision tower and projector from its config.json (no torch): exact for
     Qwen2-VL and Qwen2.5-VL (tests/test_vision_tokens.py counts the modules); None for others."""
+    parts = vision_part_parameters(config)
+    return None if parts is None else sum(parts)
+
+
+def vision_part_parameters(config: dict[str, Any]) -> tuple[int, int] | None:
+    """(the vision tower's parameters, the projector's: the merger into the language model), the
+    parts model.vision.freeze names; None for families other than Qwen2-VL / Qwen2.5-VL."""
     vision = config.get("vision_config")
     model_type = config.get("model_type")
     if not isinstance(vision, dict) or model_type not in ("qwen2_vl", "qwen2_5_vl"):
@@ -31,7 +38,7 @@ def vision_tower_parameters(config: dict[str, Any]) -> int | None:
         ln_q = e
     q = e * merge * merge
     merger = ln_q + (q * q + q) + (out * q + out)
-    return channels * temporal * patch * patch * e + int(vision["depth"]) * block + merger
+    return channels * temporal * patch * patch * e + int(vision["depth"]) * block, merger
 
 
 @dataclass(frozen=True)
