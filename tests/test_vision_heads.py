@@ -13,6 +13,7 @@ On a tiny Qwen2-VL built offline, with generated pictures:
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from helpers.ci import need
 from helpers.runs import rmspec
 from rmspec.vision.tiny import build_processor, tiny_config
 
@@ -334,6 +336,30 @@ def test_an_ensemble_run_with_images_scores_its_members(demo, monkeypatch, tmp_p
         assert (row["reward_chosen"], row["reward_rejected"]) == pytest.approx(tuple(rewards), abs=1e-5)
         spread = (hidden @ members.T).std(dim=1, correction=0)  # the members' rewards, by hand
         assert (row["reward_std_chosen"], row["reward_std_rejected"]) == pytest.approx(spread.tolist(), abs=1e-5)
+    served_rewards(root / "model", demo / "heldout.jsonl", plain, members)
+
+
+def served_rewards(model_dir, path, plain, members) -> None:
+    """`rmspec serve`'s vLLM /pooling route with an OpenAI image_url part: the mean reward and the members' std."""
+    need("fastapi")
+    from fastapi.testclient import TestClient
+
+    from rmspec.inference.engine import load_scorer
+    from rmspec.serve.app import create_app
+    from rmspec.serve.service import Service
+
+    row = json.loads(path.read_text().splitlines()[0])
+    picture = base64.b64encode((path.parent / row["images"][0]).read_bytes()).decode()
+    image_url = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{picture}"}}
+    content = [image_url if part["type"] == "image" else part for part in row["prompt"][0]["content"]]
+    messages = [{"role": "user", "content": content}, {"role": "assistant", "content": row["chosen"]}]
+    with TestClient(create_app(Service(load_scorer(model_dir), model_name="m", normalize=False))) as client:
+        answer = client.post("/pooling", json={"messages": messages, "use_activation": False})
+    assert answer.status_code == 200, answer.text
+    item = answer.json()["data"][0]
+    rewards, hidden = plain[row["id"]]
+    assert item["data"][0] == pytest.approx(rewards[0], abs=1e-5)
+    assert item["reward_std"] == pytest.approx(float((hidden[0] @ members.T).std(correction=0)), abs=1e-5)
 
 
 def test_validate_takes_odin_and_ensembles_with_images_and_refuses_sft_weight_with_the_reason(demo):
