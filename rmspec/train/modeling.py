@@ -185,16 +185,20 @@ def load_model(
         if is_vision_config(config):  # a VLM: transformers' own reward class, or one registered for it
             reward_class(config)
         torch.manual_seed(seed)
-        model, info = auto.from_pretrained(model_path, output_loading_info=True, **kwargs)
-        missing = set(info.get("missing_keys", ()))
+        # A reward checkpoint whose score head has another number of outputs (one, trained again as ODIN's
+        # two heads, an ensemble's N or several attributes) loads all but its head, which starts fresh
+        # as on a base model; a size mismatch anywhere else stays an error.
+        model, info = auto.from_pretrained(model_path, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+        resized = [key for key, *_ in info.get("mismatched_keys", ())]
+        if any(key.split(".")[0] not in HEAD_NAMES for key in resized):
+            raise ValueError(f"{model_path}: weights whose size differs from its config.json: {', '.join(resized[:5])}")
+        missing = set(info.get("missing_keys", ())) | set(resized)
         head_initialized = any(key.split(".")[0] in HEAD_NAMES for key in missing)
         if head_initialized:
             init_score_head(model, config.get_text_config().hidden_size, seed)
     if grow:
         model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
     model.config.pad_token_id = tokenizer.pad_token_id
-    # A VLM's generic head reads the text config's pad id (LLaVA-like configs keep it there, often None).
-    model.config.get_text_config().pad_token_id = tokenizer.pad_token_id
     if auto is not AutoModelForCausalLM and hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # a KV cache is dead weight when scoring whole sequences
     if getattr(model, "generation_config", None) is not None:
