@@ -212,6 +212,27 @@ def test_packed_heads_equal_unpacked_losses_and_gradients(setup, tmp_path):
             assert torch.allclose(grad, packed_grads[name], atol=1e-5), (kind, name)
 
 
+def test_a_reward_checkpoint_with_one_output_starts_odin_and_ensembles(tmp_path):
+    """The demo's tiny VLM is a reward model (a one-output score head): ODIN's two heads or an ensemble's
+    members start fresh on it while every other weight loads (transformers alone refuses the size)."""
+    from transformers import AutoConfig
+
+    from rmspec.approaches.bradley_terry import BradleyTerry
+    from rmspec.train.modeling import load_model
+    from rmspec.vision.models import reward_class
+    from rmspec.vision.tiny import build_tiny_vlm
+
+    folder = build_tiny_vlm(tmp_path / "tiny-vlm")
+    saved = reward_class(AutoConfig.from_pretrained(folder)).from_pretrained(folder).state_dict()
+    for options, outputs in (({"length_debias": {"kind": "odin"}}, 2), ({"ensemble": {"members": 3}}, 3)):
+        loaded = load_model(str(folder), BradleyTerry(kind="bradley_terry", **options)).model
+        assert loaded.score.weight.shape == (outputs, saved["score.weight"].shape[1])
+        state = loaded.state_dict()
+        assert state.keys() == saved.keys()
+        assert all(torch.equal(state[k], saved[k]) for k in saved if k != "score.weight")
+        assert not torch.allclose(state["score.weight"][:1], saved["score.weight"])  # a fresh head
+
+
 # ---------------------------------------------------------------- end to end
 
 SPEC = """version: 1
