@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from helpers.runs import rmspec
 from rmspec.approaches.generative import JUDGE_INSTRUCTION
+from rmspec.inference.judge import parse_verdict
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 180, 40), "blue": (30, 60, 220), "yellow": (235, 220, 40)}
 QUESTION = "What colour is the picture?"
@@ -226,7 +227,8 @@ def test_images_reach_the_judge_in_training_and_in_judging(judge_folder, tmp_pat
 
 
 def plain_verdicts(model, processor, folder: Path, raw: dict, a: str, b: str, tokens: int) -> tuple[str, str]:
-    """(greedy reply, the verdict its first step reads: A or B, whichever logit is higher after "[[")."""
+    """(greedy reply, the verdict its first step reads: A or B, whichever logit is higher after "[[").
+    The judge prompt quotes the picture then the question: a held-out conversation's and a pairs row's."""
     image = image_of(folder, raw["images"][0])
     text, inputs = plain_inputs(processor, parts(a, b), image, generation=True)
     with torch.no_grad():
@@ -240,61 +242,89 @@ def plain_verdicts(model, processor, folder: Path, raw: dict, a: str, b: str, to
     return reply, reading
 
 
+def write_pairs(folder: Path, held_out: list[dict]) -> Path:
+    """The held-out pictures as (prompt, chosen, rejected) rows with an images column; chosen is A."""
+    pairs = folder / "pairs.jsonl"
+    rows = [
+        {
+            "id": raw["id"],
+            "prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}],
+            "chosen": f"The picture is {raw['a']}.",
+            "rejected": f"The picture is {raw['b']}.",
+            "images": raw["images"],
+        }
+        for raw in held_out
+    ]
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return pairs
+
+
 def test_a_run_trains_a_vlm_judge_and_judges_with_the_images(judge_folder, monkeypatch):
     torch.set_num_threads(1)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # 2 threads on 2 shared cores train many times slower
-    (judge_folder / "run.yaml").write_text(SPEC.format(method="", steps=60), encoding="utf-8")
+    held_out = [json.loads(line) for line in (judge_folder / "heldout.jsonl").read_text().splitlines()]
+    pairs = write_pairs(judge_folder, held_out)
+    spec = SPEC.format(method="", steps=60) + "eval: {benchmarks: [{kind: pairs, path: pairs.jsonl}]}\n"
+    (judge_folder / "run.yaml").write_text(spec, encoding="utf-8")
     run = rmspec("run", "run.yaml", cwd=judge_folder, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     root = judge_folder / "runs" / "vl-judge"
     saved = root / "model"
-    assert (saved / "preprocessor_config.json").is_file()  # the folder judges alone
+    # the folder judges alone: it keeps the processor's settings (processor_config.json, or the image processor's own)
+    assert any((saved / name).is_file() for name in ("processor_config.json", "preprocessor_config.json"))
     model, processor = plain_parts(saved)
+    plain = {
+        raw["id"]: [plain_verdicts(model, processor, judge_folder, raw, a, b, 6) for a, b in orders(raw)]
+        for raw in held_out
+    }
 
-    held_out = [json.loads(line) for line in (judge_folder / "heldout.jsonl").read_text().splitlines()]
+    # the held-out conversations, judged in both orders with their pictures
     judged = {r["id"]: r for r in map(json.loads, (root / "eval" / "validation.jsonl").read_text().splitlines())}
-    assert judged.keys() == {r["id"] for r in held_out}
+    assert judged.keys() == plain.keys()
     parsed = 0
-    for raw in held_out:
-        row = judged[raw["id"]]
-        for a, b, output, verdict in (
-            (raw["a"], raw["b"], row["output"], row["verdict"]),
-            (raw["b"], raw["a"], row["output_swapped"], row["verdict_swapped"]),
+    for key, ((first, first_reading), (swapped, swapped_reading)) in plain.items():
+        row = judged[key]
+        assert (row["output"], row["output_swapped"]) == (first, swapped), key
+        for output, verdict, reading in (
+            (first, row["verdict"], first_reading),
+            (swapped, row["verdict_swapped"], swapped_reading),
         ):
-            reply, reading = plain_verdicts(model, processor, judge_folder, raw, a, b, 6)
-            assert output == reply, (raw["id"], output, reply)
-            if reply.startswith("[[") and verdict is not None:
-                assert verdict == reading, raw["id"]
+            if output.startswith("[[") and verdict is not None:
+                assert verdict == reading, key  # the verdict is the A/B reading after "[[" of a plain forward
                 parsed += 1
     assert parsed >= len(held_out)  # the judge learnt to write a verdict: the readings were compared
     results = json.loads((root / "results.json").read_text())
     assert results["validation"]["num_examples"] == len(held_out)
 
-    # `rmspec score RUN` judges (prompt, chosen, rejected) rows with their pictures, chosen as A
-    pairs = judge_folder / "pairs.jsonl"
-    pairs.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}],
-                    "chosen": f"The picture is {raw['a']}.",
-                    "rejected": f"The picture is {raw['b']}.",
-                    "images": raw["images"],
-                }
-            )
-            + "\n"
-            for raw in held_out
-        ),
-        encoding="utf-8",
+    # the trainer's final reading of the held-out rows (first order): parse rate and agreement
+    gold = {raw["id"]: raw["messages"][1]["content"][2] for raw in held_out}
+    verdicts = {key: parse_verdict(replies[0][0], r"\[\[(A|B)\]\]") for key, replies in plain.items()}
+    final = [
+        r for r in map(json.loads, (root / "metrics.jsonl").read_text().splitlines()) if "eval/sft/parse_rate" in r
+    ]
+    assert final[-1]["eval/sft/parse_rate"] == pytest.approx(
+        sum(v is not None for v in verdicts.values()) / len(held_out)
     )
+    assert final[-1]["eval/sft/agreement"] == pytest.approx(sum(verdicts[k] == gold[k] for k in gold) / len(held_out))
+
+    # the pairs benchmark with pictures, and `rmspec score RUN`: (prompt, chosen, rejected) rows, chosen as A
+    bench = [
+        json.loads(line) for line in Path(results["benchmarks"]["pairs"]["per_example_path"]).read_text().splitlines()
+    ]
     out = judge_folder / "scored.jsonl"
     score = rmspec("score", str(root), str(pairs), "--out", str(out), cwd=judge_folder)
     assert score.returncode == 0, score.stderr[-3000:]
     scored = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(scored) == len(held_out)
-    for raw, row in zip(held_out, scored):
+    assert len(bench) == len(scored) == len(held_out)
+    for raw, row, from_bench in zip(held_out, scored, bench):
         reply, _ = plain_verdicts(model, processor, judge_folder, raw, raw["a"], raw["b"], 6)
+        swapped, _ = plain_verdicts(model, processor, judge_folder, raw, raw["b"], raw["a"], 6)
         assert row["judge_output"] == reply, (raw["id"], row, reply)
+        assert (from_bench["output"], from_bench["output_swapped"]) == (reply, swapped), raw["id"]
+
+
+def orders(raw: dict) -> list[tuple[str, str]]:
+    return [(raw["a"], raw["b"]), (raw["b"], raw["a"])]
 
 
 def test_sft_judges_take_images_and_grpo_judges_refuse_them_with_the_reason(judge_folder):

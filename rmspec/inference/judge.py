@@ -111,7 +111,7 @@ def judge_encoder(model: Any, tokenizer: Any, model_dir: str | Path) -> Any:
     except (OSError, ValueError) as exc:
         raise RmspecError(
             f"cannot load the image processor of the vision-language judge in {model_dir}: {exc}",
-            "the folder needs the processor's settings (preprocessor_config.json), as rmspec run saves them",
+            "the folder needs the processor's settings (processor_config.json), as rmspec run saves them",
         ) from None
     return VisionEncoder(processor, image_text(model.config, processor))
 

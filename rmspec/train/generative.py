@@ -72,6 +72,8 @@ def judge_metrics(
         for i in range(0, len(rows), batch_size):
             chunk = rows[i : i + batch_size]
             prompts, targets = zip(*(split_prompt(r["input_ids"], r["labels"]) for r in chunk))
+            if any(r.get("images") for r in chunk) and encoder is None:  # never judged without its pictures
+                raise ValueError("judge_metrics: these rows hold images; pass the VLM judge's encoder")
             if encoder is not None and chunk[0].get("images") is not None:
                 from rmspec.vision.judge import generate_with_images
 
