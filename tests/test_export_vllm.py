@@ -350,7 +350,7 @@ def test_check_starts_the_engine_on_the_runs_held_out_rows(runs):
 
 def test_check_in_bfloat16_states_its_tolerance_and_measures_the_difference(runs):
     """--dtype bfloat16 on this CPU engine (it has avx512_bf16): vLLM in bfloat16 against rmspec score in
-    float32, 8 rows, the relative rule (0.05 x the rows' largest |reward|). bfloat16 really moves the
+    float32, 8 rows, the relative rule (0.15 x the rows' largest |reward|). bfloat16 really moves the
     rewards (more than float32's 1e-4) and stays within the stated bound."""
     from rmspec.export.check_dtype import BF16_RELATIVE, bf16_refusal, cpu_flags
 

@@ -166,7 +166,7 @@ def test_the_tolerance_rules_by_hand_numbers():
     bf16 = tolerance("bfloat16")
     assert bf16.relative and bf16.bound([-90.0, 3.0]) == pytest.approx(BF16_RELATIVE * 90.0)
     assert bf16.bound([0.2, -0.5]) == pytest.approx(BF16_RELATIVE)  # scale at least 1
-    assert "0.05 x max(1, max |rmspec score|)" in bf16.rule and "0.0001" in fp32.rule
+    assert f"{BF16_RELATIVE:g} x max(1, max |rmspec score|)" in bf16.rule and "0.0001" in fp32.rule
 
 
 def test_the_verdict_uses_the_bound_of_its_rows_and_never_counts_the_trap():
@@ -184,10 +184,11 @@ def test_the_verdict_uses_the_bound_of_its_rows_and_never_counts_the_trap():
         tolerance("float32"),
     )
     assert not bad["passed"] and bad["max_abs_diff"] == pytest.approx(3e-4)
-    # bfloat16: 0.05 x max(1, 2.0) = 0.1 allowed
-    bf = verdict(expected, {"classify messages": [1.09, -2.0, 0.5]}, tolerance("bfloat16"))
-    assert bf["passed"] and bf["allowed_difference"] == pytest.approx(0.1) and bf["reward_scale"] == 2.0
-    assert not verdict(expected, {"classify messages": [1.11, -2.0, 0.5]}, tolerance("bfloat16"))["passed"]
+    # bfloat16: 0.15 x max(1, 2.0) = 0.3 allowed
+    assert BF16_RELATIVE == 0.15
+    bf = verdict(expected, {"classify messages": [1.29, -2.0, 0.5]}, tolerance("bfloat16"))
+    assert bf["passed"] and bf["allowed_difference"] == pytest.approx(0.3) and bf["reward_scale"] == 2.0
+    assert not verdict(expected, {"classify messages": [1.31, -2.0, 0.5]}, tolerance("bfloat16"))["passed"]
     with pytest.raises(ValueError):  # a row vLLM did not answer is not a pass
         verdict(expected, {"classify messages": [1.0, -2.0]}, tolerance("float32"))
 

@@ -22,7 +22,7 @@ import click
 
 from rmspec import approaches
 from rmspec.errors import RmspecError
-from rmspec.export.check_dtype import DTYPES
+from rmspec.export.check_dtype import BF16_RELATIVE, DTYPES, TOLERANCE_FP32
 from rmspec.export.check_rows import DEFAULT_LIMIT
 
 if TYPE_CHECKING:
@@ -162,7 +162,8 @@ def to_vllm(
     default="auto",
     show_default=True,
     help="--check: vLLM's precision. auto: bfloat16 where vLLM's environment has a GPU, else float32. "
-    "Tolerance: 1e-4 in float32; in bfloat16 0.05 x the rows' largest |reward| (at least 1).",
+    f"Tolerance: {TOLERANCE_FP32:g} in float32; in bfloat16 {BF16_RELATIVE:g} x the rows' largest |reward| "
+    "(at least 1).",
 )
 def export(
     run: str,

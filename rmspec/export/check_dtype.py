@@ -6,15 +6,17 @@ and most GPU deployments run), float32 on a CPU engine (what `serve.sh` runs). T
 
 - float32: |vLLM - rmspec score| <= 1e-4 on every row (measured here: 1.5e-5 on rewards near -90, two
   fp32 ulps: the same arithmetic in another order).
-- bfloat16: |vLLM - rmspec score| <= 0.05 x scale on every row, where scale = max(1, the largest
+- bfloat16: |vLLM - rmspec score| <= 0.15 x scale on every row, where scale = max(1, the largest
   |rmspec score| among the check rows). bfloat16 keeps 8 significant bits (relative rounding 2^-9), and
-  the error of a reward is a sum of rounded hidden-state components, so it grows with the size of those
-  components, not with how close one reward is to 0: a per-row relative rule would fail every reward near
-  0. Measured with vLLM 0.32 CPU in bfloat16 against rmspec score in float32 (docs/score_and_serve.md):
-  the largest difference was about 1% of the scale on 2-layer models and a 30-layer SmolLM2 reward model;
-  0.05 leaves room for deeper models while still failing a misread token (which moves a reward by a
-  sizeable part of its scale: the double-BOS form, 0.64 on rewards near -90, would pass, so that form is
-  only reported). The report also gives the share of pairs whose order (chosen above rejected) vLLM keeps.
+  the error of a reward is a sum of rounded hidden-state terms, so it grows with the size of those
+  terms, not with how close one reward is to 0: a per-row relative rule would fail every reward near 0.
+  Measured with vLLM 0.32's CPU build in bfloat16 against float32 (docs/score_and_serve.md): 1.0-1.4%
+  of the scale on 2-layer models, 6.8% on a 30-layer SmolLM2-135M reward model (transformers' own
+  bfloat16 forward of the same model: 6.2%, so this is the precision, not vLLM); 0.15 is about twice the
+  largest, for deeper models. It still fails a misread token that moves rewards by a sizeable part of
+  their scale (the double-BOS form of a trained Llama: 26%), not a smaller one (another Llama's: 0.7%):
+  the read point is proven by the float32 check; bfloat16 only bounds the precision's drift. The report
+  also gives the share of pairs whose order (chosen above rejected) vLLM keeps.
 
 A CPU engine in bfloat16 needs native bfloat16 instructions (avx512_bf16 or AMX on x86, bf16 on Arm),
 checked on this machine, where the engine runs: without them the path is unmeasured here and torch
@@ -31,7 +33,7 @@ from rmspec.errors import RmspecError
 
 DTYPES = ("auto", "float32", "bfloat16")
 TOLERANCE_FP32 = 1e-4
-BF16_RELATIVE = 0.05
+BF16_RELATIVE = 0.15
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
 DEVICE_PROBE = "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')"
 

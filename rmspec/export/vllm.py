@@ -241,7 +241,8 @@ def readme(run: Path, folder: Path, host: Hosting) -> str:
 Written by `rmspec export {run} --to vllm -o {folder}`. Architecture `{host.architecture}`, served by vLLM as a
 pooling model (last-token pooling, no activation: `modules.json` + `1_Pooling/`), the reward read at the
 end of {host.read.tail!r} as in training. Parity with `rmspec score` is checked by
-`rmspec export {run} --to vllm -o {folder} --overwrite --check --vllm-python PATH` (fp32, tolerance 1e-4).
+`rmspec export {run} --to vllm -o {folder} --overwrite --check --vllm-python PATH` on the run's held-out rows
+(float32: tolerance 1e-4; `--dtype bfloat16`: 0.15 x the rows' largest |reward|).
 
 ## Start it
 
@@ -275,7 +276,8 @@ python -m verl.trainer.main_ppo ... \\
 verl renders the conversation with this folder's chat template, strips the BOS text, posts
 `{{"model": model_path, "input": text, "use_activation": false}}` to `/classify` and reads
 `data[-1].probs[-1]`: the raw reward. verl's default rollout dtype is bfloat16, which gives other rewards
-than the fp32 `rmspec score` (by an amount not measured here: no GPU).
+than the fp32 `rmspec score`: about 1% of the rewards' scale on vLLM's CPU build (measure yours with
+`--check --dtype bfloat16`, which a GPU engine runs by default).
 
 ## OpenRLHF 0.11
 
