@@ -20,9 +20,18 @@ from pathlib import Path
 from rmspec.errors import RmspecError
 from rmspec.launch.slurm import ALIVE, job_state, submit_environment
 from rmspec.plan.slurm import CLUSTER_OPTIONS
-from rmspec.rundir import RunDir, read_status, write_status
+from rmspec.rundir import RunDir
 from rmspec.spec.hardware import SlurmSpec
-from rmspec.sweep.trial import POLL_SECONDS, MetricsFollower, Reporter, RunOutcome, RunRequest, outcome_of
+from rmspec.sweep.trial import (
+    POLL_SECONDS,
+    MetricsFollower,
+    Reporter,
+    RunOutcome,
+    RunRequest,
+    outcome_of,
+    prune_step,
+    pruned_outcome,
+)
 
 STATE_EVERY = 2.0  # seconds between squeue calls: a shared controller prefers few
 
@@ -99,16 +108,14 @@ def run_job(
         time.sleep(POLL_SECONDS)
         if reporter is None or pruned_at is not None:
             continue
-        for step, value in follower.new_values():
-            if reporter(step, value):
-                pruned_at = step
-                cancel(job)
-                break
+        pruned_at = prune_step(follower, reporter)
+        if pruned_at is not None:
+            cancel(job)
     seconds = time.monotonic() - began
     run = RunDir(request.run_dir)
-    if pruned_at is not None and read_status(run).state != "completed":
-        write_status(run, "pruned", step=pruned_at, pruned_at_step=pruned_at, pruned_metric=report_metric)
-        return RunOutcome("pruned", pruned_at=pruned_at, seconds=seconds, steps=follower.seen)
+    pruned = pruned_outcome(run, pruned_at, report_metric, seconds, follower.seen)
+    if pruned is not None:
+        return pruned
     code = 0 if state == "COMPLETED" else 1
     outcome = outcome_of(run, code, objective, seconds, follower.seen, request.log)
     if outcome.state == "failed" and state not in ("COMPLETED", ""):

@@ -120,18 +120,33 @@ def run_once(
             time.sleep(POLL_SECONDS)
             if reporter is None or pruned_at is not None:
                 continue
-            for step, value in follower.new_values():
-                if reporter(step, value):
-                    pruned_at = step
-                    stop_trainer(RunDir(request.run_dir))
-                    break
+            pruned_at = prune_step(follower, reporter)
+            if pruned_at is not None:
+                stop_trainer(RunDir(request.run_dir))
         code = child.wait()
     seconds = time.monotonic() - began
     run = RunDir(request.run_dir)
-    if pruned_at is not None and read_status(run).state != "completed":  # not when it ended before the kill
-        write_status(run, "pruned", step=pruned_at, pruned_at_step=pruned_at, pruned_metric=report_metric)
-        return RunOutcome("pruned", pruned_at=pruned_at, seconds=seconds, steps=follower.seen)
-    return outcome_of(run, code, objective, seconds, follower.seen, request.log)
+    pruned = pruned_outcome(run, pruned_at, report_metric, seconds, follower.seen)
+    return pruned or outcome_of(run, code, objective, seconds, follower.seen, request.log)
+
+
+def prune_step(follower: MetricsFollower, reporter: Reporter) -> int | None:
+    """The first step of the run's new reported values at which the pruner says stop, or None."""
+    for step, value in follower.new_values():
+        if reporter(step, value):
+            return step
+    return None
+
+
+def pruned_outcome(
+    run: RunDir, pruned_at: int | None, report_metric: str | None, seconds: float, steps: list
+) -> RunOutcome | None:
+    """A run told to stop at `pruned_at`, recorded as pruned in its status; None when it was not told to, or
+    when it completed before the stop reached it."""
+    if pruned_at is None or read_status(run).state == "completed":
+        return None
+    write_status(run, "pruned", step=pruned_at, pruned_at_step=pruned_at, pruned_metric=report_metric)
+    return RunOutcome("pruned", pruned_at=pruned_at, seconds=seconds, steps=steps)
 
 
 def outcome_of(run: RunDir, code: int, objective: str, seconds: float, steps: list, log: Path) -> RunOutcome:
