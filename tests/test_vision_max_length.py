@@ -145,3 +145,22 @@ def test_model_vision_bounds_change_the_count_as_they_change_the_processor(tmp_p
     images = prepared.report.to_json()["images"]
     assert images["visual_tokens_per_row"]["max"] == int(grid.prod()) // 4 != 16
     assert images["processor"]["max_pixels"] == bounds["max_pixels"]
+
+
+def test_other_families_are_not_counted_with_the_qwen2_vl_rule(tmp_path):
+    """A hub-style LLaVA folder (CLIP preprocessor_config.json, processor_config.json with its own
+    patch_size) has no Qwen2-VL resize rule: its images are not counted with it (they stay counted as
+    their placeholder's tokens, as before); a Qwen2-VL folder is."""
+    from rmspec.data.tokenize import visual_count
+    from rmspec.vision.tokens import settings_of
+
+    llava = tmp_path / "llava"
+    llava.mkdir()
+    (llava / "preprocessor_config.json").write_text(json.dumps({"image_processor_type": "CLIPImageProcessor"}))
+    (llava / "processor_config.json").write_text(json.dumps({"patch_size": 14, "processor_class": "LlavaProcessor"}))
+    (llava / "config.json").write_text(json.dumps({"model_type": "llava"}))
+    assert settings_of(llava) is None and visual_count(str(llava)) is None
+    qwen = _setup(tmp_path)
+    assert visual_count(str(qwen)) is not None
+    (qwen / "config.json").write_text(json.dumps({"model_type": "gemma3"}))  # another family's config: no count
+    assert visual_count(str(qwen)) is None

@@ -39,8 +39,10 @@ def visual_count(model_dir: Any, vision: Any = None) -> Any:
         config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")) if model_dir else {}
     except (OSError, ValueError):
         config = {}
-    image_text = IMAGE_TEXT.get(str(config.get("model_type", "")), tokens.QWEN_IMAGE_TEXT)
-    return tokens.visual_count(model_dir, vision, image_text)
+    model_type = str(config.get("model_type", ""))
+    if model_type and model_type not in IMAGE_TEXT:  # another family's image tokens: not this rule
+        return None
+    return tokens.visual_count(model_dir, vision, IMAGE_TEXT.get(model_type, tokens.QWEN_IMAGE_TEXT))
 
 
 def token_columns(approach: str, layout: Layout) -> dict[str, Any]:

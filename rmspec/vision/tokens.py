@@ -82,7 +82,7 @@ def settings_of(model_dir: str | Path | None) -> VisualSettings | None:
         except (OSError, ValueError):
             continue
         data = data.get("image_processor", data)
-        if "patch_size" not in data:
+        if "patch_size" not in data or "merge_size" not in data:  # not the Qwen2-VL rule (LLaVA's has patch_size)
             continue
         size = data.get("size") or {}
         defaults = VisualSettings()
