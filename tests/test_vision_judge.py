@@ -88,13 +88,14 @@ def judge_folder(tmp_path_factory) -> Path:
 
 
 def plain_parts(model_dir: Path):
-    """RUN/model (or the base judge) in plain transformers: the model, its tokenizer and a processor of
-    its saved image processor with the tokenizer's chat template."""
-    from transformers import AutoImageProcessor, AutoTokenizer, Qwen2VLForConditionalGeneration
+    """RUN/model (or the base judge) in plain transformers, as its model card says: the model, its tokenizer
+    and a processor of its saved image processor with the tokenizer's chat template."""
+    from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
 
     from rmspec.vision.tiny import processor_class
 
-    model = Qwen2VLForConditionalGeneration.from_pretrained(model_dir).eval()
+    model = AutoModelForImageTextToText.from_pretrained(model_dir).eval()
+    assert type(model).__name__ == "Qwen2VLForConditionalGeneration"
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     processor = processor_class()(
         image_processor=AutoImageProcessor.from_pretrained(model_dir),
@@ -272,6 +273,8 @@ def test_a_run_trains_a_vlm_judge_and_judges_with_the_images(judge_folder, monke
     saved = root / "model"
     # the folder judges alone: it keeps the processor's settings (processor_config.json, or the image processor's own)
     assert any((saved / name).is_file() for name in ("processor_config.json", "preprocessor_config.json"))
+    card = (saved / "README.md").read_text(encoding="utf-8")
+    assert "AutoModelForImageTextToText.from_pretrained(PATH)" in card and "ForSequenceClassification" not in card
     model, processor = plain_parts(saved)
     plain = {
         raw["id"]: [plain_verdicts(model, processor, judge_folder, raw, a, b, 6) for a, b in orders(raw)]

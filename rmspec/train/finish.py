@@ -17,6 +17,7 @@ from rmspec.plan import Plan
 from rmspec.rundir import RunDir, write_status
 from rmspec.train.callbacks import rename
 from rmspec.train.final_model import model_card, reward_stats, save_final_model
+from rmspec.vision.judge import card_use as judge_card_use
 from rmspec.vision.models import card_use as vision_card_use
 
 
@@ -84,7 +85,9 @@ def finish(
         spec_yaml=run.spec.read_text(encoding="utf-8") if run.spec.exists() else "",
         data_summary=summary,
         results={k: v for k, v in metrics.items() if isinstance(v, (int, float))},
-        use=vision_card_use(getattr(trainer.accelerator.unwrap_model(trainer.model), "config", None)),
+        use=(judge_card_use if declared.auto_model == "causal_lm" else vision_card_use)(
+            getattr(trainer.accelerator.unwrap_model(trainer.model), "config", None)
+        ),  # a VLM's Use section (a VLM judge's is its own); None: the scorer kind's
     )
     finalize = declared.hook("finalize")(spec) if declared.finalize else None
     note(f"saving the model to {run.model}")

@@ -132,3 +132,24 @@ def generate_with_images(
             for row, i in enumerate(chunk):
                 out[i] = generated[row, width:].tolist()
     return out
+
+
+def card_use(config: Any) -> tuple[str, ...] | None:
+    """The model card's Use section for a VLM judge (None for a text judge: the judge kind's own)."""
+    if getattr(config, "vision_config", None) is None:
+        return None
+    return (
+        "A vision-language judge: its `*ForConditionalGeneration` writes a verdict (`config.rmspec.verdict_pattern`",
+        "reads it) on a judge prompt whose user turn holds the prompt's images. Load it in plain transformers:",
+        "",
+        "```python",
+        "from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer",
+        "model = AutoModelForImageTextToText.from_pretrained(PATH)",
+        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+        "image_processor = AutoImageProcessor.from_pretrained(PATH)  # AutoProcessor too, where torchvision is installed",
+        "```",
+        "",
+        "```bash",
+        "rmspec score PATH pairs.jsonl    # prompt / chosen / rejected rows with an images column: the verdict",
+        "```",
+    )
