@@ -88,6 +88,17 @@ def test_lengths_are_the_processors_expanded_lengths(tmp_path):
     lengths = prepared.report.to_json()["token_lengths"]  # one row: its figures are the row's
     assert lengths["chosen_sequence"]["max"] == expanded
     assert lengths["rejected_sequence"]["max"] == _processor_length(row["rejected_input_ids"])
+    from rich.console import Console
+
+    from rmspec.render.data_view import print_report
+
+    console = Console(record=True, width=400)
+    print_report(prepared.report.to_json(), console=console)
+    shown = " ".join(console.export_text().split())
+    visual = expanded - len(row["chosen_input_ids"]) + 7 - 3 + 1  # the image's tokens: 16
+    assert visual == 16
+    assert "images: 1 in 1 of 1 rows" in shown and "visual tokens per row: mean 16, max 16" in shown
+    assert "the token lengths above include them" in shown
 
 
 def test_a_row_fitting_only_with_placeholders_is_dropped_with_its_reason(tmp_path):

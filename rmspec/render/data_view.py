@@ -173,6 +173,10 @@ def report_view(report: dict[str, Any], rejects_path: str | None = None) -> Grou
             )
         parts.append(t)
 
+    images = report.get("images")
+    if images:  # rows with images (rmspec.vision.tokens.summary)
+        parts.append(_images(images, bool(lengths)))
+
     groups = report.get("groups") or {}
     if groups:
         t = Table(title="per group")
@@ -186,6 +190,27 @@ def report_view(report: dict[str, Any], rejects_path: str | None = None) -> Grou
     for note in report.get("notes", []):
         parts.append(Text("note: " + note, style="dim"))
     return Group(*parts)
+
+
+def _images(images: dict[str, Any], lengths: bool) -> Text:
+    """The images line: how many, their sizes, and the visual tokens per row the model reads."""
+    per_row = images.get("images_per_row") or {}
+    line = (
+        f"images: {images.get('images', 0):,} in {images.get('rows_with_images', 0):,} of {images.get('rows', 0):,} "
+        f"rows (mean {per_row.get('mean', 0):g}, at most {per_row.get('max', 0)} per row)"
+    )
+    if images.get("width"):
+        w, h = images["width"], images["height"]
+        line += f"; width {w['min']}-{w['max']} (median {w['median']:g}), height {h['min']}-{h['max']} (median {h['median']:g})"
+    tokens = images.get("visual_tokens_per_row")
+    if tokens:
+        p = images.get("processor") or {}
+        line += (
+            f"; visual tokens per row: mean {tokens['mean']:g}, max {tokens['max']:,} (min_pixels "
+            f"{p.get('min_pixels', 0):,}, max_pixels {p.get('max_pixels', 0):,})"
+            + ("; the token lengths above include them" if lengths else "")
+        )
+    return Text(line)
 
 
 def preview_view(records: list[dict[str, Any]]) -> Group:
