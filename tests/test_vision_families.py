@@ -122,6 +122,39 @@ def test_the_reward_is_the_base_hidden_state_times_the_score_weight(base):
     assert abs(float(expected[0] - expected[1])) > 1e-4  # the rows differ: the comparison can fail
 
 
+def test_every_image_input_the_processor_makes_reaches_the_forward(base):
+    """The trainers pass a batch's image inputs through rmspec.vision.collate.vision_inputs: each key
+    the family's processor makes (Idefics3's pixel_attention_mask, LLaVA-OneVision's image_sizes, ...)
+    must be among them, or the forward silently falls back to its defaults."""
+    import base64
+    import io
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    from rmspec.vision.collate import VisionEncoder, VisionPairCollator, vision_inputs
+    from rmspec.vision.processor import image_text, load_processor
+
+    family, path = base
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    processor = load_processor(str(path), tokenizer)
+    encoder = VisionEncoder(processor, image_text(AutoConfig.from_pretrained(path), processor))
+    uris = []
+    for size in ((40, 40), (60, 30)):
+        buffer = io.BytesIO()
+        Image.new("RGB", size, (200, 30, 30)).save(buffer, format="PNG")
+        uris.append("data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode())
+    ids = [
+        tokenizer("<image>Which colour?" + answer, add_special_tokens=False)["input_ids"] for answer in ("Red", "No")
+    ]
+    rows = [
+        {"chosen_input_ids": ids[0], "rejected_input_ids": ids[1], "images": [uris[0]]},
+        {"chosen_input_ids": ids[1], "rejected_input_ids": ids[0], "images": [uris[1]]},
+    ]
+    batch = VisionPairCollator(encoder)(rows)
+    made = set(batch) - {"input_ids", "attention_mask", "margin"}
+    assert "pixel_values" in made and made == set(vision_inputs(batch))
+
+
 SPEC = """\
 version: 1
 name: fam
@@ -180,8 +213,9 @@ def test_a_run_trains_on_images_and_scores_as_plain_transformers(base, tmp_path,
     rows = [
         {"prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Which colour? (red)"}]}],
          "response": "Red.", "images": ["train/0.png"]},
-        {"prompt": "<image>Which colour? (blue)", "response": "It is blue, I think.", "images": ["train/1.png"]},
+        {"prompt": "<image>Which colour? (blue)", "response": "It is blue, I think.", "images": ["wide.png"]},
     ]  # fmt: skip
+    Image.new("RGB", (60, 30), (20, 20, 230)).save(tmp_path / "wide.png")  # another shape: the batch pads it
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     scored = rmspec("score", str(saved), "rows.jsonl", "--out", "scored.jsonl", "--batch-size", "2", cwd=tmp_path)
     assert scored.returncode == 0, scored.stderr[-3000:]
