@@ -126,15 +126,13 @@ def save_final_model(
 
 
 def save_image_processor(trainer: Any, folder: Path) -> None:
-    """A VLM's image processor as training used it (model.vision's min/max pixels included), saved as
-    preprocessor_config.json beside the weights: the folder then scores alone, without the base model
+    """A VLM's processor as training used it (model.vision's min/max pixels included), saved beside the
+    weights with its own settings (processor_config.json: LLaVA's patch size, Idefics3's image_seq_len;
+    its tokenizer is the run's, saved just before): the folder then scores alone, without the base model
     (rmspec.inference.scorers.vision_reward). Text models have no image encoder in their collator."""
     encoder = getattr(trainer.data_collator, "encoder", None)
     processor = getattr(encoder, "processor", None)
-    image_processor = getattr(processor, "image_processor", None)
-    if image_processor is not None:
-        # The processor's own settings too (processor_config.json: LLaVA's patch size, Idefics3's image_seq_len);
-        # its tokenizer is the run's, saved just before.
+    if processor is not None and getattr(processor, "image_processor", None) is not None:
         processor.save_pretrained(str(folder))
 
 
