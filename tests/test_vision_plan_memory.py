@@ -246,8 +246,17 @@ def test_with_the_data_report_the_plan_sizes_the_datas_largest_row(tmp_path, mon
 def test_packed_pairs_encode_the_images_once(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _folder(tmp_path, packing="shared_prefix")
-    vision = _plan(tmp_path)["vision"]
+    worst = _plan(tmp_path)
+    vision = worst["vision"]
     assert vision["patches_per_example"] == vision["visual_tokens_per_row"]["max"] * 4
+    # the expected row (time) carries the images' mean visual tokens once, the unpacked pair twice
+    _write_report(tmp_path)
+    data = _plan(tmp_path)
+    step = round(data["vision"]["visual_tokens_per_row"]["mean"]) - round(vision["visual_tokens_per_row"]["mean"])
+    assert step != 0
+    rows = [p["packing_tokens"]["row_tokens_expected"] for p in (data, worst)]
+    pairs = [p["packing_tokens"]["pair_tokens_unpacked_expected"] for p in (data, worst)]
+    assert rows[0] - rows[1] == step and pairs[0] - pairs[1] == 2 * step
 
 
 def test_a_frozen_tower_keeps_no_activations_but_its_forward_still_runs(tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ transformers, datasets or accelerate.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from rmspec import approaches
@@ -105,6 +106,7 @@ def compile_plan(
         if shape.extra.get("vision_model_type")
         else None
     )
+    seqs = _with_visual_tokens(seqs, visual)
     base = _training_shape(spec, declared, seqs, sft, precision, attn, visual, _frozen_vision(spec, shape))
     choice = _fit(spec.training, shape, base, hw, spec.model.lora is not None, seqs)
     host_usable, warnings = host_memory(choice.memory, hw)
@@ -209,6 +211,21 @@ def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool) -> Seq
         first = spec.data.mixture()[0]
         lengths = packed_lengths(first.source, first.mapping, loaded.base_dir, training.max_length)
     return Sequences(lists, n_list, list_how, packing, packing_reason, *lengths)
+
+
+def _with_visual_tokens(seqs: Sequences, visual: VisualPlan | None) -> Sequences:
+    """Packed rows' expected lengths (time only) with the images' mean visual tokens: the sampled text
+    read each image as its placeholder; once per packed row, once per side unpacked. The row bound for
+    memory needs nothing: P + C <= max_length counts them already (rmspec.data.tokenize)."""
+    if visual is None or not seqs.packed or seqs.row_tokens is None or seqs.pair_tokens is None:
+        return seqs
+    extra = round(visual.mean_tokens_per_row)
+    return replace(
+        seqs,
+        row_tokens=seqs.row_tokens + extra,
+        pair_tokens=seqs.pair_tokens + 2 * extra,
+        packed_how=f"{seqs.packed_how} + {extra} visual tokens per copy of the row's images",
+    )
 
 
 def _frozen_vision(spec, shape: ModelShape) -> int:
@@ -338,7 +355,7 @@ def _estimate(
     seq_len, seq_len_how = data_sequence_length(spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length)
     if seqs.packed and seqs.row_tokens is not None and seqs.packed_how is not None:
         seq_len, seq_len_how = seqs.row_tokens, seqs.packed_how
-    if visual is not None and not seq_len_how.startswith("max_length"):  # the text guess read each image as text
+    elif visual is not None and not seq_len_how.startswith("max_length"):  # the text guess read images as text
         extra = round(visual.mean_tokens_per_row)
         seq_len, seq_len_how = min(seq_len + extra, training.max_length), f"{seq_len_how} + {extra} visual tokens"
     cpu_cores = None if hw.is_gpu else (host.cpu_count if host is not None else os.cpu_count())
