@@ -8,6 +8,7 @@ judge's logits differ for a different picture)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from pathlib import Path
@@ -324,6 +325,28 @@ def test_a_run_trains_a_vlm_judge_and_judges_with_the_images(judge_folder, monke
         swapped, _ = plain_verdicts(model, processor, judge_folder, raw, raw["b"], raw["a"], 6)
         assert row["judge_output"] == reply, (raw["id"], row, reply)
         assert (from_bench["output"], from_bench["output_swapped"]) == (reply, swapped), raw["id"]
+
+    # `rmspec serve RUN`: OpenAI chat completions with an image_url part (a data: URI) where the picture goes
+    from fastapi.testclient import TestClient
+
+    from rmspec.inference.engine import load_scorer
+    from rmspec.serve.app import create_app
+    from rmspec.serve.service import Service
+
+    raw = held_out[0]
+    picture = "data:image/png;base64," + base64.b64encode((judge_folder / raw["images"][0]).read_bytes()).decode()
+    content = [dict(p) for p in parts(raw["a"], raw["b"])]
+    content[1] = {"type": "image_url", "image_url": {"url": picture}}
+    reply, _ = plain_verdicts(model, processor, judge_folder, raw, raw["a"], raw["b"], 6)
+    with TestClient(create_app(Service(load_scorer(root), model_name="judge"))) as client:
+        answer = client.post(
+            "/v1/chat/completions", json={"messages": [{"role": "user", "content": content}], "max_tokens": 6}
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"] == reply
+        extra = [*content, {"type": "text", "text": " <image>"}]  # a placeholder with no picture: 400, not a crash
+        refused = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": extra}]})
+        assert refused.status_code == 400 and "image part" in refused.text, refused.text
 
 
 def orders(raw: dict) -> list[tuple[str, str]]:

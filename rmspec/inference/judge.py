@@ -125,10 +125,24 @@ def generate_requests(
     batch_size: int = 8,
     encoder: Any = None,
 ) -> list[str]:
-    """Greedy replies to judge prompts (token ids); with images, read through the VLM judge's encoder
+    """Greedy replies to judge prompts (token ids), each read with its images (generate_request_ids)."""
+    ids = generate_request_ids(model, tokenizer, prompts, images, max_new_tokens, batch_size, encoder)
+    return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
+
+
+def generate_request_ids(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Sequence[int]],
+    images: Sequence[Sequence[Any]],
+    max_new_tokens: int,
+    batch_size: int = 8,
+    encoder: Any = None,
+) -> list[list[int]]:
+    """The generated ids of judge prompts; with images, read through the VLM judge's encoder
     (rmspec.vision.judge.generate_with_images) as training read them. Images for a text judge: an error."""
     if not any(images):
-        return generate(model, tokenizer, prompts, max_new_tokens, batch_size)
+        return generate_ids(model, tokenizer, prompts, max_new_tokens, batch_size)
     if encoder is None:
         raise RmspecError(
             "these pairs' prompts hold images, but the judge is a text model",
@@ -137,8 +151,7 @@ def generate_requests(
         )
     from rmspec.vision.judge import generate_with_images
 
-    ids = generate_with_images(model, encoder, prompts, images, max_new_tokens, batch_size)
-    return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
+    return generate_with_images(model, encoder, prompts, images, max_new_tokens, batch_size)
 
 
 def _prompt_ids(layout: Any, tokenizer: Any, messages: Sequence[str]) -> list[list[int]]:

@@ -193,15 +193,24 @@ class Service:
 
         return max_length_for(self.engine.model, self.engine.tokenizer)
 
-    def _generate_batch(self, items: list[tuple[list[int], int]]) -> list[Judged]:
-        from rmspec.inference.judge import generate_ids, generated_length
+    def _generate_batch(self, items: list[tuple[list[int], int, list[Any]]]) -> list[Judged]:
+        """(prompt ids, budget, images) per item: a VLM judge reads each prompt with its images."""
+        from rmspec.inference.judge import generate_request_ids, generated_length
 
         tok = self.engine.tokenizer
         stops = _stop_ids(self.engine)
         out: list[Judged | None] = [None] * len(items)
-        for budget in sorted({n for _, n in items}):  # one generate call per requested max_tokens
-            idx = [i for i, (_, n) in enumerate(items) if n == budget]
-            generated = generate_ids(self.engine.model, tok, [items[i][0] for i in idx], budget, self.batch_size)
+        for budget in sorted({item[1] for item in items}):  # one generate call per requested max_tokens
+            idx = [i for i, item in enumerate(items) if item[1] == budget]
+            generated = generate_request_ids(
+                self.engine.model,
+                tok,
+                [items[i][0] for i in idx],
+                [items[i][2] for i in idx],
+                budget,
+                self.batch_size,
+                getattr(self.engine, "encoder", None),
+            )
             for i, ids in zip(idx, generated):
                 # Usage and finish reason from the generated tokens themselves: up to and with the
                 # first stop token ("stop"), else the whole budget ("length").
@@ -211,9 +220,14 @@ class Service:
         return out  # type: ignore[return-value]
 
     async def generate(
-        self, conversations: Sequence[Sequence[dict[str, str]]], max_new_tokens: int | None, request: Any = None
+        self,
+        conversations: Sequence[Sequence[dict[str, str]]],
+        max_new_tokens: int | None,
+        request: Any = None,
+        images: Sequence[list[Any]] | None = None,
     ) -> list[Judged]:
-        """Greedy replies; `max_new_tokens` up to the context left after the prompt, else a 400."""
+        """Greedy replies; `max_new_tokens` up to the context left after the prompt, else a 400.
+        `images`: each conversation's pictures, where its `<image>` placeholders stand (a VLM judge)."""
         from rmspec.serve.request_io import ApiError
 
         assert self.batcher is not None
@@ -231,7 +245,8 @@ class Service:
                 "max_tokens",
             )
         budget = max_new_tokens or min(engine.max_new_tokens, max(1, context - longest))
-        return await self._submit([(x, budget) for x in ids], request)
+        pictures = list(images) if images is not None else [[] for _ in ids]
+        return await self._submit([(x, budget, p) for x, p in zip(ids, pictures)], request)
 
 
 def _stop_ids(engine: Any) -> set[int]:
