@@ -21,11 +21,13 @@ from rmspec.vision.images import decode_image
 from rmspec.vision.processor import expand_placeholders
 
 #: The batch keys a VLM forward takes besides input_ids and attention_mask: Qwen2-VL's grids and token types,
-#: Idefics3 / SmolVLM's tile masks, LLaVA-OneVision's image sizes and images per row.
+#: Gemma 3's token types (its image tokens attend both ways), Idefics3 / SmolVLM's tile masks,
+#: LLaVA-OneVision's image sizes and images per row.
 VISION_KEYS = (
     "pixel_values",
     "image_grid_thw",
     "mm_token_type_ids",
+    "token_type_ids",
     "pixel_attention_mask",
     "image_sizes",
     "batch_num_images",
@@ -33,8 +35,9 @@ VISION_KEYS = (
 
 
 def vision_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
-    """The image inputs of a batch ({} for text)."""
-    return {k: inputs[k] for k in VISION_KEYS if k in inputs}
+    """The image inputs of a batch ({} for text: a text model's segment ids alone are no image input)."""
+    found = {k: inputs[k] for k in VISION_KEYS if k in inputs}
+    return found if set(found) - {"token_type_ids"} else {}
 
 
 def has_images(dataset: Any) -> bool:

@@ -30,6 +30,7 @@ IMAGE_TEXT = {
     "llava_onevision": "<image>",
     "idefics3": "<image>",  # expanded with image splitting: <fake_token_around_image><row_1_col_1><image>...
     "smolvlm": "<image>",
+    "gemma3": "<start_of_image>",  # Gemma 3's processor image_token is its boi token, expanded to the soft tokens
 }
 
 #: The parts of a processor rmspec builds: it reads images and text, never videos or audio.

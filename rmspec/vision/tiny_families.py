@@ -40,7 +40,8 @@ IDEFICS3_TOKENS = [
 ]
 
 
-def build_tokenizer(image_tokens: list[str]) -> Any:
+def build_tokenizer(image_tokens: list[str], named: dict[str, str] | None = None, image_text: str = "<image>") -> Any:
+    """``named``: tokens the family's processor reads as tokenizer attributes (Gemma 3's boi_token, ...)."""
     from tokenizers.pre_tokenizers import ByteLevel
     from transformers import Qwen2Tokenizer
 
@@ -49,10 +50,15 @@ def build_tokenizer(image_tokens: list[str]) -> Any:
         vocab[token] = len(vocab)
     # pad differs from eos, as in the real models (a pad equal to eos would make rmspec add one).
     tokenizer = Qwen2Tokenizer(
-        vocab=vocab, merges=[], unk_token="<|endoftext|>", pad_token="<|endoftext|>", eos_token="<|im_end|>"
+        vocab=vocab,
+        merges=[],
+        unk_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        **({"extra_special_tokens": named} if named else {}),
     )
     tokenizer.add_special_tokens({"additional_special_tokens": CHAT_TOKENS[1:] + image_tokens})
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = CHAT_TEMPLATE.replace("<image>", image_text)
     return tokenizer
 
 
@@ -180,7 +186,34 @@ def smolvlm(layers: int = 1) -> tuple[Any, Any]:
     return _idefics(SmolVLMConfig, family_processor_class("smolvlm"), SmolVLMImageProcessorPil, layers)
 
 
+GEMMA3_TOKENS = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
+
+
+def gemma3(layers: int = 1) -> tuple[Any, Any]:
+    """Gemma 3 (transformers ships Gemma3ForSequenceClassification): a SigLIP tower at 28 px whose 2x2
+    patches are average-pooled into one soft token; an image part is ``<start_of_image>``, which the
+    processor writes as ``\\n\\n<start_of_image><image_soft_token><end_of_image>\\n\\n``."""
+    from transformers import Gemma3Config, Gemma3Processor
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    tokenizer = build_tokenizer(list(GEMMA3_TOKENS.values()), GEMMA3_TOKENS, image_text="<start_of_image>")
+    image_processor = Gemma3ImageProcessorPil(size={"height": 28, "width": 28})
+    processor = Gemma3Processor(image_processor, tokenizer, chat_template=tokenizer.chat_template, image_seq_length=1)
+    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in GEMMA3_TOKENS.items()}
+    config = Gemma3Config(
+        text_config={"model_type": "gemma3_text", "head_dim": 16, **_text(tokenizer, layers)},
+        vision_config=_vision("siglip_vision_model", 28, vision_use_head=False),
+        mm_tokens_per_image=1,
+        boi_token_index=ids["boi_token"],
+        eoi_token_index=ids["eoi_token"],
+        image_token_index=ids["image_token"],
+        num_labels=1,
+    )
+    return config, processor
+
+
 FAMILIES: dict[str, Callable[..., tuple[Any, Any]]] = {
+    "gemma3": gemma3,
     "llava": llava,
     "llava_onevision": llava_onevision,
     "idefics3": idefics3,
