@@ -1,13 +1,15 @@
-"""Any VLM family as a reward model (issue 37 item 2): LLaVA, LLaVA-OneVision, Idefics3 and SmolVLM,
-each a tiny offline ``*ForConditionalGeneration`` checkpoint in transformers' on-disk layout
-(rmspec.vision.tiny_families), checked against transformers itself:
+"""Any VLM family as a reward model (issue 37 item 2): LLaVA, LLaVA-OneVision, Idefics3, SmolVLM (a head
+rmspec builds) and Gemma 3 (transformers' own Gemma3ForSequenceClassification), each a tiny offline
+``*ForConditionalGeneration`` checkpoint in transformers' on-disk layout (rmspec.vision.tiny_families),
+checked against transformers itself (Qwen2-VL: tests/test_vision_model.py):
 
 1. every language and vision tensor transformers' own ``AutoModelForImageTextToText`` loads equals the
    reward model's, and a class defined outside transformers without the registered conversion
    mapping fails that comparison where the layouts differ (the comparison can fail);
 2. the reward with images is the base model's last hidden state at the last real token times the
    score weight (a plain forward of transformers' own class);
-3. a short ``rmspec run`` trains on images (the plan says why packing is off), and ``rmspec score``
+3. every image input the family's processor makes reaches the trainers' forward;
+4. a short ``rmspec run`` trains on images (the plan says why packing is off), and ``rmspec score``
    of RUN/model with images equals a forward in a fresh interpreter that loads RUN/model by the
    model card's own snippet, without rmspec, on inputs the family's processor made.
 """
