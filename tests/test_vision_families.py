@@ -243,3 +243,15 @@ def test_a_run_trains_on_images_and_scores_as_plain_transformers(base, tmp_path,
     expected = json.loads(plain.stdout.strip().splitlines()[-1])
     assert got == pytest.approx(expected, abs=1e-5)
     assert abs(expected[0] - expected[1]) > 1e-4
+
+
+def test_a_vision_config_without_an_image_text_class_is_refused_with_the_reason():
+    from transformers import CLIPConfig
+
+    from rmspec.vision.models import card_snippet
+
+    config = CLIPConfig()  # a vision_config, but no image-text-to-text class to put a head on
+    with pytest.raises(ValueError, match=r"no reward head for model_type 'clip'.*AutoModelForImageTextToText"):
+        reward_class(config)
+    with pytest.raises(ValueError, match="no reward head for model_type 'clip'"):
+        card_snippet("clip")
