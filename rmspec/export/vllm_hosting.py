@@ -76,7 +76,7 @@ class ReadRule:
 
     tail: str  # the layout ends with it; the reward is read at its last token
     tail_prefixes: list[str] = field(default_factory=list)  # proper beginnings of the tail that may be completed
-    head: str = ""  # the BOS text vLLM's tokenizer adds to a text input
+    head: str = ""  # the BOS text vLLM's (exported) tokenizer adds to a text input
     filler: list[str] = field(default_factory=list)  # EOS and pad texts dropped after a complete tail
 
 
@@ -92,6 +92,8 @@ class Hosting:
     reward_std: float | None
     chat_template: bool
     vllm_version: str = VLLM_VERSION
+    # the BOS text the exported tokenizer.json was made to add to a text (verl strips it; rmspec.export.vllm_bos)
+    bos_restored: str = ""
 
 
 def refuse(run: Path, architecture: str, why: str, hint: str) -> RmspecError:
@@ -206,31 +208,42 @@ PROBE_ROWS: list[tuple[list[dict[str, str]], str]] = [
 ]
 
 
-def client_forms(tokenizer: Any, messages: list[dict[str, str]], response: str, head: str) -> dict[str, list[int]]:
-    """The token ids vLLM reads for one conversation in each client form it is documented for."""
+def client_forms(tokenizer: Any, messages: list[dict[str, str]], response: str) -> dict[str, list[int]]:
+    """The token ids vLLM reads for one conversation in each client form it is documented for, `tokenizer`
+    being the one vLLM loads from the exported folder."""
+    from rmspec.export.vllm_bos import verl_text
+
     chat = [*messages, {"role": "assistant", "content": response}]
     rendered = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=False)
-    verl = rendered[len(head) :] if head and rendered.startswith(head) else rendered
     return {
         "messages": tokenizer(rendered, add_special_tokens=False)["input_ids"],  # vLLM's chat default
-        "verl_text": tokenizer(verl, add_special_tokens=True)["input_ids"],  # vLLM's text default
+        "verl_text": tokenizer(verl_text(tokenizer, rendered), add_special_tokens=True)["input_ids"],  # text default
         "text_no_special": tokenizer(rendered, add_special_tokens=False)["input_ids"],
     }
 
 
-def check_read_point(run: Path, scorer: Any, host: Hosting) -> None:
-    """Refuse (exit 2) where vLLM would read other tokens than rmspec for the documented client forms."""
+def probe_rendering(tokenizer: Any) -> str:
+    """The first probe conversation as the chat template renders it (where verl's BOS strip is decided)."""
+    messages, response = PROBE_ROWS[0]
+    chat = [*messages, {"role": "assistant", "content": response}]
+    return str(tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=False))
+
+
+def check_read_point(run: Path, scorer: Any, host: Hosting, tokenizer: Any) -> None:
+    """Refuse (exit 2) where vLLM, loading `tokenizer` (the exported one), would read other tokens than rmspec
+    for the documented client forms."""
     encoded = scorer.encode(PROBE_ROWS)
     for (messages, response), enc in zip(PROBE_ROWS, encoded):
-        for form, ids in client_forms(scorer.tokenizer, messages, response, host.read.head).items():
+        for form, ids in client_forms(tokenizer, messages, response).items():
             if list(ids) != list(enc.ids):
-                show = scorer.tokenizer.decode
+                show = tokenizer.decode
                 raise refuse(
                     run,
                     host.architecture,
                     f"vLLM would read different tokens than rmspec for a {form} request: rmspec "
                     f"{show(enc.ids[-6:])!r} (ends at token {enc.ids[-1]}), vLLM {show(ids[-6:])!r} "
-                    f"({len(ids)} tokens vs {len(enc.ids)})",
+                    f"({len(ids)} tokens vs {len(enc.ids)}; first tokens: rmspec {show(enc.ids[:3])!r}, "
+                    f"vLLM {show(ids[:3])!r})",
                     "the chat template does not render the conversation as rmspec's layout reads it "
                     f"(response located inside the rendering); serve it with `rmspec serve {run}`",
                 )
