@@ -338,12 +338,23 @@ def test_a_run_trains_a_vlm_judge_and_judges_with_the_images(judge_folder, monke
     content = [dict(p) for p in parts(raw["a"], raw["b"])]
     content[1] = {"type": "image_url", "image_url": {"url": picture}}
     reply, _ = plain_verdicts(model, processor, judge_folder, raw, raw["a"], raw["b"], 6)
-    with TestClient(create_app(Service(load_scorer(root), model_name="judge"))) as client:
+    _, inputs = plain_inputs(
+        processor, parts(raw["a"], raw["b"]), image_of(judge_folder, raw["images"][0]), generation=True
+    )
+    with torch.no_grad():
+        first_plain = model(**inputs).logits[0, -1]
+    engine = load_scorer(root)
+    seen: list[torch.Tensor] = []
+    hook = engine.model.register_forward_hook(lambda mod, args, out: seen.append(out.logits[:, -1].detach().clone()))
+    with TestClient(create_app(Service(engine, model_name="judge"))) as client:
         answer = client.post(
             "/v1/chat/completions", json={"messages": [{"role": "user", "content": content}], "max_tokens": 6}
         )
+        hook.remove()
         assert answer.status_code == 200, answer.text
         assert answer.json()["choices"][0]["message"]["content"] == reply
+        # the served first step read the picture: equal to the plain forward with it (a reply alone may not show it)
+        assert torch.allclose(seen[0][0], first_plain, atol=1e-4), (seen[0][0] - first_plain).abs().max()
         extra = [*content, {"type": "text", "text": " <image>"}]  # a placeholder with no picture: 400, not a crash
         refused = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": extra}]})
         assert refused.status_code == 400 and "image part" in refused.text, refused.text
