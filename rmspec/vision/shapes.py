@@ -3,7 +3,7 @@ its parameters, its shape, and the bytes its forward saves for backward per patc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -154,22 +154,22 @@ def visual_token_note(model_path: str | None, vision: Any = None) -> list[str]:
     """The plan's line on visual tokens per image: the bounds the processor resizes every image into
     (model.vision's min_pixels / max_pixels, else the model folder's preprocessor_config.json), as
     tokens. smart_resize keeps the area within [min_pixels, max_pixels] with sides multiples of
-    patch_size * merge_size, and each (patch_size * merge_size)^2 pixels become one token. Empty where
-    the folder holds no processor settings (a hub id not on disk, a text model)."""
-    from rmspec.vision.tokens import settings_of
+    patch_size * merge_size (except a thin image, whose short side is raised to one multiple:
+    VisualSettings.most_tokens), and each (patch_size * merge_size)^2 pixels become one token. Empty
+    where the folder holds no processor settings (a hub id not on disk, a text model)."""
+    from rmspec.vision.tokens import run_settings
 
-    settings = settings_of(model_path)
+    settings = run_settings(model_path, vision)  # model.vision's bounds applied, as the processor applies them
     if settings is None:
         return []
-    low = getattr(vision, "min_pixels", None) or settings.min_pixels
-    high = getattr(vision, "max_pixels", None) or settings.max_pixels
+    low, high = settings.min_pixels, settings.max_pixels
     unit = (settings.patch_size * settings.merge_size) ** 2
     source = (
         "model.vision"
         if getattr(vision, "min_pixels", None) or getattr(vision, "max_pixels", None)
         else "the model folder's processor settings"
     )
-    most = replace(settings, min_pixels=low, max_pixels=high).most_tokens()  # thin images can pass max_pixels
+    most = settings.most_tokens()  # thin images can pass max_pixels' count
     return [
         f"visual tokens per image: {max(1, -(-low // unit))} to at most {most} "
         f"(min_pixels {low:,}, max_pixels {high:,} from {source}; {unit:,} pixels per token); each one is a "
