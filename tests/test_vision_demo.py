@@ -47,7 +47,14 @@ def test_init_example_runs_and_the_run_scores_with_its_images(tmp_path, monkeypa
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     root = tmp_path / "runs" / "multimodal-demo"
     saved = root / "model"
-    assert (saved / "preprocessor_config.json").is_file()  # the folder loads alone
+    # The folder loads alone: it keeps the image processor training used (transformers 5 writes it
+    # inside processor_config.json; older versions beside it as preprocessor_config.json).
+    assert any((saved / name).is_file() for name in ("processor_config.json", "preprocessor_config.json"))
+    # The run says how it packed, and it is what the plan predicted (prompt-once with M-RoPE).
+    status = json.loads((root / "status.json").read_text())
+    plan = json.loads((root / "plan.json").read_text())
+    assert status["packing"] == plan["packing"] == "shared_prefix", (status.get("packing"), plan.get("packing"))
+    assert "M-RoPE" in status["packing_reason"]
     from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
 
     model = reward_class(AutoConfig.from_pretrained(saved)).from_pretrained(saved).eval()

@@ -164,11 +164,14 @@ def final_model_facts(spec: Any, trainer: Any) -> dict[str, Any]:
     }
 
 
-def batch_facts(trainer: Any) -> dict[str, int]:
-    """How the run actually batched, to set against the plan."""
+def batch_facts(trainer: Any) -> dict[str, Any]:
+    """How the run actually batched and packed, to set against the plan."""
     args = trainer.args
     world = trainer.accelerator.num_processes
+    packing, packing_reason = getattr(trainer, "packing", (None, None))  # rmspec.train.factory sets it
     return {
+        "packing": packing,
+        "packing_reason": packing_reason,
         "world_size": world,
         "micro_batch_size": args.per_device_train_batch_size,
         "gradient_accumulation_steps": args.gradient_accumulation_steps,
