@@ -221,6 +221,19 @@ def test_without_a_data_report_the_plan_takes_max_pixels_and_says_how_to_get_the
     assert vision["patches_per_example"] == 2 * worst * 4
 
 
+def test_the_worst_case_never_passes_max_length(tmp_path, monkeypatch):
+    """A row whose images need more than max_length is rejected by the data stage (test_vision_max_length),
+    so the worst case the plan sizes is max_length, not max_pixels' count (16,384 for Qwen2-VL's default)."""
+    monkeypatch.chdir(tmp_path)
+    _folder(tmp_path)
+    (tmp_path / "spec.yaml").write_text(
+        (tmp_path / "spec.yaml").read_text().replace("max_length: 512", "max_length: 100")
+    )
+    vision = _plan(tmp_path)["vision"]
+    assert vision["visual_tokens_per_row"]["max"] == 100 < vision["visual_tokens_per_image"]["max"]
+    assert "capped at max_length 100" in vision["tokens_how"]
+
+
 def test_with_the_data_report_the_plan_sizes_the_datas_largest_row(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _folder(tmp_path)

@@ -102,7 +102,9 @@ def compile_plan(
     seqs = _sequences(loaded, declared, shape, attn, sft)
     run = RunDir(run_dir_of(spec))
     visual = (  # a VLM: visual tokens per row (the data's where its report exists) and the tower's patches
-        visual_plan(model_path, spec.model.vision, run.data_report, spec.model.lora is not None)
+        visual_plan(
+            model_path, spec.model.vision, run.data_report, spec.training.max_length, spec.model.lora is not None
+        )
         if shape.extra.get("vision_model_type")
         else None
     )

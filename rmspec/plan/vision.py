@@ -67,9 +67,13 @@ class VisualPlan:
         }
 
 
-def visual_plan(model_path: str | None, vision: Any, data_report: Path, lora: bool = False) -> VisualPlan | None:
+def visual_plan(
+    model_path: str | None, vision: Any, data_report: Path, max_length: int, lora: bool = False
+) -> VisualPlan | None:
     """The images' figures for a VLM whose folder holds Qwen2-VL-style processor settings; None else.
-    ``lora``: model.lora is set, so the vision parts train only with model.vision.lora_on: all."""
+    Never more than max_length visual tokens per row: the data stage rejects a row whose images need
+    more (rmspec.data.tokenize). ``lora``: model.lora is set, so the vision parts train only with
+    model.vision.lora_on: all."""
     settings = run_settings(model_path, vision)
     if settings is None:
         return None
@@ -85,15 +89,18 @@ def visual_plan(model_path: str | None, vision: Any, data_report: Path, lora: bo
     per_image = settings.most_tokens()  # max_pixels' tokens, or more for a thin image
     images = _images_section(data_report)
     if images is None or not images.get("images"):
+        worst = min(per_image, max_length)
+        capped = f", capped at max_length {max_length:,} (rows needing more are rejected)" if worst < per_image else ""
         how = (
-            f"worst case: the most one image can become under max_pixels, one image per row, no data report at {data_report}; the data's own "
-            f"figure: `rmspec data report SPEC --json > {data_report}` (or a run writes it), then plan again"
+            f"worst case: the most one image can become under max_pixels ({per_image:,}), one image per row{capped}; "
+            f"no data report at {data_report}; the data's own figure: `rmspec data report SPEC --json > "
+            f"{data_report}` (or a run writes it), then plan again"
         )
         return VisualPlan(
-            tokens_per_row=per_image,
-            mean_tokens_per_row=float(per_image),
+            tokens_per_row=worst,
+            mean_tokens_per_row=float(worst),
             images_per_row=1,
-            largest_image_tokens=per_image,
+            largest_image_tokens=worst,
             source="max_pixels",
             how=how,
             **common.fields(),
@@ -112,8 +119,8 @@ def visual_plan(model_path: str | None, vision: Any, data_report: Path, lora: bo
         tokens, mean = int(rows["max"]), float(rows["mean"])
         how = f"data report {data_report}: the largest of its {images['rows']:,} rows"
     else:  # counted under other bounds: every image as large as the largest side seen, under these bounds
-        tokens = n_images * largest
-        mean = round(float(images["images_per_row"]["mean"]) * largest, 2)
+        tokens = min(n_images * largest, max_length)
+        mean = min(round(float(images["images_per_row"]["mean"]) * largest, 2), float(max_length))
         how = (
             f"data report {data_report} counted under other pixel bounds: {n_images} image(s) per row at most, each "
             f"taken at the largest width and height seen ({images['width']['max']}x{images['height']['max']})"
@@ -122,7 +129,7 @@ def visual_plan(model_path: str | None, vision: Any, data_report: Path, lora: bo
         tokens_per_row=tokens,
         mean_tokens_per_row=mean,
         images_per_row=n_images,
-        largest_image_tokens=largest,
+        largest_image_tokens=min(largest, max_length),
         source="data_report",
         how=how,
         **common.fields(),
