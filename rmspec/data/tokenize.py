@@ -40,7 +40,7 @@ def visual_count(model_dir: Any, vision: Any = None) -> Any:
     except (OSError, ValueError):
         config = {}
     model_type = str(config.get("model_type", ""))
-    if model_type and model_type not in IMAGE_TEXT:  # another family's image tokens: not this rule
+    if model_type and model_type not in tokens.RULE_TYPES:  # another family's image tokens: not this rule
         return None
     return tokens.visual_count(model_dir, vision, IMAGE_TEXT.get(model_type, tokens.QWEN_IMAGE_TEXT))
 

@@ -20,6 +20,9 @@ from typing import Any
 
 from rmspec.vision.images import IMAGE_PLACEHOLDER
 
+#: The families whose image processor resizes by this rule (transformers' Qwen2-VL smart_resize).
+RULE_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+
 #: How one image part is written in the text the processor expands (the chat template's rendering of
 #: {"type": "image"}): the Qwen2-VL family's; its one ``<|image_pad|>`` becomes the image's tokens.
 QWEN_IMAGE_TEXT = "<|vision_start|><|image_pad|><|vision_end|>"
