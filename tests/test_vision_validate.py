@@ -120,9 +120,25 @@ def test_an_image_preset_with_an_option_that_refuses_images_names_the_option(tmp
     (issue,) = caught.value.issues
     assert issue.path == "data.mapping.preset" and issue.line == line_of(spec, "rlaif-v")
     assert issue.message == f"the rlaif-v preset reads images (column 'image'), but {why}"
-    assert "keep approach kind: bradley_terry without the option" in issue.hint
+    assert "keep approach kind: bradley_terry and change the option" in issue.hint
     # the same data without the option validates
     load_spec(write(tmp_path, data, "  kind: bradley_terry\n"))
+
+
+def test_a_grpo_judge_on_image_pairs_is_refused_with_the_method_to_write(tmp_path):
+    """The generative judge trains on images with method: sft, not grpo: validate says so, and the hint keeps
+    the kind (its default method reads images) instead of sending the user to another approach."""
+    why = declared_refusal("generative", method="grpo")
+    assert why is not None and "method" in why
+    pairs = "  source: {kind: files, paths: [pairs.jsonl]}\n  mapping: {preset: pairs, columns: {images: images}}\n"
+    spec = write(tmp_path, pairs, "  kind: generative\n  method: grpo\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    (issue,) = caught.value.issues
+    assert issue.path == "data.mapping.columns.images" and issue.message.endswith(why)
+    assert "keep approach kind: generative" in issue.hint
+    chats = "  source: {kind: files, paths: [chats.jsonl]}\n  mapping: {preset: messages, columns: {images: images}}\n"
+    load_spec(write(tmp_path, chats, "  kind: generative\n  method: sft\n"))
 
 
 @pytest.mark.parametrize(

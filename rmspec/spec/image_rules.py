@@ -92,8 +92,8 @@ def images_need_an_approach_that_reads_them(spec: Spec) -> Iterator[Problem]:
     kind = spec.approach.kind
     same_rows = image_approaches(spec.approach.row_kind)
     kinds = same_rows or image_approaches()
-    if kind in kinds:  # its defaults read images: an option of it is what refuses them (the reason names it)
-        on_images = f"to train on images keep approach kind: {kind} without the option named above"
+    if kind in image_approaches():  # its defaults read images: an option of it refuses them (the reason names it)
+        on_images = f"to train on images keep approach kind: {kind} and change the option the reason names"
     else:
         on_images = f"to train on images write approach kind: {' or '.join(kinds) or '(none registered)'}" + (
             "" if same_rows else " (with the data mapped for its rows)"
