@@ -134,3 +134,5 @@ def test_an_approach_that_cannot_take_images_is_refused_with_the_reason(tmp_path
         prepare(loaded, bert_tokenizer(), rejects_path=tmp_path / "rejects.jsonl", cache_dir=tmp_path / "cache")
     assert "does not train on images" in caught.value.message and "listwise" in caught.value.message
     assert caught.value.exit_code == 2
+    # the hint names kinds that train on images (listwise's defaults do not) and the text-only way
+    assert "to train on images write approach kind: " in caught.value.hint and "without its images" in caught.value.hint

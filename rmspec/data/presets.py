@@ -20,7 +20,7 @@ from rmspec.data.row_values import conversation_pair, hh_turns, messages, number
 from rmspec.data.steps import steps_record
 from rmspec.errors import DataError
 from rmspec.spec import presets
-from rmspec.spec.image_rules import image_approaches
+from rmspec.spec.image_rules import how_to_train_on_images
 from rmspec.spec.row_kinds import RowKind
 from rmspec.vision.images import ImageReject
 from rmspec.vision.rows import ImageSettings, RowImages
@@ -75,10 +75,9 @@ class RowMapper:
             # backstop for an `images` column found in the data itself.
             refusal = approaches.get(approach.kind).image_refusal(approach)
             if refusal is not None:
-                kinds = " or ".join(image_approaches(approach.row_kind) or image_approaches())
                 raise DataError(
                     f"{where}: the data has images (column {self.cols['images']!r}), but {refusal}",
-                    f"train approach kind: {kinds} on it, or map the data without its images",
+                    f"{how_to_train_on_images(approach)}; or map the data without its images",
                 )
             settings = ImageSettings.of(
                 image_options,

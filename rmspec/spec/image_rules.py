@@ -89,17 +89,21 @@ def images_need_an_approach_that_reads_them(spec: Spec) -> Iterator[Problem]:
     why = refusal(spec.approach) if said else None
     if why is None:
         return
-    kind = spec.approach.kind
-    same_rows = image_approaches(spec.approach.row_kind)
-    kinds = same_rows or image_approaches()
-    if kind in image_approaches():  # its defaults read images: an option of it refuses them (the reason names it)
-        on_images = f"to train on images keep approach kind: {kind} and change the option the reason names"
-    else:
-        on_images = f"to train on images write approach kind: {' or '.join(kinds) or '(none registered)'}" + (
-            "" if same_rows else " (with the data mapped for its rows)"
-        )
+    on_images = how_to_train_on_images(spec.approach)
     for path, what, text_only in said:
         yield (path, f"{what}, but {why}", f"{on_images}; or {text_only}")
+
+
+def how_to_train_on_images(section: ApproachSection) -> str:
+    """The hint's first half for a refused section (validate's, and the data stage's for an images column
+    it finds): keep the kind when its defaults read images (an option refuses them), else the kinds that do."""
+    if section.kind in image_approaches():
+        return f"to train on images keep approach kind: {section.kind} and change the option the reason names"
+    same_rows = image_approaches(section.row_kind)
+    kinds = same_rows or image_approaches()
+    return f"to train on images write approach kind: {' or '.join(kinds) or '(none registered)'}" + (
+        "" if same_rows else " (with the data mapped for its rows)"
+    )
 
 
 def ask_declarations(registry: Any) -> ImageRefusal:
