@@ -126,7 +126,8 @@ def prepare(
     report.fingerprint = key or ""
     if "images" in train.column_names:  # rows with images: counts, sizes, visual tokens (rmspec.vision.tokens)
         refs = list(train["images"]) + (list(validation["images"]) if validation is not None else [])
-        settings = run_settings(getattr(tokenizer, "name_or_path", None), loaded.spec.model.vision)  # model.vision bounds
+        # The processor's settings under model.vision's pixel bounds, as training reads the images.
+        settings = run_settings(getattr(tokenizer, "name_or_path", None), loaded.spec.model.vision)
         report.images = image_summary([r or [] for r in refs], settings)
     if data.is_mixture:
         drawn = {n: sources[n].rows_train for n in results}
