@@ -53,7 +53,7 @@ def with_bos(spec: dict[str, Any], bos: str, bos_id: int) -> dict[str, Any]:
     """`tokenizer.json` (parsed) whose post-processor puts `bos` in front of each text when special tokens are
     added; ValueError naming what stops it."""
     token = {"SpecialToken": {"id": bos, "type_id": 0}}
-    template = {
+    template: dict[str, Any] = {
         "type": "TemplateProcessing",
         "single": [token, {"Sequence": {"id": "A", "type_id": 0}}],
         "pair": [token, {"Sequence": {"id": "A", "type_id": 0}}, token, {"Sequence": {"id": "B", "type_id": 1}}],
