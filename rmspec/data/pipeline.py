@@ -128,7 +128,7 @@ def prepare(
         refs = list(train["images"]) + (list(validation["images"]) if validation is not None else [])
         # The processor's settings under model.vision's pixel bounds, as training reads the images.
         settings = run_settings(getattr(tokenizer, "name_or_path", None), loaded.spec.model.vision)
-        report.images = image_summary([r or [] for r in refs], settings)
+        report.images = image_summary([r or [] for r in refs], settings, ctx.visual)  # other families: measured
     if data.is_mixture:
         drawn = {n: sources[n].rows_train for n in results}
         available = (

@@ -86,11 +86,12 @@ class Context:
 
     @cached_property
     def visual(self) -> Any:
-        """How the max_length filter counts a row's images (rmspec.vision.tokens.VisualCount), None for a
-        model without Qwen2-VL-style processor settings (text models)."""
+        """How the max_length filter and the data report count a row's images: the Qwen2-VL rule
+        (rmspec.vision.tokens.VisualCount) where it applies, else the model's own processor measured per
+        image size (rmspec.vision.measured.MeasuredCount, over this tokenizer); None for text models."""
         from rmspec.data.tokenize import visual_count
 
-        return visual_count(getattr(self.tokenizer, "name_or_path", None), self.spec.model.vision)
+        return visual_count(getattr(self.tokenizer, "name_or_path", None), self.spec.model.vision, self.tokenizer)
 
 
 @dataclass

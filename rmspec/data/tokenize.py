@@ -25,10 +25,11 @@ from rmspec.spec.row_kinds import RowKind
 from rmspec.vision.images import IMAGE_PLACEHOLDER
 
 
-def visual_count(model_dir: Any, vision: Any = None) -> Any:
-    """How this stage counts a row's images for the model in ``model_dir`` (rmspec.vision.tokens.VisualCount,
-    with the family's image part read from config.json's model_type), None for models without
-    Qwen2-VL-style processor settings."""
+def visual_count(model_dir: Any, vision: Any = None, tokenizer: Any = None) -> Any:
+    """How this stage counts a row's images for the model in ``model_dir``: the Qwen2-VL rule where it
+    applies (rmspec.vision.tokens.VisualCount: exact and cheap), else, for a vision-language model and
+    with the run's ``tokenizer``, its processor's own expansion per image size
+    (rmspec.vision.measured.MeasuredCount); None for text models (or a folder not on disk)."""
     import json
     from pathlib import Path
 
@@ -40,9 +41,23 @@ def visual_count(model_dir: Any, vision: Any = None) -> Any:
     except (OSError, ValueError):
         config = {}
     model_type = str(config.get("model_type", ""))
-    if model_type and model_type not in tokens.RULE_TYPES:  # another family's image tokens: not this rule
+    if not model_type or model_type in tokens.RULE_TYPES:
+        rule = tokens.visual_count(model_dir, vision, IMAGE_TEXT.get(model_type, tokens.QWEN_IMAGE_TEXT))
+        if rule is not None:
+            return rule
+    if "vision_config" not in config or tokenizer is None:
         return None
-    return tokens.visual_count(model_dir, vision, IMAGE_TEXT.get(model_type, tokens.QWEN_IMAGE_TEXT))
+    from rmspec.vision.measured import MeasuredCount
+
+    image_text = IMAGE_TEXT.get(model_type) or getattr(tokenizer, "image_token", None) or IMAGE_PLACEHOLDER
+    return MeasuredCount(
+        str(model_dir),
+        model_type,
+        tokenizer,
+        image_text,
+        getattr(vision, "min_pixels", None),
+        getattr(vision, "max_pixels", None),
+    )
 
 
 def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
@@ -158,17 +173,25 @@ class TokenizeStage:
         return self.layout.tok.decode(ids, skip_special_tokens=False)
 
     def _visual(self, batch: dict[str, list], segs: dict[int, Any]) -> dict[int, int]:
-        """Per live row with images: the positions its images add beyond their placeholders' tokens."""
+        """Per live row with images: the positions its images add beyond their placeholders' tokens. A row
+        an image of which the processor refuses is rejected here (``image_<reason>``) and leaves ``segs``."""
         if self.visual is None or "images" not in batch:
             return {}
+        from rmspec.vision.tokens import extra_positions
+
         rows = [i for i in segs if batch["images"][i]]
-        extra = self.visual.extra(
+        extra, refused = extra_positions(
+            self.visual,
             [self._decode(segs[i].prompt) for i in rows],
             [len(segs[i].prompt) for i in rows],
             [batch["images"][i] for i in rows],
             self.layout.encode,
         )
-        return dict(zip(rows, extra))
+        for k, exc in refused.items():
+            i = rows[k]
+            self._reject(batch, i, f"image_{exc.reason}", exc.detail)
+            del segs[i]
+        return {i: n for k, (i, n) in enumerate(zip(rows, extra)) if k not in refused}
 
     def _image_cut(self, batch: dict[str, list], i: int, before: Any, after: Any, extra: int) -> bool:
         """Reject a row whose prompt cut removed (part of) an image placeholder; True if rejected."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rmspec.vision.images import IMAGE_PLACEHOLDER
+from rmspec.vision.images import IMAGE_PLACEHOLDER, ImageReject
 
 #: The families whose image processor resizes by this rule (transformers' Qwen2-VL smart_resize).
 RULE_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
@@ -111,35 +111,87 @@ def run_settings(model_dir: str | Path | None, vision: Any = None) -> VisualSett
     return None if settings is None else bounded(settings, vision)
 
 
+#: The processor's limit on an image's aspect ratio (transformers' Qwen2-VL smart_resize raises past it).
+MAX_ASPECT_RATIO = 200
+
+
+@dataclass(frozen=True)
+class ImageTokens:
+    """What a row's images become: ``visual`` tokens the vision tower fills (the processor's image
+    token, repeated), ``added`` positions beyond the tokens their image parts' text takes unexpanded."""
+
+    visual: int
+    added: int
+
+
+def extra_positions(
+    counter: Any, prompt_texts: list[str], prompt_lengths: list[int], refs: list[list[str]], encode: Callable
+) -> tuple[list[int], dict[int, ImageReject]]:
+    """Per row: tokens after expansion minus the tokens the placeholders took (``encode``: a batch of
+    texts -> ids without special tokens added, the layout's), and the rows one of whose images the
+    processor refuses (by index, with the reason). ``counter``: a :class:`VisualCount` or
+    rmspec.vision.measured.MeasuredCount (``image_text``, ``placeholder``, ``row_tokens(refs)``)."""
+    out = [0] * len(refs)
+    refused: dict[int, ImageReject] = {}
+    added: dict[int, int] = {}
+    for i, row in enumerate(refs):
+        if row:
+            try:
+                added[i] = counter.row_tokens(row).added
+            except ImageReject as exc:
+                refused[i] = exc
+    rows = list(added)
+    if not rows:
+        return out, refused
+    expanded = encode([prompt_texts[i].replace(counter.placeholder, counter.image_text) for i in rows])
+    for i, ids in zip(rows, expanded):
+        out[i] = len(ids) + added[i] - prompt_lengths[i]
+    return out, refused
+
+
 @dataclass(frozen=True)
 class VisualCount:
-    """How many positions a row's images add to the sequence the language model reads.
+    """How many positions a row's images add to the sequence the language model reads, by the
+    Qwen2-VL family's rule (exact, and cheap: the image's size from its header).
 
     The data stage tokenizes each image as its placeholder text (rmspec.vision.rows); the collator
     (rmspec.vision.collate) writes each placeholder as ``image_text`` and the processor expands its
-    one image-pad token into the image's visual tokens. ``extra`` counts that difference exactly by
-    encoding the prompt as the collator will see it."""
+    one image-pad token into the image's visual tokens. :func:`extra_positions` counts that difference
+    exactly by encoding the prompt as the collator will see it. Other families are measured with
+    their processor (rmspec.vision.measured, data stage only)."""
 
     settings: VisualSettings
     image_text: str = QWEN_IMAGE_TEXT
     placeholder: str = IMAGE_PLACEHOLDER
 
+    def image_tokens(self, ref: str) -> ImageTokens:
+        width, height = image_size(ref)
+        if max(width, height) > MAX_ASPECT_RATIO * min(width, height):  # the processor raises: refuse the row
+            raise ImageReject(
+                "processor_refused",
+                f"{width}x{height}: absolute aspect ratio must be smaller than {MAX_ASPECT_RATIO} (the processor's "
+                "smart_resize refuses it); crop or pad the image",
+            )
+        tokens = self.settings.tokens(width, height)
+        return ImageTokens(tokens, tokens - 1)  # its one <|image_pad|> becomes the tokens
+
+    def row_tokens(self, refs: list[str]) -> ImageTokens:
+        """A row's images together (each image on its own in this family); a refusal names the image."""
+        counted = []
+        for k, ref in enumerate(refs):
+            try:
+                counted.append(self.image_tokens(ref))
+            except ImageReject as exc:
+                raise ImageReject(exc.reason, f"images[{k}] {exc.detail}") from None
+        return ImageTokens(sum(t.visual for t in counted), sum(t.added for t in counted))
+
     def per_image(self, refs: list[str]) -> list[int]:
-        return [self.settings.tokens(*image_size(ref)) for ref in refs]
+        return [self.image_tokens(ref).visual for ref in refs]
 
     def extra(
         self, prompt_texts: list[str], prompt_lengths: list[int], refs: list[list[str]], encode: Callable
     ) -> list[int]:
-        """Per row: tokens after expansion minus the tokens the placeholders took (``encode``: a batch
-        of texts -> ids without special tokens added, the layout's)."""
-        rows = [i for i, r in enumerate(refs) if r]
-        out = [0] * len(refs)
-        if not rows:
-            return out
-        expanded = encode([prompt_texts[i].replace(self.placeholder, self.image_text) for i in rows])
-        for i, ids in zip(rows, expanded):
-            out[i] = len(ids) + sum(t - 1 for t in self.per_image(refs[i])) - prompt_lengths[i]
-        return out
+        return extra_positions(self, prompt_texts, prompt_lengths, refs, encode)[0]
 
 
 def visual_count(
@@ -164,8 +216,10 @@ def image_size(reference: str) -> tuple[int, int]:
     return decode_image(reference).size
 
 
-def summary(images_per_row: list[list[str]], settings: VisualSettings | None) -> dict[str, Any]:
-    """The data report's images section: images per row, sizes, visual tokens per row (with settings)."""
+def summary(images_per_row: list[list[str]], settings: VisualSettings | None, counter: Any = None) -> dict[str, Any]:
+    """The data report's images section: images per row, sizes, visual tokens per row (with settings,
+    or ``counter``: the data stage's count, rmspec.data.source_stage.Context.visual, which measures
+    the families the Qwen2-VL rule does not cover with their processor)."""
     counts = [len(refs) for refs in images_per_row]
     sizes = [image_size(ref) for refs in images_per_row for ref in refs]
     out: dict[str, Any] = {
@@ -181,15 +235,23 @@ def summary(images_per_row: list[list[str]], settings: VisualSettings | None) ->
         widths, heights = [w for w, _ in sizes], [h for _, h in sizes]
         out["width"] = {"min": min(widths), "median": statistics.median(widths), "max": max(widths)}
         out["height"] = {"min": min(heights), "median": statistics.median(heights), "max": max(heights)}
-    if settings is not None:
+    if settings is None and counter is None:
+        return out
+    if counter is not None and not isinstance(counter, VisualCount):  # measured by the family's processor
+        per_row = [counter.row_tokens(refs).visual if refs else 0 for refs in images_per_row]
+    else:
+        assert settings is not None
         per_row, k = [], 0
         for n in counts:
             per_row.append(sum(settings.tokens(*sizes[j]) for j in range(k, k + n)))
             k += n
-        out["visual_tokens_per_row"] = {
-            "mean": round(statistics.fmean(per_row), 2) if per_row else 0.0,
-            "max": max(per_row, default=0),
-        }
+    out["visual_tokens_per_row"] = {
+        "mean": round(statistics.fmean(per_row), 2) if per_row else 0.0,
+        "max": max(per_row, default=0),
+    }
+    if counter is not None and not isinstance(counter, VisualCount):
+        out["processor"] = counter.describe()
+    elif settings is not None:
         out["processor"] = {
             "patch_size": settings.patch_size,
             "merge_size": settings.merge_size,
