@@ -106,7 +106,13 @@ def _expanded(processor, family, ids, names, folder):
     text = expand_placeholders(processor.tokenizer.decode(ids, skip_special_tokens=False), IMAGE_TEXT[family])
     images = [Image.open(folder / name).convert("RGB") for name in names]
     out = processor(text=[text], images=[images])["input_ids"][0]
-    return len(out), list(out).count(processor.image_token_id)
+    return len(out), list(out).count(_image_token(family))
+
+
+def _image_token(family):
+    """The id the model fills with image features (Gemma 3's processor image_token is its boi token)."""
+    config, _ = _family(family)
+    return getattr(config, "image_token_id", None) or config.image_token_index
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -214,3 +220,44 @@ def test_a_row_fitting_only_as_a_one_token_image_is_dropped(tmp_path, family):
     assert "visual tokens" in rejects[0]["detail"]
     kept, rejects = _prepare(tmp_path, model_dir, expanded, tag="exact")
     assert rejects == [] and kept.train[0]["chosen_input_ids"] == row["chosen_input_ids"]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_plans_light_rule_is_the_processors_fixed_count(tmp_path, family):
+    """LLaVA and Gemma 3 give every image the same visual tokens: the light rule (no transformers)
+    reads it from the saved settings and equals the processor's image tokens at any size; the other
+    families have none, and the plan's line says the data report gives their figure, then shows it."""
+    from rmspec.plan.vision import other_family_note
+    from rmspec.vision.tokens import fixed_tokens_per_image
+
+    model_dir = _family_dir(tmp_path, family)
+    _, processor = _family(family)
+    part = IMAGE_TEXT[family]
+    counts = {
+        list(processor(text=[part], images=[[_picture(size, 0)]])["input_ids"][0]).count(_image_token(family))
+        for size in [*SIZES, (300, 7)]
+    }
+    fixed = fixed_tokens_per_image(model_dir)
+    report = tmp_path / "data_report.json"
+    note = " ".join(other_family_note(str(model_dir), report, 512))
+    if family in ("llava", "gemma3"):
+        assert counts == {fixed}
+        assert f"visual tokens per image: {fixed} " in note
+    else:
+        assert fixed is None and len(counts) > 1
+        assert "depend on the image's size" in note
+    assert f"rmspec data report SPEC --json > {report}" in note
+    report.write_text(
+        json.dumps(
+            {
+                "images": {
+                    "rows": 3,
+                    "images_per_row": {"mean": 1, "max": 1},
+                    "width": {"max": 9},
+                    "height": {"max": 9},
+                    "visual_tokens_per_row": {"mean": 7.5, "max": 9},
+                }
+            }
+        )
+    )
+    assert "visual tokens per row: mean 7.5, max 9" in " ".join(other_family_note(str(model_dir), report, 512))

@@ -57,6 +57,7 @@ def visual_count(model_dir: Any, vision: Any = None, tokenizer: Any = None) -> A
         image_text,
         getattr(vision, "min_pixels", None),
         getattr(vision, "max_pixels", None),
+        config.get("image_token_id", config.get("image_token_index")),
     )
 
 

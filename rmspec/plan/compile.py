@@ -44,7 +44,7 @@ from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths,
 from rmspec.plan.shape_source import resolve_shape
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory
-from rmspec.plan.vision import VisualPlan, visual_plan
+from rmspec.plan.vision import VisualPlan, other_family_note, visual_plan
 from rmspec.rundir import RunDir
 from rmspec.vision.shapes import packing_refusal, visual_token_note
 
@@ -116,6 +116,7 @@ def compile_plan(
     warnings += vision_notes(shape)
     if shape.extra.get("vision_model_type"):  # a VLM: the visual tokens each image adds
         warnings += visual_token_note(model_path, spec.model.vision)
+        warnings += other_family_note(model_path, run.data_report, spec.training.max_length)  # not the Qwen rule
     vision = _vision_section(visual, base, choice)
     refuse_vllm_on_cpu(spec, hw.is_gpu)
     warnings += grpo_notes(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmspec.vision.tokens import VisualSettings, run_settings
+from rmspec.vision.tokens import VisualSettings, fixed_tokens_per_image, run_settings
 
 
 @dataclass(frozen=True)
@@ -157,3 +157,31 @@ def _images_section(path: Path) -> dict[str, Any] | None:
     images = report.get("images") if isinstance(report, dict) else None
     needed = ("images_per_row", "width", "height", "rows")
     return images if isinstance(images, dict) and all(k in images for k in needed) else None
+
+
+def other_family_note(model_path: str | None, data_report: Path, max_length: int) -> list[str]:
+    """The plan's line on visual tokens for a VLM the Qwen2-VL rule does not cover (no VisualPlan): a
+    fixed count per image where the family has one (LLaVA, Gemma 3: tokens.fixed_tokens_per_image),
+    else the data report's figure, else the command that gives it. The data stage counts them all
+    exactly in max_length (rmspec.vision.measured), so memory at max_length holds either way."""
+    if run_settings(model_path) is not None:
+        return []
+    images = _images_section(data_report)
+    rows = (images or {}).get("visual_tokens_per_row")
+    fixed = fixed_tokens_per_image(model_path)
+    if rows:
+        return [
+            f"visual tokens per row: mean {rows['mean']}, max {rows['max']} (data report {data_report}, counted with "
+            f"the model's processor); they are positions in the sequence the language model reads, within max_length "
+            f"{max_length:,}"
+        ]
+    command = f"`rmspec data report SPEC --json > {data_report}` (or a run writes it), then plan again"
+    if fixed is not None:
+        return [
+            f"visual tokens per image: {fixed} (fixed by the processor's settings, whatever the image's size); a row "
+            f"holds as many times that as it has images, within max_length {max_length:,}; images per row: {command}"
+        ]
+    return [
+        "visual tokens per image depend on the image's size for this model (its processor tiles or splits images): "
+        f"the data stage counts them with the processor; their figure per row: {command}"
+    ]

@@ -38,6 +38,7 @@ class MeasuredCount:
     image_text: str
     min_pixels: int | None = None
     max_pixels: int | None = None
+    image_token_id: int | None = None  # config.json's: the positions the model fills with image features
     placeholder: str = IMAGE_PLACEHOLDER
     _processor: Any = field(default=None, init=False, repr=False, compare=False)
     _sizes: dict[tuple[tuple[int, int], ...], ImageTokens | ImageReject] = field(
@@ -91,7 +92,8 @@ class MeasuredCount:
             shown = ", ".join(f"{w}x{h}" for w, h in sizes)
             return ImageReject("processor_refused", f"{where}{shown}: {type(exc).__name__}: {exc}")
         bare = processor.tokenizer(parts)["input_ids"]
-        token = getattr(processor, "image_token_id", None)
+        # The config's id, not always the processor's: Gemma 3's processor image_token is its boi token.
+        token = self.image_token_id if self.image_token_id is not None else getattr(processor, "image_token_id", None)
         if token is None:
             token = processor.tokenizer.convert_tokens_to_ids(processor.image_token)
         return ImageTokens(visual=ids.count(token), added=len(ids) - len(bare))

@@ -98,6 +98,44 @@ def settings_of(model_dir: str | Path | None) -> VisualSettings | None:
     return None
 
 
+#: Families whose processor gives every image the same visual tokens, whatever its size (light rule).
+FIXED_TYPES = ("llava", "gemma3")
+
+
+def fixed_tokens_per_image(model_dir: str | Path | None) -> int | None:
+    """Visual tokens per image for a family whose processor repeats its image token a fixed number of
+    times (LLaVA: ``(crop / patch_size)^2 + num_additional_image_tokens``, less one CLS under the
+    "default" feature strategy, as LlavaProcessor counts; Gemma 3: ``image_seq_length``, the config's
+    mm_tokens_per_image); None for other families (their count depends on the image's size: the data
+    stage measures it with the processor, rmspec.vision.measured) or a folder without the settings."""
+    if model_dir is None:
+        return None
+    folder = Path(model_dir)
+    try:
+        model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
+        saved = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if model_type == "gemma3":
+        return int(saved["image_seq_length"]) if "image_seq_length" in saved else None
+    if model_type != "llava" or "patch_size" not in saved:
+        return None
+    image = saved.get("image_processor") or {}
+    if not image:
+        try:
+            image = json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+    crop = image.get("crop_size") or image.get("size") or {}
+    height = crop.get("height") or crop.get("shortest_edge")
+    width = crop.get("width") or crop.get("shortest_edge")
+    if not height or not width:
+        return None
+    patch = int(saved["patch_size"])
+    tokens = (int(height) // patch) * (int(width) // patch) + int(saved.get("num_additional_image_tokens", 0))
+    return tokens - 1 if saved.get("vision_feature_select_strategy", "default") == "default" else tokens
+
+
 def bounded(settings: VisualSettings, vision: Any = None) -> VisualSettings:
     """The settings with model.vision's min_pixels / max_pixels in place of the checkpoint's, as
     rmspec.vision.processor.load_processor builds the processor every stage reads images with."""
