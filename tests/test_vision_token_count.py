@@ -261,3 +261,61 @@ def test_the_plans_light_rule_is_the_processors_fixed_count(tmp_path, family):
         )
     )
     assert "visual tokens per row: mean 7.5, max 9" in " ".join(other_family_note(str(model_dir), report, 512))
+
+
+PLAN_SPEC = """version: 1
+name: plan-tokens
+model: {{name_or_path: {family}}}
+data:
+  source: {{kind: files, paths: [pairs.jsonl]}}
+  mapping: {{preset: pairs}}
+approach: {{kind: bradley_terry}}
+training: {{max_steps: 1, max_length: 512, global_batch_size: 4, micro_batch_size: 2}}
+hardware: {{device: cpu}}
+"""
+
+
+@pytest.mark.parametrize("family", ["llava", "idefics3"])
+def test_rmspec_plan_shows_the_families_visual_tokens_and_stays_light(tmp_path, family):
+    """`rmspec plan` on a LLaVA / Idefics3 base checkpoint: LLaVA's line gives the fixed count, Idefics3's
+    names the data report command; once the report exists (written by the data stage, as a run does) the
+    line shows its visual tokens per row. The plan imports no torch / transformers / Pillow."""
+    import subprocess
+    import sys
+
+    from rmspec.vision.tiny_families import build_generation_checkpoint
+
+    build_generation_checkpoint(family, tmp_path / family)
+    _rows(tmp_path, [SIZES[0], SIZES[1]])
+    (tmp_path / "spec.yaml").write_text(PLAN_SPEC.format(family=family))
+    code = (
+        "import sys, json\n"
+        "from rmspec.cli.main import cli\n"
+        "cli.main(['plan', 'spec.yaml', '--json'], standalone_mode=False)\n"
+        "heavy = [m for m in ('torch', 'transformers', 'datasets', 'PIL') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+
+    def plan():
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.rstrip().endswith("HEAVY []")
+        return " ".join(json.loads(out.stdout[: out.stdout.rindex("HEAVY")])["warnings"])
+
+    shown = plan()
+    command = "rmspec data report SPEC --json > runs/plan-tokens/data_report.json"
+    if family == "llava":
+        assert "visual tokens per image: 4 (fixed by the processor's settings" in shown and command in shown
+    else:
+        assert "depend on the image's size" in shown and command in shown
+    from transformers import AutoTokenizer
+
+    from rmspec.data import prepare
+    from rmspec.spec import load_spec
+
+    loaded = load_spec(tmp_path / "spec.yaml")
+    report = prepare(loaded, AutoTokenizer.from_pretrained(tmp_path / family), cache_dir=tmp_path / "cache")
+    (tmp_path / "runs" / "plan-tokens").mkdir(parents=True)
+    (tmp_path / "runs" / "plan-tokens" / "data_report.json").write_text(json.dumps(report.report.to_json()))
+    rows = report.report.to_json()["images"]["visual_tokens_per_row"]
+    assert f"visual tokens per row: mean {rows['mean']}, max {rows['max']}" in plan()
