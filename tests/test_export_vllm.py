@@ -15,7 +15,6 @@ under CI=true, where .ci/install_vllm.sh installs it.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -30,6 +29,7 @@ from helpers.ci import missing, need
 torch = need("torch")
 transformers = need("transformers")
 
+from helpers.rl_clients import openrlhf_rewards, post, verl_rewards  # noqa: E402
 from helpers.serve_models import build_llama3, build_qwen2_chatml  # noqa: E402
 from helpers.serve_process import REPO, free_port  # noqa: E402
 
@@ -198,14 +198,6 @@ def served(request, runs):
                 os.environ[key] = value
 
 
-def post(url: str, body: dict) -> dict:
-    import urllib.request
-
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=300) as answer:
-        return json.loads(answer.read())
-
-
 def rendered(tok, messages, response) -> str:
     return tok.apply_chat_template(
         [*messages, {"role": "assistant", "content": response}], tokenize=False, add_generation_prompt=False
@@ -238,34 +230,7 @@ def test_classify_and_pooling_equal_rmspec_score(served):
 def test_verl_reward_loop_gets_rmspec_reward(served):
     """verl 0.9.1's RewardLoopWorker.compute_score_disrm (its preprocessing and request) against vLLM."""
     need("verl", "bash .ci/install_rl_clients.sh")
-    import numpy as np
-    from omegaconf import OmegaConf
-    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
-    from verl.protocol import DataProto
-
-    tok = served.tok
-    worker = RewardLoopWorker.__new__(RewardLoopWorker)  # its __init__ loads tokenizers through Ray
-    worker.config = OmegaConf.create(
-        {"reward": {"reward_model": {"rollout": {"name": "vllm"}, "model_path": str(served.export)}}}
-    )
-    worker.reward_router_address = served.url.removeprefix("http://")
-    worker.input_tokenizer = worker.reward_model_tokenizer = tok
-
-    def item(messages, response):
-        prompt_ids = tok(
-            tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False), add_special_tokens=False
-        )["input_ids"]
-        response_ids = tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id, tok.pad_token_id]
-        mask = [1] * (len(prompt_ids) + len(response_ids) - 1) + [0]  # right-padded as verl's rollout batch
-        return DataProto.from_dict(
-            tensors={"responses": torch.tensor([response_ids]), "attention_mask": torch.tensor([mask])},
-            non_tensors={"raw_prompt": np.array([messages], dtype=object)},
-        )
-
-    async def everything():
-        return await asyncio.gather(*(worker.compute_score_disrm(item(m, r)) for m, r in HELD_OUT))
-
-    rewards = [o["reward_score"] for o in asyncio.run(everything())]
+    rewards = verl_rewards(served.url, served.export, served.tok, HELD_OUT)
     assert rewards == pytest.approx(served.expected, abs=TOL)
 
 
@@ -273,34 +238,7 @@ def test_openrlhf_executor_with_the_exported_reward_function(served):
     """OpenRLHF 0.11.2's SingleTurnAgentExecutor with --reward.remote_url = the folder's openrlhf_reward.py:
     its query (decoded prompt + response + EOS; ChatML ends in <|im_end|> without the \\n) gets rmspec's reward."""
     need("openrlhf", "bash .ci/install_rl_clients.sh")
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
-    tok = served.tok
-    os.environ["RMSPEC_VLLM_URL"] = served.url  # read when OpenRLHF loads the file
-    try:
-        executor = SingleTurnAgentExecutor(str(served.export / "openrlhf_reward.py"))
-    finally:
-        os.environ.pop("RMSPEC_VLLM_URL")
-
-    class Engine:  # only what cannot run here: vLLM's generation (the response + EOS, as vLLM returns it)
-        def __init__(self, response):
-            self.ids = tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-
-        async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
-            out = SimpleNamespace(token_ids=list(self.ids), text="", finish_reason="stop", logprobs=None)
-            return SimpleNamespace(outputs=[out])
-
-    async def one(messages, response):
-        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        params = SimpleNamespace(max_tokens=64, logprobs=None)
-        return await executor.execute(prompt, None, params, 512, tok, Engine(response))
-
-    async def everything():
-        return await asyncio.gather(*(one(m, r) for m, r in HELD_OUT))
-
-    outputs = asyncio.run(everything())
-    assert all(o["reward"] is not None for o in outputs), "OpenRLHF got no reward (its executor swallows errors)"
-    rewards = [o["reward"][0] for o in outputs]  # reward_func's `rewards` for its one query
+    rewards = openrlhf_rewards(served.url, served.export, served.tok, HELD_OUT)
     assert rewards == pytest.approx(served.expected, abs=TOL)
 
 

@@ -16,7 +16,6 @@ venv is missing; fails under CI=true.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import os
@@ -36,6 +35,7 @@ need("gguf", "pip install -e '.[gguf]'")
 torch = need("torch")
 transformers = need("transformers")
 
+from helpers.rl_clients import openrlhf_rewards, post, verl_rewards  # noqa: E402
 from helpers.serve_process import REPO, free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -123,14 +123,6 @@ def smol(tmp_path_factory):
             os.environ["RMSPEC_VLLM_PYTHON"] = saved
 
 
-def post(url: str, body: dict) -> dict:
-    import urllib.request
-
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=300) as answer:
-        return json.loads(answer.read())
-
-
 def test_vllm_serves_the_smollm2_export_with_rmspecs_reward(smol):
     tok, model = smol.tok, str(smol.export)
     assert max(smol.scored) - min(smol.scored) > 1e-3, smol.scored  # the rows really score differently
@@ -152,32 +144,8 @@ def test_verl_reward_loop_gets_rmspec_reward_from_the_smollm2_export(smol):
     reward model's tokenizer is the run's own (verl loads the one its config names; the strip reads only
     bos_token, which the export leaves as it was)."""
     need("verl", "bash .ci/install_rl_clients.sh")
-    import numpy as np
-    from omegaconf import OmegaConf
-    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
-    from verl.protocol import DataProto
-
-    tok = smol.tok
-    worker = RewardLoopWorker.__new__(RewardLoopWorker)  # its __init__ loads tokenizers through Ray
-    worker.config = OmegaConf.create(
-        {"reward": {"reward_model": {"rollout": {"name": "vllm"}, "model_path": str(smol.export)}}}
-    )
-    worker.reward_router_address = smol.url.removeprefix("http://")
-    worker.input_tokenizer = tok
-    worker.reward_model_tokenizer = transformers.AutoTokenizer.from_pretrained(smol.export)
-
-    def item(messages, response):
-        response_ids = tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id, tok.pad_token_id]
-        mask = [1] * (4 + len(response_ids) - 1) + [0]  # right-padded as verl's rollout batch
-        return DataProto.from_dict(
-            tensors={"responses": torch.tensor([response_ids]), "attention_mask": torch.tensor([mask])},
-            non_tensors={"raw_prompt": np.array([messages], dtype=object)},
-        )
-
-    async def everything():
-        return await asyncio.gather(*(worker.compute_score_disrm(item(m, r)) for m, r in HELD_OUT))
-
-    rewards = [o["reward_score"] for o in asyncio.run(everything())]
+    reward_tok = transformers.AutoTokenizer.from_pretrained(smol.export)
+    rewards = verl_rewards(smol.url, smol.export, smol.tok, HELD_OUT, reward_tok=reward_tok)
     assert rewards == pytest.approx(smol.scored, abs=TOL)
 
 
@@ -186,32 +154,5 @@ def test_openrlhf_executor_gets_rmspec_reward_from_the_smollm2_export(smol):
     query starts with the BOS text `<|im_start|>` (dropped by the file, added back by the exported tokenizer) and
     ends in `<|im_end|>` without the `\\n` the layout reads at (completed by the file)."""
     need("openrlhf", "bash .ci/install_rl_clients.sh")
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
-    tok = smol.tok
-    os.environ["RMSPEC_VLLM_URL"] = smol.url  # read when OpenRLHF loads the file
-    try:
-        executor = SingleTurnAgentExecutor(str(smol.export / "openrlhf_reward.py"))
-    finally:
-        os.environ.pop("RMSPEC_VLLM_URL")
-
-    class Engine:  # only what cannot run here: vLLM's generation (the response + EOS, as vLLM returns it)
-        def __init__(self, response):
-            self.ids = tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-
-        async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
-            out = SimpleNamespace(token_ids=list(self.ids), text="", finish_reason="stop", logprobs=None)
-            return SimpleNamespace(outputs=[out])
-
-    async def one(messages, response):
-        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        params = SimpleNamespace(max_tokens=64, logprobs=None)
-        return await executor.execute(prompt, None, params, 512, tok, Engine(response))
-
-    async def everything():
-        return await asyncio.gather(*(one(m, r) for m, r in HELD_OUT))
-
-    outputs = asyncio.run(everything())
-    assert all(o["reward"] is not None for o in outputs), "OpenRLHF got no reward (its executor swallows errors)"
-    rewards = [o["reward"][0] for o in outputs]  # reward_func's `rewards` for its one query
+    rewards = openrlhf_rewards(smol.url, smol.export, smol.tok, HELD_OUT)
     assert rewards == pytest.approx(smol.scored, abs=TOL)
