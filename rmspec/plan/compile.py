@@ -235,7 +235,7 @@ def _frozen_vision(spec, shape: ModelShape) -> int:
     """Parameters model.vision.freeze keeps at their loaded weights (rmspec.vision.shapes counts the parts)."""
     freeze = set(spec.model.vision.freeze) if spec.model.vision is not None else set()
     projector = shape.extra.get("vision_projector_parameters", 0)
-    tower = shape.extra.get("vision_parameters", 0) - projector
+    tower = shape.extra.get("vision_tower_part_parameters", 0)  # LLaVA-OneVision's image_newline is in neither
     return (tower if "vision_tower" in freeze else 0) + (projector if "projector" in freeze else 0)
 
 

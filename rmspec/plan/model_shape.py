@@ -237,10 +237,12 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
     extra: dict[str, Any] = {"vision_parameters": vision} if vision else {}
     if isinstance(config.get("vision_config"), dict):  # a VLM: its type decides prompt-once packing
         extra["vision_model_type"] = str(config.get("model_type", ""))
+        parts = vision_part_parameters(config)  # the parts model.vision.freeze names (compile._frozen_vision)
+        if parts is not None:
+            extra["vision_tower_part_parameters"], extra["vision_projector_parameters"] = parts
         tower = vision_shape(config)  # sizes the tower's activations (rmspec.plan.memory)
         if tower is not None:
             extra["vision_shape"] = tower.to_json()
-            extra["vision_projector_parameters"] = (vision_part_parameters(config) or (0, 0))[1]
     if isinstance(config.get("text_config"), dict):
         text = config["text_config"]
         config = {**text, "model_type": text.get("model_type", config.get("model_type"))}
@@ -311,10 +313,15 @@ def vision_notes(shape: ModelShape) -> list[str]:
     vision = shape.extra.get("vision_parameters")
     if not vision:
         return []
+    activations = (
+        "its activations from the visual tokens per row (the plan's images line)"
+        if shape.extra.get("vision_shape")
+        else f"its activations are not counted for {shape.extra.get('vision_model_type')} (sized for Qwen2-VL / "
+        "Qwen2.5-VL towers only): leave headroom for them"
+    )
     return [
         f"vision tower and projector: {vision:,} parameters (from config.json's vision_config), counted in "
-        "the weights, gradients and optimizer states; its activations from the visual tokens per row (the plan's "
-        "images line)"
+        f"the weights, gradients and optimizer states; {activations}"
     ]
 
 

@@ -8,19 +8,39 @@ from typing import Any
 
 
 def vision_tower_parameters(config: dict[str, Any]) -> int | None:
-    """Parameters of a VLM's vision tower and projector from its config.json (no torch): exact for
-    Qwen2-VL and Qwen2.5-VL (tests/test_vision_tokens.py counts the modules); None for others."""
+    """Parameters of a VLM's vision side from its config.json (no torch): the tower, the projector and
+    any loose vision parameter (LLaVA-OneVision's image_newline); None for a family not counted here.
+    Exact for every family in :data:`COUNTED_TYPES` (tests/test_vision_tokens.py and
+    tests/test_vision_plan_families.py count the real modules)."""
     parts = vision_part_parameters(config)
-    return None if parts is None else sum(parts)
+    return None if parts is None else sum(parts) + loose_vision_parameters(config)
 
 
 def vision_part_parameters(config: dict[str, Any]) -> tuple[int, int] | None:
-    """(the vision tower's parameters, the projector's: the merger into the language model), the
-    parts model.vision.freeze names; None for families other than Qwen2-VL / Qwen2.5-VL."""
+    """(the vision tower's parameters, the projector's), the parts model.vision.freeze names
+    (rmspec.vision.freeze: the tower module, and the merger / multi_modal_projector / connector);
+    None for a family not in :data:`COUNTED_TYPES`."""
     vision = config.get("vision_config")
     model_type = config.get("model_type")
-    if not isinstance(vision, dict) or model_type not in ("qwen2_vl", "qwen2_5_vl"):
+    if not isinstance(vision, dict):
         return None
+    if model_type in ("qwen2_vl", "qwen2_5_vl"):
+        return _qwen_parts(vision, str(model_type))
+    if model_type in FAMILY_TOWER:
+        return _vit_parts(config, vision, str(model_type))
+    return None
+
+
+def loose_vision_parameters(config: dict[str, Any]) -> int:
+    """Vision parameters in neither part model.vision.freeze names: LLaVA-OneVision's image_newline (one
+    vector of the text width, appended after each row of an any-resolution image's features)."""
+    if config.get("model_type") != "llava_onevision" or vision_part_parameters(config) is None:
+        return 0
+    return int(_text_width(config) or 0)
+
+
+def _qwen_parts(vision: dict[str, Any], model_type: str) -> tuple[int, int]:
+    """Qwen2-VL / Qwen2.5-VL: the merger (2x2 patches into one token) is the projector."""
     channels = int(vision.get("in_channels") or vision.get("in_chans") or 3)
     patch, temporal = int(vision.get("patch_size", 14)), int(vision.get("temporal_patch_size", 2))
     merge = int(vision.get("spatial_merge_size", 2))
@@ -39,6 +59,78 @@ def vision_part_parameters(config: dict[str, Any]) -> tuple[int, int] | None:
     q = e * merge * merge
     merger = ln_q + (q * q + q) + (out * q + out)
     return channels * temporal * patch * patch * e + int(vision["depth"]) * block, merger
+
+
+#: The ViT tower a family builds when its vision_config names no model_type (transformers' defaults).
+FAMILY_TOWER = {
+    "llava": "clip_vision_model",
+    "llava_onevision": "siglip_vision_model",
+    "gemma3": "siglip_vision_model",
+    "idefics3": "idefics3_vision",
+    "smolvlm": "smolvlm_vision",
+}
+
+#: Each ViT tower config class's defaults (transformers 5), for the keys a saved config.json may leave
+#: out because they equal them (hidden, MLP, layers, patch, image size, channels).
+TOWER_DEFAULTS: dict[str, tuple[int, int, int, int, int, int]] = {
+    "clip_vision_model": (768, 3072, 12, 32, 224, 3),
+    "siglip_vision_model": (768, 3072, 12, 16, 224, 3),
+    "idefics3_vision": (1152, 3072, 12, 32, 224, 3),
+    "smolvlm_vision": (1152, 3072, 12, 32, 224, 3),
+}
+
+#: Model types whose vision parameters this module counts.
+COUNTED_TYPES = ("qwen2_vl", "qwen2_5_vl", *FAMILY_TOWER)
+
+
+def _text_width(config: dict[str, Any]) -> int | None:
+    text = config.get("text_config")
+    width = text.get("hidden_size") if isinstance(text, dict) else None
+    return None if width is None else int(width)
+
+
+def _vit_parts(config: dict[str, Any], vision: dict[str, Any], model_type: str) -> tuple[int, int] | None:
+    """A CLIP / SigLIP-style tower (pre-norm blocks: LayerNorm, q/k/v/out with bias, LayerNorm, fc1-GELU-fc2)
+    and the family's projector, as transformers instantiates them:
+
+    - CLIP (LLaVA keeps the whole CLIPVisionModel): class_embedding, a patch conv without bias, one
+      position per patch plus the class token's, pre_layrnorm and post_layernorm.
+    - SigLIP (LLaVA-OneVision, Gemma 3), Idefics3 / SmolVLM's tower: a patch conv with bias, one
+      position per patch, post_layernorm; SigLIP's attention-pooling head where vision_use_head
+      (its default; LLaVA-OneVision and Gemma 3 checkpoints set it false).
+    - projector: LLaVA / LLaVA-OneVision's multi_modal_projector (linear_1 from the selected layers'
+      features, GELU, linear_2, biases per multimodal_projector_bias); Gemma 3's (mm_input_projection_weight,
+      mm_soft_emb_norm: an RMSNorm of the vision width); Idefics3 / SmolVLM's connector (one bias-free
+      linear over scale_factor^2 pixel-shuffled features).
+    None where the text width (text_config.hidden_size) is missing."""
+    text = _text_width(config)
+    kind = str(vision.get("model_type") or FAMILY_TOWER[model_type])
+    if text is None or kind not in TOWER_DEFAULTS:
+        return None
+    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size", "image_size", "num_channels")
+    h, m, layers, patch, image, channels = (int(vision.get(k, d)) for k, d in zip(keys, TOWER_DEFAULTS[kind]))
+    positions = (image // patch) ** 2
+    block = 2 * (2 * h) + 4 * (h * h + h) + (h * m + m) + (m * h + h)
+    conv = channels * patch * patch * h
+    if kind == "clip_vision_model":
+        outside = h + conv + (positions + 1) * h + 2 * (2 * h)  # class token, positions, pre and post LayerNorm
+    else:
+        outside = conv + h + positions * h + 2 * h  # conv bias, positions, post_layernorm
+    if kind == "siglip_vision_model" and vision.get("vision_use_head", True):
+        outside += (
+            h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * m + m) + (m * h + h)
+        )  # probe, attention, norm, MLP
+    tower = outside + layers * block
+    if model_type in ("llava", "llava_onevision"):
+        selected = config.get("vision_feature_layer", -2 if model_type == "llava" else -1)
+        features = h * (len(selected) if isinstance(selected, list) else 1)
+        bias = text if config.get("multimodal_projector_bias", True) else 0
+        projector = (features * text + bias) + (text * text + bias)
+    elif model_type == "gemma3":
+        projector = h * text + h
+    else:  # idefics3, smolvlm
+        projector = h * int(config.get("scale_factor", 2)) ** 2 * text
+    return tower, projector
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,143 @@
+"""The plan counts the vision tower and projector of every family rmspec trains (issue 37 item 5).
+
+Independent computation: the real model. Each tiny family (rmspec.vision.tiny_families: LLaVA with a
+CLIP tower, LLaVA-OneVision and Gemma 3 with SigLIP, Idefics3 and SmolVLM) is saved as a base folder
+would hold it (config.json as transformers writes it, defaults left out), rmspec.vision.shapes counts
+from that file alone, and the count must equal ``sum(p.numel())`` over the modules transformers builds
+from the same config: the tower (``vision_tower`` / ``vision_model``), the projector
+(``multi_modal_projector`` / ``connector``) and any other vision parameter of the base model (OneVision's
+``image_newline``). Variants move the settings a real checkpoint changes (several feature layers, no
+projector bias, SigLIP's pooling head, another pixel-shuffle factor, a deeper tower). The plan's
+parameter count must hold the vision count on top of the language model's, and a frozen part must
+leave the trainable count by exactly what rmspec.vision.freeze freezes on the real model.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.runs import rmspec
+from rmspec.plan.model_shape import shape_from_config
+from rmspec.vision.shapes import loose_vision_parameters, vision_part_parameters, vision_tower_parameters
+from rmspec.vision.tiny_families import FAMILIES
+
+TOWERS = ("vision_tower", "vision_model")
+PROJECTORS = ("multi_modal_projector", "connector")
+LANGUAGE = ("language_model", "text_model")
+
+# (family, a change to its config): the plain tiny family, then the settings real checkpoints move
+CASES = [
+    ("llava", {}),
+    ("llava", {"vision_feature_layer": [-2, -1], "multimodal_projector_bias": False}),
+    ("llava", {"vision_config": {"num_hidden_layers": 3, "image_size": 42}}),
+    ("llava_onevision", {}),
+    ("llava_onevision", {"vision_config": {"vision_use_head": True}}),
+    ("gemma3", {}),
+    ("gemma3", {"vision_config": {"vision_use_head": True, "intermediate_size": 48}}),
+    ("idefics3", {}),
+    ("idefics3", {"scale_factor": 4}),
+    ("smolvlm", {}),
+]
+
+
+def _config(family, change):
+    config, _ = FAMILIES[family]()
+    for key, value in change.items():
+        if key == "vision_config":
+            for k, v in value.items():
+                setattr(config.vision_config, k, v)
+        else:
+            setattr(config, key, value)
+    return config
+
+
+def _real_parts(config):
+    """(tower, projector, other vision) parameters of the model transformers builds from ``config``."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    torch.manual_seed(0)
+    base = AutoModelForImageTextToText.from_config(config).model
+    children = dict(base.named_children())
+
+    def count(names):
+        return sum(p.numel() for name in names if name in children for p in children[name].parameters())
+
+    known = {id(p) for name in TOWERS + PROJECTORS + LANGUAGE if name in children for p in children[name].parameters()}
+    loose = sum(p.numel() for p in base.parameters() if id(p) not in known)
+    return count(TOWERS), count(PROJECTORS), loose, base
+
+
+def _saved(config, folder):
+    config.save_pretrained(folder)
+    return json.loads((folder / "config.json").read_text())
+
+
+@pytest.mark.parametrize(("family", "change"), CASES, ids=lambda c: json.dumps(c) if isinstance(c, dict) else c)
+def test_the_count_from_config_json_equals_the_real_modules(tmp_path, family, change):
+    config = _config(family, change)
+    tower, projector, loose, base = _real_parts(config)
+    assert tower > 0 and projector > 0
+    saved = _saved(config, tmp_path)
+    assert vision_part_parameters(saved) == (tower, projector)
+    assert loose_vision_parameters(saved) == loose
+    assert vision_tower_parameters(saved) == tower + projector + loose
+    # the parts are those model.vision.freeze freezes
+    from rmspec.vision.freeze import parts
+
+    found = parts(base)
+    assert (sum(p.numel() for p in found["vision_tower"]), sum(p.numel() for p in found["projector"])) == (
+        tower,
+        projector,
+    )
+
+
+def test_a_family_not_counted_stays_none():
+    """A VLM type the planner does not know keeps no vision count (the plan's note is absent, not wrong)."""
+    config = {"model_type": "mllama", "vision_config": {"hidden_size": 32}, "text_config": {"hidden_size": 64}}
+    assert vision_part_parameters(config) is None and vision_tower_parameters(config) is None
+
+
+SPEC = """version: 1
+name: plan-families
+model:
+  name_or_path: base
+{vision}data:
+  source: {{kind: files, paths: [train.jsonl]}}
+  mapping: {{preset: pairs}}
+approach: {{kind: bradley_terry}}
+training: {{max_steps: 1, max_length: 256, global_batch_size: 4, micro_batch_size: 2}}
+hardware: {{device: cpu}}
+"""
+
+
+def _plan(tmp_path, freeze=None) -> dict:
+    vision = f"  vision: {{freeze: [{', '.join(freeze)}]}}\n" if freeze else ""
+    (tmp_path / "spec.yaml").write_text(SPEC.format(vision=vision))
+    (tmp_path / "train.jsonl").write_text(json.dumps({"prompt": "p <image>", "chosen": "a", "rejected": "b"}) + "\n")
+    out = rmspec("plan", "spec.yaml", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("family", ["llava", "llava_onevision", "idefics3"])
+def test_the_plan_counts_the_vision_parameters_and_frozen_parts(tmp_path, family):
+    config, processor = FAMILIES[family]()
+    folder = tmp_path / "base"
+    saved = _saved(config, folder)
+    processor.save_pretrained(folder)
+    tower, projector, loose, _ = _real_parts(config)
+    text_only = shape_from_config({**saved["text_config"]}, "text").num_parameters  # the language model alone
+
+    trained = _plan(tmp_path)
+    assert trained["model"]["num_parameters"] - text_only == tower + projector + loose
+    notes = "\n".join(trained["warnings"])
+    assert f"vision tower and projector: {tower + projector + loose:,} parameters" in notes
+    assert f"its activations are not counted for {family}" in notes  # no activation shape for these towers yet
+
+    frozen = _plan(tmp_path, ["vision_tower"])
+    assert trained["model"]["trainable_parameters"] - frozen["model"]["trainable_parameters"] == tower
+    both = _plan(tmp_path, ["vision_tower", "projector"])
+    assert trained["model"]["trainable_parameters"] - both["model"]["trainable_parameters"] == tower + projector
