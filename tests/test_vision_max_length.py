@@ -175,3 +175,83 @@ def test_other_families_are_not_counted_with_the_qwen2_vl_rule(tmp_path):
     assert visual_count(str(qwen)) is not None
     (qwen / "config.json").write_text(json.dumps({"model_type": "gemma3"}))  # another family's config: no count
     assert visual_count(str(qwen)) is None
+
+
+JUDGE_ROW = {
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Look at this picture closely."},
+                {"type": "image"},
+                {"type": "text", "text": "Which colour? [[A]] red or [[B]] blue."},
+            ],
+        },
+        {"role": "assistant", "content": "[[A]]"},
+    ],
+    "images": ["0.png"],
+}
+
+
+def _prepare_judge(tmp_path, model_dir, max_length, policy="drop"):
+    """A generative judge's conversation (method sft) with its picture before the reply."""
+    from transformers import AutoTokenizer
+
+    from rmspec.data import prepare
+
+    write_jsonl(tmp_path / "chats.jsonl", [JUDGE_ROW])
+    loaded = make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["chats.jsonl"]},
+            "mapping": {"preset": "messages"},
+            "filters": [{"kind": "max_length", "policy": policy}],
+        },
+        approach={"kind": "generative"},
+        max_length=max_length,
+        extra={"model": {"name_or_path": str(model_dir)}},
+    )
+    rejects = tmp_path / f"judge-rejects-{max_length}-{policy}.jsonl"
+    try:
+        prepared = prepare(
+            loaded,
+            AutoTokenizer.from_pretrained(model_dir),
+            rejects_path=rejects,
+            cache_dir=tmp_path / f"jc-{max_length}-{policy}",
+        )
+    except Exception as exc:
+        if "no training rows" not in str(exc):
+            raise
+        prepared = None
+    lines = [json.loads(x) for x in rejects.read_text().splitlines()] if rejects.exists() else []
+    return prepared, lines
+
+
+def test_a_judge_conversation_counts_its_images_visual_tokens(tmp_path):
+    """SFT conversations: the length the report gives, the drop at max_length and a prompt cut all read the
+    expanded sequence (the processor's), and a cut that reaches the picture rejects the row."""
+    model_dir = _setup(tmp_path)
+    prepared, _ = _prepare_judge(tmp_path, model_dir, 4096)
+    ids = prepared.train[0]["input_ids"]
+    expanded = _processor_length(ids)
+    assert expanded > len(ids)
+    assert prepared.report.to_json()["token_lengths"]["sequence"]["max"] == expanded
+    dropped, rejects = _prepare_judge(tmp_path, model_dir, expanded - 1)
+    assert (
+        dropped is None and [r["reason"] for r in rejects] == ["too_long"] and "visual tokens" in rejects[0]["detail"]
+    )
+    kept, rejects = _prepare_judge(tmp_path, model_dir, expanded)
+    assert rejects == [] and kept.train[0]["input_ids"] == ids
+    # a short cut (the words before the picture) fits the expanded sequence to max_length exactly
+    cut, rejects = _prepare_judge(tmp_path, model_dir, expanded - 10, "truncate_prompt_left")
+    assert rejects == [] and _processor_length(cut.train[0]["input_ids"]) == expanded - 10
+    # a cut deeper than the words before the picture would remove it
+    before = len(processor_tokens(model_dir, "<|im_start|>user\nLook at this picture closely."))
+    gone, rejects = _prepare_judge(tmp_path, model_dir, expanded - before - 5, "truncate_prompt_left")
+    assert gone is None and [r["reason"] for r in rejects] == ["image_cut"]
+
+
+def processor_tokens(model_dir, text: str) -> list[int]:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)(text, add_special_tokens=False)["input_ids"]
