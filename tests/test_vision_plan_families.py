@@ -10,6 +10,11 @@ from the same config: the tower (``vision_tower`` / ``vision_model``), the proje
 projector bias, SigLIP's pooling head, another pixel-shuffle factor, a deeper tower). The plan's
 parameter count must hold the vision count on top of the language model's, and a frozen part must
 leave the trainable count by exactly what rmspec.vision.freeze freezes on the real model.
+
+The towers' activations (rmspec.vision.shapes.vit_saved_bytes, not yet in the plan's memory) are
+checked against the tensors the tower's forward really keeps for backward, counted with
+torch.autograd.graph.saved_tensors_hooks (distinct storages, parameters excluded), within 2%
+(exact on these shapes).
 """
 
 from __future__ import annotations
@@ -20,7 +25,13 @@ import pytest
 
 from helpers.runs import rmspec
 from rmspec.plan.model_shape import shape_from_config
-from rmspec.vision.shapes import loose_vision_parameters, vision_part_parameters, vision_tower_parameters
+from rmspec.vision.shapes import (
+    loose_vision_parameters,
+    vision_part_parameters,
+    vision_tower_parameters,
+    vit_saved_bytes,
+    vit_shape,
+)
 from rmspec.vision.tiny_families import FAMILIES
 
 TOWERS = ("vision_tower", "vision_model")
@@ -141,3 +152,41 @@ def test_the_plan_counts_the_vision_parameters_and_frozen_parts(tmp_path, family
     assert trained["model"]["trainable_parameters"] - frozen["model"]["trainable_parameters"] == tower
     both = _plan(tmp_path, ["vision_tower", "projector"])
     assert trained["model"]["trainable_parameters"] - both["model"]["trainable_parameters"] == tower + projector
+
+
+def _saved_by_forward(tower, pixels, params) -> int:
+    import torch
+
+    seen: dict[int, int] = {}
+
+    def pack(x):
+        storage = x.untyped_storage()
+        if storage.data_ptr() not in params:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return x
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        out = tower(pixels)
+    assert out.last_hidden_state.requires_grad
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize(("depth", "images", "dtype"), [(1, 1, "float32"), (2, 3, "float32"), (3, 2, "bfloat16")])
+def test_the_towers_saved_bytes_match_the_tensors_torch_keeps(tmp_path, family, depth, images, dtype):
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    config = _config(
+        family, {"vision_config": {"num_hidden_layers": depth, "hidden_size": 48, "num_attention_heads": 3}}
+    )
+    torch.manual_seed(0)
+    model = AutoModelForImageTextToText.from_config(config).to(getattr(torch, dtype))
+    tower = next(getattr(model.model, name) for name in TOWERS if hasattr(model.model, name))
+    size = config.vision_config.image_size
+    pixels = torch.randn(images, 3, size, size, dtype=getattr(torch, dtype))
+    measured = _saved_by_forward(tower, pixels, {p.untyped_storage().data_ptr() for p in model.parameters()})
+    v = vit_shape(_saved(config, tmp_path))
+    assert v is not None
+    formula = vit_saved_bytes(v, images, torch.finfo(getattr(torch, dtype)).bits // 8)
+    assert formula == pytest.approx(measured, rel=0.02)

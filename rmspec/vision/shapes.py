@@ -267,3 +267,72 @@ def visual_token_note(model_path: str | None, vision: Any = None) -> list[str]:
         f"(min_pixels {low:,}, max_pixels {high:,} from {source}; {unit:,} pixels per token); each one is a "
         "position in the sequence the language model reads, counted in max_length by the data stage"
     ]
+
+
+@dataclass(frozen=True)
+class VitShape:
+    """A CLIP / SigLIP-style tower (LLaVA, LLaVA-OneVision, Gemma 3, Idefics3, SmolVLM) at its fixed
+    input size: every image or tile is resized to ``image_size`` square, so each one is ``positions``
+    vectors through every block (CLIP: one per patch plus its class token)."""
+
+    kind: str  # the tower's model_type: clip_vision_model, siglip_vision_model, idefics3_vision, smolvlm_vision
+    depth: int
+    width: int
+    mlp: int
+    heads: int
+    image_size: int
+    patch_size: int
+    channels: int
+    quick_gelu: bool  # CLIP's x * sigmoid(1.702 x) keeps 3 MLP-wide tensors, tanh GELU 2
+
+    @property
+    def positions(self) -> int:
+        patches = (self.image_size // self.patch_size) ** 2
+        return patches + 1 if self.kind == "clip_vision_model" else patches
+
+
+def vit_shape(config: dict[str, Any]) -> VitShape | None:
+    """The ViT tower's shape from a LLaVA / LLaVA-OneVision / Gemma 3 / Idefics3 / SmolVLM config.json;
+    None for other models (Qwen2-VL's tower: :func:`vision_shape`)."""
+    vision, model_type = config.get("vision_config"), config.get("model_type")
+    if not isinstance(vision, dict) or model_type not in FAMILY_TOWER:
+        return None
+    kind = str(vision.get("model_type") or FAMILY_TOWER[str(model_type)])
+    if kind not in TOWER_DEFAULTS:
+        return None
+    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size", "image_size", "num_channels")
+    h, m, layers, patch, image, channels = (int(vision.get(k, d)) for k, d in zip(keys, TOWER_DEFAULTS[kind]))
+    default_act = "quick_gelu" if kind == "clip_vision_model" else "gelu_pytorch_tanh"
+    heads = int(vision.get("num_attention_heads", 12 if kind in ("clip_vision_model", "siglip_vision_model") else 16))
+    return VitShape(
+        kind, layers, h, m, heads, image, patch, channels, vision.get("hidden_act", default_act) == "quick_gelu"
+    )
+
+
+def vit_block_bytes_per_position(v: VitShape, element: int) -> float:
+    """One ViT block's saved bytes per position (SDPA attention, dropout off): its input and the first
+    norm's output, q, k, v, the attention output (the out projection's input, the same storage), the
+    residual sum and the second norm's output (8 x width), each LayerNorm's two statistics, an fp32
+    log-sum-exp per head, and the MLP (fc1's output and GELU's; quick GELU also its sigmoid)."""
+    e = element
+    return float(8 * e * v.width + 2 * 2 * e + 4 * v.heads + (3 if v.quick_gelu else 2) * e * v.mlp)
+
+
+def vit_saved_bytes(v: VitShape, images: int, element: int) -> float:
+    """Bytes the ViT tower's forward keeps for backward for ``images`` images (or tiles) at its fixed size,
+    projector not included (no checkpointing, tower trained): the input pixels, ``depth`` blocks per
+    position, the norm outside the blocks (CLIP's pre_layrnorm, the others' post_layernorm: its input
+    and statistics), CLIP's post_layernorm over each class token (a view that keeps the last block's
+    whole output), and the int64 position ids (one row
+    shared, per image for Idefics3 / SmolVLM). Exact against torch.autograd.graph.saved_tensors_hooks
+    on the tiny families' towers (tests/test_vision_plan_families.py); not yet in the plan's memory
+    estimate (the plan's vision note says so)."""
+    e, p = element, v.positions
+    norm = e * v.width + 2 * e
+    per_image = e * v.channels * v.image_size**2 + p * (v.depth * vit_block_bytes_per_position(v, e) + norm)
+    shared = 8 * p
+    if v.kind == "clip_vision_model":
+        per_image += p * e * v.width + 2 * e  # post_layernorm over the class token: a view of the last output
+    elif v.kind in ("idefics3_vision", "smolvlm_vision"):
+        per_image, shared = per_image + 8 * p, 0  # position ids per image (variable-size patch masks)
+    return float(images * per_image + shared)
