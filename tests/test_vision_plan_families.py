@@ -27,6 +27,7 @@ from helpers.runs import rmspec
 from rmspec.plan.model_shape import shape_from_config
 from rmspec.vision.shapes import (
     loose_vision_parameters,
+    most_tiles_per_image,
     vision_part_parameters,
     vision_tower_parameters,
     vit_saved_bytes,
@@ -190,3 +191,33 @@ def test_the_towers_saved_bytes_match_the_tensors_torch_keeps(tmp_path, family, 
     assert v is not None
     formula = vit_saved_bytes(v, images, torch.finfo(getattr(torch, dtype)).bits // 8)
     assert formula == pytest.approx(measured, rel=0.02)
+
+
+TILE_CASES = [
+    *((family, {}) for family in FAMILIES),
+    ("idefics3", {"size": {"longest_edge": 168}}),
+    ("smolvlm", {"do_image_splitting": False}),
+    ("llava_onevision", {"image_grid_pinpoints": [[28, 28], [28, 84], [84, 28]]}),
+]
+PICTURES = [(28, 28), (56, 56), (200, 200), (300, 40), (40, 300), (57, 113), (10, 10), (90, 30)]
+
+
+@pytest.mark.parametrize(("family", "change"), TILE_CASES, ids=lambda c: json.dumps(c) if isinstance(c, dict) else c)
+def test_most_tiles_per_image_is_the_most_the_processor_makes(family, change):
+    """The image processor itself, fed pictures of many shapes: every picture becomes at most the bound
+    of fixed-size images for the tower, and some picture reaches it."""
+    from PIL import Image
+
+    _, processor = FAMILIES[family]()
+    image_processor = processor.image_processor
+    for key, value in change.items():
+        setattr(image_processor, key, value)
+    nested = family in ("idefics3", "smolvlm")  # these take one list of images per row
+
+    def tiles(size):
+        picture = Image.new("RGB", size)
+        pixels = image_processor(images=[[picture]] if nested else [picture], return_tensors="pt")["pixel_values"]
+        return pixels.shape[1] if pixels.ndim == 5 else pixels.shape[0]
+
+    bound = most_tiles_per_image(family, json.loads(image_processor.to_json_string()))
+    assert max(tiles(size) for size in PICTURES) == bound

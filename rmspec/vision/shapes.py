@@ -336,3 +336,38 @@ def vit_saved_bytes(v: VitShape, images: int, element: int) -> float:
     elif v.kind in ("idefics3_vision", "smolvlm_vision"):
         per_image, shared = per_image + 8 * p, 0  # position ids per image (variable-size patch masks)
     return float(images * per_image + shared)
+
+
+def most_tiles_per_image(model_type: str, image_processor: dict[str, Any]) -> int | None:
+    """The most images of the tower's fixed size one picture becomes (what :func:`vit_saved_bytes`
+    takes as ``images``), from the image processor's saved settings; None for other families.
+
+    - LLaVA: one (resized and cropped). Gemma 3: one, or with do_pan_and_scan up to
+      pan_and_scan_max_num_crops crops plus the picture (not checked against the processor here).
+    - LLaVA-OneVision: the base tile plus the largest any-resolution grid in image_grid_pinpoints, in
+      size tiles (the anyres_max_9 pooling comes after the tower, so the tower encodes all of them).
+    - Idefics3 / SmolVLM: with do_image_splitting, the longest edge is resized to size.longest_edge (a
+      small picture scaled up) and split into max_image_size tiles plus a global view:
+      ceil(longest / max)^2 + 1 for a square; one without splitting. Assumed: the tile side equals the
+      tower's image_size, as in the released checkpoints; padded tiles are dropped before the tower."""
+    if model_type == "llava":
+        return 1
+    if model_type == "gemma3":
+        return (
+            int(image_processor.get("pan_and_scan_max_num_crops") or 0) + 1
+            if image_processor.get("do_pan_and_scan")
+            else 1
+        )
+    if model_type == "llava_onevision":
+        size = image_processor.get("size") or {}
+        side = int(size.get("height") or size.get("shortest_edge") or 384)
+        grid = image_processor.get("image_grid_pinpoints") or [[side, side]]
+        return 1 + max((int(h) // side) * (int(w) // side) for h, w in grid)
+    if model_type in ("idefics3", "smolvlm"):
+        if not image_processor.get("do_image_splitting", True):
+            return 1
+        longest = int((image_processor.get("size") or {}).get("longest_edge", 4 * 364))
+        tile = int((image_processor.get("max_image_size") or {}).get("longest_edge", 364))
+        splits = -(-longest // tile)
+        return splits * splits + 1 if splits > 1 else 1
+    return None
