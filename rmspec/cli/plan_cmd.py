@@ -40,6 +40,11 @@ def plan(spec_file: SpecPath, sets: tuple[str, ...], as_json: bool, out: str | N
     if loaded.spec.model.shape is None:  # sized from the folder: a mistyped one says so, not "no shape"
         check_models(loaded, ask_hub=False, paths_only=True)
     check_local_columns(loaded)  # a missing column found here, not after the run has launched
+    from rmspec.vision.settings_check import check_vision
+
+    deferred = check_vision(loaded, download=False)  # model.vision's resolution vs the folder's image processor
+    if deferred:
+        click.echo(deferred, err=True)
     result = compile_plan(loaded, sets=sets)
     if out:
         save_plan(result, out)

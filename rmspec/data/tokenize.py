@@ -58,6 +58,7 @@ def visual_count(model_dir: Any, vision: Any = None, tokenizer: Any = None) -> A
         getattr(vision, "min_pixels", None),
         getattr(vision, "max_pixels", None),
         config.get("image_token_id", config.get("image_token_index")),
+        image_processor=getattr(vision, "image_processor", None) or None,
     )
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from rmspec.spec.base import Section
 
@@ -56,12 +56,33 @@ class VisionSpec(Section):
         description="Largest image area the processor resizes to (bounds the visual tokens per image); unset: the "
         "checkpoint's processor setting. Training reads it.",
     )
+    image_processor: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The image processor's own settings, by its own names, passed to "
+        "AutoImageProcessor.from_pretrained(model, **settings) wherever rmspec reads images (training, the data "
+        "stage's token count, scoring; RUN/model saves them): e.g. LLaVA (CLIP) {size: {shortest_edge: 336}, "
+        "crop_size: {height: 336, width: 336}}, Idefics3 / SmolVLM {size: {longest_edge: 1456}, max_image_size: "
+        "{longest_edge: 364}}, SigLIP {size: {height: 448, width: 448}}. rmspec plan refuses a name the model "
+        "folder's image processor config does not have, listing the ones it has. Pixel bounds go in "
+        "min_pixels / max_pixels.",
+    )
 
     lora_on: Literal["language_model", "all"] = Field(
         "language_model",
         description="With model.lora on a vision-language model: which linear layers get adapters. language_model "
         "(the vision tower and projector keep their loaded weights) or all (target_modules over the whole model).",
     )
+
+    @field_validator("image_processor")
+    @classmethod
+    def _no_bounds(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        for bound in ("min_pixels", "max_pixels"):
+            if bound in settings:
+                raise ValueError(
+                    f"{bound} here sets what model.vision.{bound} sets: write it once, as model.vision.{bound} "
+                    "(the plan and the data stage's token count read it there)"
+                )
+        return settings
 
     @model_validator(mode="after")
     def _bounds(self) -> VisionSpec:

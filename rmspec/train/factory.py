@@ -20,11 +20,12 @@ from rmspec.vision.collate import VisionEncoder, VisionPairCollator, VisionScore
 
 def vision_encoder(model: Any, tokenizer: Any, vision: Any = None) -> VisionEncoder:
     """The image side of a VLM's batches: its processor (rmspec.vision.processor) over the run's tokenizer,
-    at the spec's resolution (model.vision.min_pixels / max_pixels) where it sets one."""
+    at the spec's resolution (model.vision.min_pixels / max_pixels, model.vision.image_processor) where it sets one."""
     from rmspec.vision.processor import image_text, load_processor
 
     bounds = {"min_pixels": vision.min_pixels, "max_pixels": vision.max_pixels} if vision is not None else {}
-    processor = load_processor(model.config._name_or_path, tokenizer, **bounds)
+    settings = getattr(vision, "image_processor", None) or None  # the processor's own names (crop_size, ...)
+    processor = load_processor(model.config._name_or_path, tokenizer, **bounds, settings=settings)
     return VisionEncoder(processor, image_text(model.config, processor))
 
 

@@ -17,6 +17,7 @@ instead of the collator crashing in training.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ class MeasuredCount:
     max_pixels: int | None = None
     image_token_id: int | None = None  # config.json's: the positions the model fills with image features
     placeholder: str = IMAGE_PLACEHOLDER
+    image_processor: dict[str, Any] | None = None  # model.vision.image_processor: the processor's own settings
     _processor: Any = field(default=None, init=False, repr=False, compare=False)
     _sizes: dict[tuple[tuple[int, int], ...], ImageTokens | ImageReject] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -52,7 +54,8 @@ class MeasuredCount:
             digest.update(path.read_bytes() if path.is_file() else b"-")
         return (
             f"MeasuredCount({self.model_type!r}, {self.image_text!r}, min_pixels={self.min_pixels}, "
-            f"max_pixels={self.max_pixels}, settings={digest.hexdigest()[:16]})"
+            f"max_pixels={self.max_pixels}, image_processor={json.dumps(self.image_processor, sort_keys=True)}, "
+            f"settings={digest.hexdigest()[:16]})"
         )
 
     def __getstate__(self) -> dict[str, Any]:  # datasets' worker processes load their own processor
@@ -63,7 +66,9 @@ class MeasuredCount:
         if self._processor is None:
             from rmspec.vision.processor import load_processor
 
-            self._processor = load_processor(self.model_dir, self.tokenizer, self.min_pixels, self.max_pixels)
+            self._processor = load_processor(
+                self.model_dir, self.tokenizer, self.min_pixels, self.max_pixels, self.image_processor
+            )
         return self._processor
 
     def row_tokens(self, refs: list[str]) -> ImageTokens:
@@ -113,4 +118,5 @@ class MeasuredCount:
             "model_type": self.model_type,
             "min_pixels": self.min_pixels,
             "max_pixels": self.max_pixels,
+            **({"image_processor": self.image_processor} if self.image_processor else {}),
         }

@@ -7,8 +7,8 @@ missing), the run's tokenizer, and the folder's processor settings (``processor_
 LLaVA's patch size, Idefics3's image_seq_len, ...). Many of these classes also take a video
 processor, which transformers only builds with torchvision, so ``AutoProcessor`` fails without it;
 :func:`family_processor_class` is the same class without its video (and audio) parts: rmspec reads
-images only. Resolution options (``min_pixels`` / ``max_pixels``) are applied here, once, for every
-stage.
+images only. Resolution options (``min_pixels`` / ``max_pixels``, and ``model.vision.image_processor``:
+the image processor's own setting names) are applied here, once, for every stage.
 """
 
 from __future__ import annotations
@@ -90,10 +90,17 @@ def _without(base: Any, dropped: list[str]) -> Any:
 
 
 def load_processor(
-    model_path: str, tokenizer: Any, min_pixels: int | None = None, max_pixels: int | None = None
+    model_path: str,
+    tokenizer: Any,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Any:
     """The family's processor over ``tokenizer`` (the run's), with the folder's image processor and
-    processor settings; ``min_pixels`` / ``max_pixels`` where given."""
+    processor settings; ``min_pixels`` / ``max_pixels`` and ``settings`` (model.vision.image_processor:
+    the image processor's own setting names, e.g. LLaVA's ``crop_size``, Idefics3's ``max_image_size``)
+    where given. The plan refuses a setting the folder's image processor lacks (rmspec.vision.settings_check);
+    this refuses it again for a caller that skipped the plan, since transformers drops unknown ones silently."""
     from transformers import AutoConfig, AutoImageProcessor
 
     model_type = AutoConfig.from_pretrained(model_path).model_type
@@ -105,15 +112,24 @@ def load_processor(
     if unknown:
         raise ValueError(
             f"model.vision.{unknown[0]}: {type(image_processor).__name__} ({model_type}) does not resize by a pixel "
-            "count; remove model.vision.min_pixels / max_pixels for this model (they apply to the Qwen2-VL family)"
+            "count; remove model.vision.min_pixels / max_pixels for this model (they apply to the Qwen2-VL family) "
+            "and set its own settings under model.vision.image_processor"
         )
+    known = set(accepted) | set(image_processor.to_dict())
+    unknown = sorted(k for k in settings or {} if k not in known)
+    if unknown:
+        raise ValueError(
+            f"model.vision.image_processor.{unknown[0]}: {type(image_processor).__name__} ({model_type}) has no "
+            f"setting {unknown[0]!r}; its settings are {', '.join(sorted(image_processor.to_dict()))}"
+        )
+    resolution.update(settings or {})
     if resolution:
         image_processor = AutoImageProcessor.from_pretrained(model_path, **resolution)
-    settings, kwargs = cls.get_processor_dict(model_path)
-    settings = {k: v for k, v in settings.items() if k not in ("chat_template", "audio_tokenizer")}
+    processor_settings, _ = cls.get_processor_dict(model_path)
+    processor_settings = {k: v for k, v in processor_settings.items() if k not in ("chat_template", "audio_tokenizer")}
     parts = {"image_processor": image_processor, "tokenizer": tokenizer}
     return cls.from_args_and_dict(
-        [parts[name] for name in cls.get_attributes()], settings, chat_template=tokenizer.chat_template
+        [parts[name] for name in cls.get_attributes()], processor_settings, chat_template=tokenizer.chat_template
     )
 
 
