@@ -245,3 +245,18 @@ def test_a_model_not_on_disk_defers_the_check_to_the_run(tmp_path):
     (tmp_path / "spec.yaml").write_text(PLAN_SPEC.format(name="someone/not-here", vision="    min_pixels: 3136"))
     note = check_vision(load_spec(tmp_path / "spec.yaml"), download=False)
     assert note is not None and "checked when `rmspec run` starts" in note
+
+
+def test_qwen_takes_pixel_bounds_but_not_a_size_the_token_rule_reads(tmp_path):
+    """The Qwen2-VL family's bounds are its own settings; its ``size`` would change what the plan and the
+    data stage's rule count (they read min_pixels / max_pixels), so it is refused with that fix."""
+    from rmspec.spec.model import VisionSpec
+    from rmspec.vision.settings_check import problems
+    from rmspec.vision.tiny import build_processor
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_vl"}))
+    build_processor().image_processor.save_pretrained(tmp_path)  # transformers' own saved Qwen2-VL settings
+    assert list(problems(VisionSpec(min_pixels=3136, max_pixels=12544), tmp_path)) == []
+    found = list(problems(VisionSpec(image_processor={"size": {"longest_edge": 12544}, "do_resize": True}), tmp_path))
+    assert [path for path, _, _ in found] == [("model", "vision", "image_processor", "size")]
+    assert "model.vision.min_pixels" in found[0][2]

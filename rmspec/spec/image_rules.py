@@ -82,6 +82,12 @@ def said_images(spec: Spec) -> Iterator[tuple[tuple, str, str]]:
                 f"model.vision.{option} sizes the images training reads",
                 f"remove model.vision.{option} (freeze and lora_on apply to text training too)",
             )
+    if vision is not None and vision.image_processor:
+        yield (
+            ("model", "vision", "image_processor"),
+            "model.vision.image_processor sets how the images training reads are processed",
+            "remove model.vision.image_processor (freeze and lora_on apply to text training too)",
+        )
 
 
 def images_need_an_approach_that_reads_them(spec: Spec) -> Iterator[Problem]:

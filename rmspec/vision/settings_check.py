@@ -122,8 +122,8 @@ def model_folder(name: str, base_dir: Path, *, download: bool) -> Path | None:
 def check_vision(loaded: Any, *, download: bool) -> str | None:
     """A SpecError with each problem at its line in the spec file; else None, or (the folder is not
     on disk) the note that the check waits for the run's start."""
-    model = getattr(loaded.spec, "model", None)
-    vision = getattr(model, "vision", None)
+    model = loaded.spec.model
+    vision = model.vision
     if vision is None or not (vision.min_pixels or vision.max_pixels or vision.image_processor):
         return None
     if getattr(model, "gguf_file", None):
@@ -137,9 +137,7 @@ def check_vision(loaded: Any, *, download: bool) -> str | None:
     issues = []
     for path, message, hint in problems(vision, folder):
         where = loaded.locations.find(path)
-        issues.append(
-            SpecIssue(".".join(path), message, file=where.file, line=where.line, col=where.col, hint=hint)
-        )
+        issues.append(SpecIssue(".".join(path), message, file=where.file, line=where.line, col=where.col, hint=hint))
     if issues:
         raise SpecError(issues)
     return None
