@@ -147,7 +147,7 @@ def test_the_plan_counts_the_vision_parameters_and_frozen_parts(tmp_path, family
     assert trained["model"]["num_parameters"] - text_only == tower + projector + loose
     notes = "\n".join(trained["warnings"])
     assert f"vision tower and projector: {tower + projector + loose:,} parameters" in notes
-    assert f"its activations are not counted for {family}" in notes  # no activation shape for these towers yet
+    assert "its activations on the plan's vision tower line" in notes
 
     frozen = _plan(tmp_path, ["vision_tower"])
     assert trained["model"]["trainable_parameters"] - frozen["model"]["trainable_parameters"] == tower
@@ -221,3 +221,43 @@ def test_most_tiles_per_image_is_the_most_the_processor_makes(family, change):
 
     bound = most_tiles_per_image(family, json.loads(image_processor.to_json_string()))
     assert max(tiles(size) for size in PICTURES) == bound
+
+
+BIG_TOWER = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "image_size": 224}
+
+
+@pytest.mark.parametrize(("family", "tiles", "report"), [("llava", 1, None), ("idefics3", 5, 3), ("gemma3", 1, 2)])
+def test_the_plan_sizes_the_towers_activations(tmp_path, family, tiles, report):
+    """The memory estimate holds the tower's saved bytes (vit_saved_bytes, checked above against torch)
+    for micro batch x 2 sequences (unpacked pair) x pictures per row (the data report's, else 1) x the
+    tiles each picture becomes (checked above against the processor); a frozen tower adds nothing."""
+    import re
+
+    from rmspec.vision.shapes import vit_saved_bytes, vit_shape
+
+    config, processor = FAMILIES[family]()
+    for key, value in BIG_TOWER.items():  # a tower large enough to show in GB; the plan reads config.json only
+        setattr(config.vision_config, key, value)
+    saved = _saved(config, tmp_path / "base")
+    processor.save_pretrained(tmp_path / "base")
+    if report:
+        (tmp_path / "runs" / "plan-families").mkdir(parents=True)
+        images = {"images_per_row": {"max": report, "mean": 1.0}}
+        (tmp_path / "runs" / "plan-families" / "data_report.json").write_text(json.dumps({"images": images}))
+    plan = _plan(tmp_path)
+    line = next(w for w in plan["warnings"] if w.startswith("vision tower: "))
+    sequences = plan["sequences_per_example"]
+    assert sequences == 2  # Bradley-Terry pairs of these families train unpacked
+    per_example = tiles * (report or 1) * sequences
+    assert line.startswith(f"vision tower: {per_example} tower-size images per example ({tiles} per picture")
+    shown = float(re.search(r"([0-9.]+) GB of activations", line).group(1))
+    v = vit_shape(saved)
+    assert v is not None
+    expected = plan["micro_batch_size"] * vit_saved_bytes(v, per_example, 4) / 1024**3  # fp32 on this CPU plan
+    assert expected > 0.01 and shown == pytest.approx(expected, abs=0.0006)
+
+    frozen = _plan(tmp_path, ["vision_tower"])
+    assert any("vision tower frozen" in w for w in frozen["warnings"])
+    gone = plan["memory_per_device_gb"]["activations"] - frozen["memory_per_device_gb"]["activations"]
+    if plan["micro_batch_size"] == frozen["micro_batch_size"]:
+        assert gone == pytest.approx(expected, abs=0.002)

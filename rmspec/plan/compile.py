@@ -45,6 +45,7 @@ from rmspec.plan.shape_source import resolve_shape
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory
 from rmspec.plan.vision import VisualPlan, other_family_note, visual_plan
+from rmspec.plan.vision_vit import vit_images, vit_note
 from rmspec.rundir import RunDir
 from rmspec.vision.shapes import packing_refusal, visual_token_note
 
@@ -110,6 +111,19 @@ def compile_plan(
     )
     seqs = _with_visual_tokens(seqs, visual)
     base = _training_shape(spec, declared, seqs, sft, precision, attn, visual, _frozen_vision(spec, shape))
+    vit = (  # LLaVA, Gemma 3, Idefics3, ...: tower-size images per example (rmspec.plan.vision_vit)
+        vit_images(
+            model_path,
+            str(shape.extra["vision_model_type"]),
+            run.data_report,
+            spec.model.vision,
+            spec.model.lora is not None,
+        )
+        if shape.extra.get("vit_shape")
+        else None
+    )
+    if vit is not None:
+        base = replace(base, vision_tiles=vit.tiles(base.seqs_per_example), vision_tower_trained=vit.tower_trained)
     choice = _fit(spec.training, shape, base, hw, spec.model.lora is not None, seqs)
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
@@ -117,6 +131,12 @@ def compile_plan(
     if shape.extra.get("vision_model_type"):  # a VLM: the visual tokens each image adds
         warnings += visual_token_note(model_path, spec.model.vision)
         warnings += other_family_note(model_path, run.data_report, spec.training.max_length)  # not the Qwen rule
+    if shape.extra.get("vit_shape"):
+        warnings += (
+            vit_note(vit, base.seqs_per_example, choice.memory.vision_activations / GIB)
+            if vit
+            else ["vision tower activations not counted: the model folder has no image processor settings"]
+        )
     vision = _vision_section(visual, base, choice)
     refuse_vllm_on_cpu(spec, hw.is_gpu)
     warnings += grpo_notes(

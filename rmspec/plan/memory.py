@@ -17,7 +17,14 @@ from dataclasses import dataclass, field, replace
 
 from rmspec.plan.model_shape import ModelShape
 from rmspec.plan.optimizer_state import bytes_per_element, state_bytes, vector_state_bytes
-from rmspec.vision.shapes import VisionShape, block_bytes_per_patch, saved_bytes_per_patch
+from rmspec.vision.shapes import (
+    VisionShape,
+    VitShape,
+    block_bytes_per_patch,
+    saved_bytes_per_patch,
+    vit_block_bytes_per_position,
+    vit_saved_bytes,
+)
 
 GIB = 1024**3
 
@@ -64,6 +71,7 @@ class TrainingShape:
     vision_tower_trained: bool = True
     vision_projector_trained: bool = True
     vision_frozen_parameters: int = 0  # model.vision.freeze: no gradients or optimizer states for these
+    vision_tiles: int = 0  # a ViT tower (LLaVA, Gemma 3, Idefics3, ...): tower-size images per example
 
 
 @dataclass
@@ -200,6 +208,11 @@ def vision_activation_bytes(shape: ModelShape, t: TrainingShape) -> float:
     """A VLM's vision tower: what its forward keeps for backward over the micro batch's patches
     (rmspec.vision.shapes.saved_bytes_per_patch), plus, with checkpointing, the one block recomputed
     in backward. 0 for text, or where the tower's shape is unknown (families other than Qwen2-VL/2.5-VL)."""
+    vit = shape.extra.get("vit_shape")
+    if vit and t.vision_tiles and t.vision_tower_trained:  # projector's activations left out (small)
+        v_vit, e = VitShape(**vit), _bytes(t.precision)
+        recompute = vit_block_bytes_per_position(v_vit, e) * v_vit.positions if t.checkpointing else 0.0
+        return t.micro_batch * (vit_saved_bytes(v_vit, t.vision_tiles, e, t.checkpointing) + t.vision_tiles * recompute)
     known = shape.extra.get("vision_shape")
     if not t.vision_patches or not known:
         return 0.0

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.vision.shapes import vision_part_parameters, vision_shape, vision_tower_parameters
+from rmspec.vision.shapes import vision_part_parameters, vision_shape, vision_tower_parameters, vit_shape
 
 # model_type -> facts a config.json leaves implicit (class defaults in transformers).
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -243,6 +243,9 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
         tower = vision_shape(config)  # sizes the tower's activations (rmspec.plan.memory)
         if tower is not None:
             extra["vision_shape"] = tower.to_json()
+        vit = vit_shape(config)  # LLaVA, Gemma 3, Idefics3, ...: a fixed-size ViT (rmspec.plan.memory)
+        if vit is not None:
+            extra["vit_shape"] = vit.to_json()
     if isinstance(config.get("text_config"), dict):
         text = config["text_config"]
         config = {**text, "model_type": text.get("model_type", config.get("model_type"))}
@@ -316,6 +319,8 @@ def vision_notes(shape: ModelShape) -> list[str]:
     activations = (
         "its activations from the visual tokens per row (the plan's images line)"
         if shape.extra.get("vision_shape")
+        else "its activations on the plan's vision tower line"
+        if shape.extra.get("vit_shape")
         else f"its activations are not counted for {shape.extra.get('vision_model_type')} (sized for Qwen2-VL / "
         "Qwen2.5-VL towers only): leave headroom for them"
     )

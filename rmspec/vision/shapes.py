@@ -3,7 +3,9 @@ its parameters, its shape, and the bytes its forward saves for backward per patc
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -285,6 +287,9 @@ class VitShape:
     channels: int
     quick_gelu: bool  # CLIP's x * sigmoid(1.702 x) keeps 3 MLP-wide tensors, tanh GELU 2
 
+    def to_json(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
     @property
     def positions(self) -> int:
         patches = (self.image_size // self.patch_size) ** 2
@@ -318,7 +323,7 @@ def vit_block_bytes_per_position(v: VitShape, element: int) -> float:
     return float(8 * e * v.width + 2 * 2 * e + 4 * v.heads + (3 if v.quick_gelu else 2) * e * v.mlp)
 
 
-def vit_saved_bytes(v: VitShape, images: int, element: int) -> float:
+def vit_saved_bytes(v: VitShape, images: int, element: int, checkpointing: bool = False) -> float:
     """Bytes the ViT tower's forward keeps for backward for ``images`` images (or tiles) at its fixed size,
     projector not included (no checkpointing, tower trained): the input pixels, ``depth`` blocks per
     position, the norm outside the blocks (CLIP's pre_layrnorm, the others' post_layernorm: its input
@@ -326,10 +331,12 @@ def vit_saved_bytes(v: VitShape, images: int, element: int) -> float:
     whole output), and the int64 position ids (one row
     shared, per image for Idefics3 / SmolVLM). Exact against torch.autograd.graph.saved_tensors_hooks
     on the tiny families' towers (tests/test_vision_plan_families.py); not yet in the plan's memory
-    estimate (the plan's vision note says so)."""
+    estimate by itself (rmspec.plan.memory adds it). With checkpointing a block keeps its input only;
+    the one block recomputed in backward is the caller's (:func:`vit_block_bytes_per_position`)."""
     e, p = element, v.positions
     norm = e * v.width + 2 * e
-    per_image = e * v.channels * v.image_size**2 + p * (v.depth * vit_block_bytes_per_position(v, e) + norm)
+    block = e * v.width if checkpointing else vit_block_bytes_per_position(v, e)
+    per_image = e * v.channels * v.image_size**2 + p * (v.depth * block + norm)
     shared = 8 * p
     if v.kind == "clip_vision_model":
         per_image += p * e * v.width + 2 * e  # post_layernorm over the class token: a view of the last output
@@ -370,4 +377,20 @@ def most_tiles_per_image(model_type: str, image_processor: dict[str, Any]) -> in
         tile = int((image_processor.get("max_image_size") or {}).get("longest_edge", 364))
         splits = -(-longest // tile)
         return splits * splits + 1 if splits > 1 else 1
+    return None
+
+
+def vit_tiles_per_image(model_dir: str | Path | None, model_type: str) -> int | None:
+    """:func:`most_tiles_per_image` from the image processor settings saved in the model folder
+    (preprocessor_config.json, or processor_config.json's image_processor); None without them."""
+    if model_dir is None:
+        return None
+    for name in ("preprocessor_config.json", "processor_config.json"):
+        try:
+            data = json.loads((Path(model_dir) / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        image = data.get("image_processor", data) if isinstance(data, dict) else None
+        if isinstance(image, dict) and image:
+            return most_tiles_per_image(model_type, image)
     return None
