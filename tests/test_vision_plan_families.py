@@ -173,8 +173,11 @@ def _saved_by_forward(tower, pixels, params) -> int:
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
-@pytest.mark.parametrize(("depth", "images", "dtype"), [(1, 1, "float32"), (2, 3, "float32"), (3, 2, "bfloat16")])
-def test_the_towers_saved_bytes_match_the_tensors_torch_keeps(tmp_path, family, depth, images, dtype):
+@pytest.mark.parametrize(
+    ("depth", "images", "dtype", "checkpointing"),
+    [(1, 1, "float32", False), (2, 3, "float32", False), (3, 2, "bfloat16", False), (3, 2, "float32", True)],
+)
+def test_the_towers_saved_bytes_match_the_tensors_torch_keeps(tmp_path, family, depth, images, dtype, checkpointing):
     import torch
     from transformers import AutoModelForImageTextToText
 
@@ -183,13 +186,16 @@ def test_the_towers_saved_bytes_match_the_tensors_torch_keeps(tmp_path, family, 
     )
     torch.manual_seed(0)
     model = AutoModelForImageTextToText.from_config(config).to(getattr(torch, dtype))
+    if checkpointing:  # as rmspec's trainer does: the tower's blocks are checkpointed too
+        model.gradient_checkpointing_enable()
+        model.train()
     tower = next(getattr(model.model, name) for name in TOWERS if hasattr(model.model, name))
     size = config.vision_config.image_size
     pixels = torch.randn(images, 3, size, size, dtype=getattr(torch, dtype))
     measured = _saved_by_forward(tower, pixels, {p.untyped_storage().data_ptr() for p in model.parameters()})
     v = vit_shape(_saved(config, tmp_path))
     assert v is not None
-    formula = vit_saved_bytes(v, images, torch.finfo(getattr(torch, dtype)).bits // 8)
+    formula = vit_saved_bytes(v, images, torch.finfo(getattr(torch, dtype)).bits // 8, checkpointing)
     assert formula == pytest.approx(measured, rel=0.02)
 
 
