@@ -1,5 +1,7 @@
 """The vision tower's size from a VLM's config.json, for the planner (light: no torch, no Pillow):
-its parameters, its shape, and the bytes its forward saves for backward per patch."""
+its parameters (Qwen2-VL / Qwen2.5-VL and the ViT families: LLaVA, LLaVA-OneVision, Gemma 3, Idefics3,
+SmolVLM), its shape, and the bytes its forward saves for backward (per patch for Qwen's tower, per
+tower-size image for a ViT's)."""
 
 from __future__ import annotations
 
@@ -330,8 +332,8 @@ def vit_saved_bytes(v: VitShape, images: int, element: int, checkpointing: bool 
     and statistics), CLIP's post_layernorm over each class token (a view that keeps the last block's
     whole output), and the int64 position ids (one row
     shared, per image for Idefics3 / SmolVLM). Exact against torch.autograd.graph.saved_tensors_hooks
-    on the tiny families' towers (tests/test_vision_plan_families.py); not yet in the plan's memory
-    estimate by itself (rmspec.plan.memory adds it). With checkpointing a block keeps its input only;
+    on the tiny families' towers (tests/test_vision_plan_families.py); rmspec.plan.memory adds it to
+    the estimate. With checkpointing a block keeps its input only;
     the one block recomputed in backward is the caller's (:func:`vit_block_bytes_per_position`)."""
     e, p = element, v.positions
     norm = e * v.width + 2 * e
