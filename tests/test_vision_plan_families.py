@@ -232,7 +232,10 @@ def test_most_tiles_per_image_is_the_most_the_processor_makes(family, change):
 BIG_TOWER = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "image_size": 224}
 
 
-@pytest.mark.parametrize(("family", "tiles", "report"), [("llava", 1, None), ("idefics3", 5, 3), ("gemma3", 1, 2)])
+@pytest.mark.parametrize(
+    ("family", "tiles", "report"),
+    [("llava", 1, None), ("idefics3", 5, 3), ("gemma3", 1, 2), ("smolvlm", 5, None), ("llava_onevision", 5, 1)],
+)
 def test_the_plan_sizes_the_towers_activations(tmp_path, family, tiles, report):
     """The memory estimate holds the tower's saved bytes (vit_saved_bytes, checked above against torch)
     for micro batch x 2 sequences (unpacked pair) x pictures per row (the data report's, else 1) x the
