@@ -260,3 +260,20 @@ def test_qwen_takes_pixel_bounds_but_not_a_size_the_token_rule_reads(tmp_path):
     found = list(problems(VisionSpec(image_processor={"size": {"longest_edge": 12544}, "do_resize": True}), tmp_path))
     assert [path for path, _, _ in found] == [("model", "vision", "image_processor", "size")]
     assert "model.vision.min_pixels" in found[0][2]
+
+
+def test_validate_refuses_image_settings_for_an_approach_that_reads_no_images(tmp_path):
+    """bradley_terry with sft_weight trains on text only: model.vision.image_processor is refused at its line."""
+    from rmspec.errors import SpecError
+    from rmspec.spec import load_spec
+
+    (tmp_path / "spec.yaml").write_text(
+        PLAN_SPEC.format(name="base", vision="    image_processor: {crop_size: {height: 28, width: 28}}").replace(
+            "approach: {kind: bradley_terry}", "approach: {kind: bradley_terry, sft_weight: 0.5}"
+        )
+    )
+    with pytest.raises(SpecError) as refused:
+        load_spec(tmp_path / "spec.yaml")
+    (issue,) = refused.value.issues
+    assert issue.path == "model.vision.image_processor" and issue.line == 6
+    assert "remove model.vision.image_processor" in issue.hint
