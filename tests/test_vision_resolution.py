@@ -277,3 +277,12 @@ def test_validate_refuses_image_settings_for_an_approach_that_reads_no_images(tm
     (issue,) = refused.value.issues
     assert issue.path == "model.vision.image_processor" and issue.line == 6
     assert "remove model.vision.image_processor" in issue.hint
+
+
+def test_run_refuses_before_the_run_directory(llava, tmp_path):
+    (tmp_path / "spec.yaml").write_text(PLAN_SPEC.format(name=llava, vision="    max_pixels: 3136"))
+    (tmp_path / "train.jsonl").write_text("")
+    run = rmspec("run", "spec.yaml", cwd=tmp_path, timeout=300)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "spec.yaml:6:" in run.stderr and "model.vision.max_pixels: CLIPImageProcessor (llava)" in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "runs").exists()
