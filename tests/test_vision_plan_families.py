@@ -125,8 +125,10 @@ hardware: {{device: cpu}}
 """
 
 
-def _plan(tmp_path, freeze=None) -> dict:
-    vision = f"  vision: {{freeze: [{', '.join(freeze)}]}}\n" if freeze else ""
+def _plan(tmp_path, freeze=None, image_processor="") -> dict:
+    vision = (
+        f"  vision: {{freeze: [{', '.join(freeze or ())}]{image_processor}}}\n" if freeze or image_processor else ""
+    )
     (tmp_path / "spec.yaml").write_text(SPEC.format(vision=vision))
     (tmp_path / "train.jsonl").write_text(json.dumps({"prompt": "p <image>", "chosen": "a", "rejected": "b"}) + "\n")
     out = rmspec("plan", "spec.yaml", "--json", cwd=tmp_path)
@@ -270,3 +272,17 @@ def test_the_plan_sizes_the_towers_activations(tmp_path, family, tiles, report):
     gone = plan["memory_per_device_gb"]["activations"] - frozen["memory_per_device_gb"]["activations"]
     if plan["micro_batch_size"] == frozen["micro_batch_size"]:
         assert gone == pytest.approx(expected, abs=0.002)
+
+
+def test_the_tiles_follow_model_vision_image_processor(tmp_path):
+    """model.vision.image_processor replaces the folder's settings, as the processor loads them: Idefics3
+    split to 168 px instead of 112 makes 3x3 tiles plus the global view per picture, not 2x2 + 1."""
+    config, processor = FAMILIES["idefics3"]()
+    _saved(config, tmp_path / "base")
+    processor.save_pretrained(tmp_path / "base")
+    folder = next(w for w in _plan(tmp_path)["warnings"] if w.startswith("vision tower: "))
+    bigger = _plan(tmp_path, image_processor=", image_processor: {size: {longest_edge: 168}}")
+    line = next(w for w in bigger["warnings"] if w.startswith("vision tower: "))
+    assert "(5 per picture" in folder and line.startswith(
+        "vision tower: 20 tower-size images per example (10 per picture"
+    )

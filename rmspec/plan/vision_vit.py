@@ -32,7 +32,7 @@ class VitImages:
 
 def vit_images(model_path: str | None, model_type: str, data_report: Path, vision: Any, lora: bool) -> VitImages | None:
     """None where the folder holds no image processor settings (a hub id not on disk)."""
-    tiles = vit_tiles_per_image(model_path, model_type)
+    tiles = vit_tiles_per_image(model_path, model_type, getattr(vision, "image_processor", None))
     if tiles is None:
         return None
     freeze = set(getattr(vision, "freeze", None) or ())

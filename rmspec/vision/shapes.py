@@ -382,9 +382,13 @@ def most_tiles_per_image(model_type: str, image_processor: dict[str, Any]) -> in
     return None
 
 
-def vit_tiles_per_image(model_dir: str | Path | None, model_type: str) -> int | None:
+def vit_tiles_per_image(
+    model_dir: str | Path | None, model_type: str, overrides: dict[str, Any] | None = None
+) -> int | None:
     """:func:`most_tiles_per_image` from the image processor settings saved in the model folder
-    (preprocessor_config.json, or processor_config.json's image_processor); None without them."""
+    (preprocessor_config.json, or processor_config.json's image_processor), each setting in
+    ``overrides`` (model.vision.image_processor, as the processor loads them) replacing the folder's;
+    None without saved settings."""
     if model_dir is None:
         return None
     for name in ("preprocessor_config.json", "processor_config.json"):
@@ -394,5 +398,5 @@ def vit_tiles_per_image(model_dir: str | Path | None, model_type: str) -> int | 
             continue
         image = data.get("image_processor", data) if isinstance(data, dict) else None
         if isinstance(image, dict) and image:
-            return most_tiles_per_image(model_type, image)
+            return most_tiles_per_image(model_type, {**image, **(overrides or {})})
     return None
