@@ -319,3 +319,23 @@ def test_rmspec_plan_shows_the_families_visual_tokens_and_stays_light(tmp_path, 
     (tmp_path / "runs" / "plan-tokens" / "data_report.json").write_text(json.dumps(report.report.to_json()))
     rows = report.report.to_json()["images"]["visual_tokens_per_row"]
     assert f"visual tokens per row: mean {rows['mean']}, max {rows['max']}" in plan()
+
+
+def test_the_llava_light_rule_reads_model_vision_image_processor_over_the_folder(tmp_path):
+    """model.vision.image_processor's crop_size changes LLaVA's fixed count as it changes the processor's
+    (rmspec.vision.processor.load_processor with the same settings: the independent count)."""
+    from transformers import AutoTokenizer
+
+    from rmspec.plan.vision import other_family_note
+    from rmspec.vision.processor import load_processor
+    from rmspec.vision.tokens import fixed_tokens_per_image
+
+    model_dir = _family_dir(tmp_path, "llava")
+    settings = {"crop_size": {"height": 56, "width": 56}, "size": {"shortest_edge": 56}}
+    processor = load_processor(str(model_dir), AutoTokenizer.from_pretrained(model_dir), settings=settings)
+    ids = processor(text=[IMAGE_TEXT["llava"]], images=[[_picture((90, 40), 0)]])["input_ids"][0]
+    counted = list(ids).count(_image_token("llava"))
+    assert counted != fixed_tokens_per_image(model_dir)  # the override matters
+    assert fixed_tokens_per_image(model_dir, settings) == counted
+    note = " ".join(other_family_note(str(model_dir), tmp_path / "data_report.json", 512, settings))
+    assert f"visual tokens per image: {counted} " in note

@@ -130,7 +130,8 @@ def compile_plan(
     warnings += vision_notes(shape)
     if shape.extra.get("vision_model_type"):  # a VLM: the visual tokens each image adds
         warnings += visual_token_note(model_path, spec.model.vision)
-        warnings += other_family_note(model_path, run.data_report, spec.training.max_length)  # not the Qwen rule
+        image_processor = spec.model.vision.image_processor if spec.model.vision is not None else None
+        warnings += other_family_note(model_path, run.data_report, spec.training.max_length, image_processor)
     if shape.extra.get("vit_shape"):
         warnings += (
             vit_note(vit, base.seqs_per_example, choice.memory.vision_activations / GIB)

@@ -159,7 +159,9 @@ def _images_section(path: Path) -> dict[str, Any] | None:
     return images if isinstance(images, dict) and all(k in images for k in needed) else None
 
 
-def other_family_note(model_path: str | None, data_report: Path, max_length: int) -> list[str]:
+def other_family_note(
+    model_path: str | None, data_report: Path, max_length: int, image_processor: dict[str, Any] | None = None
+) -> list[str]:
     """The plan's line on visual tokens for a VLM the Qwen2-VL rule does not cover (no VisualPlan): a
     fixed count per image where the family has one (LLaVA, Gemma 3: tokens.fixed_tokens_per_image),
     else the data report's figure, else the command that gives it. The data stage counts them all
@@ -168,7 +170,7 @@ def other_family_note(model_path: str | None, data_report: Path, max_length: int
         return []
     images = _images_section(data_report)
     rows = (images or {}).get("visual_tokens_per_row")
-    fixed = fixed_tokens_per_image(model_path)
+    fixed = fixed_tokens_per_image(model_path, image_processor)  # model.vision.image_processor over the folder's
     if rows:
         return [
             f"visual tokens per row: mean {rows['mean']}, max {rows['max']} (data report {data_report}, counted with "

@@ -102,12 +102,14 @@ def settings_of(model_dir: str | Path | None) -> VisualSettings | None:
 FIXED_TYPES = ("llava", "gemma3")
 
 
-def fixed_tokens_per_image(model_dir: str | Path | None) -> int | None:
+def fixed_tokens_per_image(model_dir: str | Path | None, overrides: dict[str, Any] | None = None) -> int | None:
     """Visual tokens per image for a family whose processor repeats its image token a fixed number of
     times (LLaVA: ``(crop / patch_size)^2 + num_additional_image_tokens``, less one CLS under the
     "default" feature strategy, as LlavaProcessor counts; Gemma 3: ``image_seq_length``, the config's
     mm_tokens_per_image); None for other families (their count depends on the image's size: the data
-    stage measures it with the processor, rmspec.vision.measured) or a folder without the settings."""
+    stage measures it with the processor, rmspec.vision.measured) or a folder without the settings.
+    ``overrides``: model.vision.image_processor, over the folder's image processor settings as the
+    processor loads them."""
     if model_dir is None:
         return None
     folder = Path(model_dir)
@@ -126,6 +128,7 @@ def fixed_tokens_per_image(model_dir: str | Path | None) -> int | None:
             image = json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+    image = {**image, **(overrides or {})}
     crop = image.get("crop_size") or image.get("size") or {}
     height = crop.get("height") or crop.get("shortest_edge")
     width = crop.get("width") or crop.get("shortest_edge")
