@@ -35,8 +35,8 @@ from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.invariants import checked
 from rmspec.plan.liger import installed_model_types, liger_decision
-from rmspec.plan.memory import GIB, TrainingShape, lora_parameters
-from rmspec.plan.model_shape import ModelShape, shape_from_config, vision_notes
+from rmspec.plan.memory import TrainingShape, lora_parameters
+from rmspec.plan.model_shape import ModelShape, shape_from_config
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import OFF, SHARED_PREFIX, plan_packing
 from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
@@ -44,10 +44,17 @@ from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths,
 from rmspec.plan.shape_source import resolve_shape
 from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory
-from rmspec.plan.vision import VisualPlan, other_family_note, visual_plan
-from rmspec.plan.vision_vit import vit_images, vit_note
+from rmspec.plan.vision import VisualPlan
+from rmspec.plan.vision_steps import (
+    frozen_vision,
+    qwen_visual_plan,
+    vision_section,
+    vision_warnings,
+    vit_plan,
+    with_visual_tokens,
+)
 from rmspec.rundir import RunDir
-from rmspec.vision.shapes import packing_refusal, visual_token_note
+from rmspec.vision.shapes import packing_refusal
 
 LORA_ROLES = {
     "q_proj": "q",
@@ -102,43 +109,17 @@ def compile_plan(
     attn, attn_reason = _attention(spec.model.attn_implementation)
     seqs = _sequences(loaded, declared, shape, attn, sft)
     run = RunDir(run_dir_of(spec))
-    visual = (  # a VLM: visual tokens per row (the data's where its report exists) and the tower's patches
-        visual_plan(
-            model_path, spec.model.vision, run.data_report, spec.training.max_length, spec.model.lora is not None
-        )
-        if shape.extra.get("vision_model_type")
-        else None
-    )
-    seqs = _with_visual_tokens(seqs, visual)
-    base = _training_shape(spec, declared, seqs, sft, precision, attn, visual, _frozen_vision(spec, shape))
-    vit = (  # LLaVA, Gemma 3, Idefics3, ...: tower-size images per example (rmspec.plan.vision_vit)
-        vit_images(
-            model_path,
-            str(shape.extra["vision_model_type"]),
-            run.data_report,
-            spec.model.vision,
-            spec.model.lora is not None,
-        )
-        if shape.extra.get("vit_shape")
-        else None
-    )
+    visual = qwen_visual_plan(spec, shape, model_path, run.data_report)  # a Qwen2-VL family VLM, else None
+    seqs = with_visual_tokens(seqs, visual)
+    base = _training_shape(spec, declared, seqs, sft, precision, attn, visual, frozen_vision(spec, shape))
+    vit = vit_plan(spec, shape, model_path, run.data_report)  # LLaVA, Gemma 3, Idefics3, ...: else None
     if vit is not None:
         base = replace(base, vision_tiles=vit.tiles(base.seqs_per_example), vision_tower_trained=vit.tower_trained)
     choice = _fit(spec.training, shape, base, hw, spec.model.lora is not None, seqs)
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
-    warnings += vision_notes(shape)
-    if shape.extra.get("vision_model_type"):  # a VLM: the visual tokens each image adds
-        warnings += visual_token_note(model_path, spec.model.vision)
-        image_processor = spec.model.vision.image_processor if spec.model.vision is not None else None
-        warnings += other_family_note(model_path, run.data_report, spec.training.max_length, image_processor)
-    if shape.extra.get("vit_shape"):
-        warnings += (
-            vit_note(vit, base.seqs_per_example, choice.memory.vision_activations / GIB)
-            if vit
-            else ["vision tower activations not counted: the model folder has no image processor settings"]
-        )
-    vision = _vision_section(visual, base, choice)
+    warnings += vision_warnings(spec, shape, model_path, run.data_report, vit, base, choice.memory)
+    vision = vision_section(visual, base, choice.memory)
     refuse_vllm_on_cpu(spec, hw.is_gpu)
     warnings += grpo_notes(
         spec, shape, precision.compute, choice.micro_batch, hw.num_processes, choice.memory.total, hw.usable_gb
@@ -237,29 +218,6 @@ def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool) -> Seq
     return Sequences(lists, n_list, list_how, packing, packing_reason, *lengths)
 
 
-def _with_visual_tokens(seqs: Sequences, visual: VisualPlan | None) -> Sequences:
-    """Packed rows' expected lengths (time only) with the images' mean visual tokens: the sampled text
-    read each image as its placeholder; once per packed row, once per side unpacked. The row bound for
-    memory needs nothing: P + C <= max_length counts them already (rmspec.data.tokenize)."""
-    if visual is None or not seqs.packed or seqs.row_tokens is None or seqs.pair_tokens is None:
-        return seqs
-    extra = round(visual.mean_tokens_per_row)
-    return replace(
-        seqs,
-        row_tokens=seqs.row_tokens + extra,
-        pair_tokens=seqs.pair_tokens + 2 * extra,
-        packed_how=f"{seqs.packed_how} + {extra} visual tokens per copy of the row's images",
-    )
-
-
-def _frozen_vision(spec, shape: ModelShape) -> int:
-    """Parameters model.vision.freeze keeps at their loaded weights (rmspec.vision.shapes counts the parts)."""
-    freeze = set(spec.model.vision.freeze) if spec.model.vision is not None else set()
-    projector = shape.extra.get("vision_projector_parameters", 0)
-    tower = shape.extra.get("vision_tower_part_parameters", 0)  # LLaVA-OneVision's image_newline is in neither
-    return (tower if "vision_tower" in freeze else 0) + (projector if "projector" in freeze else 0)
-
-
 def _training_shape(
     spec,
     declared,
@@ -293,14 +251,6 @@ def _training_shape(
         vision_projector_trained=visual.projector_trained if visual else True,
         vision_frozen_parameters=frozen_vision,
     )
-
-
-def _vision_section(visual: VisualPlan | None, base: TrainingShape, choice) -> dict | None:
-    """plan.json's vision section (rendered as the plan's images line) for a VLM with known processor settings."""
-    if visual is None:
-        return None
-    section = visual.to_json(base.seqs_per_example, round(choice.memory.vision_activations / GIB, 3))
-    return {**section, "frozen_parameters": base.vision_frozen_parameters}
 
 
 def _fit(training, shape: ModelShape, base: TrainingShape, hw, has_lora: bool, seqs: Sequences):
