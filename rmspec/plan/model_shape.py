@@ -237,7 +237,7 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
     extra: dict[str, Any] = {"vision_parameters": vision} if vision else {}
     if isinstance(config.get("vision_config"), dict):  # a VLM: its type decides prompt-once packing
         extra["vision_model_type"] = str(config.get("model_type", ""))
-        parts = vision_part_parameters(config)  # the parts model.vision.freeze names (compile._frozen_vision)
+        parts = vision_part_parameters(config)  # the parts model.vision.freeze names (plan.vision_steps.frozen_vision)
         if parts is not None:
             extra["vision_tower_part_parameters"], extra["vision_projector_parameters"] = parts
         tower = vision_shape(config)  # sizes the tower's activations (rmspec.plan.memory)
