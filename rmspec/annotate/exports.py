@@ -112,7 +112,11 @@ def _json_task(row: dict[str, Any]) -> Task:
         task.error = f"task {row.get('id')}: meta is a {type(meta).__name__}, expected an object"
         return task
     task = _task(row.get("id"), row["data"], meta)
-    for ann in row.get("annotations") or []:
+    annotations = row.get("annotations") or []
+    if not isinstance(annotations, list):  # found by tests/fuzz: a number or true where the list belongs
+        task.error = f"task {row.get('id')}: annotations is a {type(annotations).__name__}, expected a list"
+        return task
+    for ann in annotations:
         if not isinstance(ann, dict):
             task.annotations.append(Annotation("?", error="annotation is not an object"))
             continue
