@@ -289,12 +289,12 @@ def test_check_starts_the_engine_on_the_runs_held_out_rows(runs):
 def test_check_in_bfloat16_states_its_tolerance_and_measures_the_difference(runs):
     """--dtype bfloat16 on this CPU engine (it has avx512_bf16): vLLM in bfloat16 against rmspec score in
     float32, 8 rows, the relative rule (0.15 x the rows' largest |reward|). bfloat16 really moves the
-    rewards (more than float32's 1e-4) and stays within the stated bound."""
+    rewards (more than float32's 1e-4) and stays within the stated bound. On a CPU without native bfloat16
+    the same command is refused, exit 2, with the reason (and no engine starts)."""
     from rmspec.export.check_dtype import BF16_RELATIVE, bf16_refusal, cpu_flags
 
-    if bf16_refusal(cpu_flags()) is not None:
-        pytest.skip("this CPU has no native bfloat16: --dtype bfloat16 is refused on a CPU engine")
     r = runs["qwen2_chatml"]
+    refusal = bf16_refusal(cpu_flags())
     done = rmspec(
         "export",
         str(r.run),
@@ -310,6 +310,10 @@ def test_check_in_bfloat16_states_its_tolerance_and_measures_the_difference(runs
         "--vllm-python",
         VLLM_PYTHON,
     )
+    if refusal is not None:  # this CPU: refused before any engine, saying why
+        assert done.returncode == 2, done.stdout + done.stderr[-3000:]
+        assert "bfloat16" in done.stderr and "Traceback" not in done.stderr
+        return
     report = json.loads((r.run / "export_vllm_check.json").read_text())
     print(json.dumps({k: v for k, v in report.items() if k not in ("vllm", "rows_used")}, indent=1))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]

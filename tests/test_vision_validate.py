@@ -111,8 +111,7 @@ def test_an_image_preset_with_an_option_that_refuses_images_names_the_option(tmp
     """rlaif-v gives pairs, so Bradley-Terry trains on it; sft_weight is an option whose term reads no images
     (the declaration says why; other options of the same approach are accepted)."""
     why = declared_refusal("bradley_terry", sft_weight=0.5)
-    if why is None:
-        pytest.skip("bradley_terry's sft_weight trains on images now: no option of it refuses them")
+    assert why is not None  # sft_weight stays refused (if it learns images, pick another refused option here)
     data = "  source: {kind: files, paths: [rlaif.parquet]}\n  mapping: {preset: rlaif-v}\n"
     spec = write(tmp_path, data, "  kind: bradley_terry\n  sft_weight: 0.5\n")
     with pytest.raises(SpecError) as caught:
