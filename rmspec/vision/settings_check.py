@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import SpecError, SpecIssue
+from rmspec.spec.base import Problem
 
 #: The families whose image processors take min_pixels / max_pixels (smart_resize by pixel count).
 PIXEL_BOUND_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
@@ -29,8 +30,6 @@ RULE_SETTINGS = ("size", "patch_size", "merge_size", "temporal_patch_size")
 FILES = ("config.json", "preprocessor_config.json", "processor_config.json")
 #: Saved keys that are not settings a user tunes.
 NOT_SETTINGS = ("image_processor_type", "processor_class", "_processor_class", "auto_map")
-
-Problem = tuple[tuple[str, ...], str, str]
 
 
 def _read(path: Path) -> dict[str, Any]:
