@@ -8,7 +8,7 @@ from typing import Any
 
 from rmspec.errors import RmspecError
 from rmspec.evaluate.excerpts import prompt_excerpt
-from rmspec.spec.scorer_kind import ScorerKind
+from rmspec.inference import scorers
 
 SIDES = ("chosen", "rejected")
 
@@ -36,7 +36,9 @@ def validation_rows(validation: Iterable[dict[str, Any]], engine: Any) -> list[d
     encoded: list[Any] = [Encoded(r["chosen_input_ids"], r.get("chosen_token_type_ids")) for r in rows] + [
         Encoded(r["rejected_input_ids"], r.get("rejected_token_type_ids")) for r in rows
     ]
-    if getattr(engine, "kind", None) == ScorerKind.VISION_REWARD:  # each side read with the row's images
+    if (
+        getattr(engine, "kind", None) is not None and scorers.of(engine).reads_images
+    ):  # a VLM: each side read with the row's images
         from rmspec.inference.scorers.vision_reward import VisionInput
 
         encoded = [VisionInput("", list(r.get("images") or []), r[f"{side}_input_ids"]) for side in SIDES for r in rows]

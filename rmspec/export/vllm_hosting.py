@@ -127,7 +127,7 @@ def hosting(run: Path, scorer: Any) -> Hosting:
             "vLLM's step-pooling layout (Qwen2ForProcessRewardModel: a step tag id and two returned token ids)",
             serve_hint,
         )
-    if kind.kind == "vision_reward":
+    if kind.reads_images:  # a vision-language reward model
         raise refuse(
             run,
             architecture,
