@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmspec.data.fit import CUT_PROMPT, DROP, fit
+from rmspec.data.conversations import tokenize_conversations
+from rmspec.data.fit import CUT_PROMPT, fit
 from rmspec.data.layout import PAIR, Layout
 from rmspec.data.ranked import ranked_columns, tokenize_ranked
 from rmspec.data.tool_store import restored_batch
@@ -155,7 +156,7 @@ class TokenizeStage:
             return self._pointwise(batch)
         if self.approach == RowKind.LIST:
             return tokenize_ranked(self, batch)
-        return self._generative(batch)
+        return tokenize_conversations(self, batch)
 
     def _steps(self, batch: dict[str, list]) -> dict[str, list]:
         from rmspec.data.steps import StepTokenizeStage
@@ -337,96 +338,4 @@ class TokenizeStage:
                 out["prompt"][i] = self._decode(f.head + f.prompt)
             if len(f.body) < len(s.body):
                 batch["response"][i] = self._decode(f.body)
-        return {**batch, **out}
-
-    def _conversation_visual(self, batch: dict[str, list], conversations: dict[int, list[int]]) -> dict[int, int]:
-        """Per live conversation with images: the positions its images add beyond their placeholders (a
-        judge's images sit before its reply); a row an image of which the processor refuses is rejected."""
-        if self.visual is None or "images" not in batch:
-            return {}
-        from rmspec.vision.tokens import extra_positions
-
-        rows = [i for i in conversations if batch["images"][i]]
-        extra, refused = extra_positions(
-            self.visual,
-            [self._decode(conversations[i]) for i in rows],
-            [len(conversations[i]) for i in rows],
-            [batch["images"][i] for i in rows],
-            self.layout.encode,
-        )
-        for k, exc in refused.items():
-            self._reject(batch, rows[k], f"image_{exc.reason}", exc.detail)
-        return {i: n for k, (i, n) in enumerate(zip(rows, extra)) if k not in refused}
-
-    def _generative(self, batch: dict[str, list]) -> dict[str, list]:
-        n = len(batch["id"])
-        out: dict[str, list] = {
-            "input_ids": [[] for _ in range(n)],
-            "labels": [[] for _ in range(n)],
-            "total_tokens": [0] * n,
-            "truncated": [False] * n,
-        }
-        turned = {i: self.layout.turns(batch["messages"][i]) for i in range(n) if not batch["reject_reason"][i]}
-        visual = self._conversation_visual(
-            batch, {i: [t for p in turns.pieces for t in p] for i, turns in turned.items()}
-        )
-        for i, turns in turned.items():
-            if batch["reject_reason"][i]:  # an image the processor refuses
-                continue
-            ids, labels = [], []
-            for piece, learn in zip(turns.pieces, turns.learn):
-                ids += piece
-                labels += piece if learn else [-100] * len(piece)
-            # The last exchange (the final assistant header and reply) is what must survive a cut.
-            last_header = len(ids) - len(turns.pieces[-1]) - (len(turns.pieces[-2]) if len(turns.pieces) > 1 else 0)
-            v = visual.get(i, 0)  # the images' visual tokens count against max_length too
-            limit = self.max_tokens - v
-            out["total_tokens"][i] = len(ids) + v
-            if len(ids) > limit:
-                over = len(ids) - limit
-                head = 0
-                while head < len(ids) and ids[head] in self.layout.special_ids:
-                    head += 1
-                if self.policy == DROP:
-                    self._reject(batch, i, "too_long", self._over(f"{len(ids) + v} tokens > max {self.max_tokens}", v))
-                    continue
-                if self.policy == CUT_PROMPT:
-                    if over > last_header - head:
-                        needs = len(ids) - last_header + head
-                        self._reject(
-                            batch,
-                            i,
-                            "response_too_long",
-                            self._over(f"the final reply needs {needs} tokens > max {self.max_tokens}", v),
-                        )
-                        continue
-                    cut = ids[:head] + ids[head + over :]
-                    if v and self._decode(cut).count(IMAGE_PLACEHOLDER) < self._decode(ids).count(IMAGE_PLACEHOLDER):
-                        self._reject(
-                            batch,
-                            i,
-                            "image_cut",
-                            f"fitting max {self.max_tokens} ({v} of them the images' visual tokens) cuts an image "
-                            "from the conversation: raise training.max_length or lower model.vision.max_pixels",
-                        )
-                        continue
-                    ids, labels = ids[:head] + ids[head + over :], labels[:head] + labels[head + over :]
-                else:
-                    reply = turns.pieces[-1]
-                    keep_tail = 0
-                    while keep_tail < len(reply) and reply[len(reply) - 1 - keep_tail] in self.layout.special_ids:
-                        keep_tail += 1
-                    if over >= len(reply) - keep_tail:
-                        self._reject(
-                            batch,
-                            i,
-                            "prompt_too_long",
-                            self._over(f"the conversation before the reply fills max {self.max_tokens}", v),
-                        )
-                        continue
-                    end = len(ids) - keep_tail
-                    ids = ids[: end - over] + ids[end:]
-                    labels = labels[: end - over] + labels[end:]
-                out["truncated"][i] = True
-            out["input_ids"][i], out["labels"][i] = ids, labels
         return {**batch, **out}
