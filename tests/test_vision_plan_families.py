@@ -11,7 +11,7 @@ projector bias, SigLIP's pooling head, another pixel-shuffle factor, a deeper to
 parameter count must hold the vision count on top of the language model's, and a frozen part must
 leave the trainable count by exactly what rmspec.vision.freeze freezes on the real model.
 
-The towers' activations (rmspec.vision.shapes.vit_saved_bytes, not yet in the plan's memory) are
+The towers' activations (rmspec.vision.vit_shapes.vit_saved_bytes) are
 checked against the tensors the tower's forward really keeps for backward, counted with
 torch.autograd.graph.saved_tensors_hooks (distinct storages, parameters excluded), within 2%
 (exact on these shapes).
@@ -25,15 +25,9 @@ import pytest
 
 from helpers.runs import rmspec
 from rmspec.plan.model_shape import shape_from_config
-from rmspec.vision.shapes import (
-    loose_vision_parameters,
-    most_tiles_per_image,
-    vision_part_parameters,
-    vision_tower_parameters,
-    vit_saved_bytes,
-    vit_shape,
-)
+from rmspec.vision.shapes import loose_vision_parameters, vision_part_parameters, vision_tower_parameters
 from rmspec.vision.tiny_families import FAMILIES
+from rmspec.vision.vit_shapes import most_tiles_per_image, vit_saved_bytes, vit_shape
 
 TOWERS = ("vision_tower", "vision_model")
 PROJECTORS = ("multi_modal_projector", "connector")
@@ -244,7 +238,7 @@ def test_the_plan_sizes_the_towers_activations(tmp_path, family, tiles, report):
     tiles each picture becomes (checked above against the processor); a frozen tower adds nothing."""
     import re
 
-    from rmspec.vision.shapes import vit_saved_bytes, vit_shape
+    from rmspec.vision.vit_shapes import vit_saved_bytes, vit_shape
 
     config, processor = FAMILIES[family]()
     for key, value in BIG_TOWER.items():  # a tower large enough to show in GB; the plan reads config.json only

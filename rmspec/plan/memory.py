@@ -17,14 +17,8 @@ from dataclasses import dataclass, field, replace
 
 from rmspec.plan.model_shape import ModelShape
 from rmspec.plan.optimizer_state import bytes_per_element, state_bytes, vector_state_bytes
-from rmspec.vision.shapes import (
-    VisionShape,
-    VitShape,
-    block_bytes_per_patch,
-    saved_bytes_per_patch,
-    vit_block_bytes_per_position,
-    vit_saved_bytes,
-)
+from rmspec.vision.shapes import VisionShape, block_bytes_per_patch, saved_bytes_per_patch
+from rmspec.vision.vit_shapes import VitShape, vit_block_bytes_per_position, vit_saved_bytes
 
 GIB = 1024**3
 

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.vision.shapes import vision_part_parameters, vision_shape, vision_tower_parameters, vit_shape
+from rmspec.vision.shapes import vision_part_parameters, vision_shape, vision_tower_parameters
+from rmspec.vision.vit_shapes import vit_shape
 
 # model_type -> facts a config.json leaves implicit (class defaults in transformers).
 FAMILIES: dict[str, dict[str, Any]] = {

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmspec.vision.shapes import vit_tiles_per_image
+from rmspec.vision.vit_shapes import vit_tiles_per_image
 
 
 @dataclass(frozen=True)
