@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import math
 import random
-from pathlib import Path
 from typing import Any
 
-from rmspec import approaches
+from rmspec.data.image_column import row_images
 from rmspec.data.records import Reject
 from rmspec.data.row_values import conversation_pair, hh_turns, messages, number, required, split_hh, text
 from rmspec.data.steps import steps_record
 from rmspec.errors import DataError
 from rmspec.spec import presets
-from rmspec.spec.image_rules import how_to_train_on_images
 from rmspec.spec.row_kinds import RowKind
 from rmspec.vision.images import ImageReject
-from rmspec.vision.rows import ImageSettings, RowImages
+from rmspec.vision.rows import RowImages
 
 # How each process preset writes its step labels (rmspec.data.steps reads them): bools by default.
 STEP_LABELS = {"math-shepherd": "marked_text", "processbench": "first_error"}
@@ -65,26 +63,12 @@ class RowMapper:
                 self.cols[field] = field
         self.attributes = approach.score_attributes
         self._check(columns)
-        # Images (rmspec.vision.rows): read and checked before the row is mapped; relative paths
-        # resolve against the data file's folder; a bad image rejects the row at its file:line.
-        # `image_options` is the spec's data.images (None: the defaults; downloads off).
+        # Images: read and checked before the row is mapped (rmspec.data.image_column).
         self.data_files = data_files or []
         self.images: RowImages | None = None
         if "images" in self.cols:
-            # validate refuses a mapped or preset images column (rmspec.spec.image_rules); this is the
-            # backstop for an `images` column found in the data itself.
-            refusal = approaches.get(approach.kind).image_refusal(approach)
-            if refusal is not None:
-                raise DataError(
-                    f"{where}: the data has images (column {self.cols['images']!r}), but {refusal}",
-                    f"{how_to_train_on_images(approach)}; or map the data without its images",
-                )
-            settings = ImageSettings.of(
-                image_options,
-                base_dir=str(Path(self.data_files[0]).parent) if self.data_files else None,
-                images_first=bool(self.layout and self.layout.images_first),
-            )
-            self.images = RowImages(self.cols["images"], settings)
+            images_first = bool(self.layout and self.layout.images_first)
+            self.images = row_images(where, self.cols["images"], approach, image_options, self.data_files, images_first)
 
     # ------------------------------------------------------------ up-front checks
 
