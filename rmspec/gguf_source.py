@@ -54,12 +54,21 @@ PACKAGED_GGUF = {
     ),
 }
 
-# general.file_type (llama.cpp's LlamaFileType) -> the quantisation's name
-FILE_TYPES = {
-    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
-    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
-    19: "IQ2_XXS", 20: "IQ2_XS", 24: "IQ1_S", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16",
+# general.file_type (llama.cpp's LlamaFileType, gguf.LlamaFileType) -> (the quantisation's name, its bit width:
+# the bits each weight has of its own in its main tensor type, scales apart: IQ3_XS 3, TQ1_0 1, MXFP4_MOE 4).
+# A table, not an import: the light side never imports the `gguf` package. tests/test_gguf_types.py holds it
+# to the installed package's enum (every file type it defines, the same names, and each width computed from
+# gguf.GGML_QUANT_SIZES), so a type the package adds fails that test until it is here.
+FILE_TYPES: dict[int, tuple[str, int]] = {
+    0: ("F32", 32), 1: ("F16", 16), 2: ("Q4_0", 4), 3: ("Q4_1", 4), 7: ("Q8_0", 8), 8: ("Q5_0", 5),
+    9: ("Q5_1", 5), 10: ("Q2_K", 2), 11: ("Q3_K_S", 3), 12: ("Q3_K_M", 3), 13: ("Q3_K_L", 3), 14: ("Q4_K_S", 4),
+    15: ("Q4_K_M", 4), 16: ("Q5_K_S", 5), 17: ("Q5_K_M", 5), 18: ("Q6_K", 6), 19: ("IQ2_XXS", 2),
+    20: ("IQ2_XS", 2), 21: ("Q2_K_S", 2), 22: ("IQ3_XS", 3), 23: ("IQ3_XXS", 3), 24: ("IQ1_S", 1),
+    25: ("IQ4_NL", 4), 26: ("IQ3_S", 3), 27: ("IQ3_M", 3), 28: ("IQ2_S", 2), 29: ("IQ2_M", 2), 30: ("IQ4_XS", 4),
+    31: ("IQ1_M", 1), 32: ("BF16", 16), 36: ("TQ1_0", 1), 37: ("TQ2_0", 2), 38: ("MXFP4_MOE", 4),
+    39: ("NVFP4", 4), 40: ("Q1_0", 1),
 }  # fmt: skip
+_WIDTHS = dict(FILE_TYPES.values())
 
 
 @dataclass(frozen=True)
@@ -205,14 +214,15 @@ def read_header(path: Path) -> tuple[dict[str, Any], list[str]]:
 def quantisation(meta: dict[str, Any]) -> str:
     """The quantisation's name (Q4_1, Q8_0, F16, ...) from general.file_type."""
     file_type = meta.get("general.file_type")
-    return FILE_TYPES.get(file_type, f"file_type {file_type}") if file_type is not None else "unknown"
+    if file_type is None:
+        return "unknown"
+    known = FILE_TYPES.get(file_type)
+    return known[0] if known else f"file_type {file_type}"
 
 
 def bits(name: str) -> int | None:
-    """Bits per weight of the quantisation's name (Q4_1: 4, F16: 16), None when it does not say."""
-    head = name.lstrip("IQ") if name.startswith(("Q", "IQ")) else name.lstrip("BF")
-    digits = "".join(c for c in head.split("_")[0] if c.isdigit())
-    return int(digits) if digits else None
+    """Bit width of a quantisation FILE_TYPES names (Q4_1: 4, IQ2_M: 2, F16: 16), None for any other name."""
+    return _WIDTHS.get(name)
 
 
 def config_from_header(meta: dict[str, Any], tensors: list[str]) -> dict[str, Any]:
