@@ -22,6 +22,7 @@ import os
 from typing import Any
 
 from rmspec.approaches.base import Approach
+from rmspec.plugin_clash import refuse_clash
 from rmspec.spec.choices import unknown_choice
 from rmspec.spec.root import use_sections
 
@@ -36,9 +37,17 @@ MODULES = (
 )
 
 _registry: dict[str, Approach] = {}
+_homes: dict[str, str] = {}  # an approach's name -> the module that declares it (a clash names both)
+
+
+def _add(approach: Approach, module: str, where: str = "") -> None:
+    refuse_clash("approach", approach.name, _homes.get(approach.name), module, where)
+    _registry[approach.name] = approach
+    _homes[approach.name] = module
+
+
 for _module in MODULES:
-    _approach = importlib.import_module(f"rmspec.approaches.{_module}").APPROACH
-    _registry[_approach.name] = _approach
+    _add(importlib.import_module(f"rmspec.approaches.{_module}").APPROACH, f"rmspec.approaches.{_module}")
 
 # Approaches from outside rmspec, each a module that defines `APPROACH`: the entry points of the
 # `rmspec.approaches` group (installed packages), then RMSPEC_APPROACHES="package.module,..." (modules
@@ -71,7 +80,7 @@ def _load_plugins() -> None:
                 "name importable modules that define APPROACH (an rmspec.approaches.base.Approach)"
                 + (", comma-separated" if where == PLUGINS_ENV else "; or uninstall the package that declares it"),
             ) from None
-        _registry[approach.name] = approach
+        _add(approach, module.strip(), where)  # a shipped approach's name: exit 2 naming both modules
 
 
 def names() -> tuple[str, ...]:
@@ -93,12 +102,14 @@ def of(spec: Any) -> Approach:
 
 def register(approach: Approach) -> None:
     """Add an approach at run time (a test, a notebook); shipped approaches are the MODULES lines,
-    installed ones the entry points. The spec's `approach:` union then accepts its section."""
-    _registry[approach.name] = approach
+    installed ones the entry points. The spec's `approach:` union then accepts its section. A name
+    another module already gives is refused (rmspec.plugin_clash.RegistryClash)."""
+    _add(approach, type(approach).__module__)
     use_sections([a.section for a in _registry.values()])
 
 
 def unregister(name: str) -> None:
+    _homes.pop(name, None)
     if _registry.pop(name, None) is not None:
         use_sections([a.section for a in _registry.values()])
 

@@ -33,7 +33,12 @@ def get(kind: str) -> BenchmarkKind:
 def register(info: BenchmarkInfo, kind: BenchmarkKind) -> None:
     """Add a kind at run time: the one line a benchmark kind from outside rmspec (a plugin, a test's
     module) needs; shipped kinds are the catalogue's lines. The spec's `eval.benchmarks[].kind` and
-    `rmspec eval --benchmark` accept it from then on."""
+    `rmspec eval --benchmark` accept it from then on. A name the catalogue already gives another module
+    is refused (rmspec.plugin_clash.RegistryClash, naming both modules)."""
+    from rmspec.plugin_clash import refuse_clash
+
+    known = CATALOGUE.get(info.name)
+    refuse_clash("benchmark kind", info.name, known.module if known else None, info.module)
     CATALOGUE[info.name] = info
     _loaded[info.name] = kind
     _spec_follows()

@@ -38,9 +38,13 @@ _MODULES: dict[str, str] = {kind: f"rmspec.composite.components.{kind}" for kind
 
 
 def register(module: str) -> str:
-    """Add the component kind `module` defines (its `SETTINGS` and `build`); returns the kind."""
+    """Add the component kind `module` defines (its `SETTINGS` and `build`); returns the kind. A kind
+    another module already computes (a shipped one included) is refused (rmspec.plugin_clash)."""
+    from rmspec.plugin_clash import refuse_clash
+
     settings = importlib.import_module(module).SETTINGS
     kind = kind_of(settings)
+    refuse_clash("reward component kind", kind, _MODULES.get(kind), module)
     _MODULES[kind] = module
     use_components([s for s in COMPONENT_SETTINGS if kind_of(s) != kind] + [settings])
     return kind

@@ -40,6 +40,7 @@ ENTRY_POINTS = "rmspec.scorers"
 
 _loaded: dict[str, ScorerType] = {}
 _outside: dict[str, ScorerType] = {}  # registered from outside rmspec: asked before the shipped kinds
+_outside_homes: dict[str, str] = {}  # their modules (a clash names both)
 _plugins_read = False
 
 
@@ -71,13 +72,25 @@ def of(engine: Any) -> ScorerType:
     return get(str(engine.kind))
 
 
-def register(kind: ScorerType) -> None:
-    """Add a kind from outside rmspec; it is asked before the shipped ones whether it claims a model."""
-    _outside[kind.kind] = kind
+def register(kind: ScorerType, module: str | None = None, where: str = "") -> None:
+    """Add a kind from outside rmspec; it is asked before the shipped ones whether it claims a model.
+    A name a shipped kind or another module already has is refused (rmspec.plugin_clash.RegistryClash,
+    exit 2 naming both modules): `module` (default: the kind's class's) declares it, at `where`."""
+    from rmspec.plugin_clash import refuse_clash
+
+    name = str(kind.kind)
+    module = module or type(kind).__module__
+    registered = KINDS[name][0] if name in KINDS else _outside_homes.get(name)
+    refuse_clash("scorer kind", name, registered, module, where)
+    if name in KINDS:
+        return  # the shipped kind's own module: it is registered already
+    _outside[name] = kind
+    _outside_homes[name] = module
 
 
 def unregister(name: str) -> None:
     _outside.pop(name, None)
+    _outside_homes.pop(name, None)
 
 
 def load(
@@ -112,8 +125,8 @@ def _read_plugins() -> None:
         return
     _plugins_read = True
     for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        register(importlib.import_module(module).KIND)
+        register(importlib.import_module(module).KIND, module, PLUGINS_ENV)
     from importlib.metadata import entry_points
 
     for point in entry_points(group=ENTRY_POINTS):
-        register(point.load())
+        register(point.load(), point.module, f"entry point {point.name!r} of group {ENTRY_POINTS}")
