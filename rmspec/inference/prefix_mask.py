@@ -136,22 +136,32 @@ def pack_groups(
     return PackedRows(ids, pos, grp, br, ends)
 
 
-def allowed(rows: PackedRows, sliding_window: int | None = None) -> torch.Tensor:
-    """[rows, 1, width, width] bool: query i may attend key j.
+def allowed(
+    rows: PackedRows,
+    sliding_window: int | None = None,
+    *,
+    queries: torch.Tensor | None = None,
+    keys: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """[rows, 1, queries, keys] bool: query i may attend key j (every column of the row by default).
 
     Same group, j not after i, and j on the prefix or on i's own response; within the window
     (counted in positions) where one applies. Padding attends itself only, so no softmax row is
-    empty (its output is never read).
+    empty (its output is never read). ``queries`` and ``keys`` (column indices) give a slice of
+    the mask without building the whole: context parallelism (rmspec.train.context_parallel)
+    asks for one rank's queries against the gathered keys, in the gathered order.
     """
-    g, b, p = rows.group, rows.branch, rows.position_ids
-    width = g.shape[1]
-    idx = torch.arange(width, device=g.device)
-    ok = (g[:, :, None] == g[:, None, :]) & (g[:, :, None] >= 0)
-    ok &= idx[None, :, None] >= idx[None, None, :]
-    ok &= (b[:, None, :] == 0) | (b[:, :, None] == b[:, None, :])
+    width = rows.group.shape[1]
+    qi = torch.arange(width, device=rows.group.device) if queries is None else queries.to(rows.group.device)
+    ki = torch.arange(width, device=rows.group.device) if keys is None else keys.to(rows.group.device)
+    gq, bq, pq = rows.group[:, qi], rows.branch[:, qi], rows.position_ids[:, qi]
+    gk, bk, pk = rows.group[:, ki], rows.branch[:, ki], rows.position_ids[:, ki]
+    ok = (gq[:, :, None] == gk[:, None, :]) & (gq[:, :, None] >= 0)
+    ok &= qi[None, :, None] >= ki[None, None, :]
+    ok &= (bk[:, None, :] == 0) | (bq[:, :, None] == bk[:, None, :])
     if sliding_window:
-        ok &= (p[:, :, None] - p[:, None, :]) < sliding_window
-    ok |= torch.eye(width, dtype=torch.bool, device=g.device)[None]
+        ok &= (pq[:, :, None] - pk[:, None, :]) < sliding_window
+    ok |= (qi[:, None] == ki[None, :])[None]
     return ok[:, None]
 
 
@@ -202,19 +212,30 @@ def model_masks(config: Any, rows: PackedRows, dtype: torch.dtype) -> torch.Tens
     model mixes full and sliding-window layers (the dict masking_utils' callers accept)."""
     check_packable(config)
     impl = attention_implementation(config)
+    masks = allowed_by_layer_type(config, rows)
+    if isinstance(masks, dict):
+        return {kind: _as_mask(ok, impl, dtype) for kind, ok in masks.items()}
+    return _as_mask(masks, impl, dtype)
+
+
+def allowed_by_layer_type(
+    config: Any, rows: PackedRows, *, queries: torch.Tensor | None = None, keys: torch.Tensor | None = None
+) -> torch.Tensor | dict[str, torch.Tensor]:
+    """The bool mask of ``allowed``, or one per layer type where the model mixes full and
+    sliding-window layers (sliced by ``queries`` and ``keys`` as ``allowed`` is)."""
     window = getattr(config, "sliding_window", None)
     layer_types = getattr(config, "layer_types", None)
     if layer_types:
         kinds = set(layer_types)
         if kinds <= {"full_attention"}:
-            return _as_mask(allowed(rows), impl, dtype)
+            return allowed(rows, queries=queries, keys=keys)
         if not kinds <= {"full_attention", "sliding_attention"}:
             raise NotPackable(f"layer types {sorted(kinds)} (only full and sliding-window attention are packed)")
         return {
-            kind: _as_mask(allowed(rows, window if kind == "sliding_attention" else None), impl, dtype)
+            kind: allowed(rows, window if kind == "sliding_attention" else None, queries=queries, keys=keys)
             for kind in kinds
         }
-    return _as_mask(allowed(rows, window), impl, dtype)
+    return allowed(rows, window, queries=queries, keys=keys)
 
 
 # ---------------------------------------------------------------- the forward pass

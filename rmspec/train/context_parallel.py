@@ -1,0 +1,272 @@
+"""Context parallelism for prompt-once rows: one packed row split across the N ranks of a group, exact.
+
+A packed row ``[prompt | chosen | rejected]`` (or a prompt and a ranked list; rmspec.inference.prefix_mask
+lays it out) is cut along the sequence into 2N equal chunks; rank r holds chunk r and chunk 2N-1-r (one
+early, one late, so each rank has about the same causal work: Llama 3's layout, REFERENCE 20). Each rank
+runs the whole model on its own tokens with their global position ids. In every attention layer the keys
+and values (after RoPE) are all-gathered over the group and the rank's queries attend all of them through
+its slice of rmspec's own mask (prefix_mask.allowed: chosen and rejected see the prompt, never each other;
+sliding windows on positions), so every token's attention is the one a single process computes.
+
+The attention is a function registered with transformers' AttentionInterface under ``ATTENTION_NAME``:
+any decoder transformers loads runs it, no model class is patched. It computes with SDPA (an explicit
+bool mask), so models loaded for ``sdpa`` or ``eager`` take it; flash attention takes no custom mask and
+flex attention wants a BlockMask, both are refused (ContextParallelError) with the reason.
+
+Gradients flow through the collectives: the all-gather's backward sums the key/value gradients of every
+rank's queries and hands each rank its own chunk (a reduce-scatter); the rewards, read on the rank that
+holds each response's last token, are summed over the group with an identity backward. Every rank then
+holds the same rewards and computes the same loss, and each rank's parameter gradients are its share: the
+group's gradients ADD UP to one process's (all-reduce SUM over the context-parallel group, not a mean).
+Works on gloo (CPU) and NCCL. tests/test_context_parallel.py holds it to one process within 1e-5.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from rmspec.inference.prefix_mask import (
+    MASKED_ATTENTION,
+    PackedRows,
+    allowed_by_layer_type,
+    attention_implementation,
+    head_module,
+    is_causal,
+    model_config,
+)
+
+ATTENTION_NAME = "rmspec_context_parallel"
+SUPPORTED = MASKED_ATTENTION  # the implementations a model may be loaded with: sdpa, eager
+
+
+class ContextParallelError(ValueError):
+    """This model or batch cannot run under context parallelism (the reason says why and what to do)."""
+
+
+# ---------------------------------------------------------------- the layout
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One rank's share of a row of ``width`` columns (``width`` a multiple of 2 x size)."""
+
+    rank: int
+    size: int
+    width: int
+    local: torch.Tensor  # the columns this rank holds, in its order: chunk rank, then chunk 2N-1-rank
+    gathered: torch.Tensor  # the column order of the all-gathered keys: rank 0's local, rank 1's, ...
+
+
+def balanced_columns(width: int, size: int, rank: int) -> torch.Tensor:
+    """Columns of chunk ``rank`` and chunk ``2 size - 1 - rank`` of ``width`` cut in 2 x ``size`` chunks."""
+    if width % (2 * size):
+        raise ContextParallelError(f"a row of {width} columns does not cut into {2 * size} equal chunks")
+    c = width // (2 * size)
+    early = torch.arange(rank * c, (rank + 1) * c)
+    late = torch.arange((2 * size - 1 - rank) * c, (2 * size - rank) * c)
+    return torch.cat([early, late])
+
+
+def shard(width: int, size: int, rank: int) -> Shard:
+    gathered = torch.cat([balanced_columns(width, size, r) for r in range(size)])
+    return Shard(rank, size, width, balanced_columns(width, size, rank), gathered)
+
+
+def pad_columns(rows: PackedRows, multiple: int, pad_token_id: int = 0) -> PackedRows:
+    """``rows`` right-padded to a width that is a multiple of ``multiple`` (padding is group -1: it attends
+    itself only and nothing attends it); ``ends`` re-indexed to the new width."""
+    n, width = rows.input_ids.shape
+    extra = -width % multiple
+    if not extra:
+        return rows
+
+    def pad(t: torch.Tensor, value: int) -> torch.Tensor:
+        return torch.cat([t, torch.full((n, extra), value, dtype=t.dtype, device=t.device)], dim=1)
+
+    ends = (rows.ends // width) * (width + extra) + rows.ends % width
+    return PackedRows(
+        pad(rows.input_ids, pad_token_id), pad(rows.position_ids, 0), pad(rows.group, -1), pad(rows.branch, 0), ends
+    )
+
+
+# ---------------------------------------------------------------- collectives with gradients
+
+
+class _GatherSequence(torch.autograd.Function):
+    """All-gather along dim 2 (the sequence of [batch, heads, seq, dim]); backward: each rank gets the sum of
+    every rank's gradient for its own chunk (reduce-scatter on NCCL; all-reduce and slice where the
+    backend has no reduce-scatter, as gloo)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+        ctx.group = group
+        ctx.rank = dist.get_rank(group)
+        ctx.size = dist.get_world_size(group)
+        ctx.length = x.shape[2]
+        x = x.contiguous()
+        parts = [torch.empty_like(x) for _ in range(ctx.size)]
+        dist.all_gather(parts, x, group=group)
+        return torch.cat(parts, dim=2)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        grad = grad.contiguous()
+        if dist.get_backend(ctx.group) == dist.Backend.NCCL:
+            chunks = [c.contiguous() for c in grad.split(ctx.length, dim=2)]
+            out = torch.empty_like(chunks[ctx.rank])
+            dist.reduce_scatter(out, chunks, group=ctx.group)
+            return out, None
+        dist.all_reduce(grad, group=ctx.group)
+        return grad.narrow(2, ctx.rank * ctx.length, ctx.length).contiguous(), None
+
+
+class _SumOverRanks(torch.autograd.Function):
+    """Forward: the sum over the group (every rank gets it). Backward: identity, so each rank's gradient
+    flows only into what it contributed, and the group's parameter gradients add up to the whole."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+        out = x.clone().contiguous()
+        dist.all_reduce(out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
+
+
+def gather_sequence(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    return _GatherSequence.apply(x, group)  # type: ignore[no-any-return]
+
+
+def sum_over_ranks(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    return _SumOverRanks.apply(x, group)  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------- the attention function
+
+_ACTIVE: list[Any] = []  # the group of the forward pass under way (a stack: one entry while active)
+
+
+@contextlib.contextmanager
+def active(group: Any) -> Iterator[None]:
+    _ACTIVE.append(group)
+    try:
+        yield
+    finally:
+        _ACTIVE.pop()
+
+
+def attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, Any]:
+    """transformers' attention interface: the rank's queries against the group's keys and values.
+
+    Outside a context-parallel forward pass (no group active) it is plain SDPA, so a model switched to it
+    still scores and evaluates in one process."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    for unsupported in ("softcap", "s_aux", "sinks"):
+        if kwargs.get(unsupported) is not None:
+            raise ContextParallelError(
+                f"this model's attention uses {unsupported}, which the SDPA-based context-parallel attention "
+                "does not compute; train it with hardware.context_parallel: 1"
+            )
+    if _ACTIVE:
+        group = _ACTIVE[-1]
+        key, value = gather_sequence(key, group), gather_sequence(value, group)
+        if attention_mask is None or attention_mask.shape[-1] != key.shape[2]:
+            raise ContextParallelError("a context-parallel forward needs the rank's mask slice against every key")
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)  # type: ignore[no-any-return]
+
+
+def register() -> None:
+    """Register ``ATTENTION_NAME`` with transformers (idempotent)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTENTION_NAME, attention)
+    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
+
+
+def check_supported(config: Any) -> None:
+    """Raise ContextParallelError with the reason where this model cannot run under context parallelism."""
+    impl = attention_implementation(config)
+    if getattr(config, "is_encoder_decoder", False) or not is_causal(config):
+        raise ContextParallelError(
+            f"{config.model_type} attends in both directions: context parallelism here is for causal decoders"
+        )
+    if impl not in (*SUPPORTED, ATTENTION_NAME):
+        raise ContextParallelError(
+            f"attention {impl!r} cannot take context parallelism: it needs a custom mask per rank "
+            f"(flash attention takes none, flex attention a BlockMask); load the model with one of {list(SUPPORTED)}"
+        )
+
+
+def use_context_parallel_attention(model: Any) -> None:
+    """Switch ``model`` (loaded with sdpa or eager) to the context-parallel attention."""
+    config = model_config(model)
+    check_supported(config)
+    register()
+    inner = model
+    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
+        inner = inner.module
+    inner.set_attn_implementation(ATTENTION_NAME)
+
+
+# ---------------------------------------------------------------- the forward pass
+
+
+def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tensor:
+    """Head outputs [responses, num_labels] at the last token of every response of ``rows`` (the whole
+    batch, identical on every rank of ``group``), each rank computing its two chunks of every row.
+
+    The equal of prefix_mask.packed_head_outputs in one process; ``model`` must run
+    ``ATTENTION_NAME`` (use_context_parallel_attention)."""
+    config = model_config(model)
+    if attention_implementation(config) != ATTENTION_NAME:
+        raise ContextParallelError(
+            f"the model runs {attention_implementation(config)!r}: call use_context_parallel_attention first"
+        )
+    size, rank = dist.get_world_size(group), dist.get_rank(group)
+    rows = pad_columns(rows, 2 * size, getattr(config, "pad_token_id", None) or 0)
+    width = rows.input_ids.shape[1]
+    mine = shard(width, size, rank)
+    device = rows.input_ids.device
+    masks = allowed_by_layer_type(config, rows, queries=mine.local, keys=mine.gathered)
+    masks = {k: v.to(device) for k, v in masks.items()} if isinstance(masks, dict) else masks.to(device)
+    local = mine.local.to(device)
+    captured: list[torch.Tensor] = []
+    handle = head_module(model).register_forward_hook(lambda _m, _i, out: captured.append(out))
+    try:
+        with active(group):
+            model(input_ids=rows.input_ids[:, local], attention_mask=masks, position_ids=rows.position_ids[:, local])
+    finally:
+        handle.remove()
+    if not captured or captured[-1].dim() != 3:
+        raise ContextParallelError("the score head does not see every token (it pools before the head)")
+    per_token = captured[-1]  # [rows, local columns, labels]
+    where = torch.full((width,), -1, dtype=torch.long, device=device)
+    where[local] = torch.arange(local.numel(), device=device)
+    end_row, end_col = rows.ends.to(device) // width, rows.ends.to(device) % width
+    at = where[end_col]
+    held = (at >= 0)[:, None]
+    values = torch.where(held, per_token[end_row, at.clamp(min=0)], torch.zeros((), dtype=per_token.dtype))
+    return sum_over_ranks(values, group)
+
+
+def pair_rewards(model: Any, rows: PackedRows, group: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen, rejected) rewards of packed pairs (PackedPairCollator's rows) under context parallelism."""
+    scores = head_outputs(model, rows, group)[:, 0]
+    return scores[0::2], scores[1::2]
