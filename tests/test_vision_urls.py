@@ -100,12 +100,12 @@ def url_rows(base: str) -> list[tuple[dict, str | None, str]]:
     cases = [
         ("/red.png", None, ""),
         ("/gone.png", "image_download_failed", "HTTP 404"),
-        ("/page.html", "image_undecodable", "not an image Pillow can read"),
+        ("/page.html", "image_undecodable", "not a PNG, JPEG, WebP, GIF or BMP image"),
         ("/big.png", "image_too_many_bytes", f"over the limit of {LIMIT}"),
         ("/stream.png", "image_too_many_bytes", f"over the limit of {LIMIT}"),
         ("/bomb.png", "image_too_many_pixels", "over the limit of 64000000"),
         ("/cut.png", "image_truncated", "/cut.png"),
-        ("/slow.png", "image_download_failed", f"no answer within {TIMEOUT:g} s"),
+        ("/slow.png", "image_download_failed", f"no complete answer within {TIMEOUT:g} s"),
     ]
     rows = [
         ({"prompt": "<image>Colour?", "chosen": f"c{i}", "rejected": f"r{i}", "images": [base + path]}, reason, text)

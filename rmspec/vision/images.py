@@ -14,10 +14,18 @@ Accepted forms of one image:
 - an already decoded ``PIL.Image.Image`` (``datasets`` decodes its Image feature by default);
 - an ``http(s)://`` URL only when the user allows downloads (``allow_urls``: the spec's
   ``data.images.allow_urls``, ``rmspec score`` / ``serve --allow-image-urls``), else ``url_refused``;
-  a download that fails (an HTTP error status, a timeout, a refused connection) is
-  ``download_failed``, one over the byte limit ``too_many_bytes`` (read no further than the limit);
-  the bytes that came are then checked as a file's are. :func:`downloaded` fetches a URL once into
-  bytes, so the data stage keeps what it checked and no later stage downloads again.
+  a download that fails (an HTTP error status, its total deadline, a refused connection) is
+  ``download_failed``, one over the byte limit ``too_many_bytes`` (read no further than the limit),
+  one a server's address guard refuses (rmspec.vision.fetch) ``url_refused``; the bytes that came
+  are then checked as a file's are. :func:`downloaded` fetches a URL once into bytes, so the data
+  stage keeps what it checked and no later stage downloads again.
+
+The byte limit holds for every form alike (a file's size, a data: URI's decoded length and a
+download's body, each known before the bytes are read or decoded); the pixel limit is read from
+the header (:func:`open_image`) before any pixel is decoded; only the decoders of :data:`FORMATS`
+ever see the bytes, whatever type a data: URI or a server declares. A caller that budgets several
+images (``rmspec serve``: rmspec.serve.images) reads every header first and decodes after
+(:func:`load_image`).
 
 The image is fully decoded here (``load()``), so a truncated file is caught once, in the data
 stage, and not by a training step hours later. Pillow is the only dependency: no torch.
@@ -27,11 +35,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import http.client
 import io
 import os
-import urllib.error
-import urllib.request
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +46,8 @@ from rmspec.errors import RmspecError
 
 if TYPE_CHECKING:
     from PIL import Image
+
+    from rmspec.vision.fetch import Guard
 
 # Pillow (extra `vision`) is imported where an image is decoded, not here: the data stage imports this
 # module for every spec, and `rmspec validate` must run on the base install, which has no Pillow.
@@ -66,6 +73,11 @@ DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 #: Seconds a download may wait for the server (connecting, and between reads).
 DEFAULT_DOWNLOAD_TIMEOUT = 30.0
 URL_SCHEMES = ("http://", "https://")
+#: The image formats decoded (Pillow's names), wherever an image comes from; any other is
+#: ``undecodable`` whatever type it declares (EPS would run Ghostscript, and every extra decoder is
+#: more code an untrusted file reaches).
+FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
+FORMAT_NAMES = "PNG, JPEG, WebP, GIF or BMP"
 
 #: The placeholder that marks an image in a plain-text prompt (the Hugging Face convention).
 IMAGE_PLACEHOLDER = "<image>"
@@ -88,22 +100,41 @@ def decode_image(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     max_bytes: int = DEFAULT_MAX_BYTES,
     download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT,
+    guard: Guard | None = None,
 ) -> Image.Image:
     """Return ``value`` as a fully decoded RGB image, or raise :class:`ImageReject`."""
     Image = _pillow()
     if isinstance(value, Image.Image):
         return _checked(value, "the decoded image", max_pixels)
-    value = downloaded(value, allow_urls, max_bytes, download_timeout)
-    data, name = _encoded_bytes(value, base_dir, max_bytes)
-    return _decode_bytes(data, name, max_pixels)
+    data, name = encoded_image(value, base_dir, allow_urls, max_bytes, download_timeout, guard)
+    return load_image(open_image(data, name, max_pixels), name)
+
+
+def encoded_image(
+    value: Any,
+    base_dir: str | os.PathLike[str] | None = None,
+    allow_urls: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT,
+    guard: Guard | None = None,
+) -> tuple[bytes, str]:
+    """(the encoded bytes, a name for messages) of an image value that is not decoded yet, within
+    ``max_bytes`` (a data: URI's size is known from its length, before its base64 is decoded)."""
+    value = downloaded(value, allow_urls, max_bytes, download_timeout, guard)
+    return _encoded_bytes(value, base_dir, max_bytes)
 
 
 def downloaded(
-    value: Any, allow_urls: bool, max_bytes: int = DEFAULT_MAX_BYTES, timeout: float = DEFAULT_DOWNLOAD_TIMEOUT
+    value: Any,
+    allow_urls: bool,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    timeout: float = DEFAULT_DOWNLOAD_TIMEOUT,
+    guard: Guard | None = None,
 ) -> Any:
     """An ``http(s)`` URL as the image feature value ``{"bytes": <what came>, "path": <the URL>}``
     (decoded and named as any such value); any other value unchanged. Raises ``url_refused`` unless
-    ``allow_urls``, ``download_failed`` or ``too_many_bytes``."""
+    ``allow_urls`` (or where ``guard`` refuses its address), ``download_failed`` or ``too_many_bytes``.
+    ``timeout`` is the download's total deadline (rmspec.vision.fetch)."""
     if isinstance(value, Mapping) and not value.get("bytes") and value.get("path"):
         value = str(value["path"])  # an image feature that names its file by URL only
     if not (isinstance(value, str) and value.strip().startswith(URL_SCHEMES)):
@@ -111,7 +142,7 @@ def downloaded(
     url = value.strip()
     if not allow_urls:
         raise ImageReject("url_refused", f"{url}: downloading images is off")
-    return {"bytes": _download(url, max_bytes, timeout), "path": url}
+    return {"bytes": _download(url, max_bytes, timeout, guard), "path": url}
 
 
 def describe(value: Any) -> str:
@@ -148,7 +179,7 @@ def _encoded_bytes(value: Any, base_dir: str | os.PathLike[str] | None, max_byte
     if not text:
         raise ImageReject("missing", "the image path is empty")
     if text.startswith("data:"):
-        return _limited(_data_uri_bytes(text), describe(text), max_bytes), describe(text)
+        return _limited(_data_uri_bytes(text, max_bytes), describe(text), max_bytes), describe(text)
     if text.startswith("file://"):
         text = text[len("file://") :]
     path = Path(text)
@@ -162,34 +193,31 @@ def _encoded_bytes(value: Any, base_dir: str | os.PathLike[str] | None, max_byte
     return path.read_bytes(), text
 
 
-def _data_uri_bytes(text: str) -> bytes:
+def _data_uri_bytes(text: str, max_bytes: int) -> bytes:
     head, sep, payload = text.partition(",")
     if not sep or ";base64" not in head:
         raise ImageReject("undecodable", f"{describe(text)}: a data: URI must be data:image/...;base64,<data>")
+    size = len(payload) // 4 * 3 - payload[-2:].count("=")  # what it decodes to, known before decoding it
+    if size > max_bytes:
+        raise ImageReject("too_many_bytes", f"{describe(text)}: {size} bytes, over the limit of {max_bytes}")
     try:
         return base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ImageReject("undecodable", f"{describe(text)}: its base64 payload does not decode ({exc})") from None
 
 
-def _download(url: str, max_bytes: int, timeout: float) -> bytes:
-    """The body of a successful GET of ``url``, at most ``max_bytes`` of it (a larger one is refused
-    before it is read when the server says its length, else once one byte past the limit has come)."""
+def _download(url: str, max_bytes: int, timeout: float, guard: Guard | None) -> bytes:
+    """The body of a successful GET of ``url`` (rmspec.vision.fetch), at most ``max_bytes`` of it."""
+    from rmspec.vision.fetch import FetchFailed, FetchRefused, TooLarge, fetch
+
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (http(s) only, checked above)
-            length = response.headers.get("Content-Length")
-            if length is not None and length.isdigit() and int(length) > max_bytes:
-                raise ImageReject("too_many_bytes", f"{url}: {length} bytes, over the limit of {max_bytes}")
-            data = response.read(max_bytes + 1)
-    except urllib.error.HTTPError as exc:  # an error status: 404, 403, 500 ...
-        raise ImageReject("download_failed", f"{url}: the server answered HTTP {exc.code} {exc.reason}") from None
-    except TimeoutError:
-        raise ImageReject("download_failed", f"{url}: no answer within {timeout:g} s") from None
-    except urllib.error.URLError as exc:  # refused connection, unknown host; a timeout while connecting
-        why = f"no answer within {timeout:g} s" if isinstance(exc.reason, TimeoutError) else str(exc.reason)
-        raise ImageReject("download_failed", f"{url}: {why}") from None
-    except (OSError, http.client.HTTPException, ValueError) as exc:  # a dropped connection, a malformed URL
-        raise ImageReject("download_failed", f"{url}: {type(exc).__name__}: {exc}") from None
+        data = fetch(url, max_bytes=max_bytes, timeout=timeout, guard=guard)
+    except FetchRefused as exc:
+        raise ImageReject("url_refused", f"{url}: {exc}") from None
+    except FetchFailed as exc:
+        raise ImageReject("download_failed", f"{url}: {exc}") from None
+    except TooLarge as exc:
+        raise ImageReject("too_many_bytes", f"{url}: {exc}") from None
     return _limited(data, url, max_bytes)
 
 
@@ -205,37 +233,50 @@ def _pillow() -> Any:
         from PIL import Image
     except ImportError:
         raise RmspecError("images need Pillow, which is not installed", hint="pip install 'rmspec[vision]'") from None
+    # Pillow warns (not raises) between its own limit and twice it; our pixel limit decides instead.
+    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
     return Image
 
 
-def _decode_bytes(data: bytes, name: str, max_pixels: int) -> Image.Image:
+def open_image(data: bytes, name: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+    """The image's header read (no pixel decoded yet) by the decoders of :data:`FORMATS` only,
+    its size checked: what a caller needs to budget pixels before any is decoded."""
     Image = _pillow()
     from PIL import UnidentifiedImageError
 
     if not data:
         raise ImageReject("zero_size", f"{name}: the image has 0 bytes")
-    with warnings.catch_warnings():
-        # Pillow warns (not raises) between its limit and twice it; our own pixel limit decides.
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        try:
-            image = Image.open(io.BytesIO(data))
-        except Image.DecompressionBombError as exc:
-            raise ImageReject("too_many_pixels", f"{name}: {exc}") from None
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-            raise ImageReject("undecodable", f"{name}: not an image Pillow can read ({exc})") from None
-        # The header gives the size before any pixel is decoded: refuse a bomb before load().
-        _check_size(image.width, image.height, name, max_pixels)
-        try:
-            image.load()
-        except Image.DecompressionBombError as exc:
-            raise ImageReject("too_many_pixels", f"{name}: {exc}") from None
-        except (OSError, SyntaxError, ValueError, EOFError) as exc:
-            reason = "truncated" if "truncat" in str(exc).lower() or isinstance(exc, EOFError) else "undecodable"
-            raise ImageReject(reason, f"{name}: {exc}") from None
+    try:
+        # Only the allowed decoders look at the bytes, whatever type a data: URI or a server declares.
+        image = Image.open(io.BytesIO(data), formats=FORMATS)
+    except Image.DecompressionBombError as exc:
+        raise ImageReject("too_many_pixels", f"{name}: {exc}") from None
+    except UnidentifiedImageError:
+        raise ImageReject(
+            "undecodable", f"{name}: not a {FORMAT_NAMES} image (the formats read; a declared type does not count)"
+        ) from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ImageReject("undecodable", f"{name}: not an image Pillow can read ({exc})") from None
+    _check_size(image.width, image.height, name, max_pixels)
+    return image
+
+
+def load_image(image: Image.Image, name: str) -> Image.Image:
+    """An image from :func:`open_image`, fully decoded (a truncated file is caught here), as RGB."""
+    Image = _pillow()
+    try:
+        image.load()
+    except Image.DecompressionBombError as exc:
+        raise ImageReject("too_many_pixels", f"{name}: {exc}") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        reason = "truncated" if "truncat" in str(exc).lower() or isinstance(exc, EOFError) else "undecodable"
+        raise ImageReject(reason, f"{name}: {exc}") from None
     return image.convert("RGB") if image.mode != "RGB" else image
 
 
 def _checked(image: Image.Image, name: str, max_pixels: int) -> Image.Image:
+    if image.format is not None and image.format not in FORMATS:  # decoded elsewhere (datasets' Image feature)
+        raise ImageReject("undecodable", f"{name}: a {image.format} image; rmspec reads {FORMAT_NAMES} only")
     _check_size(image.width, image.height, name, max_pixels)
     return image.convert("RGB") if image.mode != "RGB" else image
 
