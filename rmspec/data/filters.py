@@ -2,18 +2,19 @@
 (stage `filter:<kind>`, a reason, a detail), and the rejects are written out at the end.
 
 Row-wise filters are batched `datasets.map` calls; `dedup` keeps a set of hashes (first
-occurrence wins) and `sample` draws seeded indices among the rows still alive.
+occurrence wins; a row's hash is rmspec.data.identity's: the prompt is its text and its pictures)
+and `sample` draws seeded indices among the rows still alive.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
 from collections.abc import Callable
 from typing import Any
 
+from rmspec.data.identity import row_key
 from rmspec.data.records import prompt_text
 from rmspec.errors import DataError
 from rmspec.spec.row_kinds import RowKind
@@ -146,24 +147,6 @@ def map_row_check(check: RowCheck, stage: str) -> Callable[[dict[str, list]], di
     return apply
 
 
-def row_hash(b: dict[str, list], i: int, on: str, approach: str) -> str:
-    if on == "prompt":
-        parts: Any = b["prompt_key"][i]
-    elif approach == RowKind.PAIRS:
-        parts = [b["prompt_key"][i], b["chosen"][i], b["rejected"][i]]
-    elif approach == RowKind.SCORED:
-        parts = [b["prompt_key"][i], b["response"][i], b["scores"][i]]
-    elif approach == RowKind.STEPS:
-        parts = [b["prompt_key"][i], b["steps"][i], b["step_labels"][i]]
-    elif approach == RowKind.LIST:
-        parts = [b["prompt_key"][i], b["responses"][i], b["scores"][i]]
-    else:
-        parts = [[m["role"], m["content"]] for m in b["messages"][i]]
-        if b.get("tools") and b["tools"][i]:  # conversations that differ only in tool calls differ
-            parts.append(b["tools"][i])
-    return hashlib.sha1(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()[:20]
-
-
 class Dedup:
     """Batched map, run in one process in order: the first occurrence stays."""
 
@@ -175,7 +158,7 @@ class Dedup:
         for i in range(len(batch["id"])):
             if batch["reject_reason"][i]:
                 continue
-            h = row_hash(batch, i, self.on, self.approach)
+            h = row_key(batch, i, self.on, self.approach)  # text, tools and pictures (rmspec.data.identity)
             if h in self.seen:
                 batch["reject_stage"][i], batch["reject_reason"][i] = self.stage, "duplicate"
                 batch["reject_detail"][i] = f"same {'prompt' if self.on == 'prompt' else 'row'} as id {self.seen[h]}"

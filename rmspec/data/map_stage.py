@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.data import records as R
+from rmspec.data.identity import prompt_key
 from rmspec.data.presets import RowMapper
 from rmspec.data.records import Reject
 from rmspec.data.tool_store import pack
@@ -48,7 +49,7 @@ class MapBatch:
                     rec.update(
                         reject_stage="map", reject_reason=bad.reason, reject_detail=bad.detail, raw=R.to_json_row(row)
                     )
-                rec["prompt_key"] = R.prompt_key(rec) if bad is None else ""
+                rec["prompt_key"] = prompt_key(rec) if bad is None else ""  # text, tools and pictures
                 rec["tools"] = pack(rec)  # tool parts leave the messages for Arrow (rmspec.data.tool_store)
                 for k in self.names:
                     out[k].append(rec.get(k))

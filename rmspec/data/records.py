@@ -22,13 +22,12 @@ rejects are data: cached, counted and written out at the end, never lost in a si
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from rmspec.spec.row_kinds import RowKind
 
-TOOL_KEYS = ("tool_calls", "name", "tool_call_id")  # rmspec.data.tool_store's, kept in the prompt key
+TOOL_KEYS = ("tool_calls", "name", "tool_call_id")  # rmspec.data.tool_store's, kept in the prompt key (identity)
 
 BOOKKEEPING = ("source_index", "id", "group", "augmented", "reject_stage", "reject_reason", "reject_detail", "raw")
 FIELDS = {
@@ -109,24 +108,6 @@ def empty_record(approach: str) -> dict[str, Any]:
     if approach == RowKind.STEPS:
         return {"prompt_messages": [], "steps": [], "step_labels": []}
     return {"messages": []}
-
-
-def prompt_key(record: dict[str, Any]) -> str:
-    """Stable hash of the prompt: the unit of the grouped split and of prompt de-duplication."""
-    if "messages" in record and "prompt_messages" not in record:
-        # Generative rows: everything before the last assistant turn is the prompt.
-        msgs = record["messages"][:-1]
-    else:
-        msgs = record["prompt_messages"]
-    text = json.dumps([_key_turn(m) for m in msgs], ensure_ascii=False)
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
-
-
-def _key_turn(m: dict[str, Any]) -> list[Any]:
-    """Role and text; tool parts too (prompts that differ only in a call differ), so a turn without
-    them hashes as it always has."""
-    tools = {k: m[k] for k in TOOL_KEYS if k in m}
-    return [m["role"], m["content"].strip(), tools] if tools else [m["role"], m["content"].strip()]
 
 
 def prompt_text(messages: list[dict[str, str]]) -> str:

@@ -88,23 +88,17 @@ def summarize(
 
 
 def _row_hashes(ds: Any, approach: str) -> Any:
-    """One 64-bit hash per row (8 bytes a row, not a Python string)."""
+    """One 64-bit hash per row (8 bytes a row, not a Python string): rmspec.data.identity's row key,
+    so rows that share a question but not a picture are not duplicates."""
     import numpy as np
 
-    from rmspec.data.filters import row_hash
+    from rmspec.data.identity import row_key, row_key_columns
 
     out = np.empty(len(ds), dtype=np.uint64)
-    body: dict[str, list[str]] = {
-        RowKind.PAIRS: ["chosen", "rejected"],
-        RowKind.SCORED: ["response", "scores"],
-        RowKind.STEPS: ["steps", "step_labels"],
-        RowKind.LIST: ["responses", "scores"],
-    }
-    cols = ["prompt_key", "id", *body.get(approach, ["messages"])]
     k = 0
-    for batch in ds.select_columns(cols).iter(batch_size=2000):
+    for batch in ds.select_columns(row_key_columns(approach, ds.column_names)).iter(batch_size=2000):
         for j in range(len(batch["id"])):
-            out[k] = int(row_hash(batch, j, "row", approach)[:16], 16)
+            out[k] = int(row_key(batch, j, "row", approach)[:16], 16)
             k += 1
     return out
 
