@@ -55,6 +55,30 @@ class Handler(BaseHTTPRequestHandler):
         Handler.hits[self.path] += 1
         if self.path == "/slow.png":
             time.sleep(4)
+        if self.path.startswith("/redirect?to="):
+            self.send_response(302)
+            self.send_header("Location", self.path[len("/redirect?to=") :])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path == "/drip.png":  # a valid header, then one byte of body a second (Content-Length 1000)
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                for byte in RED[:20]:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(1)
+            return
+        if self.path == "/drip-headers.png":  # even the status line comes one byte a second
+            with contextlib.suppress(OSError):
+                for byte in b"HTTP/1.0 200 OK\r\nContent-Type: image/png\r\n\r\n":
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(1)
+            return
         if self.path == "/stream.png":  # no Content-Length: the reader must stop past the limit itself
             self.send_response(200)
             self.send_header("Content-Type", "image/png")
@@ -232,3 +256,85 @@ def test_score_downloads_images_only_with_the_flag(tmp_path, server):
     assert [r["images"][0] for r in kept] == [uri]
     assert [(r["row"], r["reason_kind"]) for r in rejects] == [(0, "image_url_refused"), (2, "image_url_refused")]
     assert "--allow-image-urls" in rejects[0]["reason"]
+
+
+def listening() -> socket.socket:
+    """A socket listening on 127.0.0.1 that never accepts: a connection to it would sit in its backlog."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    return sock
+
+
+def connected_to(sock: socket.socket) -> bool:
+    """Whether a connection reached the listening socket (it is readable once one is in its backlog)."""
+    import select
+
+    return bool(select.select([sock], [], [], 0.2)[0])
+
+
+def test_internal_addresses_are_named_as_such():
+    import ipaddress
+
+    from rmspec.vision.fetch import internal
+
+    inside = ["127.0.0.1", "127.9.9.9", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "224.0.0.1"]
+    inside += ["239.255.255.250", "0.0.0.0", "100.64.0.1", "::1", "fe80::1", "fc00::1", "ff02::1", "::ffff:127.0.0.1"]
+    outside = ["8.8.8.8", "1.1.1.1", "93.184.216.34", "2606:4700:4700::1111"]
+    assert [a for a in inside if not internal(ipaddress.ip_address(a))] == []
+    assert [a for a in outside if internal(ipaddress.ip_address(a))] == []
+
+
+def test_a_guarded_download_refuses_loopback_without_connecting_and_open_and_closed_ports_read_the_same():
+    from rmspec.vision.fetch import Guard
+
+    sock = listening()
+    try:
+        open_port, closed = sock.getsockname()[1], closed_port()
+        answers = []
+        for port in (open_port, closed):
+            with pytest.raises(ImageReject) as caught:
+                decode_image(f"http://127.0.0.1:{port}/red.png", allow_urls=True, guard=Guard(), download_timeout=2)
+            assert caught.value.reason == "url_refused" and "internal address" in caught.value.detail
+            answers.append(caught.value.detail.replace(str(port), "PORT"))
+        assert answers[0] == answers[1]
+        assert not connected_to(sock)
+        for url in (f"http://localhost:{open_port}/a.png", f"http://[::1]:{open_port}/a.png", "http://10.0.0.1/a.png"):
+            with pytest.raises(ImageReject) as caught:
+                decode_image(url, allow_urls=True, guard=Guard(), download_timeout=2)
+            assert caught.value.reason == "url_refused", url
+        assert not connected_to(sock)
+    finally:
+        sock.close()
+
+
+def test_allowed_hosts_are_fetched_and_every_redirect_is_checked_again(server):
+    from rmspec.vision.fetch import Guard
+
+    port = server.rsplit(":", 1)[1]
+    by_name = f"http://localhost:{port}"
+    guard = Guard.of(["localhost"])  # the name as written, not the address it resolves to
+    assert decode_image(by_name + "/red.png", allow_urls=True, guard=guard).getpixel((0, 0)) == (255, 0, 0)
+    assert decode_image(server + "/red.png", allow_urls=True, guard=Guard.of(["127.0.0.0/8"])).size == (16, 16)
+    assert decode_image(by_name + "/redirect?to=/blue.png", allow_urls=True, guard=guard).size == (40, 40)
+    sock = listening()
+    try:
+        inside = f"http://127.0.0.1:{sock.getsockname()[1]}/red.png"
+        with pytest.raises(ImageReject) as caught:
+            decode_image(f"{by_name}/redirect?to={inside}", allow_urls=True, guard=guard, download_timeout=2)
+        assert caught.value.reason == "url_refused" and "127.0.0.1 is an internal address" in caught.value.detail
+        assert not connected_to(sock)
+    finally:
+        sock.close()
+    assert Handler.hits[f"/redirect?to={inside}"] == 1
+
+
+@pytest.mark.parametrize("path", ["/drip.png", "/drip-headers.png"])
+def test_a_slow_drip_ends_at_the_total_deadline(server, path):
+    """One byte a second never trips a per-read timeout; the download's total deadline ends it."""
+    started = time.monotonic()
+    with pytest.raises(ImageReject) as caught:
+        decode_image(server + path, allow_urls=True, download_timeout=1.5)
+    took = time.monotonic() - started
+    assert caught.value.reason == "download_failed" and "no complete answer within 1.5 s" in caught.value.detail
+    assert 1.4 < took < 2.5, took
