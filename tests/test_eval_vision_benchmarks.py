@@ -134,9 +134,9 @@ def test_vl_rewardbench_prompt_holds_the_checked_image(tmp_path):
     path = write_vl_file(tmp_path, duplicate=False)
     _, data, _ = kind_rows("vl_rewardbench", path)
     first = data.examples[0].prompt
-    parts = first[0]["content"]
-    assert parts[0]["type"] == "image" and Path(parts[0]["image"]) == (tmp_path / "images/set/RLAIF-V-14.png").resolve()
-    assert parts[1] == {"type": "text", "text": "Describe it."}
+    parts = first[0]["content"]  # the text, then the picture, as the official inference_hf.py sends them
+    assert parts[0] == {"type": "text", "text": "Describe it."}
+    assert parts[1]["type"] == "image" and Path(parts[1]["image"]) == (tmp_path / "images/set/RLAIF-V-14.png").resolve()
 
 
 def test_vl_rewardbench_parquet_with_image_bytes(tmp_path):
@@ -162,7 +162,7 @@ def test_vl_rewardbench_parquet_with_image_bytes(tmp_path):
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "test.parquet")
     kind, data, out = kind_rows("vl_rewardbench", tmp_path / "test.parquet")
     assert [r["id"] for r in out] == ["RLAIF-V-14", "RLAIF-V-15", "RLHF-V-2"]
-    assert data.examples[0].prompt[0]["content"][0]["image"].startswith("data:image")
+    assert data.examples[0].prompt[0]["content"][1]["image"].startswith("data:image")
     assert kind.score(out).overall == pytest.approx(2 / 3)
 
 
@@ -258,8 +258,8 @@ def test_multimodal_rewardbench_figures_follow_2_get_accuracy(tmp_path):
     assert set(figures.subsets) >= {"safety/bias", "safety/toxicity", "reasoning/math", "reasoning/coding"}
     labels = {i: ("A" if b == "Output1" else "B") for i, *_, b in MM_ITEMS}
     assert [row["label"] for row in rows] == [labels[row["id"]] for row in rows]
-    first = data.examples[0].prompt[0]["content"]
-    assert Path(first[0]["image"]) == (tmp_path / "images/src/0.jpg").resolve()
+    first = data.examples[0].prompt[0]["content"]  # text, then image, as 1_run_model_as_judge_gpt4o.py sends them
+    assert first[0]["type"] == "text" and Path(first[1]["image"]) == (tmp_path / "images/src/0.jpg").resolve()
 
 
 @pytest.mark.parametrize(

@@ -111,7 +111,7 @@ def test_vl_rewardbench_rows_equal_a_plain_forward(tiny_vlm, tmp_path):
     engine = scorers.load(tiny_vlm)
     assert engine.kind == "vision_reward"
     rows = kind.scored_rows(engine, kind.load(str(path)))
-    parts = [{"type": "image"}, {"type": "text", "text": "Colour?"}]
+    parts = [{"type": "text", "text": "Colour?"}, {"type": "image"}]  # as the official inference_hf.py sends them
     assert rows[0]["score_chosen"] == pytest.approx(plain_reward(tiny_vlm, parts, [red], "Red."), abs=1e-5)
     assert rows[0]["score_rejected"] == pytest.approx(plain_reward(tiny_vlm, parts, [red], "Green."), abs=1e-5)
     assert rows[1]["score_chosen"] == pytest.approx(plain_reward(tiny_vlm, parts, [green], "Green."), abs=1e-5)

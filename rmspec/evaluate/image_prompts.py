@@ -37,12 +37,14 @@ def checked_reference(value: Any, base_dir: str | Path | None, where: str) -> st
 
 
 def image_prompt(text: str, images: Sequence[Any], base_dir: str | Path | None, where: str) -> list[dict[str, Any]]:
-    """One user turn: the images (checked) first, then the question, as the official scripts send them."""
-    parts: list[dict[str, Any]] = [
+    """One user turn: the question, then its images (checked), in the order both official scripts
+    send them: VL-RewardBench's `inference_hf.py` and Multimodal RewardBench's
+    `scripts/1_run_model_as_judge_gpt4o.py` build `[{"type": "text"}, {"type": "image_url"}]`."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    parts += [
         {"type": "image", "image": checked_reference(value, base_dir, f"{where}, image {k}")}
         for k, value in enumerate(images)
     ]
-    parts.append({"type": "text", "text": text})
     return [{"role": "user", "content": parts}]
 
 

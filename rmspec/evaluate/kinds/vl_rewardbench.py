@@ -11,8 +11,14 @@ the sorted responses). `human_ranking` gives each response's rank, 0 the preferr
 inference script counts the response ranked 1 as the rejected one); a reward model is right when
 the preferred response scores strictly higher.
 
-Files: the hub's test split (an `image` column, bytes), or the GitHub repository's `data.jsonl`
-(`image_path`, relative to the file's folder, images downloaded separately). Per-example rows: id,
+The prompt is built as the official `inference_hf.py` builds it: every `<image>\n` in the query is
+removed (`question.replace("<image>\n", "")`; 448 of the 1,250 released queries, from the
+hallucination sets, start with that placeholder), then one user turn holds the text first and the
+picture after it, as both official scripts send them (rmspec.evaluate.image_prompts.image_prompt).
+No other text is changed: a `<image>` the query still holds after that is text.
+
+Files: the hub's test split (an `image` column, bytes), or a JSON Lines file of the same rows with
+`image_path` (relative to the file's folder, images downloaded separately). Per-example rows: id,
 subset (the source set), group, score_chosen, score_rejected, len_chosen, len_rejected.
 """
 
@@ -38,6 +44,13 @@ GROUPS = {
     "reasoning_tasks": "reasoning",
 }
 GROUP_ORDER = ("general", "hallucination", "reasoning")
+# The image placeholder the released queries carry and inference_hf.py removes before it builds the message.
+QUERY_PLACEHOLDER = "<image>\n"
+
+
+def official_query(query: str) -> str:
+    """The query's text as the official inference script sends it: every `<image>\n` removed."""
+    return query.replace(QUERY_PLACEHOLDER, "")
 
 
 def id_prefix(example_id: str) -> str:
@@ -110,12 +123,15 @@ class VLRewardBench(BenchmarkKind):
             if not isinstance(responses, (list, tuple)) or len(responses) != 2:
                 raise DataError(f"{where}: response must be a list of two responses", "use the released file")
             best, other = preferred_order(row["human_ranking"], where)
+            query = row["query"]
+            if not isinstance(query, str):
+                raise DataError(f"{where}: query must be text, got {query!r}", "use the released file")
             image = row.get("image")
             if image is None:
                 image = row.get("image_path")
             if image is None:
                 raise DataError(f"{where}: no image (neither image nor image_path)", "use the released file")
-            key = str(row["id"]) + str(row["query"]) + "\t".join(sorted(str(r) for r in responses))
+            key = str(row["id"]) + query + "\t".join(sorted(str(r) for r in responses))
             if key in seen:  # cal.py counts an item once
                 continue
             seen.add(key)
@@ -125,7 +141,7 @@ class VLRewardBench(BenchmarkKind):
                 Example(
                     example_id,
                     subset,
-                    image_prompt(str(row["query"]), [image], folder, where),
+                    image_prompt(official_query(query), [image], folder, where),
                     [str(responses[best]), str(responses[other])],
                 )
             )
