@@ -149,6 +149,13 @@ def _require_extras(spec) -> None:
 
 def _preflight(plan: Plan) -> None:
     """This machine must be able to run the plan; several nodes are checked by SLURM, not here."""
+    if plan.context_parallel:  # sized by the plan; the trainer does not split rows yet (docs/long_context.md)
+        raise PlanError(
+            f"hardware.context_parallel {plan.context_parallel['degree']} is planned only in this version: "
+            "rmspec run does not split rows over processes yet (rmspec.train.context_parallel holds the exact "
+            "attention, tested on its own)",
+            hint="run with hardware.context_parallel: 1, or use `rmspec plan` to size a long-context run",
+        )
     if not plan.multi_node:
         from rmspec.launch.preflight import preflight
 

@@ -19,7 +19,8 @@ from rmspec.errors import PlanError
 from rmspec.plan.hardware import HardwareProfile
 
 SCHEMA_VERSION = 1
-OPTIONAL_KEYS = ("step_separator", "optimizer", "liger_kernel", "weights", "vision")  # written only when set
+# written only when set
+OPTIONAL_KEYS = ("step_separator", "optimizer", "liger_kernel", "weights", "vision", "context_parallel")
 REPLAN = "plan again with this version of rmspec: `rmspec plan SPEC --out plan.json`"
 
 
@@ -99,6 +100,9 @@ class Plan:
     # a VLM's images (rmspec.plan.vision.VisualPlan.to_json): visual tokens per image and per row and where
     # they came from, the patches the vision tower encodes, which vision parts train, their activations
     vision: dict[str, Any] | None = None
+    # hardware.context_parallel above 1 (rmspec.plan.context_parallel): each row split over a group of ranks, its
+    # figures per rank; absent otherwise
+    context_parallel: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ derived
     @property

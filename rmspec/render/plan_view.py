@@ -15,6 +15,7 @@ from rich.text import Text
 from rmspec.plan import Plan
 from rmspec.plan.liger import default_reason
 from rmspec.render.console import make_console
+from rmspec.render.context_parallel_view import render_context_parallel
 
 COMPONENTS = [
     ("weights", "weights"),
@@ -135,6 +136,8 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
         console.print(_head("step sep") + Text(repr(sep["separator"])) + Text(f"  {sep['how']}", style="dim"))
     if p.packing:
         console.print(_head("packing") + Text(p.packing) + Text(f"  {p.packing_reason}", style="dim"))
+    if p.context_parallel:  # hardware.context_parallel: each row split over a group of ranks
+        render_context_parallel(console, p.context_parallel, _head("context par."))
     if p.vision:  # a VLM: visual tokens per row and what the vision tower encodes (rmspec.plan.vision)
         _images(console, p.vision, p.max_length)
     packed = p.packing_tokens

@@ -180,6 +180,14 @@ class HardwareSpec(Section):
         description="Distributed strategy; auto lets the plan pick the cheapest that fits (DeepSpeed only when named here).",
     )
 
+    context_parallel: PositiveInt = Field(
+        1,
+        description="Split each prompt-once row (prompt, then chosen and rejected, or a ranked list) across this "
+        "many processes: each holds two chunks of it, gathers the keys and values, and attends under rmspec's "
+        "own mask, exactly (docs/long_context.md). Must divide the number of processes (gpus_per_node x nodes); "
+        "needs a decoder, prompt-once packing and model.attn_implementation auto, sdpa or eager. Planned only in "
+        "this version: `rmspec plan` sizes it per rank, `rmspec run` refuses a value above 1.",
+    )
     slurm: SlurmSpec | None = Field(
         None,
         description="Several nodes: the partition, account, time limit, QoS, constraint, GPU request and further "
@@ -216,6 +224,17 @@ class HardwareSpec(Section):
             raise ValueError(
                 f"hardware.slurm.gpus_per_node {self.slurm.gpus_per_node} asks for fewer GPUs than the "
                 f"{self.gpus_per_node} processes per node the plan starts (hardware.gpus_per_node)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _context_parallel_divides(self) -> HardwareSpec:
+        processes = self.gpus_per_node * self.nodes
+        if processes % self.context_parallel:
+            raise ValueError(
+                f"context_parallel {self.context_parallel} does not divide the {processes} processes "
+                f"(gpus_per_node {self.gpus_per_node} x nodes {self.nodes}): each sequence is split over a group of "
+                f"context_parallel processes, so give a divisor of {processes}, or more processes"
             )
         return self
 

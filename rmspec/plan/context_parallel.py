@@ -1,0 +1,135 @@
+"""hardware.context_parallel: what splitting each prompt-once row over N processes costs and saves, per rank.
+
+The layout sized here is rmspec.train.context_parallel's (REFERENCE 20): the row, padded to a multiple of
+2N, is cut into 2N chunks and each rank of a group holds two of them (width / N tokens); in every layer
+it all-gathers the keys and values of the whole row and attends its queries through its slice of the
+prompt-once mask. Per rank, against one process holding the whole row:
+- activations: the memory model's (rmspec.plan.memory.activation_bytes) at width / N tokens per row;
+- gathered keys and values: 2 x width x kv_dim per row and layer, kept for backward by autograd in every
+  layer (one layer's with gradient checkpointing, which recomputes the gather);
+- the mask slice: [rows, 1, width / N, width] bool, one per attention layer type, instead of width x width;
+- communication per optimizer step: the forward all-gather receives (N-1)/N of the gathered keys and values
+  in each layer, the backward's reduce-scatter sends as much: 2 x layers x (N-1)/N x rows x 2 x width x
+  kv_dim bytes per micro step (gloo's backward is an all-reduce, about twice that).
+Model states are the plan's (the group's processes each hold what the strategy gives them). Pure: no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from rmspec.errors import PlanError
+from rmspec.plan.memory import GIB, MemoryEstimate, TrainingShape, activation_bytes, packed_mask_bytes
+from rmspec.plan.model_shape import ModelShape
+
+MASKED = ("sdpa", "eager")  # the implementations whose models take the per-rank mask (prefix_mask.MASKED_ATTENTION)
+FIX = "docs/long_context.md"
+
+
+def refusal(
+    degree: int, *, architecture: str, attn: str, packed: bool, num_processes: int, vision: bool = False
+) -> str | None:
+    """Why context parallelism of ``degree`` cannot apply to this plan, or None."""
+    if degree == 1:
+        return None
+    if num_processes % degree:
+        return f"context_parallel {degree} does not divide the {num_processes} processes"
+    if vision:
+        return "a vision-language model's rows (images, M-RoPE positions) are not split in this version"
+    if architecture != "decoder":
+        return "an encoder attends in both directions: context parallelism splits a causal decoder's rows"
+    if attn not in MASKED:
+        return (
+            f"attention {attn!r} takes no custom mask (flash attention takes none): each rank attends through its "
+            f"slice of the prompt-once mask, so set model.attn_implementation to sdpa or eager (or auto)"
+        )
+    if not packed:
+        return "context parallelism splits prompt-once rows: set training.packing to auto or shared_prefix"
+    return None
+
+
+def check(degree: int, **facts: Any) -> None:
+    why = refusal(degree, **facts)
+    if why is not None:
+        raise PlanError(f"hardware.context_parallel: {why}", hint=f"or set hardware.context_parallel: 1 ({FIX})")
+
+
+def _kv_bytes(shape: ModelShape, t: TrainingShape, width: int) -> float:
+    """Keys and values of ``width`` tokens in one layer, for every row of the micro batch."""
+    rows = t.micro_batch * t.seqs_per_example
+    return float(rows * 2 * width * shape.kv_dim * (4 if t.precision == "fp32" else 2))
+
+
+def split_tokens(row_tokens: int, degree: int) -> tuple[int, int]:
+    """(the row padded to 2 x degree equal chunks, the tokens each rank holds)."""
+    width = -(-row_tokens // (2 * degree)) * 2 * degree
+    return width, width // degree
+
+
+def per_rank_memory(
+    shape: ModelShape, t: TrainingShape, memory: MemoryEstimate, *, degree: int, row_tokens: int
+) -> tuple[MemoryEstimate, dict[str, float]]:
+    """The plan's estimate at ``t`` (fitted at the rank's share of the row) with what a rank adds: the
+    gathered keys and values, and its mask slice against the whole row in place of a square one; and
+    those figures (bytes)."""
+    width, local = split_tokens(row_tokens, degree)
+    rows = t.micro_batch * t.seqs_per_example
+    gathered = (1 if t.checkpointing else shape.num_layers) * _kv_bytes(shape, t, width)
+    mask = float(rows * local * width)  # bool, the ranks attend with SDPA
+    adjusted = replace(memory, temporary=memory.temporary - packed_mask_bytes(t) + mask + gathered)
+    return adjusted, {"gathered": gathered, "mask": mask}
+
+
+def context_parallel_section(
+    shape: ModelShape,
+    t: TrainingShape,
+    memory: MemoryEstimate,
+    *,
+    degree: int,
+    row_tokens: int,
+    num_processes: int,
+    grad_accum: int,
+    micro_batch: int,
+) -> dict[str, Any]:
+    """The plan's ``context_parallel`` section (GiB per rank): ``t`` and ``memory`` are the plan's, fitted at
+    the rank's share of a row of ``row_tokens``; the one-process figures are the same row unsplit."""
+    width, local = split_tokens(row_tokens, degree)
+    adjusted, extra = per_rank_memory(shape, t, memory, degree=degree, row_tokens=row_tokens)
+    whole = replace(t, seq_len=row_tokens)
+    traffic = 2 * shape.num_layers * (degree - 1) / degree * _kv_bytes(shape, t, width) * grad_accum
+    gb = lambda b: round(b / GIB, 3)  # noqa: E731
+    return {
+        "degree": degree,
+        "groups": num_processes // degree,
+        "row_tokens": row_tokens,
+        "padded_tokens": width,
+        "tokens_per_rank": local,
+        "activations_per_rank_gb": gb(memory.activations),
+        # the plan's activations scaled to the whole row (its dtype of the residual stream kept)
+        "activations_one_process_gb": gb(
+            memory.activations * activation_bytes(shape, whole) / activation_bytes(shape, t)
+        ),
+        "gathered_kv_gb": gb(extra["gathered"]),
+        "mask_per_rank_gb": gb(extra["mask"]),
+        "mask_one_process_gb": gb(packed_mask_bytes(whole)),
+        "total_per_rank_gb": gb(adjusted.total),
+        "communication_gb_per_step": gb(traffic),
+        # the groups are the data-parallel processes: examples per optimizer step
+        "examples_per_step": micro_batch * grad_accum * (num_processes // degree),
+        "run": "planned only: rmspec run refuses context_parallel above 1 in this version",
+    }
+
+
+def check_fits(section: dict[str, Any], usable_gb: float) -> None:
+    """PlanError with the figures where a rank's share does not fit its device."""
+    if section["total_per_rank_gb"] > usable_gb:
+        raise PlanError(
+            f"hardware.context_parallel {section['degree']}: a row of {section['row_tokens']:,} tokens needs "
+            f"{section['total_per_rank_gb']:.2f} GB per rank ({section['tokens_per_rank']:,} tokens each: "
+            f"activations {section['activations_per_rank_gb']:.2f}, gathered keys and values "
+            f"{section['gathered_kv_gb']:.2f}, mask {section['mask_per_rank_gb']:.2f}), over the "
+            f"{usable_gb:.2f} GB usable",
+            hint="raise hardware.context_parallel (with as many more processes), turn on "
+            "training.gradient_checkpointing, or lower training.max_length",
+        )

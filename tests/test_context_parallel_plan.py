@@ -1,0 +1,131 @@
+"""hardware.context_parallel in the spec and the plan: validated with the figures, sized per rank, refused by run.
+
+The plan's figures are checked against the layout restated here (a row padded to 2N chunks, N ranks each
+holding two; keys and values of the whole row kept per layer; a [width / N, width] bool mask slice) on the
+shipped decoder quickstart (SmolLM2-135M's shape, from its packaged GGUF header). Light side: no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rmspec.errors import PlanError
+from rmspec.plan.context_parallel import check_fits, refusal, split_tokens
+
+REPO = Path(__file__).resolve().parents[1]
+DECODER = REPO / "specs" / "quickstart_decoder.yaml"
+CPU2 = ["hardware.device=cpu", "hardware.gpus_per_node=2", "hardware.cpu_memory_gb=16"]
+GIB = 1024**3
+
+
+def rmspec(*args: str, sets: list[str]) -> subprocess.CompletedProcess:
+    argv = [str(Path(sys.executable).parent / "rmspec"), *args]
+    for s in sets:
+        argv += ["--set", s]
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    return subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def plans() -> tuple[dict, dict]:
+    one = rmspec("plan", str(DECODER), "--json", sets=CPU2)
+    two = rmspec("plan", str(DECODER), "--json", sets=[*CPU2, "hardware.context_parallel=2"])
+    assert one.returncode == 0, one.stderr
+    assert two.returncode == 0, two.stderr
+    return json.loads(one.stdout), json.loads(two.stdout)
+
+
+def test_without_context_parallel_the_plan_has_no_section(plans):
+    one, _ = plans
+    assert "context_parallel" not in one
+
+
+def test_the_plan_sizes_a_rank_of_the_split_row(plans):
+    one, two = plans
+    cp = two["context_parallel"]
+    shape = two["model"]["shape"]
+    row = one["packing_tokens"]["row_tokens_bound"]  # the prompt-once row the plan sizes
+    assert cp["row_tokens"] == row
+    width = math.ceil(row / 4) * 4
+    assert (cp["padded_tokens"], cp["tokens_per_rank"]) == (width, width // 2)
+    rows = two["micro_batch_size"]  # one prompt-once row per pair
+    kv_dim = shape["num_key_value_heads"] * shape["head_dim"]
+    gathered = shape["num_layers"] * rows * 2 * width * kv_dim * 4 / GIB  # fp32 on this CPU plan
+    assert cp["gathered_kv_gb"] == pytest.approx(gathered, abs=1e-3)
+    assert cp["mask_per_rank_gb"] == pytest.approx(rows * (width // 2) * width / GIB, abs=1e-3)
+    # activations are linear in tokens: a rank holds half the row
+    assert cp["activations_per_rank_gb"] == pytest.approx(
+        cp["activations_one_process_gb"] * (width // 2) / width, rel=0.01
+    )
+    assert two["memory_per_device_gb"]["activations"] == cp["activations_per_rank_gb"]
+    assert two["memory_per_device_gb"]["total"] == cp["total_per_rank_gb"]
+    assert cp["total_per_rank_gb"] < one["memory_per_device_gb"]["total"]
+    # forward all-gather and backward reduce-scatter: (N-1)/N of each layer's keys and values, twice
+    traffic = 2 * shape["num_layers"] * 0.5 * rows * 2 * width * kv_dim * 4 * two["gradient_accumulation_steps"] / GIB
+    assert cp["communication_gb_per_step"] == pytest.approx(traffic, abs=1e-3)
+    assert cp["groups"] == 1
+    assert cp["examples_per_step"] == two["micro_batch_size"] * two["gradient_accumulation_steps"]
+
+
+def test_the_human_plan_shows_it():
+    done = rmspec("plan", str(DECODER), sets=[*CPU2, "hardware.context_parallel=2"])
+    assert done.returncode == 0, done.stderr
+    assert "2 ranks per row" in done.stdout and "gathered keys and values" in done.stdout
+    assert "planned only" in done.stdout
+
+
+def test_a_degree_that_does_not_divide_the_processes_is_a_spec_error():
+    done = rmspec("validate", str(DECODER), sets=[*CPU2, "hardware.context_parallel=3"])
+    assert done.returncode == 2, done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert "context_parallel 3 does not divide the 2 processes" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    ("sets", "reason"),
+    [
+        (["model.attn_implementation=flash_attention_2", "training.packing=auto"], "takes no custom mask"),
+        (["training.packing=off"], "prompt-once rows"),
+    ],
+)
+def test_what_cannot_split_is_refused_at_plan(sets, reason):
+    done = rmspec("plan", str(DECODER), sets=[*CPU2, "hardware.context_parallel=2", *sets])
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert reason in out and "Traceback" not in out
+
+
+def test_an_encoder_is_refused():
+    assert "encoder" in (refusal(2, architecture="encoder", attn="sdpa", packed=True, num_processes=2) or "")
+    assert refusal(1, architecture="encoder", attn="flash_attention_2", packed=False, num_processes=3) is None
+    assert refusal(2, architecture="decoder", attn="eager", packed=True, num_processes=4) is None
+
+
+def test_a_rank_that_does_not_fit_is_refused_with_the_figures():
+    section = {
+        "degree": 2,
+        "row_tokens": 65536,
+        "tokens_per_rank": 32768,
+        "total_per_rank_gb": 90.5,
+        "activations_per_rank_gb": 60.0,
+        "gathered_kv_gb": 8.0,
+        "mask_per_rank_gb": 2.0,
+    }
+    with pytest.raises(PlanError, match=r"65,536 tokens needs 90.50 GB per rank .* over the 72.00 GB usable"):
+        check_fits(section, 72.0)
+    check_fits(section, 91.0)
+    assert split_tokens(346, 2) == (348, 174) and split_tokens(8, 2) == (8, 4)
+
+
+def test_run_refuses_it(tmp_path):
+    done = rmspec("run", str(DECODER), sets=[*CPU2, "hardware.context_parallel=2", f"output.dir={tmp_path}/run"])
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert "planned only in this version" in out and "Traceback" not in out
+    assert not (tmp_path / "run").exists()
