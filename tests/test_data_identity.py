@@ -98,12 +98,18 @@ def test_a_text_prompt_keeps_the_key_it_always_had():
         {"role": "user", "content": "What is 2+2?"},
         {"role": "assistant", "content": "", "tool_calls": [{"name": "calc", "arguments": "2+2"}]},
     ]
-    turns = [["system", "Be brief."], ["user", "What is 2+2?"], ["assistant", "", {"tool_calls": msgs[2]["tool_calls"]}]]
+    turns = [
+        ["system", "Be brief."],
+        ["user", "What is 2+2?"],
+        ["assistant", "", {"tool_calls": msgs[2]["tool_calls"]}],
+    ]
     old = hashlib.sha1(json.dumps(turns, ensure_ascii=False).encode()).hexdigest()[:20]
     assert prompt_key({"prompt_messages": msgs}) == old
     assert prompt_key({"prompt_messages": msgs, "images": []}) == old
     batch = {"prompt_key": [old], "chosen": ["4"], "rejected": ["5"]}
-    assert row_key(batch, 0, "row", RowKind.PAIRS) == hashlib.sha1(json.dumps([old, "4", "5"]).encode()).hexdigest()[:20]
+    assert (
+        row_key(batch, 0, "row", RowKind.PAIRS) == hashlib.sha1(json.dumps([old, "4", "5"]).encode()).hexdigest()[:20]
+    )
 
 
 # ---------------------------------------------------------------- split

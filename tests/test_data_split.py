@@ -144,3 +144,94 @@ def test_pairs_from_scores(tmp_path):
         ("good", "meh"),
     }
     assert made == expected
+
+
+# ---------------------------------------------------------------- issue 47 item 4: an empty validation split
+
+
+def one_prompt_rows(n=30):
+    return [{"prompt": "the one question", "chosen": f"good {i}", "rejected": f"bad {i}", "src": "a"} for i in range(n)]
+
+
+def test_an_empty_validation_split_stops_the_data_stage_with_its_cause(tmp_path):
+    import pytest
+
+    from rmspec.errors import DataError
+
+    loaded = spec(tmp_path, one_prompt_rows(), {"validation_fraction": 0.2})
+    with pytest.raises(DataError) as caught:
+        prepare(loaded, bert_tokenizer(), cache_dir=tmp_path / "c")
+    assert caught.value.exit_code == 2
+    assert "all 30 rows share one prompt" in caught.value.message
+    assert "data.split.group_by_prompt: false" in caught.value.hint
+    assert not list((tmp_path / "c").glob("*/report.json"))  # nothing cached: no empty split to reload later
+    # the hint's way out: rows of one prompt on both sides, at the fraction
+    loaded = spec(tmp_path, one_prompt_rows(), {"validation_fraction": 0.2, "group_by_prompt": False})
+    prepared = prepare(loaded, bert_tokenizer(), cache_dir=tmp_path / "c2")
+    assert (len(prepared.train), len(prepared.validation)) == (24, 6)
+
+
+def test_an_empty_validation_source_stops_the_data_stage(tmp_path):
+    import pytest
+
+    from rmspec.errors import DataError
+
+    write_jsonl(tmp_path / "val.jsonl", [{"prompt": "held out", "chosen": "same", "rejected": "same", "src": "x"}])
+    loaded = spec(
+        tmp_path,
+        rows_with_repeated_prompts(10),
+        {"validation_fraction": None, "validation_source": {"kind": "files", "paths": ["val.jsonl"]}},
+        filters=[{"kind": "drop_identical"}],
+    )
+    with pytest.raises(DataError, match=r"validation_source: no validation rows left .*identical 1"):
+        prepare(loaded, bert_tokenizer(), cache_dir=tmp_path / "c")
+
+
+def test_validation_off_lets_an_unsplittable_set_train(tmp_path):
+    """eval.validation: false and no training.eval_steps: nothing reads the split, so one prompt trains
+    (and the prepared validation is None, never an empty set a later load cannot read)."""
+    write_jsonl(tmp_path / "d.jsonl", one_prompt_rows())
+    loaded = make_spec(
+        tmp_path,
+        {
+            "source": {"kind": "files", "paths": ["d.jsonl"]},
+            "mapping": {"preset": "pairs"},
+            "split": {"validation_fraction": 0.2},
+        },
+        extra={"eval": {"validation": False, "benchmarks": []}},
+    )
+    for _ in range(2):  # the second reads the cache
+        prepared = prepare(loaded, bert_tokenizer(), cache_dir=tmp_path / "c")
+        assert len(prepared.train) == 30 and prepared.validation is None
+
+
+def test_the_split_always_leaves_a_prompt_to_train_on():
+    keys = ["a", "a", "b"]
+    for seed in range(5):
+        mask = validation_mask(keys, 0.9, seed=seed)
+        assert any(mask) and not all(mask)
+
+
+def test_rmspec_run_stops_before_training_when_all_rows_share_one_prompt(tmp_path):
+    """The CLI as a user runs it: exit 2, the cause and its fix, and no training step (the old code
+    trained, then failed in the run's evaluation with an IndexError from datasets)."""
+    import json
+
+    from helpers.runs import make_run_spec, rmspec
+
+    rows = [
+        {"id": f"r{i}", "prompt": "w10 w11", "chosen": f"w1 w{12 + i}", "rejected": f"w2 w{12 + i}"} for i in range(40)
+    ]
+    write_jsonl(tmp_path / "pairs.jsonl", rows)
+    spec_file = make_run_spec(tmp_path, rows=40, training="  max_steps: 2")
+    done = rmspec("run", spec_file.name, cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said
+    assert "data.split: the validation split is empty: all 40 rows share one prompt" in said
+    assert "data.split.group_by_prompt: false" in said
+    assert "Traceback" not in said and "IndexError" not in said
+    run = tmp_path / "runs" / "tiny"
+    assert "step 1/" not in said and not (run / "metrics.jsonl").exists()
+    assert not list(run.glob("checkpoints/checkpoint-*")) and not (run / "model").exists()
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "failed" and status["exit_code"] == 2

@@ -25,7 +25,7 @@ from rmspec.data.augment import augment_rows
 from rmspec.data.columns import alive, arrow, output, rejected, write_rejects
 from rmspec.data.report import DataReport, count_rejects
 from rmspec.data.source_stage import make_context, read_source, read_sources, source_entry
-from rmspec.data.split import split_rows
+from rmspec.data.split import require_validation, split_rows, validation_on
 from rmspec.data.summarize import summarize
 from rmspec.data.tokenize import TokenizeStage
 from rmspec.errors import DataError
@@ -77,6 +77,7 @@ def prepare(
     kept = (
         alive(main.ds) if len(results) == 1 else datasets.concatenate_datasets([alive(r.ds) for r in results.values()])
     )
+    split_kept: list[Any] = []  # the rows each dataset split (none: a separate validation source)
     if split.validation_source is not None:
         other = read_source(
             ctx, source_entry("validation", split.validation_source, data.mapping), "data.split.validation_source"
@@ -86,7 +87,8 @@ def prepare(
         rejected_parts.append(("validation", rejected(other.ds)))
         train, validation = kept, alive(other.ds)
     else:
-        parts = {name: split_rows(alive(r.ds), split) for name, r in results.items()}
+        split_kept = [alive(r.ds) for r in results.values()]
+        parts = {name: split_rows(k, split) for name, k in zip(results, split_kept)}
         if data.is_mixture:
             parts, kept = mix.mix_parts(parts, entries, data, streamed, sources, not_drawn, rejected_parts)
         train = mix.concat([t for t, _ in parts.values()])
@@ -155,6 +157,16 @@ def prepare(
             f"no training rows left after mapping and filters: rejected {report.rejected}{where}",
             "check the mapping (preset, columns) against the data, and the filters' limits",
         )
+    # The split asked for validation rows and holds none: stop here, not after training (exit 2, the cause).
+    require_validation(
+        validation,
+        split,
+        split_kept,
+        sources["validation"].rejected if "validation" in sources else None,
+        on=validation_on(loaded.spec),
+    )
+    if validation is not None and not len(validation):  # nothing held out (validation off): none, not an empty set
+        validation = None
     if hit is not None:
         cache.save_cache(hit, train, validation, report, rejected_parts)
     return Prepared(train, validation, report)
