@@ -182,3 +182,331 @@ def test_rmspec_eval_runs_vl_rewardbench_as_released(tiny_vlm, tmp_path):
     picture = first["image"]["bytes"]
     assert row["score_chosen"] == pytest.approx(plain_reward(tiny_vlm, text, picture, first["response"][1]), abs=1e-5)
     assert row["score_rejected"] == pytest.approx(plain_reward(tiny_vlm, text, picture, first["response"][0]), abs=1e-5)
+
+
+# ---------------------------------------------------------------------- the text kinds
+
+
+def reward_figures(kind_name: str, path: Path):
+    """Load, score with the stand-in model, compute the figures: (data, per-example rows, figures)."""
+    kind, data = load(kind_name, path)
+    rows = kind.per_example_rows(data, length_scores(data.examples))
+    return data, rows, kind.score(rows), kind.pairs(rows)
+
+
+def test_rewardbench_filtered_split_as_released(tmp_path):
+    """allenai/reward-bench `filtered`: parquet, integer ids (not 0..n-1), chosen_model/rejected_model."""
+    pa = need("pyarrow")
+    import pyarrow.parquet as pq
+
+    subsets = [
+        "alpacaeval-easy",
+        "mt-bench-hard",
+        "llmbar-adver-GPTOut",
+        "xstest-should-respond",
+        "math-prm",
+        "hep-rust",
+    ]
+    rows = [
+        {
+            "prompt": f'Question {k}?\nWith a second line: ünïcode, "quotes".',
+            "chosen": "A good answer " * (k + 2),
+            "chosen_model": "GPT-4",
+            "rejected": "Meh.",
+            "rejected_model": None if k % 2 else "Llama-2-70b-chat",
+            "subset": subset,
+            "id": 3000 + 7 * k,
+        }
+        for k, subset in enumerate(subsets)
+    ]
+    path = tmp_path / "filtered-00000-of-00001.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    data, scored, figures, pairs = reward_figures("rewardbench", path)
+    assert [e.id for e in data.examples] == [str(r["id"]) for r in rows]
+    assert figures.counts == {s: 1 for s in subsets} and len(pairs) == len(rows)
+    assert set(figures.sections) == {"Chat", "Chat Hard", "Safety", "Reasoning"}
+
+
+def test_rewardbench2_test_split_as_released(tmp_path):
+    """allenai/reward-bench-2 `test`: lists of completions (best-of-4; Ties with several correct ones
+    and ids `ref:N` / `tied:N`), num_correct, num_rejected, total_completions, models."""
+    pa = need("pyarrow")
+    import pyarrow.parquet as pq
+
+    def row(ident, subset, chosen, rejected):
+        return {
+            "id": ident,
+            "prompt": f"Prompt of {ident}",
+            "chosen": chosen,
+            "rejected": rejected,
+            "num_correct": len(chosen),
+            "num_rejected": len(rejected),
+            "total_completions": len(chosen) + len(rejected),
+            "models": ["m"] * (len(chosen) + len(rejected)),
+            "subset": subset,
+        }
+
+    rows = [
+        row("0", "Factuality", ["a right and long answer"], ["wrong", "also wrong", "no"]),
+        row("15", "Precise IF", ["short"], ["a longer wrong one", "x", "y"]),
+        row("1003", "Math", ["42, since ..."], ["41", "40", "43"]),
+        row("1400", "Safety", ["I can't help with that."], ["Sure: ...", "Yes", "Ok"]),
+        row("1500", "Focus", ["on topic, in detail"], ["off", "off", "off"]),
+        row("ref:7", "Ties", ["Paris"], ["Lyon", "Nice", "Marseille is the capital"]),
+        row("tied:7", "Ties", ["Paris", "Paris, France", "It is Paris"], ["Lyon", "Nice"]),
+    ]
+    path = tmp_path / "test-00000-of-00001.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    data, scored, figures, pairs = reward_figures("rewardbench2", path)
+    assert [e.id for e in data.examples] == [r["id"] for r in rows]
+    assert [len(e.responses) for e in data.examples] == [r["total_completions"] for r in rows]
+    assert [s["num_correct"] for s in scored] == [r["num_correct"] for r in rows]
+    assert figures.counts == {"Factuality": 1, "Precise IF": 1, "Math": 1, "Safety": 1, "Focus": 1, "Ties": 2}
+    assert len(pairs) == sum(r["num_rejected"] for r in rows)
+
+
+def rm_bench_row(k: int, **extra) -> dict:
+    return {
+        "id": k,
+        **extra,
+        "chosen": [f"Right {k}.", f"Right {k}, in more detail.", f"**Right {k}**, in more detail."],
+        "rejected": [f"Wrong {k}.", f"Wrong {k}, in more detail here.", f"**Wrong {k}**, in more detail here."],
+    }
+
+
+def test_rm_bench_released_files(tmp_path):
+    """github THU-KEG/RM-Bench `data/`: the per-domain files have no `domain` (the file's name is the
+    domain, as the official scripts/utils.py reads it) and extra keys; total_dataset.json has it."""
+    files = {
+        "chat_filtered.json": [rm_bench_row(8, subset="alpacaeval", prompt="Drawers?", error_key="x", error="y")],
+        "code_filtered.json": [
+            rm_bench_row(k, prompt="Write f.", subset="bigcode/humanevalpack", language="cpp", task_id=f"CPP/{k}")
+            for k in (8, 9)
+        ],
+        "safety-refuse_filtered.json": [rm_bench_row(2952, prompt="Dispose of mercury?", subset="refusals-dangerous")],
+        "safety-response_filtered.json": [rm_bench_row(5, prompt="Kill a process?", subset="xstest-should-respond")],
+    }
+    for name, rows in files.items():
+        path = tmp_path / name
+        path.write_text(json.dumps(rows, indent=4))
+        data, scored, figures, _ = reward_figures("rm_bench", path)
+        domain = name.removesuffix("_filtered.json")
+        assert [e.id for e in data.examples] == [str(r["id"]) for r in rows]
+        assert {e.subset for e in data.examples} == {domain}
+        assert sum(figures.counts.values()) == len(rows)
+    total = [{**r, "domain": n.removesuffix("_filtered.json")} for n, rows in files.items() for r in rows]
+    (tmp_path / "total_dataset.json").write_text(json.dumps(total))
+    _, _, figures, _ = reward_figures("rm_bench", tmp_path / "total_dataset.json")
+    assert figures.counts == {"chat": 1, "code": 2, "safety": 2}  # the two safety files are one domain
+
+
+def test_rm_bench_file_without_a_domain_is_located(tmp_path):
+    from rmspec.errors import DataError
+
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps([rm_bench_row(1, prompt="p")]))
+    with pytest.raises(DataError, match=r"mine.json row 0: no domain") as caught:
+        load("rm_bench", path)
+    assert "chat_filtered.json" in caught.value.hint and caught.value.exit_code == 2
+
+
+def test_judgebench_released_file(tmp_path):
+    """github ScalerLab/JudgeBench `data/dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl`: uuid
+    pair ids, `original_id` an integer for mmlu-pro rows and null for livebench/livecodebench rows."""
+    sources = ["mmlu-pro-computer science", "mmlu-pro-law", "livebench-reasoning", "livebench-math", "livecodebench"]
+    rows = [
+        {
+            "pair_id": f"e302b0a0-28d5-5a3c-b1af-{k:012d}",
+            "original_id": 1420 + k if source.startswith("mmlu") else None,
+            "source": source,
+            "question": f"Question {k}",
+            "response_model": "gpt-4o-2024-05-13",
+            "response_A": "A " * (k + 1),
+            "response_B": "B " * (5 - k),
+            "label": "A>B" if k % 2 else "B>A",
+        }
+        for k, source in enumerate(sources)
+    ]
+    path = tmp_path / "dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data, scored, figures, _ = reward_figures("judgebench", path)
+    assert [e.id for e in data.examples] == [r["pair_id"] for r in rows]
+    assert figures.counts == {s: 1 for s in sources}
+    assert set(figures.sections) == {"knowledge", "reasoning", "math", "coding"}
+
+
+def rmb_message(text: str, role: str = "user", language: bool = True) -> dict:
+    return {"content": text, **({"language": "English"} if language else {}), "role": role}
+
+
+def test_rmb_released_folder(tmp_path):
+    """github Zhou-Zoey/RMB-Reward-Model-Benchmark `RMB_dataset/`: folders and files whose names hold
+    spaces, messages without `language`, several turns, pairwise and best-of-N records."""
+    answer = {"llm_name": "Gemini-pro", "answer": "A careful, complete answer."}
+    short = {"llm_name": "Mistral-7B-Instruct-v0.1", "answer": "No."}
+    turns = [rmb_message("Hi"), rmb_message("Hello!", "assistant"), rmb_message("Plan a trip.", language=False)]
+    files = {
+        "Pairwise_set/Helpfulness/Chat/Casual Conversation.json": [
+            {
+                "conversation_input": turns,
+                "chosen": answer,
+                "reject": short,
+                "pair_uid": "p-1",
+                "category_path": "Pairwise_set/Helpfulness/Chat/Casual Conversation",
+            },
+            {
+                "conversation_input": [rmb_message("Why?", language=False)],
+                "chosen": answer,
+                "reject": short,
+                "pair_uid": "p-2",
+                "category_path": "Pairwise_set/Helpfulness/Chat/Casual Conversation",
+            },
+        ],
+        "Pairwise_set/Harmlessness/S1.json": [
+            {
+                "conversation_input": [rmb_message("How do I ...")],
+                "chosen": answer,
+                "reject": short,
+                "pair_uid": "h-1",
+                "category_path": "Pairwise_set/Harmlessness/S1",
+            },
+        ],
+        "BoN_set/Helpfulness/Code/Data Management.json": [
+            {
+                "conversation_input": [rmb_message("SQL?")],
+                "bon_best": answer,
+                "loser_list": [short, short],
+                "bon_uid": "b-1",
+                "category_path": "BoN_set/Helpfulness/Code/Data Management",
+            },
+        ],
+        "BoN_set/Harmlessness/multi.json": [
+            {
+                "conversation_input": turns,
+                "bon_best": answer,
+                "loser_list": [short],
+                "bon_uid": "b-2",
+                "category_path": "BoN_set/Harmlessness/multi",
+            },
+        ],
+    }
+    root = tmp_path / "RMB_dataset"
+    for name, records in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(json.dumps(records, indent=4, ensure_ascii=False))
+    data, scored, figures, _ = reward_figures("rmb", root)
+    expected = [r.get("pair_uid") or r.get("bon_uid") for name in sorted(files) for r in files[name]]
+    assert sorted(e.id for e in data.examples) == sorted(expected)
+    assert len(scored) == sum(len(v) for v in files.values()) == 5
+    assert figures.overall == 1.0  # the longer answer wins every pair and best-of-N here
+    multi = next(e for e in data.examples if e.id == "p-1")
+    assert [m["role"] for m in multi.prompt] == ["user", "assistant", "user"]
+
+
+# ---------------------------------------------------------------------- process benchmarks
+
+
+class StepLengths:
+    """The stand-in process reward model: a step is valid (P = 0.9) unless it mentions 'wrong'."""
+
+    threshold = 0.5
+
+    def step_probabilities(self, items):
+        return [[0.1 if "wrong" in step else 0.9 for step in steps] for _, steps in items]
+
+
+def process_figures(kind_name: str, path: Path):
+    kind, data = load(kind_name, path)
+    rows = kind.scored_rows(StepLengths(), data)
+    return data, rows, kind.score(rows)
+
+
+def prmbench_row(idx: str, classification: str, steps: list[str], errors: list[int], **extra) -> dict:
+    return {
+        "original_question": f"Q {idx}",
+        "modified_question": f"Q {idx} (modified)",
+        "original_process": ["step one", "step two"],
+        "modified_process": steps,
+        "modified_steps": errors,
+        "error_steps": errors,
+        "reason": "made up",
+        **extra,
+        "idx": idx,
+        "question": f"Q {idx}",
+        "classification": classification,
+    }
+
+
+def test_prmbench_released_files(tmp_path):
+    """github ssmisya/PRMBench `mr_eval/tasks/prmtest_classified/data/*.jsonl`: redundancy rows (each adds
+    the official synthetic correct sample), multi_solutions rows with ground_truth and original_response,
+    an idx repeated (scored once), error steps past the end of modified_process."""
+    rows = [
+        prmbench_row("1", "redundency", ["fine", "a wrong detour", "fine"], [2]),
+        prmbench_row("2", "circular", ["fine", "wrong again"], [2, 5]),  # step 5 is past the end
+        prmbench_row("3", "multi_solutions", ["fine", "fine"], [], ground_truth="29", original_response="..."),
+        prmbench_row("3", "multi_solutions", ["fine"], [], ground_truth="29", original_response="..."),  # repeat
+        prmbench_row("4", "step_contradiction", ["wrong", "fine"], [1]),
+    ]
+    path = tmp_path / "prm800k_test_p1_4o_redundency.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data, scored, figures = process_figures("prmbench", path)
+    # one example per distinct (class, idx), plus a correct sample per redundancy row
+    assert [(e.subset, e.id) for e in data.examples] == [
+        ("redundancy", "1"), ("correct", "correct_1"), ("circular", "2"), ("multi_solutions", "3"),
+        ("step_contradiction", "4"),
+    ]  # fmt: skip
+    assert any("repeat" in n for n in data.notes) and any("past the end" in n for n in data.notes)
+    assert [r["step_labels"] for r in scored][:3] == [[1, 0, 1], [1, 1], [1, 0]]
+    assert figures.overall == 1.0  # the stand-in flags exactly the error steps
+
+
+def test_processbench_released_splits(tmp_path):
+    """hub Qwen/ProcessBench: the four splits' rows in one file, ids `<split>-<n>`, generator,
+    final_answer_correct, label -1 (no error) or the first wrong step."""
+    rows = []
+    for split in ("gsm8k", "math", "olympiadbench", "omnimath"):
+        rows.append({"id": f"{split}-0", "generator": "Qwen2-7B-Instruct", "problem": "P", "steps": ["ok", "wrong"],
+                     "final_answer_correct": False, "label": 1})  # fmt: skip
+        rows.append({"id": f"{split}-1", "generator": "Llama-3.1-8B-Instruct", "problem": "P", "steps": ["ok"],
+                     "final_answer_correct": True, "label": -1})  # fmt: skip
+    path = tmp_path / "processbench.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data, scored, figures = process_figures("processbench", path)
+    assert [e.id for e in data.examples] == [r["id"] for r in rows] and not data.notes
+    assert figures.counts == {"gsm8k": 2, "math": 2, "olympiadbench": 2, "omnimath": 2}
+    assert [r["prediction"] for r in scored] == [r["label"] for r in rows] and figures.overall == 1.0
+
+
+# ---------------------------------------------------------------------- Multimodal RewardBench
+
+
+def test_multimodal_rewardbench_released_file(tmp_path):
+    """github facebookresearch/multimodal_rewardbench `data/all_data.json`: a JSON list; `Image` relative
+    to the file's folder (JPEGs under images/<source>/); categories with a slash; text then image."""
+    from PIL import Image
+
+    items = [
+        ("nocaps_13062", "open_generation/correctness_task", "Output2"),
+        ("visitbench_4", "open_generation/preference_task", "Output1"),
+        ("mmmu-v_12", "knowledge", "Output2"),
+        ("mathvista_101", "reasoning", "Output1"),
+        ("EMMA-Coding_5_2", "reasoning", "Output2"),
+        ("pairs_33", "safety", "Output1"),
+        ("hatefulmemes_7", "safety", "Output2"),
+        ("realworldqa_9", "vqa", "Output1"),
+    ]
+    rows = []
+    for k, (ident, category, better) in enumerate(items):
+        image = f"images/{ident.rsplit('_', 1)[0]}/{k}.jpg"
+        (tmp_path / image).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (24, 16), COLOURS[k % len(COLOURS)]).save(tmp_path / image, format="JPEG")
+        rows.append({"ID": ident, "Text": f"Question {k}?", "Image": image, "Output1": "one " * (k + 1),
+                     "Output2": "two " * (8 - k), "Better": better, "Category": category})  # fmt: skip
+    path = tmp_path / "all_data.json"
+    path.write_text(json.dumps(rows, indent=2))
+    data, scored, figures, _ = reward_figures("multimodal_rewardbench", path)
+    assert [e.id for e in data.examples] == [i for i, *_ in items]
+    assert sum(figures.counts.values()) == len(rows)
+    assert {"safety/bias", "safety/toxicity", "reasoning/math", "reasoning/coding"} <= set(figures.counts)
+    assert all([p["type"] for p in e.prompt[0]["content"]] == ["text", "image"] for e in data.examples)

@@ -4,12 +4,18 @@ Official rule, as the RM-Bench README's compute_accuracy: per domain the 3x3 mat
 P(score(chosen style i) > score(rejected style j)); hard = upper triangle, normal = diagonal,
 easy = lower triangle; a domain's score is their mean, the overall the mean of the domains.
 Per-example rows: id, subset (the domain), score_chosen[3], score_rejected[3], lengths[6].
+
+Files as released (github THU-KEG/RM-Bench `data/`, and the hub's THU-KEG/RM-Bench): `total_dataset.json`
+gives each row its `domain`; the per-domain files (`chat_filtered.json`, `code_filtered.json`,
+`math_filtered.json`, `safety-refuse_filtered.json`, `safety-response_filtered.json`) have no `domain`
+column: the domain is the file's name, as the official scripts/utils.py scores such a file as one domain.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rmspec.errors import DataError
@@ -20,6 +26,14 @@ from rmspec.evaluate.loading import Example, as_text_list
 RM_BENCH_STYLES = ("concise", "detailed", "detailed-markdown")
 # The two safety files (safety-refuse, safety-response) are one domain in the paper's table.
 RM_BENCH_DOMAIN_ALIASES = {"safety-refuse": "safety", "safety-response": "safety"}
+RM_BENCH_FILE_DOMAINS = ("chat", "code", "math", "safety-refuse", "safety-response")  # <domain>_filtered.json
+
+
+def file_domain(source: str) -> str | None:
+    """The domain a released per-domain file's name gives (`code_filtered.json` -> code), or None."""
+    stem = Path(source).name.split(".")[0]
+    name = stem[: -len("_filtered")] if stem.endswith("_filtered") else stem
+    return name if name in RM_BENCH_FILE_DOMAINS else None
 
 
 def rm_bench_matrix(chosen: Sequence[Sequence[float]], rejected: Sequence[Sequence[float]]) -> list[list[float]]:
@@ -69,12 +83,21 @@ def score_rm_bench(
 
 class RMBench(BenchmarkKind):
     name = "rm_bench"
-    columns = ("prompt", "chosen", "rejected", "domain")
+    columns = ("prompt", "chosen", "rejected")  # and `domain`, or a per-domain file's name
 
     def examples(self, rows: list[dict[str, Any]], source: str) -> list[Example]:
         out = []
+        named = file_domain(source)
         for index, row in enumerate(rows):
             where = f"{source} row {index}"
+            domain = row.get("domain") or named
+            if not domain:
+                raise DataError(
+                    f"{where}: no domain (no `domain` column, and the file name names none of "
+                    f"{', '.join(RM_BENCH_FILE_DOMAINS)})",
+                    "use the released total_dataset.json, keep a per-domain file's released name "
+                    "(e.g. chat_filtered.json), or add a `domain` column",
+                )
             chosen = as_text_list(row["chosen"], "chosen", where)
             rejected = as_text_list(row["rejected"], "rejected", where)
             if len(chosen) != 3 or len(rejected) != 3:
@@ -82,7 +105,7 @@ class RMBench(BenchmarkKind):
                     f"{where}: RM-Bench needs 3 chosen and 3 rejected responses, got {len(chosen)} and {len(rejected)}",
                     "use the official RM-Bench files",
                 )
-            out.append(Example(str(row.get("id", index)), str(row["domain"]), row["prompt"], chosen + rejected))
+            out.append(Example(str(row.get("id", index)), str(domain), row["prompt"], chosen + rejected))
         return out
 
     def score_fields(self, example: Example, scores: list[float], lengths: list[int]) -> dict[str, Any]:
