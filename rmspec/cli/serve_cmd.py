@@ -130,6 +130,22 @@ from rmspec.serve import MAX_BODY_MB, MAX_ITEMS  # light: constants only, the ar
     help="A vision reward model: fetch http(s) image_url parts (default: only data: URIs; a URL gets 400).",
 )
 @click.option(
+    "--engine",
+    type=click.Choice(["torch", "vllm", "auto"]),
+    default="torch",
+    show_default=True,
+    help="What computes the rewards: `torch` in this process; `vllm` a vLLM server rmspec starts on 127.0.0.1 and "
+    "stops with itself (routes, limits, token and normalisation stay rmspec's; exit 2 if it cannot; the server exits "
+    "1 if it dies); `auto` vLLM where installed and able to host the model, else torch, saying which at start.",
+)
+@click.option(
+    "--vllm-python",
+    metavar="PATH",
+    default=None,
+    help="--engine vllm/auto: the python of vLLM's environment (default: $RMSPEC_VLLM_PYTHON, else "
+    "/opt/rmspec-vllm/bin/python, made by .ci/install_vllm.sh).",
+)
+@click.option(
     "--access-log", is_flag=True, help="Log one line per request (method, path, status; never bodies or headers)."
 )
 def serve(
@@ -152,6 +168,8 @@ def serve(
     ensemble_coef: float | None,
     max_image_mb: float,
     allow_image_urls: bool,
+    engine: str,
+    vllm_python: str | None,
     access_log: bool,
 ) -> None:
     """Serve TARGET (a run directory or a reward-model folder) over HTTP."""
@@ -176,6 +194,7 @@ def serve(
     from rmspec.cli.extras_check import require_for_target
 
     require_for_target(target)  # a composite's rules (math-verify): exit 2 before the server starts
+    from rmspec.export.vllm_engine import EngineChoice
     from rmspec.serve.server import serve as run_server
     from rmspec.serve.service import Limits
 
@@ -203,4 +222,5 @@ def serve(
         shutdown_timeout=shutdown_timeout,
         step_separator=step_separator,
         ensemble_reduce=(ensemble_reduce, 1.0 if ensemble_coef is None else ensemble_coef),
+        engine_choice=EngineChoice(engine, vllm_python, log=lambda message: click.echo(message, err=True)),
     )

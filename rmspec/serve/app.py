@@ -26,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from rmspec.inference.engine_base import EngineDown
 from rmspec.serve import openai, openrlhf, vllm
 from rmspec.serve.batcher import NeverFits, QueueFull
 from rmspec.serve.metrics import Metrics
@@ -120,6 +121,10 @@ def create_app(service: Service, *, token: str | None = None, shutdown_timeout: 
         metrics.rejected_full.inc()
         return _json(ApiError(503, f"the server is busy ({exc}); retry shortly", None, {"Retry-After": "1"}))
 
+    @app.exception_handler(EngineDown)
+    async def engine_down(request: Request, exc: EngineDown) -> JSONResponse:
+        return _json(ApiError(503, f"the inference engine is down, the server is exiting: {exc}", None))
+
     @app.exception_handler(NeverFits)
     async def never_fits(request: Request, exc: NeverFits) -> JSONResponse:
         metrics.too_large.inc()
@@ -156,11 +161,16 @@ def create_app(service: Service, *, token: str | None = None, shutdown_timeout: 
         )
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
+    async def health() -> Any:
         batcher = service.batcher
         read = getattr(service.engine, "read_point", None)
+        backend: Any = getattr(service.engine, "backend", None)  # an engine rmspec started (vLLM), else torch
+        down = backend.failure() if backend is not None else None
+        if down is not None:
+            return JSONResponse({"status": "engine down", "engine": backend.name, "reason": down}, status_code=503)
         return {
             "status": "ok",
+            "engine": backend.name if backend is not None else "torch",
             "model": service.model_name,
             "kind": service.engine.kind,
             "normalize": service.normalize,

@@ -14,6 +14,7 @@ import ipaddress
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rmspec.errors import RmspecError
 
@@ -80,7 +81,10 @@ def serve(
     shutdown_timeout: float = 30.0,
     step_separator: str | None = None,
     ensemble_reduce: tuple[str, float] = ("mean", 1.0),
+    engine_choice: Any = None,
 ) -> None:
+    """`engine_choice` (rmspec.export.vllm_engine.EngineChoice; None: torch) attaches the inference engine
+    to the loaded scorer; the routes below never know which one runs."""
     import uvicorn
 
     from rmspec.inference import scorers
@@ -88,7 +92,7 @@ def serve(
     from rmspec.serve.app import create_app
     from rmspec.serve.service import Service
 
-    engine = load_scorer(target, step_separator=step_separator)
+    engine = load_scorer(target, step_separator=step_separator, device=getattr(engine_choice, "load_device", None))
     from rmspec.inference.ensemble import set_reduce
 
     set_reduce(engine.model, *ensemble_reduce)  # an ensemble's served reward; refused for other models unless mean
@@ -97,6 +101,7 @@ def serve(
             f"--normalize: {target} has no reward_mean/reward_std in config.json (a positive std)",
             "serve raw rewards (leave out --normalize), or give the run directory rmspec trained, whose model has them",
         )
+    which = engine_choice(engine, target) if engine_choice is not None else "torch"
     service = Service(
         engine,
         model_name=model_name or str(target),
@@ -114,7 +119,7 @@ def serve(
     )
     # Its kind says what matters: normalization; a process model's step separator; a composite's components.
     detail = scorers.of(engine).serving(engine, norm)
-    log(f"rmspec serve: {engine.kind} model {Path(target)} (max_length {engine.max_length}, {detail})")
+    log(f"rmspec serve: {engine.kind} model {Path(target)} (max_length {engine.max_length}, {detail}; engine {which})")
     log(f"listening on http://{host}:{port}" + (" (bearer token required)" if token else ""))
     config = uvicorn.Config(
         app,
@@ -127,18 +132,50 @@ def serve(
         server_header=False,
     )
     server = _server_class()(config)
-    server.run()
+    backend = getattr(engine, "backend", None)  # an engine rmspec started (vLLM); None: torch in this process
+    failed = watch_engine(backend, server, log) if backend is not None else []
+    try:
+        server.run()
+    finally:
+        if backend is not None:
+            backend.close()
     if not server.started:
         raise RmspecError(
             f"could not listen on {host}:{port} (in use, or not an address of this machine)",
             "pick another --port, or stop the process that holds it",
         )
-    log("rmspec serve: stopped")
+    log("rmspec serve: stopped" + (" (the inference engine died: exit 1)" if failed else ""))
     sys.stdout.flush()
     sys.stderr.flush()
     # Exit now: interpreter teardown (torch's and the batcher's threads, the model's memory) took
     # 8-23 s after "stopped" while the process still held its port and memory.
-    os._exit(0)
+    os._exit(1 if failed else 0)
+
+
+ENGINE_DEATH_GRACE_S = 5.0  # /health and requests answer 503 with the reason this long before the exit
+
+
+def watch_engine(backend: Any, server: Any, log: Any) -> list[str]:
+    """A thread that notices the engine's death (backend.failure()): it logs the reason, lets /health and
+    requests answer 503 for ENGINE_DEATH_GRACE_S, then stops the server, which exits 1. The reasons, filled in."""
+    import threading
+    import time
+
+    failed: list[str] = []
+
+    def watch() -> None:
+        while not server.should_exit:
+            reason = backend.failure()
+            if reason is not None:
+                failed.append(reason)
+                log(f"rmspec serve: {reason}\nrmspec serve: the inference engine died; stopping (exit 1)")
+                time.sleep(ENGINE_DEATH_GRACE_S)
+                server.should_exit = True
+                return
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="rmspec-engine-watch", daemon=True).start()
+    return failed
 
 
 def _aliases(target: str) -> tuple[str, ...]:

@@ -20,7 +20,6 @@ from rmspec.inference.loading import max_length_for
 from rmspec.inference.scorer import ScorerKind
 from rmspec.inference.scorers.base import Found, Rejected, ScorerType
 from rmspec.inference.scorers.shapes import PAIRS, Shape, reason
-from rmspec.inference.scoring import head_outputs
 from rmspec.inference.target import Target
 from rmspec.messages import Invalid
 
@@ -37,6 +36,8 @@ class RewardEngine:
     std: float | None = None
     target: Target | None = None
     batch_size: int = 32
+    # the engine computing the head (rmspec.inference.engine_base); None: torch on `model`
+    backend: Any = None
 
     # ------------------------------------------------------------------ loading
 
@@ -156,13 +157,17 @@ class RewardEngine:
         """Every head output per encoded sequence, in input order (length-sorted batches inside)."""
         if not encoded:
             return []
-        return head_outputs(
-            self.model,
-            [e.ids for e in encoded],
-            self.tokenizer.pad_token_id,
-            batch_size or self.batch_size,
-            type_ids=[e.type_ids for e in encoded],
+        return self.engine.outputs(
+            [e.ids for e in encoded], [e.type_ids for e in encoded], batch_size or self.batch_size
         )
+
+    @property
+    def engine(self) -> Any:
+        """The inference engine computing the head (rmspec.inference.engine_base): `backend` where one was
+        attached (vLLM: rmspec serve --engine), else torch on `model`."""
+        from rmspec.inference.engine_base import TorchEngine
+
+        return self.backend or TorchEngine(self.model, self.tokenizer.pad_token_id)
 
     def rewards(self, items: Sequence[tuple[Prompt, str]], batch_size: int | None = None) -> list[float]:
         """Raw reward (head output 0) per (prompt, response)."""
@@ -184,7 +189,7 @@ class RewardEngine:
         """Responses to one prompt share one row (a causal decoder whose attention takes a mask)."""
         from rmspec.inference.shared_prefix import can_share_prompt
 
-        if not scorers.of(self).shares_prompt or getattr(self.layout, "kind", None) == "pair":
+        if not scorers.of(self).shares_prompt or getattr(self.layout, "kind", None) == "pair" or self.backend:
             return False
         if not hasattr(self, "_prompt_once"):
             self._prompt_once = can_share_prompt(self.model)

@@ -1,0 +1,121 @@
+"""`rmspec serve RUN --engine vllm|torch|auto`: which inference engine computes the served rewards.
+
+- `torch` (the default): the model in rmspec's process (rmspec.inference.engine_base.TorchEngine).
+- `vllm`: a vLLM server rmspec starts and owns (rmspec.inference.engine_vllm): the model's files are
+  linked into a cache folder (RUN/vllm_engine for a run directory, else a temporary folder) with the
+  export's pooling files (last token, no activation: rmspec.export.vllm.write_model_folder), and vLLM's
+  server starts on it from the environment `--vllm-python` / $RMSPEC_VLLM_PYTHON names (as `rmspec export
+  --check`), on 127.0.0.1 at a free port, in float32 on a CPU engine and bfloat16 on a GPU one
+  (rmspec.export.check_dtype), eager on a CPU (torch.compile's warm-up took minutes there). rmspec keeps
+  encoding (layout, read point, cut), normalisation, routes, limits and tokens, and sends vLLM the token
+  ids `rmspec score` would score. An environment without vLLM, a scorer vLLM cannot host (judges, process
+  reward models, vision-language models, composites, encoders, heads with several outputs, architectures
+  vLLM has no pooling model for) and an engine that does not start are exit 2, with the reason and the
+  end of vLLM's log.
+- `auto`: `vllm` where it is installed and hosts the scorer, else `torch`, saying which and why at start.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rmspec.errors import RmspecError
+
+ENGINES = ("torch", "vllm", "auto")
+ENGINE_DIR = "vllm_engine"
+# Items per call to the engine: the server's whole dynamic batch (Limits.max_batch_items), so vLLM's own
+# scheduler sees it at once; --batch-size still sets it.
+VLLM_BATCH = 256
+
+
+class EngineChoice:
+    """What `--engine` asked for; called with the loaded scorer, it attaches the engine and says which."""
+
+    def __init__(self, choice: str, python: str | None, log: Callable[[str], None] = print):
+        if choice not in ENGINES:
+            raise RmspecError(f"--engine {choice}: not one of {', '.join(ENGINES)}", "use --engine torch, vllm or auto")
+        self.choice, self.python, self.log = choice, python, log
+
+    @property
+    def load_device(self) -> str | None:
+        """Where the torch scorer loads: the CPU under --engine vllm (it only encodes; vLLM holds the model)."""
+        return "cpu" if self.choice == "vllm" else None
+
+    def __call__(self, scorer: Any, target: str) -> str:
+        if self.choice == "torch":
+            return "torch"
+        try:
+            return start(scorer, target, self.python, self.log)
+        except RmspecError as exc:
+            if self.choice == "vllm":
+                raise
+            self.log(f"rmspec serve: --engine auto: using torch, because vLLM cannot serve it: {exc.message}")
+            return "torch (--engine auto: vLLM cannot serve it)"
+
+
+def cache_folder(target: str) -> Path:
+    """RUN/vllm_engine for a run directory; a fresh temporary folder for a bare model folder."""
+    path = Path(target)
+    if (path / "spec.yaml").is_file():
+        return path / ENGINE_DIR
+    return Path(tempfile.mkdtemp(prefix="rmspec-vllm-engine-"))
+
+
+def start(scorer: Any, target: str, python: str | None, log: Callable[[str], None] = print) -> str:
+    """Start vLLM on `scorer`'s model and attach it (scorer.backend); the line that says so. RmspecError
+    (exit 2) where it cannot: the reason, and the end of vLLM's log for an engine that did not start."""
+    from rmspec.export.check_dtype import choose, cpu_flags, engine_device
+    from rmspec.export.vllm import serve_command, write_model_folder
+    from rmspec.export.vllm_hosting import Hosting, ReadRule, engine_architecture
+    from rmspec.inference.engine_vllm import (
+        VllmEngine,
+        VllmProcess,
+        broken_environment,
+        free_port,
+        tail,
+        vllm_python,
+    )
+    from rmspec.inference.target import resolve_target
+
+    python = vllm_python(python)
+    try:
+        architecture = engine_architecture(Path(target), scorer)
+    except RmspecError as exc:
+        raise RmspecError(exc.message, f"serve it with --engine torch (the default); {exc.hint}") from None
+    device = engine_device(python)
+    dtype, why = choose("auto", device, cpu_flags())
+    folder = cache_folder(target)
+    write_model_folder(Path(resolve_target(target).model_dir), folder / "model", link=True)
+    host = Hosting(
+        architecture, getattr(scorer.layout, "kind", "?"), int(scorer.max_length), ReadRule(""), None, None, False
+    )
+    command = serve_command(folder / "model", host, python, free_port(), dtype=dtype)
+    if device == "cpu":
+        command.append("--enforce-eager")  # torch.compile's warm-up costs minutes on a CPU (REFERENCE 19)
+    log(f"rmspec serve: starting vLLM ({dtype}; {why}): {' '.join(command)}")
+    process = VllmProcess(command, folder / "vllm.log")
+    try:
+        seconds = process.wait_ready()
+    except RmspecError as exc:
+        process.stop()
+        broken = broken_environment(python) if "before it was ready" in exc.message else None
+        if broken is not None:  # the reason first, then what vLLM's log ended with
+            raise RmspecError(f"{broken.message}\n{tail(process.log)}", broken.hint) from None
+        raise
+    scorer.backend = VllmEngine(process, str(folder / "model"), dtype, seconds)
+    scorer.batch_size = max(scorer.batch_size, VLLM_BATCH)
+    free_weights(scorer)
+    sys.stderr.flush()
+    return f"vllm ({architecture}, {dtype}, {process.url}, started in {seconds:.0f} s, log {folder / 'vllm.log'})"
+
+
+def free_weights(scorer: Any) -> None:
+    """The torch copy of the weights leaves memory: vLLM computes the head now; rmspec keeps the tokenizer,
+    the layout and the config (on the meta device)."""
+    model = getattr(scorer, "model", None)
+    if model is not None and hasattr(model, "to"):
+        scorer.model = model.to("meta")

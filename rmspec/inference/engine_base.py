@@ -1,0 +1,65 @@
+"""The inference engine a scorer kind calls to compute its head's outputs: torch in this process (the
+default) or vLLM in a process rmspec starts and owns (rmspec.inference.engine_vllm).
+
+An engine takes token ids that the scorer kind has already encoded and cut as training did
+(rmspec.inference.encoding, the read point), and returns every head output per sequence in input
+order. Encoding, normalisation, routes, limits and protocols stay with the scorer kind and the
+server: they never know which engine runs. An engine that can no longer score says why
+(`failure()`), and `outputs` then raises EngineDown, which the server answers with 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+class EngineDown(Exception):
+    """The engine can no longer score (its process exited): the reason, with the end of its log."""
+
+
+class InferenceEngine(Protocol):
+    name: str  # "torch" or "vllm": said at start and in /health
+
+    def outputs(
+        self,
+        sequences: Sequence[Sequence[int]],
+        type_ids: Sequence[Sequence[int] | None] | None = None,
+        batch_size: int = 32,
+    ) -> list[list[float]]:
+        """Every head output per sequence, in input order; EngineDown once the engine is gone."""
+        ...
+
+    def failure(self) -> str | None:
+        """Why the engine can no longer score, or None while it can."""
+        ...
+
+    def close(self) -> None:
+        """Stop what the engine started (nothing for torch)."""
+        ...
+
+
+class TorchEngine:
+    """The model in this process: rmspec.inference.scoring.head_outputs (padded on the right,
+    length-sorted batches, as training and `rmspec eval` do)."""
+
+    name = "torch"
+
+    def __init__(self, model: Any, pad_token_id: int):
+        self.model, self.pad_token_id = model, pad_token_id
+
+    def outputs(
+        self,
+        sequences: Sequence[Sequence[int]],
+        type_ids: Sequence[Sequence[int] | None] | None = None,
+        batch_size: int = 32,
+    ) -> list[list[float]]:
+        from rmspec.inference.scoring import head_outputs
+
+        return head_outputs(self.model, sequences, self.pad_token_id, batch_size, type_ids=type_ids)
+
+    def failure(self) -> str | None:
+        return None
+
+    def close(self) -> None:
+        return None
