@@ -1,6 +1,6 @@
 """Any VLM family as a reward model (issue 37 item 2): LLaVA, LLaVA-OneVision, Idefics3, SmolVLM (a head
 rmspec builds) and Gemma 3 (transformers' own Gemma3ForSequenceClassification), each a tiny offline
-``*ForConditionalGeneration`` checkpoint in transformers' on-disk layout (rmspec.vision.tiny_families),
+``*ForConditionalGeneration`` checkpoint in transformers' on-disk layout (tests/helpers/tiny_families.py),
 checked against transformers itself (Qwen2-VL: tests/test_vision_model.py):
 
 1. every language and vision tensor transformers' own ``AutoModelForImageTextToText`` loads equals the
@@ -26,8 +26,8 @@ import torch
 from PIL import Image
 
 from helpers.runs import rmspec
+from helpers.tiny_families import FAMILIES, build_generation_checkpoint
 from rmspec.vision.models import reward_class
-from rmspec.vision.tiny_families import FAMILIES, build_generation_checkpoint
 
 torch.set_num_threads(1)
 

@@ -1,6 +1,6 @@
 """The plan counts the vision tower and projector of every family rmspec trains (issue 37 item 5).
 
-Independent computation: the real model. Each tiny family (rmspec.vision.tiny_families: LLaVA with a
+Independent computation: the real model. Each tiny family (tests/helpers/tiny_families.py: LLaVA with a
 CLIP tower, LLaVA-OneVision and Gemma 3 with SigLIP, Idefics3 and SmolVLM) is saved as a base folder
 would hold it (config.json as transformers writes it, defaults left out), rmspec.vision.shapes counts
 from that file alone, and the count must equal ``sum(p.numel())`` over the modules transformers builds
@@ -24,9 +24,9 @@ import json
 import pytest
 
 from helpers.runs import rmspec
+from helpers.tiny_families import FAMILIES
 from rmspec.plan.model_shape import shape_from_config
 from rmspec.vision.shapes import loose_vision_parameters, vision_part_parameters, vision_tower_parameters
-from rmspec.vision.tiny_families import FAMILIES
 from rmspec.vision.vit_shapes import most_tiles_per_image, vit_saved_bytes, vit_shape
 
 TOWERS = ("vision_tower", "vision_model")

@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 
 from helpers.runs import rmspec
-from rmspec.vision.tiny_families import FAMILIES, build_generation_checkpoint
+from helpers.tiny_families import FAMILIES, build_generation_checkpoint
 
 torch.set_num_threads(1)
 

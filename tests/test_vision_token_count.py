@@ -1,6 +1,6 @@
 """The data stage counts every family's visual tokens as its processor expands them (issue 37 items 1, 5).
 
-The independent computation is the family's own processor (rmspec.vision.tiny_families' builder, not
+The independent computation is the family's own processor (the builder in tests/helpers/tiny_families.py, not
 rmspec's load_processor), called as the collator calls it: a kept row's ids decoded, its placeholders
 written as the family's image part, the row's images given, the expanded input_ids counted. The data
 stage's lengths (which max_length filters on) and the data report's visual tokens must equal it for
@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 
 from helpers.data import make_spec, write_jsonl
+from helpers.tiny_families import FAMILIES
 from rmspec.vision.processor import IMAGE_TEXT, expand_placeholders
-from rmspec.vision.tiny_families import FAMILIES
 
 SIZES = [
     (28, 28),
@@ -283,7 +283,7 @@ def test_rmspec_plan_shows_the_families_visual_tokens_and_stays_light(tmp_path, 
     import subprocess
     import sys
 
-    from rmspec.vision.tiny_families import build_generation_checkpoint
+    from helpers.tiny_families import build_generation_checkpoint
 
     build_generation_checkpoint(family, tmp_path / family)
     _rows(tmp_path, [SIZES[0], SIZES[1]])
