@@ -32,12 +32,18 @@ def _png(colour: tuple[int, int, int], size: int = 8) -> bytes:
 
 @pytest.fixture(scope="module")
 def tiny_vlm(tmp_path_factory):
-    """The tiny Qwen2-VL's processor and tokenizer (what the data stage reads of a VLM folder)."""
-    from rmspec.vision.tiny import build_processor
-
+    """The tiny Qwen2-VL folder as the data stage reads it: processor, tokenizer and config (no weights)."""
     folder = tmp_path_factory.mktemp("vlm") / "tiny-vlm"
-    build_processor().save_pretrained(folder)
+    _weightless_vlm(folder)
     return folder
+
+
+def _weightless_vlm(folder):
+    from rmspec.vision.tiny import build_processor, tiny_config
+
+    processor = build_processor()
+    processor.save_pretrained(folder)
+    tiny_config(processor.tokenizer).save_pretrained(folder)
 
 
 def _prepare(folder, model_dir, rows, split=None, filters=None):
@@ -162,7 +168,7 @@ def test_the_multimodal_demo_has_no_false_duplicates(tmp_path, monkeypatch):
     from rmspec.vision import tiny
     from rmspec.vision.demo import write_demo
 
-    monkeypatch.setattr(tiny, "build_tiny_vlm", lambda folder: tiny.build_processor().save_pretrained(folder))
+    monkeypatch.setattr(tiny, "build_tiny_vlm", _weightless_vlm)
     spec = write_demo(tmp_path / "multimodal", spec=tmp_path / "multimodal.yaml")
     for sets in ((), ("data.filters=[{kind: dedup}]",), ("data.filters=[{kind: dedup, on: prompt}]",)):
         loaded = load_spec(str(spec), sets)
