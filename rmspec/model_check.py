@@ -6,16 +6,30 @@ the spec field, each place tried and what it held, and the fix, instead of trans
 after its retries ("internal error"). A name that reads as a path (./models/x, /data/m, a/b/c) and
 does not exist is a mistyped folder: the error shows the resolved path and the nearest names there.
 
-`rmspec validate --check-paths`, `plan` (for the model it sizes) and `run` (before the run directory
-is touched) call it; GGUF loading (issue 43) resolves its folder the same way. Light: pathlib,
-difflib and huggingface_hub's cache lookup; the hub is asked (a few seconds at most) only where
-HF_HUB_OFFLINE is not set and ``ask_hub`` says so.
+Who refuses what (docs/commands.md#where-a-model-is-found):
+- `run` (before the run directory is touched): every name that cannot be loaded from here (the hub
+  asked once, unless HF_HUB_OFFLINE is set); a missing `model.init_from` run is an error.
+- `validate` and `plan` (``before_run=False``), which import no torch and never ask the hub: a
+  path-like name that does not exist is an error; a hub id is an error only where the answer is known
+  offline: HF_HUB_OFFLINE is set and no source here knows the name (local folder, Hugging Face
+  cache, an installed package, and, for the model, the built-in catalog of shapes or the spec's
+  `model.shape`). Where one of the last two knows it, a note says `run` here needs it downloaded. Hub
+  reachable: a hub id that is not cached may be on the hub, so `validate` says nothing, and `plan`
+  refuses only the model it must size and cannot (not cached, not in the catalog, no `model.shape`).
+  A missing `model.init_from` is a note: the first stage of a recipe makes it (`plan` sizes from
+  `name_or_path`). `validate --check-paths` also asks the hub.
+Every refusal of a hub id suggests the nearest names installed or cached here (difflib).
+
+GGUF loading (issue 43) resolves its folder the same way. Light: pathlib, difflib and
+huggingface_hub's cache lookup; the hub is asked (a few seconds at most) only where HF_HUB_OFFLINE
+is not set and ``ask_hub`` says so.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,8 +132,63 @@ def _ask_hub(name: str) -> str | None:
     return None
 
 
-def problem(item: Named, base_dir: Path, *, ask_hub: bool) -> SpecIssue | None:
-    """None when ``item`` can be loaded from here; else the located problem with what was tried."""
+def _hub_names() -> list[str]:
+    """The hub ids this machine holds: installed packages' checkpoints and the Hugging Face cache's repositories."""
+    from rmspec.packaged import installed_models
+
+    names = installed_models()
+    try:
+        for entry in Path(_cache_dir()).iterdir():
+            if entry.name.startswith("models--") and entry.is_dir():
+                names.append(entry.name[len("models--") :].replace("--", "/"))
+    except OSError:
+        pass
+    return names
+
+
+def near_models(name: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """The names installed or cached here (and ``extra``) closest to ``name``, by the whole id or by the
+    part after the organisation (`all-MiniLM-L6-v3` finds sentence-transformers/all-MiniLM-L6-v2)."""
+
+    def tail(n: str) -> str:
+        return n.rsplit("/", 1)[-1].lower()
+
+    def closeness(candidate: str) -> float:
+        whole = difflib.SequenceMatcher(None, name.lower(), candidate.lower()).ratio()
+        return max(whole, difflib.SequenceMatcher(None, tail(name), tail(candidate)).ratio())
+
+    scored = sorted(((closeness(c), c) for c in dict.fromkeys([*_hub_names(), *extra]) if c != name), reverse=True)
+    return [c for score, c in scored if score >= 0.75][:3]
+
+
+def _check_name(name: str, near: list[str]) -> str:
+    return f"check the name{': did you mean ' + ' or '.join(near) + ' (here)?' if near else ''}; "
+
+
+@dataclass(frozen=True)
+class Known:
+    """What this machine knows of a hub model without the hub (validate, plan): the built-in catalog of
+    shapes (rmspec.plan.catalog, handed in by the commands: this module sits below the planner) and the
+    spec's model.shape."""
+
+    catalog: Callable[[str], Any] | None = None  # name -> its catalog entry, or None
+    shape_given: bool = False
+    needs_shape: bool = False  # plan: the model must be sized (no model.shape)
+
+    def sizes(self, item: Named) -> str | None:
+        """How the plan sizes this model without loading it, or None."""
+        if item.what != "model":
+            return None
+        if self.shape_given:
+            return "the spec's model.shape"
+        entry = self.catalog(item.name) if self.catalog is not None else None
+        return f"the built-in catalog ({entry[0]})" if entry else None
+
+
+def problem(item: Named, base_dir: Path, *, ask_hub: bool, known: Known | None = None) -> SpecIssue | None:
+    """None when ``item`` can be loaded from here; else the located problem with what was tried.
+    ``known`` (validate, plan): refuse a hub id only where the refusal is certain offline (the module's
+    docstring); its notes are returned by ``check_models``."""
     name = item.name
     local = ((Path.cwd() if item.from_cwd else base_dir) / Path(name).expanduser()).resolve()
     if local.exists():
@@ -143,11 +212,18 @@ def problem(item: Named, base_dir: Path, *, ask_hub: bool) -> SpecIssue | None:
     files = MODEL_FILES if item.what == "model" else TOKENIZER_FILES
     if _cached(name, files) is not None:
         return None
+    near = near_models(name)
     tried = [f"the local folder {local} (does not exist)", f"the Hugging Face cache {_cache_dir()} (not there)"]
+    sized = known.sizes(item) if known is not None else None
     if offline():
+        if sized is not None:
+            return None  # known to the plan (check_models notes it): the name is no typo we can tell
+        tried.append("the installed packages (none carries it)")
+        if known is not None and item.what == "model":
+            tried.append("the built-in catalog of shapes (not there)")
         tried.append("the hub (not asked: HF_HUB_OFFLINE is set)")
-        fix = (
-            f"on a machine with network run `hf download {name}` (it fills the cache), or give a local "
+        fix = _check_name(name, near) + (
+            f"else, on a machine with network, `hf download {name}` (it fills the cache), or give a local "
             "folder, or unset HF_HUB_OFFLINE"
         )
     elif ask_hub:
@@ -155,15 +231,51 @@ def problem(item: Named, base_dir: Path, *, ask_hub: bool) -> SpecIssue | None:
         if answer is None:
             return None
         tried.append(f"the hub ({answer})")
-        fix = (
-            f"check the name on huggingface.co, `hf download {name}` where the hub is reachable, or give a local folder"
+        fix = _check_name(name, near) + (
+            f"check it on huggingface.co, `hf download {name}` where the hub is reachable, or give a local folder"
+        )
+    elif known is not None and known.needs_shape and item.what == "model" and sized is None:
+        tried.append("the built-in catalog of shapes (not there)")
+        return SpecIssue(
+            item.field,
+            f"cannot size the model {name!r}: tried {'; '.join(tried)}; the hub is not asked by plan",
+            hint=_check_name(name, near)
+            + "else give its shape in the spec (model.shape: {architecture, num_parameters, hidden_size, "
+            "num_layers, ...}), point model.name_or_path at a local folder with config.json, or "
+            f"`hf download {name} config.json` to cache it",
         )
     else:
         return None  # the hub may have it: transformers downloads it
-    _, near = near_names(local)
-    if near:
-        fix += f" (a local folder with a near name: {', '.join(near)})"
+    _, near_local = near_names(local)
+    if near_local:
+        fix += f" (a local folder with a near name: {', '.join(near_local)})"
     return SpecIssue(item.field, f"cannot find the {item.what} {name!r}: tried {'; '.join(tried)}", hint=fix)
+
+
+def _note(item: Named, base_dir: Path, known: Known) -> SpecIssue | None:
+    """validate's and plan's note on a name they pass that `run` here would refuse."""
+    if item.what == "run's model":  # model.init_from: the first stage of a recipe makes it
+        local = (Path.cwd() / Path(item.name).expanduser()).resolve()
+        if local.exists():
+            return None
+        return SpecIssue(
+            item.field,
+            f"the run's model folder {item.name!r} does not exist yet (resolved: {local}); the plan sizes the "
+            "model from model.name_or_path",
+            hint="`rmspec run` refuses until it exists: run the stage that writes it first (a path relative "
+            "to the folder the run starts in)",
+        )
+    if not offline() or looks_like_path(item.name, base_dir) or _packaged(item.name, base_dir):
+        return None
+    sized = known.sizes(item)
+    if sized is None or _cached(item.name, MODEL_FILES) is not None or (base_dir / item.name).exists():
+        return None
+    return SpecIssue(
+        item.field,
+        f"{item.name!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: the plan sizes it from "
+        f"{sized}, `rmspec run` here needs its weights",
+        hint=f"`hf download {item.name}` on a machine with network, or run where the hub is reachable",
+    )
 
 
 def named_in(spec: Any) -> list[Named]:
@@ -208,19 +320,43 @@ def gguf_issues(loaded: Any) -> list[SpecIssue]:
     return []
 
 
-def check_models(loaded: Any, *, ask_hub: bool, paths_only: bool = False) -> None:
+def check_models(
+    loaded: Any,
+    *,
+    ask_hub: bool,
+    before_run: bool = True,
+    catalog: Callable[[str], Any] | None = None,
+    sizes_model: bool = False,
+) -> list[SpecIssue]:
     """A SpecError listing every model or tokenizer the loaded spec (LoadedSpec or LoadedComposite)
-    names that cannot be found, each at its line in the file. ``paths_only``: only the names that
-    are folders (plan: a hub id it sizes from its built-in catalog needs no download)."""
+    names that cannot be found, each at its line in the file. ``before_run=False`` (validate, plan):
+    refuse only what is certain without the hub (the module's docstring) and return the notes, each
+    located, on what `run` here would refuse (a missing model.init_from, a hub model not cached offline).
+    ``catalog``: rmspec.plan.catalog.catalog_config, the shapes the planner knows without the model;
+    ``sizes_model`` (plan): the model must be sized here, so a hub id nothing here can size is refused."""
+    model = getattr(loaded.spec, "model", None)
+    shape_given = getattr(model, "shape", None) is not None
+    known = (
+        None
+        if before_run
+        else Known(catalog=catalog, shape_given=shape_given, needs_shape=sizes_model and not shape_given)
+    )
     issues = gguf_issues(loaded)
+    notes: list[SpecIssue] = []
     for item in named_in(loaded.spec):
-        if paths_only and not (item.local_only or looks_like_path(item.name, Path(loaded.base_dir))):
-            continue
-        issue = problem(item, Path(loaded.base_dir), ask_hub=ask_hub)
+        issue = (
+            None
+            if known is not None and item.what == "run's model"
+            else problem(item, Path(loaded.base_dir), ask_hub=ask_hub, known=known)
+        )
+        is_note = issue is None and known is not None
+        if is_note:
+            issue = _note(item, Path(loaded.base_dir), known)
         if issue is None:
             continue
         where = loaded.locations.find(item.key)
         issue.file, issue.line, issue.col = where.file, where.line, where.col
-        issues.append(issue)
+        (notes if is_note else issues).append(issue)
     if issues:
         raise SpecError(issues)
+    return notes

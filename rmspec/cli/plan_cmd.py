@@ -37,9 +37,16 @@ def plan(spec_file: SpecPath, sets: tuple[str, ...], as_json: bool, out: str | N
         _own_plan(spec_file.kind, spec_file, sets, as_json, out)
         return
     loaded = load_spec(spec_file, sets)
-    if loaded.spec.model.shape is None:  # sized from the folder: a mistyped one says so, not "no shape"
-        check_models(loaded, ask_hub=False, paths_only=True)
+    from rmspec.plan.catalog import catalog_config
+    from rmspec.render.errors import print_notes
+
+    # a mistyped folder or hub id at its line, with the names installed here, not "no shape"; a missing
+    # model.init_from is a note (the first stage makes it): the rule is rmspec.model_check's
+    print_notes(check_models(loaded, ask_hub=False, before_run=False, catalog=catalog_config, sizes_model=True))
     check_local_columns(loaded)  # a missing column found here, not after the run has launched
+    from rmspec.evaluate.file_check import check_benchmark_files
+
+    check_benchmark_files(loaded)  # a missing or malformed benchmark file: here, not after training
     from rmspec.vision.settings_check import check_vision
 
     deferred = check_vision(loaded, download=False)  # model.vision's resolution vs the folder's image processor

@@ -71,3 +71,13 @@ def print_error(exc: RmspecError, console: Console | None = None, *, show_all: b
             console.print(Text("    hint: ", style="yellow") + Text(issue.hint))
     if len(shown) < n:
         console.print(Text(f"and {n - len(shown):,} more (rmspec validate --all shows every one)", style="yellow"))
+
+
+def print_notes(notes: list[SpecIssue], console: Console | None = None) -> None:
+    """Located notes on a spec that passes (what `run` here would still need), on stderr."""
+    console = console or stderr_console()
+    for note in notes:
+        head = Text("note: ", style="yellow") + Text(note.location(), style="cyan")
+        console.print(head + Text(f" {note.path}: {note.message}"))
+        if note.hint:
+            console.print(Text("    hint: ", style="yellow") + Text(note.hint))
