@@ -106,6 +106,16 @@ class RunDir:
         ]
 
 
+def follow_umask(path: Path, *, tree: bool = False) -> None:
+    """Give a file or folder made private (mkstemp's 0600, mkdtemp's 0700, safetensors' 0600) the mode an
+    ordinary write gets under the umask (0666/0777 less it): a run's files and its model can be read by
+    whoever may read the run. ``tree``: the folder and everything in it."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for each in [path, *(path.rglob("*") if tree else ())]:
+        os.chmod(each, (0o777 if each.is_dir() else 0o666) & ~umask)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write to a temporary file in the same folder, then rename: never a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,9 +125,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a written spec or report is not secret
+        follow_umask(Path(tmp))  # mkstemp makes 0600; a written spec or report is not secret
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from rmspec.inference import scorers
+from rmspec.rundir.layout import follow_umask
 
 
 def reward_stats(rewards: np.ndarray | list[float]) -> dict[str, float]:
@@ -115,6 +116,7 @@ def save_final_model(
     for stray in ("training_args.bin",):
         (tmp / stray).unlink(missing_ok=True)
     (tmp / "README.md").write_text(card, encoding="utf-8")
+    follow_umask(tmp, tree=True)  # mkdtemp's 0700 and safetensors' 0600 would hide it from other users
     old = None
     if target.exists():
         old = target.with_name(f".{target.name}.old")
