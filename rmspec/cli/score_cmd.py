@@ -91,9 +91,12 @@ def score(
     require_for_target(target)  # a composite's rules (math-verify): exit 2 before any row is scored
     out = Path(out_path) if out_path else Path(Path(input_path).name.split(".")[0] + ".scored.jsonl")
 
+    from transformers.utils import logging as transformers_logging
+
     from rmspec.inference.engine import load_scorer
     from rmspec.score.runner import score_file
 
+    transformers_logging.disable_progress_bar()  # its "Loading weights" bar: the scoring bar below is ours
     engine = load_scorer(target, batch_size=batch_size, step_separator=step_separator)
     run = functools.partial(
         score_file,
@@ -167,6 +170,8 @@ def _print_summary(s: dict) -> None:
     if s["rejected"]:
         reasons = ", ".join(f"{n} {why}" for why, n in sorted(s["rejected_by_reason"].items(), key=lambda kv: -kv[1]))
         echo(f"rejects: {s['rejects']} ({reasons})")
+    else:
+        echo("rejects: none (no rejects file written)")
     for name, counts in (s.get("failures") or {}).get("components", {}).items():  # a composite's components
         failed = ", ".join(f"{n} {why}" for why, n in counts["failed"].items()) or "none"
         echo(f"component {name}: {counts['scored']} rows, failures: {failed}")

@@ -3,7 +3,9 @@
 After every chunk both files are flushed and `OUT.progress.json` records how many input rows are
 finished and how long each file was at that point (written atomically). A resumed run cuts both
 files back to those lengths (dropping a chunk that was half written when the run stopped) and
-skips the finished rows, so no row is scored twice or lost.
+skips the finished rows, so no row is scored twice or lost. The rejects file is made by the first
+rejected row (none rejected: no file), and a finished run removes its progress record: what stays
+beside a finished output is the output and, where rows were rejected, their rejects.
 """
 
 from __future__ import annotations
@@ -51,10 +53,11 @@ class Writer:
         }
         out.parent.mkdir(parents=True, exist_ok=True)
         for path, size in ((out, self.state["out_bytes"]), (self.rejects, self.state["rejects_bytes"])):
-            with path.open("ab") as f:
-                f.truncate(size)
+            if path == out or path.exists():
+                with path.open("ab") as f:
+                    f.truncate(size)
         self._out = out.open("a", encoding="utf-8", newline="")
-        self._rej = self.rejects.open("a", encoding="utf-8")
+        self._rej: Any = None  # opened by the first rejected row
         self._csv: csv.DictWriter | None = None
 
     def write(self, rows: list[dict[str, Any]], rejects: list[dict[str, Any]], input_rows: int) -> None:
@@ -63,17 +66,21 @@ class Writer:
                 self._out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
         else:
             self._write_csv(rows)
+        if rejects and self._rej is None:
+            self._rej = self.rejects.open("a", encoding="utf-8")
         for rej in rejects:
             self._rej.write(json.dumps(rej, ensure_ascii=False, default=str) + "\n")
             self.state["reasons"][rej["reason_kind"]] = self.state["reasons"].get(rej["reason_kind"], 0) + 1
         for f in (self._out, self._rej):
-            f.flush()
-            os.fsync(f.fileno())
+            if f is not None:
+                f.flush()
+                os.fsync(f.fileno())
         s = self.state
         s["rows_done"] += input_rows
         s["scored"] += len(rows)
         s["rejected"] += len(rejects)
-        s["out_bytes"], s["rejects_bytes"] = self.out.stat().st_size, self.rejects.stat().st_size
+        s["out_bytes"] = self.out.stat().st_size
+        s["rejects_bytes"] = self.rejects.stat().st_size if self.rejects.exists() else 0
         self._save()
 
     def _write_csv(self, rows: list[dict[str, Any]]) -> None:
@@ -91,16 +98,35 @@ class Writer:
         )
 
     def finish(self) -> None:
+        """Close the files and remove the progress record: the output is complete."""
         self.state["done"] = True
-        self._save()
         self._out.close()
-        self._rej.close()
+        if self._rej is not None:
+            self._rej.close()
+        progress_path(self.out).unlink(missing_ok=True)
 
     def _save(self) -> None:
         path = progress_path(self.out)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps({**self.identity, **self.state}, indent=1))
         os.replace(tmp, path)
+
+
+def finished_state(out: Path) -> dict[str, Any]:
+    """The counts of a finished output (its progress record is gone): its rows, and its rejects by reason."""
+    with out.open(encoding="utf-8", newline="") as handle:
+        scored = (
+            sum(1 for _ in csv.DictReader(handle)) if out_format(out) == "csv" else sum(1 for x in handle if x.strip())
+        )
+    reasons: dict[str, int] = {}
+    rejects = rejects_path(out)
+    if rejects.exists():
+        for line in rejects.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                kind = json.loads(line).get("reason_kind", "unknown")
+                reasons[kind] = reasons.get(kind, 0) + 1
+    rejected = sum(reasons.values())
+    return {"rows_done": scored + rejected, "scored": scored, "rejected": rejected, "reasons": reasons, "done": True}
 
 
 def load_resume(out: Path, identity: dict[str, Any]) -> dict[str, Any] | None:

@@ -94,11 +94,8 @@ def _prepare_out(out: Path, identity: dict[str, Any], resume: bool, overwrite: b
     files = [out, output.rejects_path(out), output.progress_path(out)]
     if resume:
         state = output.load_resume(out, identity)
-        if state is None and out.exists():
-            raise DataError(
-                f"--resume: {out} exists but has no progress record ({output.progress_path(out).name})",
-                "it was not written by rmspec score; start afresh with --overwrite",
-            )
+        if state is None and out.exists():  # a finished run removed its record: the output is complete
+            return output.finished_state(out)
         return state
     if any(f.exists() for f in files):
         if not overwrite:
@@ -168,7 +165,7 @@ def _summary(
     return {
         "input": str(in_path),
         "out": str(out),
-        "rejects": str(output.rejects_path(out)),
+        "rejects": str(output.rejects_path(out)) if state["rejected"] else None,  # no file when none was rejected
         "rows_read": state["rows_done"],
         "scored": state["scored"],
         "rejected": state["rejected"],
