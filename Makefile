@@ -16,9 +16,13 @@ TORCH_FROM := $(if $(strip $(TORCH_INDEX)),--index-url $(TORCH_INDEX),)
 .PHONY: install demo test lint schema bench clean
 
 $(BIN)/rmspec: pyproject.toml constraints.txt
+	@echo "== rmspec install: a virtual environment in $(VENV), then torch, then rmspec with its dev tools: this takes minutes, and pip prints only errors"
 	$(PYTHON) -m venv $(VENV)
+	@echo "== installing torch 2.13.0$(if $(strip $(TORCH_INDEX)), from $(TORCH_INDEX),) (the largest download)"
 	$(PIP_INSTALL) $(TORCH_FROM) torch==2.13.0 || { echo "could not install torch==2.13.0$(if $(strip $(TORCH_INDEX)), from TORCH_INDEX=$(TORCH_INDEX): is it reachable from here? Leave TORCH_INDEX empty to use pip's own index,)"; exit 1; }
+	@echo "== installing rmspec and its dependencies (transformers, datasets, accelerate, ...) and the dev tools"
 	$(PIP_INSTALL) -e ".[dev]"
+	@echo "== installed: $(BIN)/rmspec"
 	@touch $@
 
 install: $(BIN)/rmspec
