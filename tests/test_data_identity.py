@@ -204,3 +204,23 @@ def test_true_duplicates_are_still_dropped(tmp_path, tiny_vlm):
     assert sorted(r["id"] for r in by_prompt.train) == ["r0", "r3", "r4"]
     plain = _prepare(tmp_path, tiny_vlm, rows)
     assert plain.report.duplicate_rate == round(1 - 4 / 6, 4)  # the report counts the same two rows
+
+
+def test_a_conversation_row_key_reads_its_pictures(tmp_path):
+    """Generative rows (whole conversations): the same turns over two pictures are two rows, over one
+    picture one row; without pictures the key is the old formula's (turns and tool calls)."""
+    red, blue = _png((200, 0, 0)), _png((0, 0, 200))
+    turns = [{"role": "user", "content": "\ufffcWhat colour?"}, {"role": "assistant", "content": "Red."}]
+
+    def batch(picture):
+        refs = ["data:image/png;base64," + base64.b64encode(picture).decode()]
+        key = prompt_key({"messages": turns, "images": refs})
+        return {"prompt_key": [key], "messages": [turns], "tools": [""], "images": [refs]}
+
+    assert row_key(batch(red), 0, "row", RowKind.MESSAGES) == row_key(batch(red), 0, "row", RowKind.MESSAGES)
+    assert row_key(batch(red), 0, "row", RowKind.MESSAGES) != row_key(batch(blue), 0, "row", RowKind.MESSAGES)
+    text = {"prompt_key": [prompt_key({"messages": turns})], "messages": [turns], "tools": [""], "images": [[]]}
+    old = hashlib.sha1(json.dumps([[m["role"], m["content"]] for m in turns], ensure_ascii=False).encode()).hexdigest()[
+        :20
+    ]
+    assert row_key(text, 0, "row", RowKind.MESSAGES) == old

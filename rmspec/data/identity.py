@@ -73,12 +73,13 @@ def row_key(batch: dict[str, list], i: int, on: str, approach: str) -> str:
 
 def row_key_columns(approach: str, columns: Sequence[str]) -> list[str]:
     """The columns :func:`row_key` reads for ``on: row`` (those of ``columns`` that exist)."""
-    body = {
+    bodies: dict[str, list[str]] = {
         RowKind.PAIRS: ["chosen", "rejected"],
         RowKind.SCORED: ["response", "scores"],
         RowKind.STEPS: ["steps", "step_labels"],
         RowKind.LIST: ["responses", "scores"],
-    }.get(approach, ["messages", "tools", "images"])
+    }
+    body = bodies.get(approach, ["messages", "tools", "images"])
     return [c for c in ("prompt_key", "id", *body) if c in columns]
 
 
