@@ -142,11 +142,11 @@ class _SumOverRanks(torch.autograd.Function):
 
 
 def gather_sequence(x: torch.Tensor, group: Any = None) -> torch.Tensor:
-    return _GatherSequence.apply(x, group)  # type: ignore[no-any-return]
+    return _GatherSequence.apply(x, group)
 
 
 def sum_over_ranks(x: torch.Tensor, group: Any = None) -> torch.Tensor:
-    return _SumOverRanks.apply(x, group)  # type: ignore[no-any-return]
+    return _SumOverRanks.apply(x, group)
 
 
 # ---------------------------------------------------------------- the attention function
@@ -188,7 +188,7 @@ def attention(
         key, value = gather_sequence(key, group), gather_sequence(value, group)
         if attention_mask is None or attention_mask.shape[-1] != key.shape[2]:
             raise ContextParallelError("a context-parallel forward needs the rank's mask slice against every key")
-    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)  # type: ignore[no-any-return]
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
 
 def register() -> None:
