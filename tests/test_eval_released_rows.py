@@ -510,3 +510,75 @@ def test_multimodal_rewardbench_released_file(tmp_path):
     assert sum(figures.counts.values()) == len(rows)
     assert {"safety/bias", "safety/toxicity", "reasoning/math", "reasoning/coding"} <= set(figures.counts)
     assert all([p["type"] for p in e.prompt[0]["content"]] == ["text", "image"] for e in data.examples)
+
+
+# ---------------------------------------------------------------------- benchmark files checked before the run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def spec_with_benchmarks(folder: Path, benchmarks: str) -> Path:
+    """The quickstart spec (its data by absolute path) with these eval.benchmarks lines."""
+    text = (REPO / "specs" / "quickstart.yaml").read_text()
+    text = text.replace("../rmspec/data/demo/", f"{REPO}/rmspec/data/demo/")
+    head, _, _ = text.partition("\neval:\n")
+    path = folder / "spec.yaml"
+    path.write_text(head + "\neval:\n  benchmarks:\n" + benchmarks)
+    return path
+
+
+def benchmark_line(spec: Path, needle: str) -> int:
+    return next(n for n, line in enumerate(spec.read_text().splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_missing_and_malformed_benchmark_files_stop_validate_and_plan(tmp_path, command):
+    """Before this, `validate` and `plan` passed and the run failed in its evaluation, after training."""
+    (tmp_path / "broken.jsonl").write_text('{"question": "q", "response_A": "a"}\nnot json\n')
+    (tmp_path / "narrow.jsonl").write_text('{"question": "q", "response_A": "a", "response_B": "b"}\n')
+    (tmp_path / "good.jsonl").write_text(
+        json.dumps({"question": "q", "response_A": "a", "response_B": "b", "label": "A>B", "source": "x"}) + "\n"
+    )
+    spec = spec_with_benchmarks(
+        tmp_path,
+        "    - kind: rewardbench\n      path: nowhere.jsonl\n"
+        "    - kind: judgebench\n      path: broken.jsonl\n"
+        "    - kind: judgebench\n      path: narrow.jsonl\n"
+        "    - kind: judgebench\n      path: good.jsonl\n"
+        "    - kind: rmb\n",
+    )
+    done = rmspec(command, str(spec), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert "5 problems" not in out and "4 problems in the spec" in out  # good.jsonl passes
+    assert f"spec.yaml:{benchmark_line(spec, 'nowhere.jsonl')}:" in out and "file not found: nowhere.jsonl" in out
+    assert f"spec.yaml:{benchmark_line(spec, 'broken.jsonl')}:" in out and "broken.jsonl:2:" in out
+    assert "narrow.jsonl lacks column(s) label, source" in out
+    assert "eval.benchmarks.4" in out and "benchmark 'rmb' needs a file" in out
+    assert "Traceback" not in out
+
+
+def test_run_stops_before_the_run_directory_on_a_missing_benchmark_file(tmp_path):
+    spec = spec_with_benchmarks(tmp_path, "    - kind: judgebench\n      path: gone.jsonl\n")
+    done = rmspec("run", str(spec), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "file not found: gone.jsonl" in done.stdout + done.stderr
+    assert not (tmp_path / "runs").exists()  # nothing trained, no run directory
+
+
+def test_the_benchmark_file_check_is_light(tmp_path):
+    """validate and plan import it: no torch, datasets or pyarrow (the light side's rule)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "b.jsonl").write_text('{"prompt": "p"}\n')
+    spec = spec_with_benchmarks(tmp_path, "    - kind: rewardbench\n      path: b.jsonl\n")
+    code = (
+        "import sys\nfrom rmspec.spec import load_spec\nfrom rmspec.evaluate.file_check import benchmark_issues\n"
+        f"issues = benchmark_issues(load_spec({str(spec)!r}))\n"
+        "assert len(issues) == 1 and 'lacks column(s) chosen, rejected, subset' in issues[0].message, issues\n"
+        "print(sorted(m for m in ('torch', 'datasets', 'pyarrow', 'transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -44,6 +44,9 @@ def plan(spec_file: SpecPath, sets: tuple[str, ...], as_json: bool, out: str | N
     # model.init_from is a note (the first stage makes it): the rule is rmspec.model_check's
     print_notes(check_models(loaded, ask_hub=False, before_run=False, catalog=catalog_config, sizes_model=True))
     check_local_columns(loaded)  # a missing column found here, not after the run has launched
+    from rmspec.evaluate.file_check import check_benchmark_files
+
+    check_benchmark_files(loaded)  # a missing or malformed benchmark file: here, not after training
     from rmspec.vision.settings_check import check_vision
 
     deferred = check_vision(loaded, download=False)  # model.vision's resolution vs the folder's image processor

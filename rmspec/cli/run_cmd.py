@@ -83,6 +83,9 @@ def run(target: SpecPath | None, sets: tuple[str, ...], resume_dir: str | None, 
             _require_extras(loaded.spec)
             check_models(loaded, ask_hub=True)  # before the run directory is touched
             check_local_columns(loaded)
+            from rmspec.evaluate.file_check import check_benchmark_files
+
+            check_benchmark_files(loaded)  # a missing or malformed benchmark file: here, not after training
             from rmspec.vision.settings_check import check_vision
 
             check_vision(loaded, download=True)  # a hub model's config files are fetched for it

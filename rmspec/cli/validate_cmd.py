@@ -33,5 +33,8 @@ def validate(spec_file: SpecPath, sets: tuple[str, ...], show_all: bool, check_p
         raise
     if kind.trains:  # the mapping's columns against local files, read cheaply (not the hub, not SQL)
         check_local_columns(loaded)
+        from rmspec.evaluate.file_check import check_benchmark_files
+
+        check_benchmark_files(loaded)  # a missing or malformed benchmark file: here, not after training
     print_notes(notes)
     click.echo(f"{spec_file}: valid ({kind.summary(loaded)})")
