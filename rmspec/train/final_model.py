@@ -131,11 +131,15 @@ def save_image_processor(trainer: Any, folder: Path) -> None:
     """A VLM's processor as training used it (model.vision's min/max pixels included), saved beside the
     weights with its own settings (processor_config.json: LLaVA's patch size, Idefics3's image_seq_len;
     its tokenizer is the run's, saved just before): the folder then scores alone, without the base model
-    (rmspec.inference.scorers.vision_reward). Text models have no image encoder in their collator."""
+    (rmspec.inference.scorers.vision_reward), and `AutoProcessor.from_pretrained(folder,
+    trust_remote_code=True)` loads it without rmspec or torchvision (rmspec.vision.saved_processor).
+    Text models have no image encoder in their collator."""
     encoder = getattr(trainer.data_collator, "encoder", None)
     processor = getattr(encoder, "processor", None)
     if processor is not None and getattr(processor, "image_processor", None) is not None:
-        processor.save_pretrained(str(folder))
+        from rmspec.vision.saved_processor import save_portable
+
+        save_portable(processor, folder)
 
 
 def model_card(

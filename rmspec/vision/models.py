@@ -156,14 +156,39 @@ def card_snippet(model_type: str, path: str = "PATH") -> str:
     )
 
 
+def processor_snippet(path: str = "PATH", picture: str = "PICTURE") -> str:
+    """Python that builds the saved model's processor in plain transformers and scores one picture with
+    `model` (after :func:`card_snippet`): the processor training used, from the folder alone
+    (rmspec.vision.saved_processor: its image-and-text class, so torchvision is not needed), the
+    conversation through its chat template, the reward at the last token."""
+    return (
+        "import torch\n"
+        "from PIL import Image\n"
+        "from transformers import AutoProcessor\n\n"
+        "# The processor training used: the folder's image processor and tokenizer (processing_image_text.py)\n"
+        f'processor = AutoProcessor.from_pretrained("{path}", trust_remote_code=True)\n'
+        "messages = [\n"
+        '    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is in the picture?"}]},\n'
+        '    {"role": "assistant", "content": "A red square."},\n'
+        "]\n"
+        "text = processor.apply_chat_template(messages, tokenize=False)\n"
+        f'inputs = processor(text=[text], images=[Image.open("{picture}").convert("RGB")], return_tensors="pt")\n'
+        "with torch.no_grad():\n"
+        "    reward = model.eval()(**inputs).logits[0, 0].item()\n"
+        "print(reward)\n"
+    )
+
+
 def card_use(config: Any) -> tuple[str, ...] | None:
     """The model card's Use section for a VLM reward model (None for a text model: its kind's own)."""
     if getattr(config, "vision_config", None) is None:
         return None
     return (
-        "Load it in plain transformers (images through the base model's processor):",
+        "Load it in plain transformers and score one picture (PATH: this folder; PICTURE: an image file):",
         "",
         "```python",
         *card_snippet(config.model_type, "PATH").splitlines(),
+        "",
+        *processor_snippet("PATH", "PICTURE").splitlines(),
         "```",
     )
