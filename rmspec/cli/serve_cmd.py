@@ -9,7 +9,13 @@ from __future__ import annotations
 import click
 
 from rmspec.errors import RmspecError
-from rmspec.serve import MAX_BODY_MB, MAX_ITEMS  # light: constants only, the arithmetic beside them
+from rmspec.serve import (  # light: constants only, the arithmetic beside them
+    IMAGE_URL_TIMEOUT,
+    MAX_BODY_MB,
+    MAX_IMAGES,
+    MAX_ITEMS,
+    MAX_REQUEST_MEGAPIXELS,
+)
 
 
 @click.command("serve")
@@ -125,9 +131,40 @@ from rmspec.serve import MAX_BODY_MB, MAX_ITEMS  # light: constants only, the ar
     help="A vision reward model: one image_url part's encoded bytes; a larger image gets 413.",
 )
 @click.option(
+    "--max-images",
+    type=click.IntRange(min=1),
+    default=MAX_IMAGES,
+    show_default=True,
+    help="A model that reads images: most image_url parts in one request; more get 413 before any is read.",
+)
+@click.option(
+    "--max-request-megapixels",
+    type=click.FloatRange(min=0.001),
+    default=MAX_REQUEST_MEGAPIXELS,
+    show_default=True,
+    help="A model that reads images: decoded pixels of all of a request's images, read from their headers "
+    "before any is decoded; more get 413 (the default holds one 8k x 8k picture).",
+)
+@click.option(
     "--allow-image-urls",
     is_flag=True,
-    help="A vision reward model: fetch http(s) image_url parts (default: only data: URIs; a URL gets 400).",
+    help="A vision reward model: fetch http(s) image_url parts (default: only data: URIs; a URL gets 400). "
+    "Loopback, link-local, private and multicast addresses stay refused (--allow-image-hosts).",
+)
+@click.option(
+    "--allow-image-hosts",
+    "allow_image_hosts",
+    metavar="HOSTS",
+    multiple=True,
+    help="With --allow-image-urls: internal hosts image URLs may reach, as written in the URL (names, IP "
+    "addresses, or networks such as 10.0.0.0/8), comma-separated or repeated. Default: none.",
+)
+@click.option(
+    "--image-url-timeout",
+    type=click.FloatRange(min=0.001),
+    default=IMAGE_URL_TIMEOUT,
+    show_default=True,
+    help="With --allow-image-urls: seconds one image URL's whole download may take (redirects included).",
 )
 @click.option(
     "--engine",
@@ -168,6 +205,10 @@ def serve(
     ensemble_coef: float | None,
     max_image_mb: float,
     allow_image_urls: bool,
+    max_images: int,
+    max_request_megapixels: float,
+    allow_image_hosts: tuple[str, ...],
+    image_url_timeout: float,
     engine: str,
     vllm_python: str | None,
     access_log: bool,
@@ -181,6 +222,11 @@ def serve(
         raise RmspecError(
             f"--ensemble-coef only weighs the std of --ensemble-reduce mean_minus_std (got {ensemble_reduce})",
             "add --ensemble-reduce mean_minus_std, or leave out --ensemble-coef",
+        )
+    if allow_image_hosts and not allow_image_urls:
+        raise RmspecError(
+            "--allow-image-hosts names hosts image URLs may reach, but URLs are not fetched",
+            "add --allow-image-urls, or leave out --allow-image-hosts",
         )
     token = read_token(host, token_env)  # before loading anything: an open bind without a token never starts
     from rmspec.extras import need, require
@@ -206,6 +252,10 @@ def serve(
         max_wait_ms=max_wait_ms,
         max_image_bytes=int(max_image_mb * 1024 * 1024),
         allow_image_urls=allow_image_urls,
+        max_images=max_images,
+        max_request_pixels=int(max_request_megapixels * 1_000_000),
+        image_url_timeout=image_url_timeout,
+        allow_image_hosts=allow_image_hosts,
     )
     run_server(
         target,

@@ -85,8 +85,8 @@ def router(service: Service) -> APIRouter:
         if not service.is_judge:
             raise ApiError(
                 400,
-                "this server holds a reward model, which scores but does not write: "
-                "use POST /classify, /pooling or /get_reward",
+                f"this server holds a {service.engine.kind} model, which scores but does not write: "
+                f"use {service.answering_route}",
                 "messages",
             )
         if req.stream:
@@ -97,7 +97,7 @@ def router(service: Service) -> APIRouter:
         images: list[Any] = []
         vision = getattr(service.engine, "encoder", None) is not None  # a VLM judge: image_url parts, checked
         if vision:
-            messages, images = image_conversation(req.messages, service.limits)
+            messages, images = await service.off_loop(image_conversation, req.messages, service.limits)
         conv = conversation(messages)
         assert isinstance(service.engine, RewardEngine), "a judge is a RewardEngine"
         check_layout(service.engine.layout, conv)  # a tool turn the template drops: 422

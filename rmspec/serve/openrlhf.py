@@ -47,6 +47,12 @@ def router(service: Service) -> APIRouter:
                 'POST /pooling with "task": "token_classify"',
                 "query",
             )
+        if service.kind.reads_images:  # its prompts hold pictures, which a query string cannot carry
+            raise ApiError(
+                400,
+                f"this server holds a vision reward model, which reads pictures: {service.answering_route}",
+                "query",
+            )
         req = parse(
             RewardRequest,
             await read_json(request, service.limits.max_body_bytes),

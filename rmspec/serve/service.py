@@ -16,7 +16,7 @@ from rmspec.inference import scorers
 from rmspec.inference.encoding import Encoded
 from rmspec.inference.engine import RewardEngine
 from rmspec.inference.process import StepEngine
-from rmspec.serve import MAX_BODY_MB, MAX_ITEMS
+from rmspec.serve import IMAGE_URL_TIMEOUT, MAX_BODY_MB, MAX_IMAGES, MAX_ITEMS, MAX_REQUEST_MEGAPIXELS
 from rmspec.serve.batcher import Batcher
 
 SEGMENTS = ("training", "plain")
@@ -33,6 +33,16 @@ class Limits:
     # one image's encoded bytes (rmspec.vision.images.DEFAULT_MAX_BYTES): 413 above
     max_image_bytes: int = 32 * 1024 * 1024
     allow_image_urls: bool = False  # fetch http(s) image_url parts (off: only data: URIs, 400 otherwise)
+    max_images: int = MAX_IMAGES  # pictures in one request: 413 above, before any is read
+    max_request_pixels: int = int(MAX_REQUEST_MEGAPIXELS * 1_000_000)  # all of a request's pictures, from headers
+    image_url_timeout: float = IMAGE_URL_TIMEOUT  # one URL's whole download (rmspec.vision.fetch)
+    allow_image_hosts: tuple[str, ...] = ()  # internal hosts/networks a URL may reach (else refused)
+
+    def guard(self) -> Any:
+        """The address guard of the server's downloads (rmspec.vision.fetch.Guard)."""
+        from rmspec.vision.fetch import Guard
+
+        return Guard.of(self.allow_image_hosts)
 
 
 @dataclass
@@ -74,6 +84,31 @@ class Service:
 
         # An ensemble (rmspec.inference.ensemble): raw outputs are [reward, member_1..member_N].
         self.ensemble = ensemble_head(getattr(engine, "model", None)) is not None
+        self._image_pool: Any = None  # rmspec.serve.images: requests' pictures fetched and decoded here
+
+    async def off_loop(self, work: Any, *args: Any) -> Any:
+        """`work(*args)` in the image pool (rmspec.serve.images.WORKERS threads), not on the event loop."""
+        import asyncio
+        from concurrent.futures import ThreadPoolExecutor
+
+        from rmspec.serve.images import WORKERS
+
+        if self._image_pool is None:
+            self._image_pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rmspec-images")
+        return await asyncio.get_running_loop().run_in_executor(self._image_pool, work, *args)
+
+    @property
+    def answering_route(self) -> str:
+        """The route (and request shape) this server's model answers, for a 400 on a route it does not."""
+        if self.kind.generates:
+            return "POST /v1/chat/completions"
+        if self.kind.per_token:
+            return 'POST /pooling with "task": "token_classify"'
+        if self.kind.scores_rows:
+            return "POST /get_reward (query, prompts, labels)"
+        if self.kind.reads_images:
+            return 'POST /classify or /pooling with "messages" whose user content holds image_url parts'
+        return "POST /classify, /pooling or /get_reward"
 
     @property
     def is_judge(self) -> bool:

@@ -50,7 +50,9 @@ class PoolingRequest(BaseModel):
     endianness: Literal["native", "little"] = "native"
 
 
-def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
+def _encode(service: Service, req: PoolingRequest, raw: dict, pictures: tuple[Any, list[Any]] | None) -> list[Encoded]:
+    """The request's items, encoded; `pictures`: a model that reads images gets its messages with
+    each image part as a placeholder and the decoded images (read off the event loop by _values)."""
     engine = service.engine
     if "normalize" in raw:
         raise ApiError(
@@ -84,8 +86,8 @@ def _encode(service: Service, req: PoolingRequest, raw: dict) -> list[Encoded]:
                 "with the reply and leave this false",
                 field,
             )
-        if service.kind.reads_images:  # image_url parts: decoded and checked here, read by the kind's encoder
-            messages, images = image_conversation(req.messages, service.limits)
+        if pictures is not None:  # image_url parts, read by _values; the kind's encoder reads them
+            messages, images = pictures
             prompt, reply = split_reply(conversation(messages))
             return service.kind.encode_with_images(engine, prompt, reply, images)
         prompt, reply = split_reply(conversation(req.messages))
@@ -167,7 +169,10 @@ async def _values(
         raise ApiError(
             400, "encoding_format: /classify answers probs as floats; base64 is a /pooling option", "encoding_format"
         )
-    encoded = _encode(service, req, raw)
+    pictures = None
+    if service.kind.reads_images and req.messages is not None:  # fetched and decoded off the event loop
+        pictures = await service.off_loop(image_conversation, req.messages, service.limits)
+    encoded = _encode(service, req, raw, pictures)
     outputs = await service.score(encoded, per_token=pooling and per_token, request=request)
     use = True if req.use_activation is None else req.use_activation
     if per_token:  # vLLM's token_classify: one [labels] row per token, softmax per token when on

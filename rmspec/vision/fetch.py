@@ -199,7 +199,7 @@ def _connection(scheme: str, host: str, port: int, family: int, address: str, re
                 context = ssl.create_default_context()
                 self.sock = context.wrap_socket(sock, server_hostname=host)
             else:
-                self.sock = sock
+                self.sock = sock  # type: ignore[assignment]  # the base's attribute is typed for either class
 
     return Pinned(host, port, timeout=remaining)
 
