@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rmspec.errors import PlanError
+from rmspec.plan import Plan
 from rmspec.plan.context_parallel import check_fits, refusal, split_tokens
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,6 +71,7 @@ def test_the_plan_sizes_a_rank_of_the_split_row(plans):
     traffic = 2 * shape["num_layers"] * 0.5 * rows * 2 * width * kv_dim * 4 * two["gradient_accumulation_steps"] / GIB
     assert cp["communication_gb_per_step"] == pytest.approx(traffic, abs=1e-3)
     assert cp["groups"] == 1
+    assert Plan.from_json(two).to_json() == two  # plan.json keeps the section (rmspec run PLAN reads it)
     assert cp["examples_per_step"] == two["micro_batch_size"] * two["gradient_accumulation_steps"]
 
 
