@@ -28,7 +28,7 @@ sweep:
     training.learning_rate: {{kind: float, low: 1.0e-5, high: 1.0e-3, log: true}}
     training.warmup_ratio: {{kind: float, low: 0.0, high: 0.2, step: 0.05}}
     lengths: {{kind: group, choices: [{{training.max_length: 128}}, {{training.max_length: 256}}]}}
-  objective: {{metric: benchmarks.pairs.overall}}
+  objective: {{metric: benchmarks.benchmark_pairs.overall}}
   pruner: {{kind: median}}
   trials: 8
   seeds: [1, 2]
@@ -61,7 +61,7 @@ def _sweep(body: str) -> str:
         (
             "space: {training.learning_rate: {kind: float, low: 0.001, high: 0.01}}\n"
             "objective: {metric: benchmarks.rewardbench.overall}",
-            "no benchmark 'rewardbench' in eval.benchmarks (results.json will hold: pairs)",
+            "no benchmark 'rewardbench' in eval.benchmarks (results.json will hold: benchmark_pairs)",
         ),
         (
             "space: {training.learning_rate: {kind: float, low: 0.001, high: 0.01}}\n"

@@ -74,7 +74,7 @@ def test_init_example_runs_and_the_run_scores_with_its_images(tmp_path, monkeypa
         assert scored[key] == pytest.approx(pair, abs=1e-4), key
     assert results["validation"]["overall"] == pytest.approx(accuracy(held_out))
     assert accuracy(held_out) >= 0.9, (accuracy(held_out), accuracy(blank))
-    assert results["benchmarks"]["pairs"]["overall"] == pytest.approx(accuracy(blank))
+    assert results["benchmarks"]["blank"]["overall"] == pytest.approx(accuracy(blank))  # named by its file
     assert 0.3 <= accuracy(blank) <= 0.7, (accuracy(held_out), accuracy(blank))
     # `rmspec score RUN` reads the pictures too (the vision_reward kind), from the saved folder alone
     out = tmp_path / "scored.jsonl"

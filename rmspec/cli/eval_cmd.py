@@ -137,7 +137,7 @@ def eval_(
         require(spec_needs(loaded.spec, training=False) + asked)  # before any model loads
         if limit is not None and requests is None:
             requests = [
-                run_level.BenchmarkRequest(r.kind, r.path, r.split, r.preset, limit)
+                run_level.BenchmarkRequest(r.kind, r.path, r.split, r.preset, limit, r.name)
                 for r in run_level.requests_from_spec(loaded)
             ]
         results = run_level.evaluate_run(path, loaded, requests=requests, batch_size=batch_size, progress=progress)

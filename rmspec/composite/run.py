@@ -122,7 +122,7 @@ def evaluate_composite_run(
     if requests is None:
         document, _ = read_yaml_file(run / "spec.yaml")
         benchmarks = CompositeSpec.model_validate(document).eval.benchmarks
-        requests = [BenchmarkRequest(b.kind, b.path, b.split, b.preset, limit or b.limit) for b in benchmarks]
+        requests = [BenchmarkRequest(b.kind, b.path, b.split, b.preset, limit or b.limit, b.name) for b in benchmarks]
     if not requests:
         raise RmspecError(
             f"{run}: its spec names no benchmarks", "add --benchmark KIND [--path FILE] (e.g. --benchmark pairs)"

@@ -27,10 +27,13 @@ class BenchmarkRequest:
     split: str | None = None
     preset: str | None = None
     limit: int | None = None
+    name: str | None = None  # the spec's eval.benchmarks[].name (rmspec.spec.benchmarks.result_name)
 
 
 def requests_from_spec(loaded_spec: Any) -> list[BenchmarkRequest]:
-    return [BenchmarkRequest(b.kind, b.path, b.split, b.preset, b.limit) for b in loaded_spec.spec.eval.benchmarks]
+    return [
+        BenchmarkRequest(b.kind, b.path, b.split, b.preset, b.limit, b.name) for b in loaded_spec.spec.eval.benchmarks
+    ]
 
 
 def say(progress: Callable[[str], None] | None, message: str) -> None:
@@ -79,7 +82,7 @@ def evaluate_benchmarks(
         total = sum(len(ex.responses) for ex in data.examples) if scorer == REWARD else None
         with scoring_progress.reporting(progress, f"scoring {request.kind}", total):
             rows = registry.get(request.kind).scored_rows(engine, data)
-        name = res.unique_name(request.kind, request.path, taken)
+        name = res.unique_name(request.kind, request.path, taken, request.name)
         path = out_dir / f"{name}.jsonl"
         res.write_jsonl(path, rows)
         results["benchmarks"][name] = res.entry(

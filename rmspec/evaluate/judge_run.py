@@ -135,7 +135,7 @@ def evaluate_judge(
         )
         say(progress, f"judging {request.kind}: {len(data.examples)} pairs, both orders")
         rows = judged(data)
-        name = res.unique_name(request.kind, request.path, taken)
+        name = res.unique_name(request.kind, request.path, taken, request.name)
         path = rd.eval_dir / f"{name}.jsonl"
         res.write_jsonl(path, rows)
         results["benchmarks"][name] = res.entry(

@@ -18,6 +18,7 @@ from rmspec.rundir.results import (
     write_jsonl,
     write_results,
 )
+from rmspec.spec.benchmarks import result_name
 
 # The kind of a results.json entry that is a table of named metrics (an approach's validation, e.g.
 # listwise pair_accuracy and kendall_tau), not a benchmark's rows and figures.
@@ -78,15 +79,9 @@ def per_source(kind: str, rows: list[dict[str, Any]], scorer: str) -> dict[str, 
     }
 
 
-def unique_name(kind: str, path: str | None, taken: set[str]) -> str:
-    name = kind
-    if name in taken and path:
-        name = f"{kind}-{Path(path).stem}"
-    base, n = name, 2
-    while name in taken:
-        name, n = f"{base}-{n}", n + 1
-    taken.add(name)
-    return name
+def unique_name(kind: str, path: str | None, taken: set[str], name: str | None = None) -> str:
+    """A benchmark's name in results.json: the rule of rmspec.spec.benchmarks.result_name."""
+    return result_name(kind, path, taken, name)
 
 
 def cli_summary(results: Mapping[str, Any]) -> dict[str, Any]:

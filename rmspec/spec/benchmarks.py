@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import PurePath
 
 
 class ScoredAs(str, Enum):
@@ -47,6 +48,9 @@ class BenchmarkInfo:
     # (extra, what for) of the optional package its scoring imports (rmspec.extras checks it before an
     # eval starts); None: the base install scores it.
     needs: tuple[str, str] | None = None
+    # named by its file's stem in results.json (any preference file: the demo's benchmark and a control of
+    # it read apart); False: by the kind, an official benchmark whatever file holds it
+    named_by_file: bool = False
 
 
 def _kind(
@@ -56,8 +60,9 @@ def _kind(
     scorers: tuple[ScoredAs, ...],
     description: str,
     needs: tuple[str, str] | None = None,
+    named_by_file: bool = False,
 ) -> BenchmarkInfo:
-    return BenchmarkInfo(name, hub, split, scorers, f"rmspec.evaluate.kinds.{name}", description, needs)
+    return BenchmarkInfo(name, hub, split, scorers, f"rmspec.evaluate.kinds.{name}", description, needs, named_by_file)
 
 
 # The order is the order of the spec's choices and of `rmspec eval --help`.
@@ -88,7 +93,14 @@ CATALOGUE: dict[str, BenchmarkInfo] = {
         _kind(
             "judgebench", "ScalerLab/JudgeBench", "gpt", (REWARD, JUDGE), "JudgeBench: pairs with an A>B / B>A label"
         ),
-        _kind("pairs", None, "train", (REWARD, JUDGE), "any preference file (a data preset maps it): pair accuracy"),
+        _kind(
+            "pairs",
+            None,
+            "train",
+            (REWARD, JUDGE),
+            "any preference file (a data preset maps it): pair accuracy",
+            named_by_file=True,
+        ),
         _kind(
             "processbench",
             "Qwen/ProcessBench",
@@ -122,6 +134,24 @@ CATALOGUE: dict[str, BenchmarkInfo] = {
         ),
     )
 }
+
+
+def result_name(kind: str, path: str | None, taken: set[str], name: str | None = None) -> str:
+    """The name results.json gives a benchmark (its entry, RUN/eval/NAME.jsonl, the report's tables, a
+    sweep's `benchmarks.NAME.overall`), added to ``taken``: the spec's `name:`; else the stem of the file
+    for a kind named by its file (pairs: any preference file), so the demo's benchmark and a control of it
+    read apart; else the kind. A second one of a kind without a name: KIND-STEM; still
+    taken: -2, -3, ... (`rmspec validate` refuses a `name:` that repeats another's)."""
+    stem = PurePath(path).stem if path else None
+    info = CATALOGUE.get(kind)
+    chosen = name or (stem if stem and info is not None and info.named_by_file else kind)
+    if chosen in taken and not name and stem and chosen == kind:
+        chosen = f"{kind}-{stem}"
+    base, n = chosen, 2
+    while chosen in taken:
+        chosen, n = f"{base}-{n}", n + 1
+    taken.add(chosen)
+    return chosen
 
 
 def kind_names() -> tuple[str, ...]:

@@ -25,6 +25,12 @@ class Benchmark(Section):
     )
     preset: str | None = Field(None, description="pairs: mapping preset of the file (default: pairs).")
     limit: PositiveInt | None = Field(None, description="Score at most this many examples (smoke tests).")
+    name: str | None = Field(
+        None,
+        description="Its name in results.json, RUN/eval/NAME.jsonl and the report's tables (default: the file's "
+        "stem for pairs, else the kind; a second one of a kind: KIND-STEM). Unique among eval.benchmarks.",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+    )
 
 
 class EvalSpec(Section):

@@ -8,6 +8,7 @@ from typing import Any, get_args
 from rmspec.spec import presets
 from rmspec.spec.approach_rules import ENCODER_HINTS, mappings
 from rmspec.spec.base import Problem
+from rmspec.spec.benchmarks import result_name
 from rmspec.spec.data_filters import Filter
 from rmspec.spec.image_rules import images_need_an_approach_that_reads_them
 from rmspec.spec.root import Spec
@@ -141,8 +142,24 @@ def lora_precision(spec: Spec) -> Iterator[Problem]:
         yield (("model", "dtype"), "float16 training is not supported on CPU", "use dtype: auto or float32")
 
 
+def benchmark_names_unique(spec: Spec) -> Iterator[Problem]:
+    """A benchmark's `name:` that another benchmark also has (its own, or the one it is given by default)
+    would leave one of them under a name the spec did not write (rmspec.spec.benchmarks.result_name)."""
+    benchmarks = spec.eval.benchmarks
+    names = [b.name or result_name(b.kind, b.path, set()) for b in benchmarks]
+    for i, bench in enumerate(benchmarks):
+        others = [j for j, other in enumerate(names) if other == bench.name and j != i]
+        if bench.name and others:
+            yield (
+                ("eval", "benchmarks", i, "name"),
+                f"the name {bench.name!r} is also the name of eval.benchmarks.{others[0]}",
+                "give each benchmark its own name: (results.json, RUN/eval/NAME.jsonl and the report name them by it)",
+            )
+
+
 RULES = (
     approach_rules,
+    benchmark_names_unique,
     images_need_an_approach_that_reads_them,
     filters_read_the_rows,
     margin_must_be_used,

@@ -68,7 +68,8 @@ Param = Annotated[FloatParam | IntParam | CategoricalParam | GroupParam, Field(d
 class Objective(Section):
     metric: str = Field(
         description="Dotted path into the trial's results.json, e.g. validation.overall or "
-        "benchmarks.pairs.overall (a benchmark's name is its kind, or kind-file for a second one of a kind)."
+        "benchmarks.NAME.overall (a benchmark's name is its name:, else its file's stem for pairs, else its kind; "
+        "kind-file for a second one of a kind)."
     )
     direction: Literal["maximize", "minimize"] = Field("maximize", description="Whether higher or lower is better.")
 

@@ -213,17 +213,11 @@ def _objective(spec: Any, sweep: SweepSpec) -> Iterator[Problem]:
 
 
 def benchmark_names(spec: Any) -> list[str]:
-    """The names results.json gives the spec's benchmarks (rmspec.evaluate.results.unique_name's rule)."""
-    taken: list[str] = []
-    for bench in spec.eval.benchmarks:
-        name = bench.kind
-        if name in taken and bench.path:
-            name = f"{bench.kind}-{bench.path.rsplit('/', 1)[-1].rsplit('.', 1)[0]}"
-        base, n = name, 2
-        while name in taken:
-            name, n = f"{base}-{n}", n + 1
-        taken.append(name)
-    return taken
+    """The names results.json gives the spec's benchmarks (rmspec.spec.benchmarks.result_name)."""
+    from rmspec.spec.benchmarks import result_name
+
+    taken: set[str] = set()
+    return [result_name(b.kind, b.path, taken, b.name) for b in spec.eval.benchmarks]
 
 
 def pruner_metric(spec: Any) -> str:
