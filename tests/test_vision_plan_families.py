@@ -141,7 +141,7 @@ def test_the_plan_counts_the_vision_parameters_and_frozen_parts(tmp_path, family
 
     trained = _plan(tmp_path)
     assert trained["model"]["num_parameters"] - text_only == tower + projector + loose
-    notes = "\n".join(trained["warnings"])
+    notes = "\n".join(trained["notes"])
     assert f"vision tower and projector: {tower + projector + loose:,} parameters" in notes
     assert "its activations on the plan's vision tower line" in notes
 
@@ -250,7 +250,7 @@ def test_the_plan_sizes_the_towers_activations(tmp_path, family, tiles, report):
         images = {"images_per_row": {"max": report, "mean": 1.0}}
         (tmp_path / "runs" / "plan-families" / "data_report.json").write_text(json.dumps({"images": images}))
     plan = _plan(tmp_path)
-    line = next(w for w in plan["warnings"] if w.startswith("vision tower: "))
+    line = next(w for w in plan["notes"] if w.startswith("vision tower: "))
     sequences = plan["sequences_per_example"]
     assert sequences == 2  # Bradley-Terry pairs of these families train unpacked
     per_example = tiles * (report or 1) * sequences
@@ -262,7 +262,7 @@ def test_the_plan_sizes_the_towers_activations(tmp_path, family, tiles, report):
     assert expected > 0.01 and shown == pytest.approx(expected, abs=0.0006)
 
     frozen = _plan(tmp_path, ["vision_tower"])
-    assert any("vision tower frozen" in w for w in frozen["warnings"])
+    assert any("vision tower frozen" in w for w in frozen["notes"])
     gone = plan["memory_per_device_gb"]["activations"] - frozen["memory_per_device_gb"]["activations"]
     if plan["micro_batch_size"] == frozen["micro_batch_size"]:
         assert gone == pytest.approx(expected, abs=0.002)
@@ -274,9 +274,9 @@ def test_the_tiles_follow_model_vision_image_processor(tmp_path):
     config, processor = FAMILIES["idefics3"]()
     _saved(config, tmp_path / "base")
     processor.save_pretrained(tmp_path / "base")
-    folder = next(w for w in _plan(tmp_path)["warnings"] if w.startswith("vision tower: "))
+    folder = next(w for w in _plan(tmp_path)["notes"] if w.startswith("vision tower: "))
     bigger = _plan(tmp_path, image_processor=", image_processor: {size: {longest_edge: 168}}")
-    line = next(w for w in bigger["warnings"] if w.startswith("vision tower: "))
+    line = next(w for w in bigger["notes"] if w.startswith("vision tower: "))
     assert "(5 per picture" in folder and line.startswith(
         "vision tower: 20 tower-size images per example (10 per picture"
     )

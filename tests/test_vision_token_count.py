@@ -300,7 +300,7 @@ def test_rmspec_plan_shows_the_families_visual_tokens_and_stays_light(tmp_path, 
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.rstrip().endswith("HEAVY []")
-        return " ".join(json.loads(out.stdout[: out.stdout.rindex("HEAVY")])["warnings"])
+        return " ".join(json.loads(out.stdout[: out.stdout.rindex("HEAVY")])["notes"])
 
     shown = plan()
     command = "rmspec data report SPEC --json > runs/plan-tokens/data_report.json"

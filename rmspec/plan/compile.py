@@ -49,8 +49,8 @@ from rmspec.plan.vision import VisualPlan
 from rmspec.plan.vision_steps import (
     frozen_vision,
     qwen_visual_plan,
+    vision_lines,
     vision_section,
-    vision_warnings,
     vit_plan,
     with_visual_tokens,
 )
@@ -122,7 +122,8 @@ def compile_plan(
     cp_section = context_parallel_of(cp, shape, base, fitted, choice, hw)
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
-    warnings += vision_warnings(spec, shape, model_path, run.data_report, vit, base, choice.memory)
+    notes, vision_warnings = vision_lines(spec, shape, model_path, run.data_report, vit, base, choice.memory)
+    warnings += vision_warnings
     vision = vision_section(visual, base, choice.memory)
     refuse_vllm_on_cpu(spec, hw.is_gpu)
     warnings += grpo_notes(
@@ -169,6 +170,7 @@ def compile_plan(
         weights=weights,
         vision=vision,
         context_parallel=cp_section,
+        notes=tuple(notes) or None,
     )
     return checked(plan)
 

@@ -223,6 +223,27 @@ def sequence_length(source, mapping, approach: str, base_dir: Path, max_length: 
     )
 
 
+def text_chars(value: object) -> int | None:
+    """Characters of a text, or of a prompt given as messages (their text and text parts: an image part
+    counts nothing here, its visual tokens are added by the plan's images step); None for anything else."""
+    if isinstance(value, str):
+        return len(value)
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        return None
+    total = 0
+    for message in value:
+        content = message.get("content")
+        parts = [content] if isinstance(content, str) else content if isinstance(content, list) else None
+        if parts is None:
+            return None
+        for part in parts:
+            if isinstance(part, str):
+                total += len(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                total += len(part["text"])
+    return total
+
+
 def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[int, int, int, str]:
     """Shared-prefix rows of Bradley-Terry pairs: (expected tokens per row for time, the row bound for
     memory, expected tokens per pair unpacked, how they were found).
@@ -248,11 +269,13 @@ def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[in
     for row in rows or []:
         if not isinstance(row, dict):
             return unknown
-        prompt = (row.get(prompt_col, "") if prompt_col else "") or ""
-        chosen, rejected = row.get(chosen_col), row.get(rejected_col)
-        if not (isinstance(prompt, str) and isinstance(chosen, str) and isinstance(rejected, str)):
+        lengths = [
+            text_chars((row.get(prompt_col) if prompt_col else "") or ""),
+            *map(text_chars, (row.get(chosen_col), row.get(rejected_col))),
+        ]
+        if None in lengths:
             continue
-        p, c, r = (len(t) / CHARS_PER_TOKEN for t in (prompt, chosen, rejected))
+        p, c, r = (n / CHARS_PER_TOKEN for n in lengths if n is not None)
         c, r = min(c, max_length), min(r, max_length)
         p = max(0.0, p - max(0.0, p + max(c, r) - max_length))
         packed.append(p + c + r)

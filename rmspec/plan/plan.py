@@ -20,7 +20,7 @@ from rmspec.plan.hardware import HardwareProfile
 
 SCHEMA_VERSION = 1
 # written only when set
-OPTIONAL_KEYS = ("step_separator", "optimizer", "liger_kernel", "weights", "vision", "context_parallel")
+OPTIONAL_KEYS = ("step_separator", "optimizer", "liger_kernel", "weights", "vision", "notes", "context_parallel")
 REPLAN = "plan again with this version of rmspec: `rmspec plan SPEC --out plan.json`"
 
 
@@ -103,6 +103,8 @@ class Plan:
     # hardware.context_parallel above 1 (rmspec.plan.context_parallel): each row split over a group of ranks, its
     # figures per rank; absent otherwise
     context_parallel: dict[str, Any] | None = None
+    # what the plan tells without warning (a VLM's vision parameters and visual tokens per image); absent when none
+    notes: tuple[str, ...] | None = None
 
     # ------------------------------------------------------------ derived
     @property
@@ -156,6 +158,8 @@ class Plan:
             raise PlanError(f"{where}: a malformed section ({exc})", hint=REPLAN) from None
         for name in ("sets", "refused", "warnings", "launch_command", "submit_command", "files"):
             values[name] = tuple(data[name])
+        if data.get("notes") is not None:
+            values["notes"] = tuple(data["notes"])
         return cls(**values)
 
 

@@ -58,7 +58,7 @@ def frozen_vision(spec: Any, shape: ModelShape) -> int:
     return (tower if "vision_tower" in freeze else 0) + (projector if "projector" in freeze else 0)
 
 
-def vision_warnings(
+def vision_lines(
     spec: Any,
     shape: ModelShape,
     model_path: str | None,
@@ -66,21 +66,22 @@ def vision_warnings(
     vit: VitImages | None,
     base: TrainingShape,
     memory: MemoryEstimate,
-) -> list[str]:
-    """The plan's lines on a VLM: its vision parameters, the visual tokens each image adds, and (a ViT
-    tower) how its activations were sized."""
-    notes = vision_notes(shape)
+) -> tuple[list[str], list[str]]:
+    """(notes, warnings): the plan's lines on a VLM. Notes: its vision parameters, the visual tokens each
+    image adds, and (a ViT tower) how its activations were sized. Warnings: activations the plan could
+    not count (a tower family it does not size, a folder without image processor settings)."""
+    sized = bool(shape.extra.get("vision_shape") or shape.extra.get("vit_shape"))
+    notes, warnings = (vision_notes(shape), []) if sized else ([], vision_notes(shape))
     if shape.extra.get("vision_model_type"):  # a VLM: the visual tokens each image adds
         notes += visual_token_note(model_path, spec.model.vision)
         image_processor = spec.model.vision.image_processor if spec.model.vision is not None else None
         notes += other_family_note(model_path, data_report, spec.training.max_length, image_processor)
     if shape.extra.get("vit_shape"):
-        notes += (
-            vit_note(vit, base.seqs_per_example, memory.vision_activations / GIB)
-            if vit
-            else ["vision tower activations not counted: the model folder has no image processor settings"]
-        )
-    return notes
+        if vit:
+            notes += vit_note(vit, base.seqs_per_example, memory.vision_activations / GIB)
+        else:
+            warnings.append("vision tower activations not counted: the model folder has no image processor settings")
+    return notes, warnings
 
 
 def vision_section(visual: VisualPlan | None, base: TrainingShape, memory: MemoryEstimate) -> dict | None:

@@ -189,6 +189,8 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
             else Text(" (unchecked: hardware.cpu_memory_gb not set)", style="yellow")
         )
         console.print(Text(f"  host memory for offload: {p.cpu_memory_per_node_gb:.1f} GB per node") + checked)
+    for note in p.notes or ():
+        console.print(Text("  note: ", style="dim") + Text(note))
     for warning in p.warnings:
         console.print(Text("  warning: ", style="bold yellow") + Text(warning))
     console.print()
