@@ -220,3 +220,11 @@ def test_attention_that_takes_no_mask_is_refused():
     for impl in ("sdpa", "eager", ATTENTION_NAME):
         llama._attn_implementation = impl
         check_supported(llama)
+
+
+def test_a_model_not_switched_to_the_attention_is_refused():
+    from rmspec.train.context_parallel import head_outputs
+
+    rows = pack_groups([Group([1, 2, 3], [[4, 5], [6]])], PAD)
+    with pytest.raises(ContextParallelError, match="use_context_parallel_attention"):
+        head_outputs(tiny("llama"), rows)
