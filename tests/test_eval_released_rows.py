@@ -4,7 +4,8 @@ builds it.
 
 The shapes were read from the benchmarks' public releases on 2026-11-28: the keys, their order and
 types, nulls, extra fields, id forms, file layouts and quirks are theirs; the texts and pictures are
-made up here. No released text is copied, since several licences do not allow it:
+made up here (several licences do not allow copying the texts), except four PRMBench lines kept
+verbatim under its Apache-2.0 licence (tests/fixtures/benchmarks/released/README.md):
 - VL-RewardBench (hub MMInstruction/VL-RewardBench, test split parquet; code github
   vl-rewardbench/VL_RewardBench): "research use only" on the card. 448 of its 1,250 queries begin with
   `<image>\\n`, which `inference_hf.py` removes (`question.replace("<image>\\n","")`); the message is
@@ -582,3 +583,20 @@ def test_the_benchmark_file_check_is_light(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_prmbench_verbatim_released_rows():
+    """Four released PRMBench lines (Apache-2.0, tests/fixtures/benchmarks/released/README.md): each
+    redundancy row adds its correct sample, the repeated idx is scored once, the step past the end is
+    counted in a note; the counts from the raw lines."""
+    path = REPO / "tests" / "fixtures" / "benchmarks" / "released" / "prmbench_sample.jsonl"
+    raw = [json.loads(line) for line in path.read_text().splitlines()]
+    data, scored, figures = process_figures("prmbench", path)
+    distinct = {(r["classification"], r["idx"]) for r in raw}
+    redundancy = sum(r["classification"] == "redundency" for r in raw)
+    assert len(data.examples) == len(distinct) + redundancy == 5
+    assert [len(e.responses) for e in data.examples if not e.id.startswith("correct_")] == [
+        len(r["modified_process"]) for r in raw[:3]
+    ]
+    assert any("1 row(s) repeat" in n for n in data.notes) and any("1 row(s) name error steps" in n for n in data.notes)
+    assert len(scored) == 5 and figures.counts["multi_solutions"] == 1
