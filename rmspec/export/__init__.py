@@ -4,5 +4,7 @@
   README and OpenRLHF reward function; or the reason it cannot be hosted;
 - `vllm_check`: the parity check (`--check`): the real engine started on that folder, compared row
   by row with `rmspec score`, with `check_rows` (the run's held-out rows it sends) and `check_dtype`
-  (the precision it starts vLLM in and the tolerance it judges by).
+  (the precision it starts vLLM in and the tolerance it judges by);
+- `vllm_engine`: `rmspec serve --engine vllm|auto`: the same folder (linked, in RUN/vllm_engine) served by a
+  vLLM process rmspec starts and owns (rmspec.inference.engine_vllm), attached to the loaded scorer.
 """

@@ -14,11 +14,23 @@ that decides its scores:
 
 Every caller encodes and scores through it, so a text gets the same score everywhere.
 torch/transformers are imported inside the functions.
+
+What computes a reward model's head is an inference engine (rmspec.inference.engine_base): torch on the
+loaded model (`TorchEngine`, the default) or vLLM in a process rmspec owns (rmspec.inference.engine_vllm,
+attached by `rmspec serve --engine vllm`): `RewardEngine.outputs` calls it with the encoded token ids.
 """
 
 from __future__ import annotations
 
+from rmspec.inference.engine_base import EngineDown, InferenceEngine, TorchEngine
 from rmspec.inference.scorers import load as load_scorer
 from rmspec.inference.scorers.reward import RewardEngine, preference_probability
 
-__all__ = ["RewardEngine", "load_scorer", "preference_probability"]
+__all__ = [
+    "EngineDown",
+    "InferenceEngine",
+    "RewardEngine",
+    "TorchEngine",
+    "load_scorer",
+    "preference_probability",
+]
