@@ -224,3 +224,25 @@ def test_a_conversation_row_key_reads_its_pictures(tmp_path):
         :20
     ]
     assert row_key(text, 0, "row", RowKind.MESSAGES) == old
+
+
+def test_a_changed_picture_makes_the_prepared_data_cache_stale(tmp_path, tiny_vlm):
+    """The cache is keyed by the data files; the pictures they name by path are part of the rows too:
+    a picture rewritten since (here: made the same as another row's) is read again, and dedup sees it."""
+    from transformers import AutoTokenizer
+
+    from rmspec.data import prepare
+
+    (tmp_path / "a.png").write_bytes(_png((200, 0, 0)))
+    (tmp_path / "b.png").write_bytes(_png((0, 0, 200)))
+    first = _prepare(tmp_path, tiny_vlm, [_row(0, "a.png"), _row(1, "b.png")], filters=[{"kind": "dedup"}])
+    assert len(first.train) == 2 and not first.report.cached
+    from rmspec.spec import load_spec
+
+    loaded, tokenizer = load_spec(tmp_path / "spec.yaml"), AutoTokenizer.from_pretrained(tiny_vlm)
+    again = prepare(loaded, tokenizer, cache_dir=tmp_path / "cache")
+    assert again.report.cached and len(again.train) == 2  # nothing changed: the cache serves
+    (tmp_path / "b.png").write_bytes(_png((200, 0, 0)))  # now the same picture as a.png
+    changed = prepare(loaded, tokenizer, cache_dir=tmp_path / "cache")
+    assert not changed.report.cached
+    assert [r["id"] for r in changed.train] == ["r0"] and changed.report.rejected == {"duplicate": 1}

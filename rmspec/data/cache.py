@@ -2,7 +2,9 @@
 and the report. The fingerprint covers the pipeline's code, the source data (files by size and
 mtime, a pinned hub revision), the `data:` section, the approach, the max length and the
 tokenizer; a source without a stable identity (a live database, an unpinned stream) is not
-cached."""
+cached. Pictures the rows name by path are part of the rows (their identity, rmspec.data.identity,
+and their visual tokens): each one's size and mtime are kept beside the cache, and a changed or
+missing picture makes the cache stale."""
 
 from __future__ import annotations
 
@@ -100,12 +102,71 @@ def _stamps(files: Any) -> list[str]:
     return sorted(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files if f.is_file())
 
 
+def picture_stamps(*parts: Any) -> dict[str, list[int] | None]:
+    """Size and mtime of each picture file the rows of ``parts`` name by path (None: not there)."""
+    stamps: dict[str, list[int] | None] = {}
+    for ds in parts:
+        if ds is None or "images" not in ds.column_names:
+            continue
+        for refs in ds["images"]:
+            for ref in refs or []:
+                if ref.startswith("data:") or ref in stamps:
+                    continue
+                try:
+                    st = os.stat(ref)
+                    stamps[ref] = [st.st_size, st.st_mtime_ns]
+                except OSError:
+                    stamps[ref] = None
+    return stamps
+
+
+def source_pictures(ds: Any, column: str, base_dir: str | None) -> str:
+    """A stamp of the picture files a source's ``column`` names by path (size and mtime of each, relative
+    paths against ``base_dir``), for the fingerprint of the rows mapped from it: datasets' own cache of the
+    mapping (and of every stage after it) must not outlive a picture rewritten under the same name."""
+    if column not in ds.column_names:
+        return ""
+    stamps = set()
+    for value in ds[column]:
+        for ref in value if isinstance(value, list | tuple) else [value]:
+            path = ref.get("path") if isinstance(ref, dict) and not ref.get("bytes") else ref
+            if not isinstance(path, str) or path.startswith(("data:", "http://", "https://")):
+                continue
+            path = path[len("file://") :] if path.startswith("file://") else path
+            full = Path(base_dir) / path if base_dir and not Path(path).is_absolute() else Path(path)
+            try:
+                st = full.stat()
+                stamps.add(f"{full}:{st.st_size}:{st.st_mtime_ns}")
+            except OSError:
+                stamps.add(f"{full}:missing")
+    return _hash(*sorted(stamps)) if stamps else ""
+
+
+def pictures_unchanged(folder: Path) -> bool:
+    """Whether every picture file a cached preparation's rows name is as it was when it was cached."""
+    saved = folder / "pictures.json"
+    if not saved.is_file():
+        return True
+    for path, stamp in json.loads(saved.read_text()).items():
+        try:
+            st = os.stat(path)
+            now: list[int] | None = [st.st_size, st.st_mtime_ns]
+        except OSError:
+            now = None
+        if now != stamp:
+            return False
+    return True
+
+
 def save_cache(
     folder: Path, train: Any, validation: Any, report: DataReport, rejected_parts: list[tuple[str, Any]]
 ) -> None:
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    stamps = picture_stamps(train, validation)
+    if stamps:
+        (tmp / "pictures.json").write_text(json.dumps(stamps))
     train.save_to_disk(str(tmp / "train"))
     if validation is not None:
         validation.save_to_disk(str(tmp / "validation"))

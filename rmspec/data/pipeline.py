@@ -64,7 +64,7 @@ def prepare(
         loaded.base_dir,
     )
     hit = cache_root / key if key else None
-    if hit is not None and (hit / "report.json").is_file():
+    if hit is not None and (hit / "report.json").is_file() and cache.pictures_unchanged(hit):
         return Prepared(*cache.load_cache(hit, rejects_path, t0))
 
     entries = data.mixture()

@@ -214,13 +214,15 @@ def map_rows(ctx: Context, entry: Any, ds: Any, where: str, as_stream: bool = Fa
         mapped_iter = ds.map(fn, batched=True, with_indices=True, remove_columns=columns, features=feats)
         return materialise(mapped_iter, feats, ctx.stream_dir), kind, feats
     rows = len(ds)
+    # Pictures named by path are part of the rows: a rewritten one must not be served from datasets' cache.
+    pictures = cache.source_pictures(ds, mapper.images.column, mapper.images.settings.base_dir) if mapper.images else ""
     mapped = ds.map(
         fn,
         batched=True,
         with_indices=True,
         remove_columns=columns,
         features=feats,
-        new_fingerprint=_hash(ds._fingerprint, ctx.config_key, "map", entry.name),
+        new_fingerprint=_hash(ds._fingerprint, ctx.config_key, "map", entry.name, *([pictures] if pictures else [])),
         num_proc=procs(rows, ctx.data.num_proc),
         desc=f"mapping {entry.name}",
     )
