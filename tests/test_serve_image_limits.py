@@ -313,3 +313,43 @@ def test_every_route_of_every_scorer_kind_answers_4xx_not_500(tmp_path, tiny_vlm
             for path in ("/health", "/metrics", "/v1/models"):
                 assert c.get(path).status_code == 200, (name, path)
     assert failures == []
+
+
+def test_the_flags_are_documented_and_allowed_hosts_need_urls(cli, tmp_path):
+    result = cli("serve", str(tmp_path), "--allow-image-hosts", "10.0.0.0/8")
+    assert result.code == 2 and "--allow-image-urls" in result.err and "Traceback" not in result.err
+    text = cli("serve", "--help").out
+    for flag in ("--max-images", "--max-request-megapixels", "--allow-image-hosts", "--image-url-timeout"):
+        assert flag in text
+        assert flag in (Path(__file__).parents[1] / "docs" / "score_and_serve.md").read_text()
+
+
+def test_a_guard_reads_hosts_names_and_networks():
+    import ipaddress
+
+    from rmspec.vision.fetch import Guard
+
+    guard = Guard.of(["images.internal, 10.2.0.0/16", "[::1]"])
+    assert guard.allowed == ("images.internal", "10.2.0.0/16", "::1")
+    ip = ipaddress.ip_address
+    assert guard.permits("images.internal", ip("10.9.9.9"))  # the name as written in the URL
+    assert guard.permits("other", ip("10.2.3.4")) and not guard.permits("other", ip("10.3.0.1"))
+    assert guard.permits("::1", ip("::1")) and not guard.permits("localhost", ip("127.0.0.1"))
+    assert guard.permits("example.com", ip("93.184.216.34"))  # public: no need to name it
+
+
+def test_the_flags_reach_the_servers_limits(cli, tiny_vlm, monkeypatch):
+    import rmspec.serve.server as server
+
+    seen = {}
+    monkeypatch.setattr(server, "serve", lambda target, **kwargs: seen.update(kwargs))
+    flags = ["--max-images", "3", "--max-request-megapixels", "2.5", "--allow-image-urls", "--image-url-timeout", "4"]
+    result = cli(
+        "serve", str(tiny_vlm), *flags, "--allow-image-hosts", "a.internal,10.0.0.0/8", "--allow-image-hosts", "b"
+    )
+    assert result.code == 0, result.err
+    limits = seen["limits"]
+    assert (limits.max_images, limits.max_request_pixels, limits.image_url_timeout) == (3, 2_500_000, 4.0)
+    assert limits.allow_image_urls and limits.guard().allowed == ("a.internal", "10.0.0.0/8", "b")
+    defaults = Limits()
+    assert (defaults.max_images, defaults.max_request_pixels, defaults.image_url_timeout) == (16, 64_000_000, 10.0)
