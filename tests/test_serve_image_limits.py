@@ -267,9 +267,38 @@ def test_get_reward_on_a_vision_model_names_the_route_that_answers(engine):
     assert chat.status_code == 400 and "/classify" in chat.text and "/get_reward" not in chat.text
 
 
+def judge_run(run: Path) -> Path:
+    """A generative judge's run directory: a random 2-layer Llama with MiniLM's tokenizer and the shipped
+    judge spec (as tests/test_serve_judge.py builds it)."""
+    import torch
+    import transformers
+
+    from rmspec.packaged import resolve_model_path
+
+    repo = Path(__file__).parents[1]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2"))
+    tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
+    config = transformers.LlamaConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(run / "model")
+    tokenizer.save_pretrained(run / "model")
+    spec = (repo / "specs" / "judge_generative.yaml").read_text()
+    spec = spec.replace("../rmspec/data/demo/judge_messages.jsonl", str(repo / "rmspec/data/demo/judge_messages.jsonl"))
+    (run / "spec.yaml").write_text(spec.replace("max_new_tokens: 32", "max_new_tokens: 2"))
+    return run
+
+
 def kinds(root: Path, tiny_vlm: Path) -> dict:
-    """One tiny model of each scorer kind that builds in about a second (a judge needs a trained run:
-    tests/test_serve_judge.py), loaded."""
+    """One tiny model of each scorer kind, loaded (pointwise is the reward kind with several outputs)."""
     from helpers.composite import write_composite_run
     from helpers.scoring_models import build_tiny_bert, build_trl_style_prm
     from rmspec.inference.engine import load_scorer
@@ -280,6 +309,7 @@ def kinds(root: Path, tiny_vlm: Path) -> dict:
         "reward": load_scorer(build_tiny_bert(root / "bert")),
         "process": load_scorer(build_trl_style_prm(root / "prm", 0), step_separator=" ;"),
         "composite": load_scorer(write_composite_run(root / "composite", composite)),
+        "judge": load_scorer(judge_run(root / "judge")),
         "vision_reward": load_scorer(tiny_vlm),
     }
 
@@ -303,6 +333,7 @@ def test_every_route_of_every_scorer_kind_answers_4xx_not_500(tmp_path, tiny_vlm
     ]
     failures = []
     for name, engine in kinds(tmp_path, tiny_vlm).items():
+        assert str(engine.kind) == name
         with client(engine) as c:
             for path, body in asks:
                 answer = c.post(path, json=body)
