@@ -252,11 +252,11 @@ def test_a_slow_drip_url_does_not_block_health_and_ends_at_its_deadline(engine):
             worker.join(15)
     finally:
         drip.close()
-    assert max(waits) < 0.5, waits
+    assert max(waits) < 1.0, waits  # on the loop it would wait for the 3 s download
     status, text = answer["reply"]
     assert status == 400 and "download_failed" in text and "no complete answer within 3 s" in text
     assert "--image-url-timeout" in text
-    assert 2.9 < answer["took"] < 5.0, answer["took"]
+    assert 2.9 < answer["took"] < 6.0, answer["took"]
 
 
 def test_get_reward_on_a_vision_model_names_the_route_that_answers(engine):

@@ -337,4 +337,4 @@ def test_a_slow_drip_ends_at_the_total_deadline(server, path):
         decode_image(server + path, allow_urls=True, download_timeout=1.5)
     took = time.monotonic() - started
     assert caught.value.reason == "download_failed" and "no complete answer within 1.5 s" in caught.value.detail
-    assert 1.4 < took < 2.5, took
+    assert 1.4 < took < 3.5, took
