@@ -29,8 +29,9 @@ class ImagesSpec(Section):
     )
     download_timeout: PositiveFloat = Field(
         DEFAULT_DOWNLOAD_TIMEOUT,
-        description="With allow_urls: seconds one download may wait for the server (connecting, and between "
-        "reads); a slower one is image_download_failed.",
+        description="With allow_urls: seconds one download may take in all, from connecting to the last byte, "
+        "redirects included (a server that sends a byte a second is cut off); a slower one is "
+        "image_download_failed.",
     )
     max_mb: PositiveFloat = Field(
         DEFAULT_MAX_MB,

@@ -70,7 +70,7 @@ REASONS = (
 #: decompression-bomb guard (89 megapixels, warning only) is replaced by this explicit limit.
 DEFAULT_MAX_PIXELS = 64_000_000
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
-#: Seconds a download may wait for the server (connecting, and between reads).
+#: Seconds one download may take in all, connecting to the last byte (rmspec.vision.fetch's deadline).
 DEFAULT_DOWNLOAD_TIMEOUT = 30.0
 URL_SCHEMES = ("http://", "https://")
 #: The image formats decoded (Pillow's names), wherever an image comes from; any other is
