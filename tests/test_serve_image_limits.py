@@ -384,3 +384,29 @@ def test_the_flags_reach_the_servers_limits(cli, tiny_vlm, monkeypatch):
     assert limits.allow_image_urls and limits.guard().allowed == ("a.internal", "10.0.0.0/8", "b")
     defaults = Limits()
     assert (defaults.max_images, defaults.max_request_pixels, defaults.image_url_timeout) == (16, 64_000_000, 10.0)
+
+
+def test_the_server_holds_at_most_four_request_budgets_of_decoded_pixels(engine):
+    """Decoded pictures wait in the queue for the model: the server counts their pixels from the headers
+    before decoding, refuses a request past 4 budgets with 503 + Retry-After, and gives them back when
+    the request is answered (or refused)."""
+    from fastapi.testclient import TestClient
+
+    from rmspec.serve.app import create_app
+    from rmspec.serve.service import Service
+
+    service = Service(engine, model_name="m", normalize=False, limits=Limits(max_request_pixels=1000))
+    assert service.pixel_capacity == 4000
+    small = uri(png(size=(20, 20)))  # 400 pixels
+    with TestClient(create_app(service)) as c:
+        assert c.post("/pooling", json=request([small, small])).status_code == 200
+        assert service.pixels_held == 0  # given back once answered
+        service.pixels_held = 3500  # other requests' pictures, waiting for the model
+        busy = c.post("/pooling", json=request([small, small]))
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1", busy.text
+        assert "3,500 decoded pixels of other requests' images (capacity 4,000" in busy.text
+        assert service.pixels_held == 3500
+        service.pixels_held = 3200
+        assert c.post("/classify", json=request([small, small])).status_code == 200
+        too_big = c.post("/classify", json=request([small, small, small]))  # its own budget first: 413
+        assert too_big.status_code == 413 and service.pixels_held == 3200

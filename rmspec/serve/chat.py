@@ -52,7 +52,9 @@ def _unprocessable(exc: Invalid) -> ApiError:
 IMAGE_PART_TYPES = ("image_url", "image", "input_image")
 
 
-def image_conversation(messages: Any, limits: Any, field: str = "messages") -> tuple[Any, list[Any]]:
+def image_conversation(
+    messages: Any, limits: Any, field: str = "messages", reserve: Any = None
+) -> tuple[Any, list[Any]]:
     """OpenAI `image_url` content parts read and checked (rmspec.serve.images.read_images: the count,
     bytes and pixel budget of the request, then rmspec.vision.images' decoding, as the data stage and
     `rmspec score` check them): the messages with each image part replaced by an `<image>`
@@ -89,5 +91,4 @@ def image_conversation(messages: Any, limits: Any, field: str = "messages") -> t
             found.append(Part(where, url))
             parts.append({"type": "text", "text": IMAGE_PLACEHOLDER})
         out.append({**message, "content": parts})
-    return out, read_images(found, limits)
-
+    return out, read_images(found, limits, reserve)

@@ -14,8 +14,10 @@ order, and refuses before the expensive step:
 
 The whole of it runs in the service's image pool (:data:`WORKERS` threads, rmspec.serve.service),
 never on the event loop: a slow download or a large picture does not delay /health or any other
-request, and at most :data:`WORKERS` requests decode at once (memory: at most WORKERS x the
-request budget x 3 bytes of RGB).
+request. Decoded pictures wait for the model in the queue, so the server holds at most
+:data:`WORKERS` request budgets of decoded pixels at once, counted from the headers before decoding
+and given back when the request is answered (Service.pictures): a request that would pass it gets
+503 + Retry-After, as a full queue does (memory: WORKERS x the request budget x 3 bytes of RGB).
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ class Part:
     url: str
 
 
-def read_images(parts: list[Part], limits: Any) -> list[Any]:
+def read_images(parts: list[Part], limits: Any, reserve: Any = None) -> list[Any]:
     """The parts' pictures, decoded RGB, in order; an ApiError (413, 400) naming the part and the
-    flag otherwise. Blocking: call it off the event loop (Service.off_loop)."""
+    flag otherwise. `reserve(pixels)`, called once every header is read and before any pixel is
+    decoded, takes the request's share of the server's pixel budget (Service.pictures; a 503 when
+    the server holds too many already). Blocking: call it off the event loop (Service.off_loop)."""
     from rmspec.vision.images import DEFAULT_MAX_PIXELS, ImageReject, encoded_image, load_image, open_image
 
     if len(parts) > limits.max_images:
@@ -74,6 +78,8 @@ def read_images(parts: list[Part], limits: Any) -> list[Any]:
                 part.where,
             )
         opened.append((part, image, name))
+    if reserve is not None:
+        reserve(total)
     out = []
     for part, image, name in opened:
         try:

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from rmspec.inference.engine import RewardEngine
-from rmspec.serve.chat import check_layout, conversation, image_conversation
+from rmspec.serve.chat import check_layout, conversation
 from rmspec.serve.request_io import ApiError, parse, read_json
 from rmspec.serve.service import Service
 
@@ -93,19 +93,16 @@ def router(service: Service) -> APIRouter:
             raise ApiError(400, "stream: streaming is not supported; send stream: false", "stream")
         if req.n not in (None, 1):
             raise ApiError(400, "n: a greedy judge gives one reply; send n: 1", "n")
-        messages: Any = req.messages
-        images: list[Any] = []
         vision = getattr(service.engine, "encoder", None) is not None  # a VLM judge: image_url parts, checked
-        if vision:
-            messages, images = await service.off_loop(image_conversation, req.messages, service.limits)
-        conv = conversation(messages)
-        assert isinstance(service.engine, RewardEngine), "a judge is a RewardEngine"
-        check_layout(service.engine.layout, conv)  # a tool turn the template drops: 422
-        if vision:
-            check_images(conv, images)
-        [reply] = await service.generate(
-            [conv], req.max_completion_tokens or req.max_tokens, request=request, images=[images]
-        )
+        async with service.pictures(req.messages, reads=vision) as (messages, images):  # held until answered
+            conv = conversation(messages)
+            assert isinstance(service.engine, RewardEngine), "a judge is a RewardEngine"
+            check_layout(service.engine.layout, conv)  # a tool turn the template drops: 422
+            if vision:
+                check_images(conv, images)
+            [reply] = await service.generate(
+                [conv], req.max_completion_tokens or req.max_tokens, request=request, images=[images]
+            )
         # Every field vLLM's ChatCompletionResponse sends, so clients that read them find them.
         message: dict[str, Any] = {
             "role": "assistant",

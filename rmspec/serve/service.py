@@ -6,8 +6,9 @@ prompts), awaits `score`/`generate`, and shapes the answer. Nothing here knows H
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +86,49 @@ class Service:
         # An ensemble (rmspec.inference.ensemble): raw outputs are [reward, member_1..member_N].
         self.ensemble = ensemble_head(getattr(engine, "model", None)) is not None
         self._image_pool: Any = None  # rmspec.serve.images: requests' pictures fetched and decoded here
+        import threading
+
+        from rmspec.serve.images import WORKERS
+
+        # Decoded pixels the server holds for requests not answered yet (Service.pictures), at most this many.
+        self.pixels_held = 0
+        self.pixel_capacity = WORKERS * self.limits.max_request_pixels
+        self._pixel_lock = threading.Lock()
+
+    @contextlib.asynccontextmanager
+    async def pictures(self, messages: Any, reads: bool = True) -> AsyncIterator[tuple[Any, list[Any]]]:
+        """(the messages with each image part as its place, the decoded pictures), read off the event
+        loop (rmspec.serve.chat.image_conversation); their pixels count against the server's capacity
+        from their headers, before decoding, until the request is answered (the block ends): a request
+        that would pass it is a 503 + Retry-After, as a full queue is. `reads` false (a model that
+        reads no images): the messages as they came, no pictures."""
+        from rmspec.serve.chat import image_conversation
+        from rmspec.serve.request_io import ApiError
+
+        if not reads:
+            yield messages, []
+            return
+        held = 0
+
+        def reserve(pixels: int) -> None:
+            nonlocal held
+            with self._pixel_lock:
+                if self.pixels_held and self.pixels_held + pixels > self.pixel_capacity:
+                    raise ApiError(
+                        503,
+                        f"the server is busy: it holds {self.pixels_held:,} decoded pixels of other requests' "
+                        f"images (capacity {self.pixel_capacity:,}: 4 x --max-request-megapixels); retry shortly",
+                        "messages",
+                        {"Retry-After": "1"},
+                    )
+                self.pixels_held += pixels
+                held = pixels
+
+        try:
+            yield await self.off_loop(image_conversation, messages, self.limits, "messages", reserve)
+        finally:
+            with self._pixel_lock:
+                self.pixels_held -= held
 
     async def off_loop(self, work: Any, *args: Any) -> Any:
         """`work(*args)` in the image pool (rmspec.serve.images.WORKERS threads), not on the event loop."""

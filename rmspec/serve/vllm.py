@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rmspec.inference.encoding import Encoded
 from rmspec.inference.engine import RewardEngine
-from rmspec.serve.chat import check_layout, conversation, image_conversation, split_reply
+from rmspec.serve.chat import check_layout, conversation, split_reply
 from rmspec.serve.request_io import ApiError, check_items, check_tokens, parse, read_json
 from rmspec.serve.service import Service, activation
 
@@ -169,11 +169,13 @@ async def _values(
         raise ApiError(
             400, "encoding_format: /classify answers probs as floats; base64 is a /pooling option", "encoding_format"
         )
-    pictures = None
     if service.kind.reads_images and req.messages is not None:  # fetched and decoded off the event loop
-        pictures = await service.off_loop(image_conversation, req.messages, service.limits)
-    encoded = _encode(service, req, raw, pictures)
-    outputs = await service.score(encoded, per_token=pooling and per_token, request=request)
+        async with service.pictures(req.messages) as pictures:  # held until scored
+            encoded = _encode(service, req, raw, pictures)
+            outputs = await service.score(encoded, per_token=pooling and per_token, request=request)
+    else:
+        encoded = _encode(service, req, raw, None)
+        outputs = await service.score(encoded, per_token=pooling and per_token, request=request)
     use = True if req.use_activation is None else req.use_activation
     if per_token:  # vLLM's token_classify: one [labels] row per token, softmax per token when on
         rows = [[list(t) for t in item] for item in outputs]
