@@ -7,7 +7,7 @@ cannot share rmspec's environment, so it runs from its own (`--vllm-python`, $RM
 venv .ci/install_vllm.sh makes). Its server takes token ids, so rmspec keeps encoding (layout, read point,
 cut) and sends vLLM the very ids `rmspec score` scores: the reward is the same computation.
 
-The server listens on 127.0.0.1 at a free port. It runs under a small watchdog (WATCHDOG, run by vLLM's
+The server listens on 127.0.0.1 at a free port. It runs under a small watchdog (WATCHDOG, run by rmspec's
 python) that leads the process group: it holds a pipe from rmspec's process and, when that pipe closes
 (rmspec exited, however: SIGTERM, Ctrl-C, SIGKILL, a crash), stops the whole group (vLLM's API server and
 its engine-core process), SIGTERM then SIGKILL. So the engine never outlives the process that started it.
@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -42,7 +43,7 @@ INSTALL_HINT = (
     "(or vllm 0.32 on a GPU); `bash .ci/install_vllm.sh` makes one in /opt/rmspec-vllm"
 )
 
-# Run by vLLM's python as `python -c WATCHDOG COMMAND...`, as the leader of a new process group.
+# Run by rmspec's python (standard library only) as `python -c WATCHDOG COMMAND...`, leading a new process group.
 WATCHDOG = r"""
 import os, signal, subprocess, sys, threading, time
 group = os.getpgrp()
@@ -130,7 +131,7 @@ class VllmProcess:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("w") as out:
             self.proc = subprocess.Popen(
-                [command[0], "-c", WATCHDOG, *command],
+                [sys.executable, "-c", WATCHDOG, *command],  # any python: the watchdog is the standard library
                 stdin=subprocess.PIPE,  # the watchdog's lifeline: closed when this process ends
                 stdout=out,
                 stderr=subprocess.STDOUT,
