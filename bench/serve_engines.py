@@ -1,0 +1,136 @@
+"""Benchmark (issue 48): rewards per second of `rmspec serve --engine torch`, `rmspec serve --engine vllm` and
+vLLM direct (the exported folder's serve.sh), in one run, on the same tiny text reward model and requests.
+
+The model, the requests and the measuring code are bench/vllm_throughput.py's (a seeded 4-layer Qwen2 reward
+model, hidden 256, head_dim 64, ChatML; or `--model DIR`): 64 conversations sent as verl sends them
+(`/classify`, the chat template applied as text, `use_activation: false`) by 1 and by 32 concurrent clients,
+each posting one conversation at a time. vLLM direct runs with `--enforce-eager`, as `--engine vllm` starts it
+on a CPU, so the two differ only by rmspec's front door (HTTP, encoding, batching, the second hop). Start-up is
+the time from the command to /health answering 200. The rewards of the three are compared (largest difference).
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py [--model DIR] [--repeats 2] [--write]
+
+The vLLM python comes from $RMSPEC_VLLM_PYTHON or /opt/rmspec-vllm/bin/python (.ci/install_vllm.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+RESULTS = REPO / "bench" / "results" / "serve_engines.md"
+NAMES = ("serve --engine torch", "serve --engine vllm", "vLLM direct")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", help="a model folder or run directory (default: a seeded 4-layer Qwen2)")
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(REPO)}")
+    args = parser.parse_args()
+
+    from transformers import AutoTokenizer
+    from vllm_throughput import build_model, conversations, machine, measure
+
+    from helpers.serve_process import ServeProcess, free_port
+    from rmspec.export.vllm_check import running_server, vllm_python
+
+    python = vllm_python(None)
+    os.environ["RMSPEC_VLLM_PYTHON"] = python
+    work = Path(tempfile.mkdtemp(prefix="rmspec-engines-bench-"))
+    model = Path(args.model) if args.model else build_model(work / "model")
+    export = work / "vllm"
+    done = subprocess.run(
+        [sys.executable, "-m", "rmspec", "export", str(model), "--to", "vllm", "-o", str(export)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    tok = AutoTokenizer.from_pretrained(export)
+    texts = [
+        tok.apply_chat_template(c, tokenize=False).removeprefix(tok.bos_token or "\0")
+        for c in conversations(args.requests)
+    ]
+    lengths = [len(tok(t)["input_ids"]) for t in texts]
+    before = machine()
+    results: dict[str, dict[int, list[float]]] = {}
+    rewards: dict[str, list[float]] = {}
+    starts: dict[str, float] = {}
+
+    def run_cells(name: str, url: str, served_as: str) -> None:
+        measure(url, served_as, texts[:8], 1)  # warm-up
+        for clients in (1, 32):
+            for _ in range(args.repeats):
+                rate, got = measure(url, served_as, texts, clients)
+                results.setdefault(name, {}).setdefault(clients, []).append(rate)
+                rewards[name] = got
+                print(f"{name:>20} clients={clients:>2}: {rate:8.1f} rewards/s", flush=True)
+
+    for name, engine in ((NAMES[0], "torch"), (NAMES[1], "vllm")):
+        t0 = time.monotonic()
+        # one torch thread for rmspec's process, as docs/score_and_serve.md advises on shared cores
+        server = ServeProcess(model, "--no-normalize", "--engine", engine, env={"OMP_NUM_THREADS": "1"}, timeout=900)
+        starts[name] = time.monotonic() - t0
+        try:
+            run_cells(name, server.url, str(model))
+        finally:
+            server.stop()
+    t0 = time.monotonic()
+    command = ["bash", str(export / "serve.sh"), "--port", str(free_port()), "--enforce-eager"]
+    with running_server(command, work / "vllm.log", timeout=900) as url:
+        starts[NAMES[2]] = time.monotonic() - t0
+        run_cells(NAMES[2], url, str(export))
+    diff = max(abs(a - b) for name in NAMES[1:] for a, b in zip(rewards[name], rewards[NAMES[0]]))
+    after = machine()
+
+    def mean(name: str, clients: int) -> float:
+        return statistics.mean(results[name][clients])
+
+    def cell(name: str, clients: int) -> str:
+        xs = results[name][clients]
+        se = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0
+        return f"{statistics.mean(xs):.1f} ± {se:.1f}"
+
+    table = "\n".join(f"| {name} | {starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in NAMES)
+    door = {c: mean(NAMES[1], c) / mean(NAMES[2], c) for c in (1, 32)}
+    report = f"""# rewards/s: `rmspec serve --engine torch`, `--engine vllm` and vLLM direct (issue 48)
+
+`HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py --repeats {args.repeats} --write`
+
+Model: {"`" + str(args.model) + "`" if args.model else "seeded Qwen2ForSequenceClassification, 4 layers, hidden 256, head_dim 64, ChatML"}, fp32.
+Requests: {args.requests} conversations (seed 0) sent as verl sends them (`/classify`, template applied as text,
+`use_activation: false`), {min(lengths)}-{max(lengths)} tokens (mean {statistics.mean(lengths):.0f}); each client posts one
+conversation at a time. Mean of {args.repeats} repeats ± standard error. The three gave the same rewards
+(largest difference from `--engine torch`: {diff:.2g}).
+
+| server | start (to /health) | 1 client (rewards/s) | 32 clients (rewards/s) |
+|---|---|---|---|
+{table}
+
+The front door's cost (`--engine vllm` / vLLM direct): {door[1]:.2f}x at 1 client, {door[32]:.2f}x at 32 clients.
+
+Machine: {before["cpu"]}, {before["cores"]} cores **shared with about eight other engineers' builds and tests**
+(1-minute load average {before["load_1m"]:.1f} at the start, {after["load_1m"]:.1f} at the end), so the figures
+are noisy and only their ratios in one run mean much; the three servers ran one after the other, each under
+whatever load the others put on the machine then. vLLM runs eager (`--enforce-eager`: torch.compile's warm-up
+takes minutes on this CPU), in float32, its CPU worker binding one core; `rmspec serve` runs with
+`OMP_NUM_THREADS=1`. `--engine vllm` sends vLLM the token ids rmspec encodes, one request per dynamic batch
+(up to 256 texts). No GPU was lent to this task: GPU figures are not measured.
+"""
+    print(report)
+    if args.write:
+        RESULTS.write_text(report)
+
+
+if __name__ == "__main__":
+    main()
