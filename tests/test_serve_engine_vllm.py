@@ -288,3 +288,61 @@ def test_sigkill_of_the_server_leaves_no_vllm_process(model: Path) -> None:
     server.proc.wait(timeout=30)
     assert wait_gone(engine) == [], "vLLM outlived the server"
     server.stop()
+
+
+# ---------------------------------------------------------------------- a process reward model on the engine
+
+SEP = " w79"
+
+
+def build_prm(folder: Path) -> Path:
+    """A 2-label Llama token classifier (TRL's PRM layout) with head_dim 64, a word-level tokenizer."""
+    from helpers.models import build_tokenizer
+
+    tok = build_tokenizer(folder, unk=True)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=128,
+        num_labels=2,
+        pad_token_id=0,
+    )
+    torch.manual_seed(11)
+    model = transformers.AutoModelForTokenClassification.from_config(config)
+    with torch.no_grad():
+        model.score.weight.normal_(0.0, 2.0)
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_a_process_reward_model_on_the_vllm_engine(tmp_path: Path) -> None:
+    """/pooling token_classify through `--engine vllm`: the probability of `correct` at each step's separator
+    equals plain transformers' on TRL's layout (1e-4), as the torch engine's does (test_serve_step_separator)."""
+    need_vllm()
+    folder = build_prm(tmp_path / "prm")
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    enc = lambda t: tok(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+    ids = ([tok.bos_token_id] if tok.bos_token_id is not None else []) + enc("w1 w2")
+    ends = []
+    for step in ["w3 w4", "w5", "w6 w7"]:
+        ids += enc(step) + enc(SEP)
+        ends.append(len(ids) - 1)
+    model = transformers.AutoModelForTokenClassification.from_pretrained(folder).eval()
+    with torch.no_grad():
+        expected = model(input_ids=torch.tensor([ids])).logits.softmax(-1)[0, :, 1].tolist()
+    server = ServeProcess(
+        folder, "--step-separator", SEP, "--engine", "vllm", "--vllm-python", VLLM_PYTHON, timeout=900
+    )
+    try:
+        assert "engine vllm (LlamaForTokenClassification" in server.log()
+        status, body, _ = server.post("/pooling", {"input": [ids], "task": "token_classify"})
+        assert status == 200, body
+        rows = body["data"][0]["data"]
+        assert len(rows) == len(ids)
+        assert max(abs(rows[e][1] - expected[e]) for e in ends) <= TOL
+    finally:
+        server.stop()

@@ -8,10 +8,11 @@
   --check`), on 127.0.0.1 at a free port, in float32 on a CPU engine and bfloat16 on a GPU one
   (rmspec.export.check_dtype), eager on a CPU (torch.compile's warm-up took minutes there). rmspec keeps
   encoding (layout, read point, cut), normalisation, routes, limits and tokens, and sends vLLM the token
-  ids `rmspec score` would score. An environment without vLLM, a scorer vLLM cannot host (judges, process
-  reward models, vision-language models, composites, encoders, heads with several outputs, architectures
-  vLLM has no pooling model for) and an engine that does not start are exit 2, with the reason and the
-  end of vLLM's log.
+  ids `rmspec score` would score (a process reward model: its head at every token, `token_classify`, read
+  at the step separators by rmspec). An environment without vLLM, a scorer vLLM cannot host (judges,
+  vision-language models, composites, encoders, heads with several outputs, architectures vLLM has no
+  pooling model for) and an engine that does not start are exit 2, with the reason and the end of vLLM's
+  log.
 - `auto`: `vllm` where it is installed and hosts the scorer, else `torch`, saying which and why at start.
 """
 
@@ -83,7 +84,7 @@ def start(scorer: Any, target: str, python: str | None, log: Callable[[str], Non
 
     python = vllm_python(python)
     try:
-        architecture = engine_architecture(Path(target), scorer)
+        architecture = engine_architecture(Path(target), scorer, per_token=True)
     except RmspecError as exc:
         raise RmspecError(exc.message, f"serve it with --engine torch (the default); {exc.hint}") from None
     device = engine_device(python)
@@ -91,7 +92,13 @@ def start(scorer: Any, target: str, python: str | None, log: Callable[[str], Non
     folder = cache_folder(target)
     write_model_folder(Path(resolve_target(target).model_dir), folder / "model", link=True)
     host = Hosting(
-        architecture, getattr(scorer.layout, "kind", "?"), int(scorer.max_length), ReadRule(""), None, None, False
+        architecture,
+        getattr(getattr(scorer, "layout", None), "kind", "?"),
+        int(scorer.max_length),
+        ReadRule(""),
+        None,
+        None,
+        False,
     )
     command = serve_command(folder / "model", host, python, free_port(), dtype=dtype)
     if device == "cpu":

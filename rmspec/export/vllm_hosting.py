@@ -125,10 +125,12 @@ def hosting(run: Path, scorer: Any) -> Hosting:
     )
 
 
-def engine_architecture(run: Path, scorer: Any) -> str:
+def engine_architecture(run: Path, scorer: Any, per_token: bool = False) -> str:
     """The architecture vLLM would host this loaded scorer as, reading rmspec's head at the last token of
     the token ids rmspec sends (`rmspec serve --engine vllm`, and the export, which adds its text rules);
-    RmspecError (exit 2) naming why not."""
+    RmspecError (exit 2) naming why not. `per_token`: a process reward model may be hosted too, as a
+    `<Family>ForTokenClassification` whose head vLLM computes at every token (token_classify), rmspec
+    reading it at the step separators (`rmspec serve --engine vllm` only; the export still refuses it)."""
     from rmspec.inference import scorers
 
     kind = scorers.of(scorer)  # what the loaded scorer is (rmspec.inference.scorers)
@@ -146,6 +148,11 @@ def engine_architecture(run: Path, scorer: Any) -> str:
             f"start it with `python -m vllm.entrypoints.openai.api_server --model {run}/model` and call "
             f"/v1/chat/completions from a reward function, or {serve_hint}",
         )
+    if kind.per_token and per_token and model is not None:  # a process reward model, for rmspec serve's engine
+        family = architecture.removesuffix("ForTokenClassification")
+        if architecture.endswith("ForTokenClassification") and family in CAUSAL_FAMILIES:
+            return str(architecture)
+        raise refuse(run, architecture, "vLLM has no token-classification model for this architecture", WHAT_VLLM_HOSTS)
     if kind.per_token:  # a process reward model
         raise refuse(
             run,

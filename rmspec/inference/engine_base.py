@@ -30,6 +30,10 @@ class InferenceEngine(Protocol):
         """Every head output per sequence, in input order; EngineDown once the engine is gone."""
         ...
 
+    def token_outputs(self, sequences: Sequence[Sequence[int]]) -> list[list[list[float]]]:
+        """Every head output at every token ([tokens][labels]): a process reward model's head."""
+        ...
+
     def failure(self) -> str | None:
         """Why the engine can no longer score, or None while it can."""
         ...
@@ -57,6 +61,11 @@ class TorchEngine:
         from rmspec.inference.scoring import head_outputs
 
         return head_outputs(self.model, sequences, self.pad_token_id, batch_size, type_ids=type_ids)
+
+    def token_outputs(self, sequences: Sequence[Sequence[int]]) -> list[list[list[float]]]:
+        from rmspec.inference.process import token_logits
+
+        return token_logits(self.model, sequences, [None] * len(sequences), self.pad_token_id)
 
     def failure(self) -> str | None:
         return None

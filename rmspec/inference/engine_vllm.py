@@ -220,18 +220,27 @@ class VllmEngine:
     ) -> list[list[float]]:
         if any(t is not None for t in type_ids or ()):
             raise ValueError("vLLM's /classify takes no segment ids (an encoder is refused before it starts)")
+        answer = self._post("/classify", {"input": [list(s) for s in sequences], "use_activation": False})
+        data = sorted(answer["data"], key=lambda item: item["index"])
+        return [[float(v) for v in item["probs"]] for item in data]
+
+    def token_outputs(self, sequences: Sequence[Sequence[int]]) -> list[list[list[float]]]:
+        """Every head output at every token ([tokens][labels]): a process reward model's token
+        classification (`/pooling` with task token_classify, no activation)."""
+        body = {"input": [list(s) for s in sequences], "task": "token_classify", "use_activation": False}
+        data = sorted(self._post("/pooling", body)["data"], key=lambda item: item["index"])
+        return [[[float(v) for v in row] for row in item["data"]] for item in data]
+
+    def _post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
         down = self.failure()
         if down is not None:
             raise EngineDown(down)
-        body = {"model": self.model, "input": [list(s) for s in sequences], "use_activation": False}
         try:
-            answer = post(self.process.url + "/classify", body)
+            return post(self.process.url + route, {"model": self.model, **body})
         except RmspecError as exc:  # vLLM answered with an error: this batch fails (500), the engine lives on
             raise RuntimeError(exc.message) from None
         except OSError as exc:  # no answer: a dying server refuses first and exits a moment later
             raise EngineDown(self._lost_with(exc)) from None
-        data = sorted(answer["data"], key=lambda item: item["index"])
-        return [[float(v) for v in item["probs"]] for item in data]
 
     def _lost_with(self, exc: OSError) -> str:
         deadline = time.monotonic() + 2.0

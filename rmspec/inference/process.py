@@ -114,6 +114,8 @@ class StepEngine:
     separator: str = DEFAULT_SEPARATOR
     layout_name: str = "trl"
     labels: list[str] = field(default_factory=lambda: ["wrong", "correct"])
+    # the engine computing the head (rmspec.inference.engine_base); None: torch on `model`
+    backend: Any = None
     kind: ClassVar[Literal[ScorerKind.PROCESS]] = ScorerKind.PROCESS
 
     @classmethod
@@ -218,6 +220,8 @@ class StepEngine:
     def outputs(self, encoded: Sequence[Encoded], batch_size: int | None = None) -> list[list[list[float]]]:
         """Raw head logits per token of each encoded sequence ([tokens][labels]), input order
         (vLLM's token_classify)."""
+        if self.backend is not None:  # another engine (vLLM: rmspec serve --engine vllm), the same ids
+            return self.backend.token_outputs([e.ids for e in encoded])
         return token_logits(
             self.model,
             [e.ids for e in encoded],
