@@ -350,7 +350,7 @@ def check_models(
             else problem(item, Path(loaded.base_dir), ask_hub=ask_hub, known=known)
         )
         is_note = issue is None and known is not None
-        if is_note:
+        if is_note and known is not None:  # (is_note implies it: said for mypy)
             issue = _note(item, Path(loaded.base_dir), known)
         if issue is None:
             continue
