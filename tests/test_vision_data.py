@@ -13,6 +13,7 @@ from PIL import Image
 from helpers.data import bert_tokenizer, make_spec, read_jsonl, write_jsonl
 from rmspec.data import prepare
 from rmspec.vision.images import decode_image
+from rmspec.vision.marks import PICTURE
 
 
 def png(colour, size=(16, 16)) -> bytes:
@@ -82,7 +83,7 @@ def test_bad_images_are_rejected_by_reason_at_their_line(tmp_path):
     assert len(prepared.train) == 2
     kept = prepared.train.to_list()
     # The conversation's image part became a placeholder; the references decode to the pixels given.
-    assert kept[0]["prompt_messages"][0]["content"] == "<image>What colour is it?"
+    assert kept[0]["prompt_messages"][0]["content"] == PICTURE + "What colour is it?"
     assert kept[0]["images"] == [str((tmp_path / "img" / "red.png").resolve())]
     assert decode_image(kept[0]["images"][0]).getpixel((3, 3)) == (255, 0, 0)
     assert decode_image(kept[1]["images"][0]).getpixel((3, 3)) == (0, 255, 0)
@@ -113,7 +114,7 @@ def test_rlaif_v_preset_reads_image_features_from_parquet(tmp_path):
     assert line["reason"] == "image_undecodable"
     assert line["row"]["image"]["bytes"] == "<9 bytes>"  # named by its size, not dumped
     (kept,) = prepared.train.to_list()
-    assert kept["prompt_messages"] == [{"role": "user", "content": "<image>What colour is the picture?"}]
+    assert kept["prompt_messages"] == [{"role": "user", "content": PICTURE + "What colour is the picture?"}]
     assert decode_image(kept["images"][0]).getpixel((0, 0)) == (255, 0, 0)
 
 

@@ -25,6 +25,7 @@ import pytest
 import torch
 from PIL import Image
 
+from helpers.pictures import marked_ids
 from helpers.runs import rmspec
 from helpers.tiny_families import FAMILIES, build_generation_checkpoint
 from rmspec.vision.models import reward_class
@@ -145,9 +146,7 @@ def test_every_image_input_the_processor_makes_reaches_the_forward(base):
         buffer = io.BytesIO()
         Image.new("RGB", size, (200, 30, 30)).save(buffer, format="PNG")
         uris.append("data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode())
-    ids = [
-        tokenizer("<image>Which colour?" + answer, add_special_tokens=False)["input_ids"] for answer in ("Red", "No")
-    ]
+    ids = [marked_ids(tokenizer, "<image>Which colour?" + answer) for answer in ("Red", "No")]  # the data stage's
     rows = [
         {"chosen_input_ids": ids[0], "rejected_input_ids": ids[1], "images": [uris[0]]},
         {"chosen_input_ids": ids[1], "rejected_input_ids": ids[0], "images": [uris[1]]},

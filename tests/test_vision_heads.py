@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from helpers.ci import need
+from helpers.pictures import marked_ids
 from helpers.runs import rmspec
 from rmspec.vision.tiny import build_processor, tiny_config
 
@@ -56,8 +57,8 @@ def setup(tmp_path_factory):
     for k, (colour, size, chosen, rejected) in enumerate(ROWS):
         path = folder / f"{k}.png"
         Image.new("RGB", size, colour).save(path)
-        ids = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-        rows.append(  # as the data stage writes them: the image a `<image>` placeholder in the ids
+        ids = lambda text: marked_ids(tokenizer, text)  # noqa: E731
+        rows.append(  # as the data stage writes them: the image's place its picture id (rmspec.vision.marks)
             {
                 "chosen": chosen,
                 "rejected": rejected,

@@ -355,9 +355,14 @@ def test_a_run_trains_a_vlm_judge_and_judges_with_the_images(judge_folder, monke
         assert answer.json()["choices"][0]["message"]["content"] == reply
         # the served first step read the picture: equal to the plain forward with it (a reply alone may not show it)
         assert torch.allclose(seen[0][0], first_plain, atol=1e-4), (seen[0][0] - first_plain).abs().max()
-        extra = [*content, {"type": "text", "text": " <image>"}]  # a placeholder with no picture: 400, not a crash
-        refused = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": extra}]})
-        assert refused.status_code == 400 and "image part" in refused.text, refused.text
+        forged = [*content, {"type": "text", "text": " \ufffc"}]  # a picture's place forged in text: 400, not a crash
+        refused = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": forged}]})
+        assert refused.status_code == 400 and f"messages.0.content.{len(content)}" in refused.text, refused.text
+        tagged = [*content, {"type": "text", "text": " What is <image>?"}]  # `<image>` written in text is text
+        answered = client.post(
+            "/v1/chat/completions", json={"messages": [{"role": "user", "content": tagged}], "max_tokens": 2}
+        )
+        assert answered.status_code == 200, answered.text
 
 
 def orders(raw: dict) -> list[tuple[str, str]]:

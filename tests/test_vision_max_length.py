@@ -17,7 +17,8 @@ import pytest
 from PIL import Image
 
 from helpers.data import make_spec, write_jsonl
-from rmspec.vision.processor import IMAGE_TEXT, expand_placeholders
+from rmspec.vision import marks
+from rmspec.vision.processor import IMAGE_TEXT
 from rmspec.vision.tiny import build_processor
 
 MIN, MAX = 784, 28 * 28 * 16  # the checkpoint's bounds: a 112x112 image is 16 visual tokens
@@ -72,9 +73,9 @@ def _longest(row, **bounds) -> int:
 
 
 def _processor_length(ids, **bounds) -> int:
-    """What the collator hands the model: the ids decoded, each placeholder the image part, expanded."""
+    """What the collator hands the model: the ids decoded, each picture mark the image part, expanded."""
     processor = build_processor(**({"min_pixels": MIN, "max_pixels": MAX} | bounds))
-    text = expand_placeholders(processor.tokenizer.decode(ids, skip_special_tokens=False), IMAGE_TEXT["qwen2_vl"])
+    text = marks.decode(processor.tokenizer, ids).replace(marks.PICTURE, IMAGE_TEXT["qwen2_vl"])
     image = Image.new("RGB", (112, 112), (200, 0, 0))
     return int(processor(text=[text], images=[image], return_tensors="pt")["input_ids"].shape[1])
 
@@ -84,7 +85,7 @@ def test_lengths_are_the_processors_expanded_lengths(tmp_path):
     prepared, _ = _prepare(tmp_path, model_dir, 4096)
     row = prepared.train[0]
     expanded = _processor_length(row["chosen_input_ids"])
-    assert expanded > len(row["chosen_input_ids"])  # 16 visual tokens for a 7-token placeholder
+    assert expanded > len(row["chosen_input_ids"])  # 16 visual tokens for a one-id picture mark
     lengths = prepared.report.to_json()["token_lengths"]  # one row: its figures are the row's
     assert lengths["chosen_sequence"]["max"] == expanded
     assert lengths["rejected_sequence"]["max"] == _processor_length(row["rejected_input_ids"])
@@ -95,7 +96,9 @@ def test_lengths_are_the_processors_expanded_lengths(tmp_path):
     console = Console(record=True, width=400)
     print_report(prepared.report.to_json(), console=console)
     shown = " ".join(console.export_text().split())
-    visual = expanded - len(row["chosen_input_ids"]) + 7 - 3 + 1  # the image's tokens: 16
+    visual = (
+        expanded - len(row["chosen_input_ids"]) + 1 - 3 + 1
+    )  # the image's tokens: 16 (its place one id; the part 3 tokens, one the pad)
     assert visual == 16
     assert "images: 1 in 1 of 1 rows" in shown and "visual tokens per row: mean 16, max 16" in shown
     assert "the token lengths above include them" in shown
@@ -125,7 +128,7 @@ def test_a_prompt_cut_fits_the_expanded_sequence_to_max_length(tmp_path):
     row = cut.train[0]
     assert cut.report.truncation_rate == 1.0
     assert _longest(row) == expanded - 3  # as a text row: cut to the limit exactly
-    assert "<image>" in cut.train[0]["prompt"]
+    assert marks.PICTURE in cut.train[0]["prompt"]
 
 
 def test_a_cut_that_reaches_the_image_rejects_the_row(tmp_path):

@@ -15,6 +15,7 @@ from helpers.runs import rmspec
 from rmspec.vision.collate import VisionEncoder
 from rmspec.vision.demo import write_demo
 from rmspec.vision.freeze import freeze, parts
+from rmspec.vision.marks import PICTURE_ID
 from rmspec.vision.models import reward_class
 from rmspec.vision.processor import load_processor
 from rmspec.vision.tiny import build_tiny_vlm, build_tokenizer, tiny_config
@@ -80,7 +81,7 @@ def test_resolution_changes_the_visual_tokens(tmp_path):
     for bounds in ({}, {"min_pixels": 28 * 28 * 16, "max_pixels": 28 * 28 * 16}):
         processor = load_processor(str(folder), tokenizer, **bounds)
         encoder = VisionEncoder(processor, "<|vision_start|><|image_pad|><|vision_end|>")
-        ids = tokenizer("<image>x", add_special_tokens=False)["input_ids"]
+        ids = [PICTURE_ID, *tokenizer("x", add_special_tokens=False)["input_ids"]]  # as the data stage writes it
         batch = encoder([ids], [["data:image/png;base64," + png_b64(image)]])
         counts.append(int(batch["mm_token_type_ids"].sum()))
     assert counts == [4, 16]

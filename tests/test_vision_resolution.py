@@ -25,6 +25,7 @@ from PIL import Image
 
 from helpers.runs import rmspec
 from helpers.tiny_families import FAMILIES, build_generation_checkpoint
+from rmspec.vision.marks import PICTURE_ID
 
 torch.set_num_threads(1)
 
@@ -83,7 +84,7 @@ def test_the_collator_and_the_data_count_use_the_settings(base):
 
     Model.config = config
     image = Image.new("RGB", (90, 40), (200, 30, 30))
-    ids = tokenizer("<image>Which colour?Red", add_special_tokens=False)["input_ids"]
+    ids = [PICTURE_ID, *tokenizer("Which colour?Red", add_special_tokens=False)["input_ids"]]  # the data stage's
     row = {"chosen_input_ids": ids, "rejected_input_ids": ids, "images": [data_uri(image)]}
 
     def collated(vision):

@@ -223,12 +223,13 @@ def test_layout_ids_survive_a_padded_processor_call(tiny_vlm):
 
     from rmspec.inference.encoding import encode_many, make_layout
     from rmspec.vision.collate import VisionEncoder
+    from rmspec.vision.marks import PICTURE
     from rmspec.vision.processor import load_processor
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_vlm)
     processor = load_processor(str(tiny_vlm), tokenizer)
-    layout = make_layout(tokenizer)
-    conversation = [{"role": "user", "content": "<image>" + PROMPT}]
+    layout = make_layout(tokenizer, pictures=True)
+    conversation = [{"role": "user", "content": PICTURE + PROMPT}]  # a picture's place (rmspec.vision.marks)
     before = encode_many(tokenizer, [(conversation, "Red.")], 4096, layout)[0].ids
     encoder = VisionEncoder(processor, "<|vision_start|><|image_pad|><|vision_end|>")
     encoder([before, before[:-3]], [[Image.new("RGB", (40, 40))], [Image.new("RGB", (40, 40))]])

@@ -18,7 +18,8 @@ from PIL import Image
 
 from helpers.data import make_spec, write_jsonl
 from helpers.tiny_families import FAMILIES
-from rmspec.vision.processor import IMAGE_TEXT, expand_placeholders
+from rmspec.vision import marks
+from rmspec.vision.processor import IMAGE_TEXT
 
 SIZES = [
     (28, 28),
@@ -103,7 +104,7 @@ def _prepare(tmp_path, model_dir, max_length, policy="drop", tag="a"):
 
 def _expanded(processor, family, ids, names, folder):
     """(input_ids length, image tokens) of one sequence as the collator hands it to the model."""
-    text = expand_placeholders(processor.tokenizer.decode(ids, skip_special_tokens=False), IMAGE_TEXT[family])
+    text = marks.decode(processor.tokenizer, ids).replace(marks.PICTURE, IMAGE_TEXT[family])
     images = [Image.open(folder / name).convert("RGB") for name in names]
     out = processor(text=[text], images=[images])["input_ids"][0]
     return len(out), list(out).count(_image_token(family))

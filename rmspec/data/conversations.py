@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec.data.fit import CUT_PROMPT, DROP
-from rmspec.vision.images import IMAGE_PLACEHOLDER
+from rmspec.vision import marks
 
 
 def conversation_visual(stage: Any, batch: dict[str, list], conversations: dict[int, list[int]]) -> dict[int, int]:
@@ -20,13 +20,7 @@ def conversation_visual(stage: Any, batch: dict[str, list], conversations: dict[
     from rmspec.vision.tokens import extra_positions
 
     rows = [i for i in conversations if batch["images"][i]]
-    extra, refused = extra_positions(
-        stage.visual,
-        [stage._decode(conversations[i]) for i in rows],
-        [len(conversations[i]) for i in rows],
-        [batch["images"][i] for i in rows],
-        stage.layout.encode,
-    )
+    extra, refused = extra_positions(stage.visual, [], [], [batch["images"][i] for i in rows], stage._special_encode)
     for k, exc in refused.items():
         stage._reject(batch, rows[k], f"image_{exc.reason}", exc.detail)
     return {i: n for k, (i, n) in enumerate(zip(rows, extra)) if k not in refused}
@@ -54,6 +48,8 @@ def tokenize_conversations(stage: Any, batch: dict[str, list]) -> dict[str, list
             labels += piece if learn else [-100] * len(piece)
         # The last exchange (the final assistant header and reply) is what must survive a cut.
         last_header = len(ids) - len(turns.pieces[-1]) - (len(turns.pieces[-2]) if len(turns.pieces) > 1 else 0)
+        if stage._marks_differ(batch, i, {"messages": _Ids(ids)}):
+            continue
         v = visual.get(i, 0)  # the images' visual tokens count against max_length too
         limit = stage.max_tokens - v
         out["total_tokens"][i] = len(ids) + v
@@ -76,7 +72,7 @@ def tokenize_conversations(stage: Any, batch: dict[str, list]) -> dict[str, list
                     )
                     continue
                 cut = ids[:head] + ids[head + over :]
-                if v and stage._decode(cut).count(IMAGE_PLACEHOLDER) < stage._decode(ids).count(IMAGE_PLACEHOLDER):
+                if v and marks.count(cut) < marks.count(ids):
                     stage._reject(
                         batch,
                         i,
@@ -105,3 +101,10 @@ def tokenize_conversations(stage: Any, batch: dict[str, list]) -> dict[str, list
             out["truncated"][i] = True
         out["input_ids"][i], out["labels"][i] = ids, labels
     return {**batch, **out}
+
+
+class _Ids(list):
+    """A conversation's ids, as the picture-mark check reads a side (its ``ids()``)."""
+
+    def ids(self) -> list[int]:
+        return list(self)

@@ -15,10 +15,17 @@ from rmspec.vision.rows import ImageSettings, RowImages
 
 
 def row_images(
-    where: str, column: str, approach: Any, image_options: Any, data_files: list[str], images_first: bool
+    where: str,
+    column: str,
+    approach: Any,
+    image_options: Any,
+    data_files: list[str],
+    images_first: bool,
+    placeholder: str | None = "<image>",
 ) -> RowImages:
     """The column's reader: relative paths resolve against the data file's folder; a bad image rejects the
-    row at its file:line. `image_options` is the spec's data.images (None: the defaults; downloads off)."""
+    row at its file:line. `image_options` is the spec's data.images (None: the defaults; downloads off);
+    `placeholder` the source's data.mapping.image_placeholder (where its prompts' text marks a picture)."""
     refusal = approaches.get(approach.kind).image_refusal(approach)
     if refusal is not None:
         raise DataError(
@@ -29,5 +36,6 @@ def row_images(
         image_options,
         base_dir=str(Path(data_files[0]).parent) if data_files else None,
         images_first=images_first,
+        placeholder=placeholder,
     )
     return RowImages(column, settings)

@@ -88,8 +88,20 @@ class Turns:
 
 
 class Layout:
-    def __init__(self, tokenizer: Any, chat_template: str = "auto", architecture: str | None = None):
+    def __init__(
+        self, tokenizer: Any, chat_template: str = "auto", architecture: str | None = None, pictures: bool = False
+    ):
         self.tok = tokenizer
+        # A vision-language model's layout: each picture's place in the text (rmspec.vision.marks.PICTURE)
+        # is encoded as the id rmspec.vision.marks.PICTURE_ID, which no text encodes to.
+        self.pictures = pictures
+        if pictures:  # and a model's image tokens written in the text are text (rmspec.vision.marks.IMAGE_TOKENS)
+            import re
+
+            from rmspec.vision.marks import image_tokens_of
+
+            found = image_tokens_of(tokenizer)
+            self._image_tokens = re.compile("|".join(re.escape(t) for t in found)) if found else None
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if chat_template == "tokenizer" and not has_template:
             raise DataError(
@@ -229,7 +241,29 @@ class Layout:
     # ------------------------------------------------------------ tokens
 
     def encode(self, texts: list[str]) -> list[list[int]]:
-        """Token ids of each text (no special tokens added); each distinct text is encoded once, in one batch."""
+        """Token ids of each text (no special tokens added); each distinct text is encoded once, in one batch.
+        With ``pictures``, each picture's place is the one id PICTURE_ID and the text around it is encoded
+        on its own (as a processor splits the text at its image tokens)."""
+        if self.pictures:
+            from rmspec.vision.marks import PICTURE, PICTURE_ID
+
+            if any(PICTURE in t for t in texts):
+                pieces = [t.split(PICTURE) for t in texts]
+                flat = self.encode([p for row in pieces for p in row])
+                out, k = [], 0
+                for row in pieces:
+                    marked: list[int] = []
+                    for j in range(len(row)):
+                        marked += ([PICTURE_ID] if j else []) + flat[k + j]
+                    out.append(marked)
+                    k += len(row)
+                return out
+            hits = [
+                bool(t) and self._image_tokens is not None and self._image_tokens.search(t) is not None for t in texts
+            ]
+            if any(hits):
+                plain = iter(self.encode([t for t, hit in zip(texts, hits) if not hit]))
+                return [self._as_text(t) if hit else next(plain) for t, hit in zip(texts, hits)]
         unique = list(dict.fromkeys(t for t in texts if t))
         if not unique:
             return [[] for _ in texts]
@@ -246,6 +280,18 @@ class Layout:
             ids = self.tok(unique, add_special_tokens=False)["input_ids"]
         table = dict(zip(unique, ids))
         return [list(table[t]) if t else [] for t in texts]
+
+    def _as_text(self, text: str) -> list[int]:
+        """A text holding an image token: the token encoded as its characters (not the special id a processor
+        would expand), the rest as usual."""
+        assert self._image_tokens is not None
+        ids: list[int] = []
+        start = 0
+        for m in self._image_tokens.finditer(text):
+            ids += self.encode([text[start : m.start()]])[0]
+            ids += self.tok(m.group(), add_special_tokens=False, split_special_tokens=True)["input_ids"]
+            start = m.end()
+        return ids + self.encode([text[start:]])[0]
 
     def segments(self, prompts: list[list[dict[str, str]]], responses: list[str]) -> list[Segments]:
         return self.segments_many(prompts, [responses])[0]

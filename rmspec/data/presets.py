@@ -68,7 +68,15 @@ class RowMapper:
         self.images: RowImages | None = None
         if "images" in self.cols:
             images_first = bool(self.layout and self.layout.images_first)
-            self.images = row_images(where, self.cols["images"], approach, image_options, self.data_files, images_first)
+            self.images = row_images(
+                where,
+                self.cols["images"],
+                approach,
+                image_options,
+                self.data_files,
+                images_first,
+                mapping.image_placeholder,
+            )
 
     # ------------------------------------------------------------ up-front checks
 

@@ -69,11 +69,17 @@ class Context:
     @cached_property
     def layout(self) -> Any:
         shape = self.spec.model.shape
-        return (
-            Layout(self.tokenizer, self.data.mapping.chat_template, shape.architecture if shape else None)
-            if self.tokenizer
-            else None
+        if not self.tokenizer:
+            return None
+        from rmspec.data.tokenize import reads_pictures
+
+        # A vision-language model (or data with images): each picture's place is one id (rmspec.vision.marks).
+        images_column = self.data.mapping.columns.images or "images" in getattr(
+            presets.get(self.data.mapping.preset), "columns", {}
         )
+        pictures = reads_pictures(getattr(self.tokenizer, "name_or_path", None)) or bool(images_column)
+        pictures = pictures or self.visual is not None
+        return Layout(self.tokenizer, self.data.mapping.chat_template, shape.architecture if shape else None, pictures)
 
     @cached_property
     def config_key(self) -> str:

@@ -4,13 +4,15 @@ Rows are tokenized in batches (`datasets.map(batched=True)`); an over-long row i
 or cut by its policy, and every cut keeps the special tokens at the end so that the last token
 is still the end of the response. A pair that the cut made identical leaves with its own reason.
 
-A row with images (rmspec.vision.rows) holds one placeholder per image in its prompt; the model reads
+A row with images (rmspec.vision.rows) holds one picture mark per image in its prompt (rmspec.vision.marks:
+the layout encodes each as the id PICTURE_ID, which no text encodes to); the model reads
 each image as its visual tokens instead (rmspec.vision.tokens.VisualCount, from the image's size and
 the processor's settings, model.vision's bounds included). Those count against max_length like any
 token: the text's budget is max_length minus what the images add, the policy applies to the text as
 for a text row, and the lengths this stage records include them. A prompt cut that would remove an
-image's placeholder rejects the row (``image_cut``): the collator could no longer match images to
-their places.
+image's mark rejects the row (``image_cut``): the collator could no longer match images to
+their places. A side whose marks and the row's images differ in number (a U+FFFC typed in the text)
+is rejected as ``image_mark_in_text``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from rmspec.data.layout import PAIR, Layout
 from rmspec.data.ranked import ranked_columns, tokenize_ranked
 from rmspec.data.tool_store import restored_batch
 from rmspec.spec.row_kinds import RowKind
+from rmspec.vision import marks
 from rmspec.vision.images import IMAGE_PLACEHOLDER
 
 
@@ -61,6 +64,19 @@ def visual_count(model_dir: Any, vision: Any = None, tokenizer: Any = None) -> A
         config.get("image_token_id", config.get("image_token_index")),
         image_processor=getattr(vision, "image_processor", None) or None,
     )
+
+
+def reads_pictures(model_dir: Any) -> bool:
+    """Whether the model in ``model_dir`` is a vision-language model (its config.json has a vision tower):
+    its layout encodes each picture's place as rmspec.vision.marks.PICTURE_ID."""
+    import json
+    from pathlib import Path
+
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")) if model_dir else {}
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "vision_config" in config
 
 
 def token_columns(approach: str, layout: Layout) -> dict[str, Any]:
@@ -173,7 +189,30 @@ class TokenizeStage:
         batch["reject_detail"][i] = detail
 
     def _decode(self, ids: list[int]) -> str:
-        return self.layout.tok.decode(ids, skip_special_tokens=False)
+        return marks.decode(self.layout.tok, ids) if self.layout.pictures else self.layout.tok.decode(ids)
+
+    def _special_encode(self, texts: list[str]) -> list[list[int]]:
+        """Texts as the processor's tokenizer reads them (a model's image part: its special tokens)."""
+        return self.layout.tok(texts, add_special_tokens=False)["input_ids"]
+
+    def _marks_differ(self, batch: dict[str, list], i: int, sides: dict[str, Any]) -> bool:
+        """Reject a row one of whose sides holds more or fewer picture marks than the row has images (a
+        U+FFFC in its text: the character rmspec writes a picture's place as); True if rejected."""
+        if not self.layout.pictures:
+            return False
+        n = len(batch["images"][i] or []) if "images" in batch else 0
+        for name, seg in sides.items():
+            found = marks.count(seg.ids())
+            if found != n:
+                self._reject(
+                    batch,
+                    i,
+                    "image_mark_in_text",
+                    f"{name}: {found} picture place(s) for {n} image(s): the text holds U+FFFC (OBJECT REPLACEMENT "
+                    "CHARACTER), which rmspec reserves for a picture's place; remove it from the text",
+                )
+                return True
+        return False
 
     def _visual(self, batch: dict[str, list], segs: dict[int, Any]) -> dict[int, int]:
         """Per live row with images: the positions its images add beyond their placeholders' tokens. A row
@@ -183,13 +222,7 @@ class TokenizeStage:
         from rmspec.vision.tokens import extra_positions
 
         rows = [i for i in segs if batch["images"][i]]
-        extra, refused = extra_positions(
-            self.visual,
-            [self._decode(segs[i].prompt) for i in rows],
-            [len(segs[i].prompt) for i in rows],
-            [batch["images"][i] for i in rows],
-            self.layout.encode,
-        )
+        extra, refused = extra_positions(self.visual, [], [], [batch["images"][i] for i in rows], self._special_encode)
         for k, exc in refused.items():
             i = rows[k]
             self._reject(batch, i, f"image_{exc.reason}", exc.detail)
@@ -200,8 +233,7 @@ class TokenizeStage:
         """Reject a row whose prompt cut removed (part of) an image placeholder; True if rejected."""
         if not extra or len(after.prompt) == len(before.prompt):
             return False
-        kept = self._decode(after.prompt).count(IMAGE_PLACEHOLDER)
-        had = self._decode(before.prompt).count(IMAGE_PLACEHOLDER)
+        kept, had = marks.count(after.prompt), marks.count(before.prompt)
         if kept == had:
             return False
         self._reject(
@@ -258,6 +290,8 @@ class TokenizeStage:
             if i not in seg_c:
                 continue
             c, r = seg_c[i], seg_r[i]
+            if self._marks_differ(batch, i, {"chosen": c, "rejected": r}):
+                continue
             v = visual.get(i, 0)  # the images' visual tokens beyond their placeholders
             limit = self.max_tokens - v  # what the text may take
             out["prompt"][i] = shown[i]
@@ -318,6 +352,8 @@ class TokenizeStage:
             if i not in segs:
                 continue
             s, v = segs[i], visual.get(i, 0)
+            if self._marks_differ(batch, i, {"response": s}):
+                continue
             out["prompt"][i] = shown[i]
             out["prompt_tokens"][i], out["response_tokens"][i], out["length"][i] = (
                 len(s.prompt) + v,

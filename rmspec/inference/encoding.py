@@ -20,11 +20,14 @@ def as_messages(prompt: Prompt) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
 
 
-def make_layout(tokenizer: Any, chat_template: str = "auto", architecture: str | None = None) -> Any:
-    """The data pipeline's layout for this tokenizer, so benchmarks are formatted as training data is."""
+def make_layout(
+    tokenizer: Any, chat_template: str = "auto", architecture: str | None = None, pictures: bool = False
+) -> Any:
+    """The data pipeline's layout for this tokenizer, so benchmarks are formatted as training data is;
+    ``pictures`` for a vision-language model (each picture's place one id, rmspec.vision.marks)."""
     from rmspec.data.layout import Layout
 
-    return Layout(tokenizer, chat_template, architecture)
+    return Layout(tokenizer, chat_template, architecture, pictures)
 
 
 class Encoded(NamedTuple):

@@ -26,14 +26,14 @@ JUDGE_KINDS = tuple(sorted(kinds_scored_by(JUDGE)))
 
 def judge_prompt_text(prompt: Any) -> str:
     """The prompt as the judge message quotes it: a conversation's one user turn as is, more as plain turns
-    (an image part written as the data stage's `<image>` placeholder: judge_prompt gives its image)."""
+    (an image part written as the data stage's picture mark, rmspec.vision.marks: judge_prompt gives its image)."""
     return judge_prompt(prompt)[0]
 
 
 def judge_prompt(prompt: Any) -> tuple[str, list[Any]]:
     """(the prompt as the judge message quotes it, the images of its image parts in order). Image parts
     are the Hugging Face processor convention, {"type": "image", "image": IMAGE} (rmspec.evaluate.
-    image_prompts); each stands as `<image>` where it was, as the data stage writes it, so a judge prompt
+    image_prompts); each stands as a picture mark where it was, as the data stage writes it, so a judge prompt
     with images is laid out as a VLM judge trained on it (rmspec.vision.judge)."""
     if isinstance(prompt, str):
         return prompt, []
@@ -47,13 +47,13 @@ def judge_prompt(prompt: Any) -> tuple[str, list[Any]]:
 def _content_text(content: Any, images: list[Any]) -> str:
     if not isinstance(content, list):
         return str(content)
-    from rmspec.vision.images import IMAGE_PLACEHOLDER
+    from rmspec.vision.marks import PICTURE
 
     pieces = []
     for part in content:
         if isinstance(part, dict) and part.get("type") in ("image", "image_url", "input_image"):
             images.append(part.get("image"))
-            pieces.append(IMAGE_PLACEHOLDER)
+            pieces.append(PICTURE)
         elif isinstance(part, dict) and part.get("type") == "text":
             pieces.append(str(part.get("text", "")))
     return "".join(pieces)
@@ -156,9 +156,11 @@ def generate_request_ids(
 
 def _prompt_ids(layout: Any, tokenizer: Any, messages: Sequence[str]) -> list[list[int]]:
     texts = layout.prompt_texts([[{"role": "user", "content": m}] for m in messages])
+    # A VLM judge's layout encodes each picture's place as its one id (rmspec.vision.marks).
+    encoded = layout.encode(texts) if layout.pictures else tokenizer(texts, add_special_tokens=False)["input_ids"]
     if layout.kind == "template":  # the rendering carries its own special tokens
-        return tokenizer(texts, add_special_tokens=False)["input_ids"]
-    return [list(layout.single_head) + ids for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        return [list(ids) for ids in encoded]
+    return [list(layout.single_head) + ids for ids in encoded]
 
 
 def generate(

@@ -62,11 +62,13 @@ def _model_card(service: Service, name: str, created: int) -> dict[str, Any]:
 
 
 def check_images(conv: Any, images: list[Any]) -> None:
-    """A 400 when the `<image>` placeholders and the image parts differ in number (a VLM judge's)."""
+    """A 400 when the pictures' places (rmspec.vision.marks, one per image part) and the images differ in
+    number (a VLM judge's; a `<image>` written in the text is text)."""
     from rmspec.vision.images import ImageReject, check_count
+    from rmspec.vision.marks import PICTURE
 
     try:
-        check_count(conv, images)
+        check_count(conv, images, PICTURE)
     except ImageReject as exc:
         raise ApiError(400, f"messages: {exc.detail}", "messages") from None
 

@@ -51,9 +51,9 @@ class ColumnMap(Section):
         None,
         description="Column with the row's images (a list per row, or one image): paths relative to the data "
         "file, data: URIs, or bytes / datasets Image features (default: an `images` column when the data has "
-        "one). The prompt marks each with a {type: image} content part or an <image> placeholder; every image "
-        "is decoded and checked, and a row with a bad image or a different count goes to rejects.jsonl "
-        "(docs/multimodal.md).",
+        "one). The prompt marks each with a {type: image} content part or, as text, data.mapping.image_placeholder "
+        "(<image>); every image is decoded and checked, and a row with a bad image or a different count goes to "
+        "rejects.jsonl (docs/multimodal.md).",
     )
     id: str | None = Field(None, description="Column with a stable row id (kept in rejects and reports).")
     group: str | None = Field(
@@ -75,6 +75,15 @@ class MappingSpec(Section):
     )
     pair_by: str | None = Field(
         None, description="helpsteer2 preset: build pairs by this attribute instead of pointwise rows."
+    )
+    image_placeholder: str | None = Field(
+        "<image>",
+        min_length=1,
+        description="Rows with images: the text that marks a picture's place in this source's prompts (LLaVA-style "
+        "data). Read only in the prompt of a row that has images and whose prompt has no {type: image} parts; "
+        "its count must equal the row's images (else the row is rejected, image_count_mismatch). Anywhere else "
+        "(a reply, a row without images) it is text. null: this source has no placeholder; the images go before "
+        "the prompt's text (docs/multimodal.md).",
     )
     chat_template: Literal["auto", "tokenizer", "plain"] = Field(
         "auto",

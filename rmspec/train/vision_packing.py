@@ -14,7 +14,9 @@ three components equal). Naive 1-D positions (the token index) change the reward
 
 One pair per row (a row's images are its pair's). A model whose attention cannot take the pair
 mask (flash attention; Gemma 3's bidirectional image attention; Qwen3.5's linear attention)
-raises NotPackable, and such a model trains unpacked.
+raises NotPackable, and such a model trains unpacked. A batch one of whose pairs has a picture in a
+reply (a whole-conversation pair whose assistant turns hold image parts: only the prompt is computed
+once) is collated unpacked, as VisionPairCollator does, and trains so; the other batches pack.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from rmspec.inference.prefix_mask import (
     pack_groups,
     split_shared_prefix,
 )
-from rmspec.vision.collate import VisionEncoder
+from rmspec.vision.collate import VisionEncoder, VisionPairCollator
+from rmspec.vision.marks import PICTURE_ID
 from rmspec.vision.shapes import packing_refusal
 
 
@@ -61,12 +64,24 @@ class VisionPackedPairCollator:
     encoder: VisionEncoder
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        if any(picture_in_a_reply(r["chosen_input_ids"], r["rejected_input_ids"]) for r in rows):
+            return VisionPairCollator(self.encoder)(rows)  # this batch unpacked: the trainers read both kinds
         images = [r["images"] or [] for r in rows]
         chosen = self.encoder([r["chosen_input_ids"] for r in rows], images)
         rejected = self.encoder([r["rejected_input_ids"] for r in rows], images)
         return pack_encoded(
             chosen, rejected, [len(i) for i in images], self.encoder.processor.tokenizer.pad_token_id, rows
         )
+
+
+def picture_in_a_reply(chosen: list[int], rejected: list[int]) -> bool:
+    """Whether a picture's place (rmspec.vision.marks.PICTURE_ID) lies after the pair's shared prefix."""
+    shared = 0
+    for a, b in zip(chosen, rejected):
+        if a != b:
+            break
+        shared += 1
+    return PICTURE_ID in chosen[shared:] or PICTURE_ID in rejected[shared:]
 
 
 def pack_encoded(

@@ -64,6 +64,7 @@ REASONS = (
     "download_failed",
     "count_mismatch",
     "processor_refused",  # the model's processor cannot read it (Qwen2-VL: aspect ratio over 200): rmspec.vision.tokens
+    "mark_in_text",  # the text holds U+FFFC, a picture's place (rmspec.vision.marks)
 )
 
 #: Defaults: 64 megapixels (a 8k x 8k picture) and 32 MiB of encoded bytes per image. Pillow's own

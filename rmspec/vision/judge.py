@@ -2,19 +2,18 @@
 LLaVA-Critic trains its judge.
 
 The data stage tokenized each conversation with the chat template, the prompt's images standing as
-``<image>`` placeholders in the user turn and the labels -100 everywhere but the assistant's reply
-(the verdict). Training and judging read the same ids:
+picture ids in the user turn (rmspec.vision.marks) and the labels -100 everywhere but the assistant's
+reply (the verdict). Training and judging read the same ids:
 
 - :class:`VisionLMCollator` (training): each row is cut where its labels start. The part before
-  (the judge prompt with its placeholders) goes through rmspec.vision.collate.VisionEncoder, which
-  writes each placeholder as the model's image part and lets the processor expand it into the
-  image's visual tokens (``pixel_values``, ``image_grid_thw``, ``mm_token_type_ids``); the part
+  (the judge prompt with its pictures' places) goes through rmspec.vision.collate.VisionEncoder, which
+  splices the processor's expansion of the model's image part into each place: the image's visual tokens (``pixel_values``, ``image_grid_thw``, ``mm_token_type_ids``); the part
   from the labels on (the verdict) keeps the data stage's ids and labels unchanged. The labels
   therefore cover the verdict only, whatever number of visual tokens the images add.
 - :func:`generate_with_images` (validation, evaluation, `rmspec score`): the judge prompt's ids are
   expanded the same way, padded on the left, and the model generates from the right edge.
 
-Images belong to the prompt: a placeholder in or after the reply is refused (nothing would feed it).
+Images belong to the prompt: a picture's place in or after the reply is refused (nothing would feed it).
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ from typing import Any
 
 import torch
 
-from rmspec.vision.collate import VisionEncoder
-from rmspec.vision.images import IMAGE_PLACEHOLDER, decode_image
-from rmspec.vision.processor import expand_placeholders
+from rmspec.vision.collate import TOKEN_KEYS, VisionEncoder
+from rmspec.vision.marks import count
 
 
 def pad_right(rows: Sequence[Sequence[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,15 +61,15 @@ class VisionLMCollator:
         tokenizer = self.encoder.processor.tokenizer
         cuts = [split_at_labels(r["input_ids"], r["labels"]) for r in rows]
         for r, cut in zip(rows, cuts):
-            if IMAGE_PLACEHOLDER in tokenizer.decode(r["input_ids"][cut:], skip_special_tokens=False):
+            if count(r["input_ids"][cut:]):
                 raise ValueError(
-                    f"row {r.get('id', '?')}: an image placeholder lies in or after the judge's reply; "
+                    f"row {r.get('id', '?')}: a picture's place lies in or after the judge's reply; "
                     "a judge reads images in the prompt (the user turn) only"
                 )
         prompts = self.encoder([r["input_ids"][:cut] for r, cut in zip(rows, cuts)], [r["images"] or [] for r in rows])
         width = prompts["input_ids"].shape
         # per-token keys besides the ids (Qwen2-VL's mm_token_type_ids): the reply's tokens are text (0)
-        per_token = [k for k, v in prompts.items() if k not in ("input_ids", "attention_mask") and _shaped(v, width)]
+        per_token = [k for k in TOKEN_KEYS if k in prompts and _shaped(prompts[k], width)]
         lengths = prompts["attention_mask"].sum(dim=1).tolist()
         ids, labels = [], []
         extra: dict[str, list[list[int]]] = {k: [] for k in per_token}
@@ -94,14 +92,19 @@ class VisionLMCollator:
 
 
 def left_padded(encoder: VisionEncoder, prompts: Sequence[Sequence[int]], images: Sequence[Sequence[Any]]) -> Any:
-    """The processor's batch of judge prompts (ids with ``<image>`` placeholders) and their images,
-    padded on the left so that generation continues every row from the right edge."""
-    tokenizer = encoder.processor.tokenizer
-    texts = [expand_placeholders(tokenizer.decode(p, skip_special_tokens=False), encoder.image_part) for p in prompts]
-    nested = [[decode_image(image) for image in row] for row in images]  # one list per row, as VisionEncoder
-    return encoder.processor(
-        text=texts, images=nested if any(nested) else None, padding=True, padding_side="left", return_tensors="pt"
-    )
+    """The encoder's batch of judge prompts (ids with their pictures' places) and their images, padded on
+    the left so that generation continues every row from the right edge."""
+    batch = encoder([list(p) for p in prompts], [list(i) for i in images])
+    lengths = batch["attention_mask"].sum(dim=1).tolist()
+    width = batch["input_ids"].shape[1]
+    pad = {"input_ids": encoder.processor.tokenizer.pad_token_id}
+    for key, value in list(batch.items()):
+        if key in ("input_ids", "attention_mask", *TOKEN_KEYS) and _shaped(value, batch["input_ids"].shape):
+            out = torch.full_like(value, pad.get(key, 0))
+            for row, n in enumerate(lengths):
+                out[row, width - n :] = value[row, :n]
+            batch[key] = out
+    return batch
 
 
 def generate_with_images(

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmspec.vision.images import IMAGE_PLACEHOLDER, ImageReject, decode_image
+from rmspec.vision.images import ImageReject, decode_image
+from rmspec.vision.marks import PICTURE
 from rmspec.vision.tokens import ImageTokens, extra_positions, image_size
 
 #: The processor's saved settings: the count's fingerprint reads them (the data cache re-prepares when they change).
@@ -40,7 +41,7 @@ class MeasuredCount:
     min_pixels: int | None = None
     max_pixels: int | None = None
     image_token_id: int | None = None  # config.json's: the positions the model fills with image features
-    placeholder: str = IMAGE_PLACEHOLDER
+    placeholder: str = PICTURE  # a picture's place in the decoded prompt (rmspec.vision.marks)
     image_processor: dict[str, Any] | None = None  # model.vision.image_processor: the processor's own settings
     _processor: Any = field(default=None, init=False, repr=False, compare=False)
     _sizes: dict[tuple[tuple[int, int], ...], ImageTokens | ImageReject] = field(

@@ -16,10 +16,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from rmspec.vision.images import IMAGE_PLACEHOLDER
-
 #: How one image part is written in the text the processor expands, per model family (the chat
-#: template's rendering of {"type": "image"}); the processor turns it into the image's tokens. A
+#: template's rendering of {"type": "image"}); the processor turns it into the image's tokens, which
+#: the collator (rmspec.vision.collate) splices where the picture stands. A
 #: family not listed writes its processor's ``image_token`` (:func:`image_text`). Light: read by the
 #: planner's token count (rmspec.vision.tokens) without transformers.
 IMAGE_TEXT = {
@@ -136,8 +135,3 @@ def load_processor(
 def image_text(config: Any, processor: Any) -> str:
     """The text one image part becomes (see IMAGE_TEXT); else the processor's image token."""
     return IMAGE_TEXT.get(config.model_type) or processor.image_token
-
-
-def expand_placeholders(text: str, image_part: str) -> str:
-    """The data stage's ``<image>`` placeholders written as the model's image parts."""
-    return text.replace(IMAGE_PLACEHOLDER, image_part)

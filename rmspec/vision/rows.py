@@ -2,9 +2,10 @@
 
 The data stage's row mapper (rmspec.data.presets.RowMapper) calls :meth:`RowImages.read` before it
 maps a row: the row's image parts are checked and decoded (rmspec.vision.images), conversational
-content parts become text with one ``<image>`` placeholder each (the canonical record's messages
-hold text, so every later stage, filters, split, templates, reads them unchanged), and the images
-become references the record carries in its ``images`` column:
+content parts become text with one picture mark each (rmspec.vision.marks.PICTURE: the canonical
+record's messages hold text, so every later stage, filters, split, templates, reads them unchanged,
+and the layout encodes each mark as an id no text encodes to), and the images become references the
+record carries in its ``images`` column:
 
 - a file stays a path (absolute, so it resolves from the run directory as from the data's folder);
 - bytes, an ``Image`` feature or a ``data:`` URI becomes a ``data:`` URI (its original bytes);
@@ -13,8 +14,18 @@ become references the record carries in its ``images`` column:
   downloads (nor finds a URL it may not fetch). Where downloads are off the row is rejected
   (``image_url_refused``), the detail naming the option.
 
-A row whose image does not decode, or whose image parts and images differ in number, raises
-:class:`ImageReject`; the mapper turns it into a reject with the reason and the row's ``file:line``.
+Where a row's pictures go (:func:`place_pictures`, the one rule, also `rmspec score`'s):
+
+1. its prompt's image parts (``{"type": "image"}``, ``image_url``, ``input_image``), in order;
+2. else, in a row that has images, each occurrence of the source's placeholder
+   (``data.mapping.image_placeholder``, default ``<image>``: LLaVA-style data) in the prompt's text
+   (a conversation's non-assistant turns);
+3. else, with no placeholder in the prompt (or ``image_placeholder: null``), before the prompt's text.
+
+Everything else is text: a ``<image>`` in a reply, in a row without images, or in a prompt whose
+pictures are image parts is read as the characters it is. A row whose places and images differ in
+number raises :class:`ImageReject` (``count_mismatch``), as does a U+FFFC already in its text
+(``image_mark_in_text``); the mapper turns it into a reject with the reason and the row's ``file:line``.
 """
 
 from __future__ import annotations
@@ -33,12 +44,11 @@ from rmspec.vision.images import (
     DEFAULT_MAX_PIXELS,
     IMAGE_PLACEHOLDER,
     ImageReject,
-    check_count,
     decode_image,
     downloaded,
-    image_parts,
     images_of,
 )
+from rmspec.vision.marks import PICTURE, in_text
 
 if TYPE_CHECKING:  # Pillow is imported where an image is decoded (rmspec.vision.images)
     from PIL import Image
@@ -58,7 +68,8 @@ class ImageSettings:
     download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT
     # How the user can use a URL instead, named in a url_refused reject (`of` names the spec's option).
     allow_with: str = "download the images and give their paths"
-    placeholder: str = IMAGE_PLACEHOLDER
+    # The text that stands for a picture in this source's prompts (data.mapping.image_placeholder), None: none.
+    placeholder: str | None = IMAGE_PLACEHOLDER
     images_first: bool = False  # a preset whose prompts name no image: the images go before the prompt text
 
     @classmethod
@@ -96,16 +107,29 @@ class RowImages:
         s = self.settings
         images = images_of(row.get(self.column))
         row = dict(row)
-        prompt_col = columns.get("prompt")
         for field in TEXT_FIELDS:
             col = columns.get(field)
             if isinstance(col, str) and col in row:
-                row[col] = flatten_parts(row[col], s.placeholder)
-        counted = _counted_value(row, columns)
-        if s.images_first and images and image_parts(counted, s.placeholder) == 0 and prompt_col in row:
-            row[prompt_col] = _prepend(row[prompt_col], s.placeholder * len(images))
-            counted = _counted_value(row, columns)
-        check_count(counted, images, s.placeholder)
+                if in_text(row[col]):
+                    raise ImageReject(
+                        "mark_in_text",
+                        f"{col}: the text holds U+FFFC (OBJECT REPLACEMENT CHARACTER), which rmspec reserves for a "
+                        "picture's place; remove it from the text",
+                    )
+                row[col] = flatten_parts(row[col])
+        counted = next((f for f in ("prompt", "messages", "chosen") if _counted_column(row, columns, f)), None)
+        if counted is not None:
+            col = columns[counted]
+            row[col] = place_pictures(row[col], len(images), s.placeholder, counted != "prompt", s.images_first)
+            other = columns.get("rejected")
+            if (
+                counted == "chosen" and isinstance(other, str) and isinstance(row.get(other), list)
+            ):  # its twin conversation
+                row[other] = place_pictures(row[other], len(images), s.placeholder, True, s.images_first)
+        elif images:
+            raise ImageReject(
+                "count_mismatch", f"the row gives {len(images)} image(s) but has no prompt to place them in"
+            )
         refs, sizes = [], []
         for k, value in enumerate(images):
             try:
@@ -119,17 +143,86 @@ class RowImages:
         return row, refs, ImageInfo(sizes)
 
 
-def _counted_value(row: dict[str, Any], columns: Mapping[str, Any]) -> Any:
-    """The conversation whose image parts must match the images: the prompt (or, for whole
-    conversations, the chosen side's, or the messages)."""
-    for field in ("prompt", "messages", "chosen"):
-        col = columns.get(field)
-        if isinstance(col, str) and row.get(col) is not None:
-            value = row[col]
-            if field == "chosen" and not isinstance(value, list):
-                continue
-            return value
-    return ""
+def _counted_column(row: dict[str, Any], columns: Mapping[str, Any], field: str) -> bool:
+    """Whether ``field`` is the conversation whose pictures are the row's: the prompt (or, for whole
+    conversations, the messages, or the chosen side's when it is a conversation)."""
+    col = columns.get(field)
+    if not isinstance(col, str) or row.get(col) is None:
+        return False
+    if field == "chosen":
+        return isinstance(row[col], list) and not _counted_column(row, columns, "prompt")
+    if field == "messages":
+        return not _counted_column(row, columns, "prompt")
+    return True
+
+
+def place_pictures(value: Any, n_images: int, placeholder: str | None, whole: bool = False, first: bool = False) -> Any:
+    """The prompt (a text, or messages with text content: image parts already flattened to
+    :data:`PICTURE`) with each of its ``n_images`` pictures' places written as :data:`PICTURE`, by the
+    rule of the module docstring; raises ``count_mismatch`` where the places and the images differ.
+    ``whole``: a whole conversation (the placeholder is read in its non-assistant turns only).
+    ``first``: the source's rule puts pictures before a prompt that has no place for them (rlaif-v)."""
+    parts = _count(value, PICTURE)
+    if parts == 0 and n_images:
+        found = _count(value, placeholder, whole) if placeholder else 0
+        if found:
+            if found != n_images:
+                raise ImageReject(
+                    "count_mismatch",
+                    f"the prompt has 0 image part(s) and {found} {placeholder!r} placeholder(s) but the row gives "
+                    f"{n_images} image(s) "
+                    f"(data.mapping.image_placeholder reads {placeholder!r} as a picture's place; set it to null "
+                    "to read it as text and put the images before the prompt)",
+                )
+            return _replace(value, placeholder, PICTURE, whole)  # type: ignore[arg-type]
+        if first or placeholder is None:
+            return _prepend(value, PICTURE * n_images)
+        raise ImageReject(
+            "count_mismatch",
+            f"the prompt has 0 image part(s) and no {placeholder!r} placeholder but the row gives {n_images} image(s) "
+            f"(mark each image with {{'type': 'image'}} or {placeholder!r}, or set data.mapping.image_placeholder: "
+            "null to put the images before the prompt)",
+        )
+    if parts != n_images:
+        raise ImageReject(
+            "count_mismatch",
+            f"the prompt has {parts} image part(s) but the row gives {n_images} image(s)"
+            + (" (mark each image with {'type': 'image'})" if parts and parts < n_images else ""),
+        )
+    return value
+
+
+def _texts(value: Any, whole: bool = False) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    out = []
+    for m in value if isinstance(value, list) else []:
+        if (
+            isinstance(m, Mapping)
+            and isinstance(m.get("content"), str)
+            and not (whole and m.get("role") == "assistant")
+        ):
+            out.append(m["content"])
+    return out
+
+
+def _count(value: Any, text: str, whole: bool = False) -> int:
+    return sum(t.count(text) for t in _texts(value, whole))
+
+
+def _replace(value: Any, old: str, new: str, whole: bool) -> Any:
+    if isinstance(value, str):
+        return value.replace(old, new)
+    out = []
+    for m in value:
+        if (
+            isinstance(m, Mapping)
+            and isinstance(m.get("content"), str)
+            and not (whole and m.get("role") == "assistant")
+        ):
+            m = {**m, "content": m["content"].replace(old, new)}
+        out.append(m)
+    return out
 
 
 def _prepend(value: Any, marks: str) -> Any:
@@ -145,9 +238,9 @@ def _prepend(value: Any, marks: str) -> Any:
     return value
 
 
-def flatten_parts(value: Any, placeholder: str = IMAGE_PLACEHOLDER) -> Any:
+def flatten_parts(value: Any, placeholder: str = PICTURE) -> Any:
     """Messages whose content is a list of parts become messages with text content: each image part
-    one placeholder, text parts as they are, in order. Anything else is returned unchanged."""
+    one picture mark (:data:`PICTURE`), text parts as they are, in order. Anything else is returned unchanged."""
     if not isinstance(value, list):
         return value
     out = []
@@ -166,9 +259,9 @@ def flatten_parts(value: Any, placeholder: str = IMAGE_PLACEHOLDER) -> Any:
     return out
 
 
-def to_parts(text: str, placeholder: str = IMAGE_PLACEHOLDER) -> list[dict[str, str]]:
+def to_parts(text: str, placeholder: str = PICTURE) -> list[dict[str, str]]:
     """The inverse of :func:`flatten_parts` for one message: text -> content parts for a processor's
-    chat template (``{"type": "image"}`` where each placeholder stood)."""
+    chat template (``{"type": "image"}`` where each picture mark stood)."""
     parts: list[dict[str, str]] = []
     pieces = text.split(placeholder)
     for k, piece in enumerate(pieces):

@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rmspec.vision.images import IMAGE_PLACEHOLDER, ImageReject
+from rmspec.vision.images import ImageReject
+from rmspec.vision.marks import PICTURE
 
 #: The families whose image processor resizes by this rule (transformers' Qwen2-VL smart_resize).
 RULE_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
@@ -168,25 +169,25 @@ class ImageTokens:
 def extra_positions(
     counter: Any, prompt_texts: list[str], prompt_lengths: list[int], refs: list[list[str]], encode: Callable
 ) -> tuple[list[int], dict[int, ImageReject]]:
-    """Per row: tokens after expansion minus the tokens the placeholders took (``encode``: a batch of
-    texts -> ids without special tokens added, the layout's), and the rows one of whose images the
-    processor refuses (by index, with the reason). ``counter``: a :class:`VisualCount` or
-    rmspec.vision.measured.MeasuredCount (``image_text``, ``placeholder``, ``row_tokens(refs)``)."""
+    """Per row: the positions its pictures add beyond their marks (each picture's place is one id in the
+    data stage's ids, rmspec.vision.marks; the collator splices the processor's expansion of the image part
+    there: the image part's tokens, ``encode``: a batch of texts -> ids, special tokens read as such, plus
+    what the processor adds), and the rows one of whose images the processor refuses (by index, with the
+    reason). ``counter``: a :class:`VisualCount` or rmspec.vision.measured.MeasuredCount (``image_text``,
+    ``row_tokens(refs)``). ``prompt_texts`` and ``prompt_lengths`` are not needed (kept for callers)."""
     out = [0] * len(refs)
     refused: dict[int, ImageReject] = {}
-    added: dict[int, int] = {}
+    part = None
     for i, row in enumerate(refs):
         if row:
             try:
-                added[i] = counter.row_tokens(row).added
+                added = counter.row_tokens(row).added
             except ImageReject as exc:
                 refused[i] = exc
-    rows = list(added)
-    if not rows:
-        return out, refused
-    expanded = encode([prompt_texts[i].replace(counter.placeholder, counter.image_text) for i in rows])
-    for i, ids in zip(rows, expanded):
-        out[i] = len(ids) + added[i] - prompt_lengths[i]
+                continue
+            if part is None:
+                part = len(encode([counter.image_text])[0])
+            out[i] = len(row) * (part - 1) + added
     return out, refused
 
 
@@ -195,15 +196,15 @@ class VisualCount:
     """How many positions a row's images add to the sequence the language model reads, by the
     Qwen2-VL family's rule (exact, and cheap: the image's size from its header).
 
-    The data stage tokenizes each image as its placeholder text (rmspec.vision.rows); the collator
-    (rmspec.vision.collate) writes each placeholder as ``image_text`` and the processor expands its
-    one image-pad token into the image's visual tokens. :func:`extra_positions` counts that difference
+    The data stage tokenizes each image as one picture id (rmspec.vision.marks); the collator
+    (rmspec.vision.collate) splices the processor's expansion of ``image_text`` there: its one
+    image-pad token becomes the image's visual tokens. :func:`extra_positions` counts that difference
     exactly by encoding the prompt as the collator will see it. Other families are measured with
     their processor (rmspec.vision.measured, data stage only)."""
 
     settings: VisualSettings
     image_text: str = QWEN_IMAGE_TEXT
-    placeholder: str = IMAGE_PLACEHOLDER
+    placeholder: str = PICTURE  # a picture's place in the decoded prompt (rmspec.vision.marks)
 
     def image_tokens(self, ref: str) -> ImageTokens:
         width, height = image_size(ref)

@@ -41,7 +41,8 @@ class JudgeEngine(RewardEngine):
 
         model, tokenizer = load_judge(model_dir)
         architecture = spec.model.shape.architecture if spec.model.shape else None
-        layout = make_layout(tokenizer, spec.data.mapping.chat_template, architecture)
+        encoder = judge_encoder(model, tokenizer, model_dir)
+        layout = make_layout(tokenizer, spec.data.mapping.chat_template, architecture, pictures=encoder is not None)
         return cls(
             model,
             tokenizer,
@@ -53,7 +54,7 @@ class JudgeEngine(RewardEngine):
             batch_size=batch_size or 8,
             verdict_pattern=spec.approach.verdict_pattern,
             max_new_tokens=spec.approach.max_new_tokens,
-            encoder=judge_encoder(model, tokenizer, model_dir),
+            encoder=encoder,
         )
 
     def outputs(self, encoded: Sequence[Encoded], batch_size: int | None = None) -> list[list[float]]:
@@ -84,7 +85,10 @@ class JudgeEngine(RewardEngine):
         """Token ids of each conversation followed by the assistant's turn, left-cut to max_length."""
         layout = self.layout
         texts = layout.prompt_texts([[dict(m) for m in c] for c in conversations])
-        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        # A VLM judge's layout encodes each picture's place as its one id (rmspec.vision.marks).
+        encoded = (
+            layout.encode(texts) if layout.pictures else self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        )
         head = [] if layout.kind == "template" else list(layout.single_head)
         return [self.encode_ids(head + list(ids)).ids for ids in encoded]
 

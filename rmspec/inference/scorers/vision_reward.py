@@ -4,23 +4,24 @@ prompts may hold images.
 The modality lives here, in the encoder, and nowhere else: a prompt is a conversation whose user
 content may hold image parts, ``{"type": "image", "image": IMAGE}`` (IMAGE a decoded picture, a path
 or a ``data:`` URI: what rmspec.vision.images.decode_image reads), in the Hugging Face processor
-convention. The engine encodes as training does: each image part becomes the data stage's
-`<image>` placeholder, the conversation is laid out and cut by the data pipeline's layout (the run's
-chat template and max_length), and rmspec.vision.collate.VisionEncoder (training's) writes each
-placeholder as the model's image part and lets the processor expand it; the score head is read at
-the last token. On the tiny Qwen2-VL this equals a plain transformers forward of the processor's
+convention. The engine encodes as training does: each image part becomes the data stage's picture
+mark (rmspec.vision.marks: one id no text encodes to), the conversation is laid out and cut by the
+data pipeline's layout (the run's chat template and max_length), and rmspec.vision.collate.VisionEncoder
+(training's) splices each picture's visual tokens where it stands; the score head is read at the last
+token. A ``<image>`` written in a message's text is text. On the tiny Qwen2-VL this equals a plain transformers forward of the processor's
 own chat template and image handling (tests/test_vision_score.py).
 
 - `rmspec eval`: benchmark prompts carry their image parts (rmspec.evaluate.image_prompts);
 - `rmspec score`: a row's `images` column (a list, or one image) fills the prompt's
-  ``{"type": "image"}`` parts or ``<image>`` placeholders in order; paths resolve against the
-  input file's folder; a row whose image is missing, does not decode, is too large, or whose image
-  parts and images differ in number goes to the rejects file as ``image_<reason>``;
+  ``{"type": "image"}`` parts, else its ``<image>`` placeholders (LLaVA-style: the data stage's rule,
+  rmspec.vision.rows.place_pictures, with the default placeholder; a prompt with neither is
+  ``image_count_mismatch``, and ``<image>`` anywhere else is text). Paths resolve against the input file's
+  folder; a row whose image is missing, does not decode, is too large, or whose places and images differ
+  in number goes to the rejects file as ``image_<reason>``, and the other rows are scored;
 - `rmspec serve`: OpenAI ``image_url`` parts (rmspec.serve.chat) arrive as image parts.
 
 Each sequence is computed whole (no prompt shared between responses); the cut to ``max_length``
-is the data stage's (a cut through a placeholder would lose its image: keep max_length above the
-prompt's length).
+is the data stage's (a cut through a picture would lose it: keep max_length above the prompt's length).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class VisionInput:
 
     text: str  # unused ("" ): the ids are what the model reads
     images: list[Any]
-    ids: list[int] = field(default_factory=list)  # as the data stage tokenizes it, each image a placeholder
+    ids: list[int] = field(default_factory=list)  # as the data stage tokenizes it, each image one picture id
     truncated: bool = False
     type_ids: None = None  # no segments (what serve asks of every encoded item)
 
@@ -74,7 +75,7 @@ class VisionRewardEngine:
 
     def encode(self, items: Sequence[tuple[Any, str]]) -> list[VisionInput]:
         """(prompt, response) items as training reads them: the image parts become the data stage's
-        `<image>` placeholders, the conversation is laid out and cut by the data pipeline's layout
+        picture marks, the conversation is laid out and cut by the data pipeline's layout
         (rmspec.inference.encoding), and the images travel beside the ids."""
         from rmspec.inference.encoding import encode_many
 
@@ -86,8 +87,8 @@ class VisionRewardEngine:
 
     def outputs(self, inputs: Sequence[VisionInput], batch_size: int | None = None) -> list[list[float]]:
         """Every head output per input, in input order. The batch is built as training builds it
-        (rmspec.vision.collate.VisionEncoder: placeholders written as the model's image part, the
-        processor expands them, right padding); the generic head reads the last non-pad token."""
+        (rmspec.vision.collate.VisionEncoder: each picture's visual tokens spliced where it stands, right
+        padding); the generic head reads the last non-pad token."""
         import torch
 
         from rmspec.vision.collate import VisionEncoder
@@ -138,9 +139,10 @@ class VisionRewardEngine:
 
 
 def _placeholders(prompt: Any) -> tuple[Any, list[Any]]:
-    """The prompt with each image part as the data stage's `<image>` placeholder (text content, as
-    training data holds it) and its images in order, checked (a decoded image passes as it is)."""
-    from rmspec.vision.images import IMAGE_PLACEHOLDER, decode_image
+    """The prompt with each image part as the data stage's picture mark (text content, as training data
+    holds it) and its images in order, checked (a decoded image passes as it is)."""
+    from rmspec.vision.images import decode_image
+    from rmspec.vision.marks import PICTURE
 
     if isinstance(prompt, str):
         return prompt, []
@@ -153,18 +155,20 @@ def _placeholders(prompt: Any) -> tuple[Any, list[Any]]:
             for part in content:
                 if isinstance(part, Mapping) and part.get("type") in IMAGE_TYPES:
                     images.append(decode_image(part.get("image")))
-                    pieces.append(IMAGE_PLACEHOLDER)
+                    pieces.append(PICTURE)
                 elif isinstance(part, Mapping) and part.get("type") == "text":
                     pieces.append(str(part.get("text", "")))
             message["content"] = "".join(pieces)
     return messages, images
 
 
-def with_image_parts(prompt: Any, images: Sequence[Any], placeholder: str = "<image>") -> Any:
-    """A prompt whose ``<image>`` placeholders (text) or payload-less ``{"type": "image"}`` parts
-    take the given images, in order."""
+def with_image_parts(prompt: Any, images: Sequence[Any], placeholder: str | None = None) -> Any:
+    """A prompt whose picture marks (rmspec.vision.marks.PICTURE, as the data stage and rmspec.serve.chat
+    write them) or payload-less ``{"type": "image"}`` parts take the given images, in order."""
+    from rmspec.vision.marks import PICTURE
     from rmspec.vision.rows import to_parts
 
+    placeholder = placeholder or PICTURE
     messages: list[dict[str, Any]] = (
         [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
     )
@@ -220,24 +224,37 @@ class VisionRewardKind(RewardKind):
         raise TypeError("a vision reward model reads conversations with images (the chat routes), not token ids")
 
     def encode_with_images(self, engine: Any, prompt: Any, reply: str, images: list[Any]) -> list[Any]:
-        """A served conversation (rmspec.serve.chat.image_conversation put `<image>` where each part was)."""
+        """A served conversation (rmspec.serve.chat.image_conversation put a picture mark where each part was)."""
         return list(engine.encode([(with_image_parts(prompt, images), reply)]))
 
     # ------------------------------------------------------------------ rmspec score
 
     def item(self, engine: Any, row: dict[str, Any], shape: Shape) -> Any:
         """The row's (prompt with its images, response) items, or Rejected: image_<reason>."""
-        from rmspec.vision.images import ImageReject, check_count, decode_image, images_of
-        from rmspec.vision.rows import flatten_parts
+        from rmspec.vision.images import IMAGE_PLACEHOLDER, ImageReject, decode_image, images_of
+        from rmspec.vision.marks import in_text
+        from rmspec.vision.rows import flatten_parts, place_pictures
 
         column = IMAGES_COLUMN
         given = images_of(row.get(column))
-        flat = {k: flatten_parts(v) if isinstance(v, list) else v for k, v in row.items()}
-        counted = flat.get(shape.columns.get("prompt", "")) or flat.get(shape.columns.get("messages", ""))
-        if counted is None:
-            counted = next((flat[c] for s, c in shape.columns.items() if s in ("chosen", "rejected")), "")
         try:
-            check_count(counted, given)
+            marked = next((k for k, v in row.items() if k != column and in_text(v)), None)
+            if marked is not None:
+                raise ImageReject(
+                    "mark_in_text",
+                    f"{marked}: the text holds U+FFFC (OBJECT REPLACEMENT CHARACTER), which rmspec reserves for a "
+                    "picture's place; remove it from the text",
+                )
+            flat = {k: flatten_parts(v) if isinstance(v, list) else v for k, v in row.items()}
+            # Where the pictures go: the data stage's rule (image parts, else LLaVA-style `<image>` in the prompt).
+            prompt_col = shape.columns.get("prompt") or shape.columns.get("messages")
+            if prompt_col and flat.get(prompt_col) is not None:
+                whole = prompt_col != shape.columns.get("prompt")
+                flat[prompt_col] = place_pictures(flat[prompt_col], len(given), IMAGE_PLACEHOLDER, whole)
+            else:  # whole conversations: each side's user turns
+                for s, c in shape.columns.items():
+                    if s in ("chosen", "rejected") and isinstance(flat.get(c), list):
+                        flat[c] = place_pictures(flat[c], len(given), IMAGE_PLACEHOLDER, True)
             images = []
             for k, value in enumerate(given):
                 try:
@@ -325,7 +342,7 @@ def load_vision_engine(
         model,
         processor,
         min(spec.training.max_length, limit) if spec is not None else limit,
-        make_layout(tokenizer, chat_template, architecture),
+        make_layout(tokenizer, chat_template, architecture, pictures=True),
         image_text(config, processor),
         labels=_head_labels(config),
         mean=_finite(getattr(config, "reward_mean", None)),
