@@ -52,19 +52,23 @@ def _unprocessable(exc: Invalid) -> ApiError:
 IMAGE_PART_TYPES = ("image_url", "image", "input_image")
 
 
-def image_conversation(messages: Any, limits: Any, field: str = "messages") -> tuple[Any, list[Any]]:
-    """OpenAI `image_url` content parts read and checked (rmspec.vision.images.decode_image, as the
-    data stage and `rmspec score` check them): the messages with each image part replaced by a picture
-    mark text part (rmspec.vision.marks; a `<image>` written in the text stays text; a U+FFFC in it is a
-    400), then checked as any conversation, and the decoded images in order. Only `data:` URIs are read, and http(s) URLs where the server allows them
-    (--allow-image-urls); never a path on the server. A part that does not decode is a 400 naming the
-    item; one over --max-image-mb is a 413."""
-    from rmspec.vision.images import ImageReject, decode_image
+def image_conversation(
+    messages: Any, limits: Any, field: str = "messages", reserve: Any = None
+) -> tuple[Any, list[Any]]:
+    """OpenAI `image_url` content parts read and checked (rmspec.serve.images.read_images: the count,
+    bytes and pixel budget of the request, then rmspec.vision.images' decoding, as the data stage and
+    `rmspec score` check them): the messages with each image part replaced by a picture mark text part
+    (rmspec.vision.marks; a `<image>` written in the text stays text; a U+FFFC in it is a 400), then
+    checked as any conversation, and the decoded images in order. Only
+    `data:` URIs are read, and http(s) URLs where the server allows them (--allow-image-urls); never
+    a path on the server. A part that does not decode is a 400 naming the item; one over a limit a
+    413 naming the flag. Blocking: the routes run it off the event loop (Service.off_loop)."""
+    from rmspec.serve.images import Part, read_images
     from rmspec.vision.marks import PICTURE
 
     if not isinstance(messages, list):
         return messages, []
-    out, images = [], []
+    out, found = [], []
     for i, message in enumerate(messages):
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
@@ -87,20 +91,10 @@ def image_conversation(messages: Any, limits: Any, field: str = "messages") -> t
                     " (or an http(s) URL where the server runs with --allow-image-urls)",
                     where,
                 )
-            try:
-                images.append(
-                    decode_image(url, None, allow_urls=limits.allow_image_urls, max_bytes=limits.max_image_bytes)
-                )
-            except ImageReject as exc:
-                if exc.reason == "too_many_bytes":
-                    raise ApiError(
-                        413, f"{where}: {exc.detail} (the server's --max-image-mb raises it)", where
-                    ) from None
-                hint = " (start the server with --allow-image-urls to fetch it)" if exc.reason == "url_refused" else ""
-                raise ApiError(400, f"{where}: image {exc.reason}: {exc.detail}{hint}", where) from None
+            found.append(Part(where, url))
             parts.append({"type": "text", "text": PICTURE})
         out.append({**message, "content": parts})
-    return out, images
+    return out, read_images(found, limits, reserve)
 
 
 def _no_mark(text: Any, where: str) -> None:
