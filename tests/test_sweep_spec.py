@@ -35,6 +35,10 @@ sweep:
 """
 
 
+# The quickstart's benchmark path is relative, and validate checks the benchmark file: name it absolutely.
+BENCHMARK_NAMED = "extends: {base}\neval: {{benchmarks: [{{kind: pairs, path: {demo}/benchmark_pairs.jsonl}}]}}\n"
+
+
 def _write(tmp_path: Path, text: str, name: str = "sweep.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text.format(base=QUICKSTART, demo=DEMO))
@@ -44,7 +48,7 @@ def _write(tmp_path: Path, text: str, name: str = "sweep.yaml") -> Path:
 def _sweep(body: str) -> str:
     """A sweep spec on the quickstart with `body` as its sweep section (indented by two)."""
     body = body.replace("{", "{{").replace("}", "}}")
-    return "extends: {base}\nsweep:\n" + "".join(f"  {line}\n" for line in body.strip().splitlines())
+    return BENCHMARK_NAMED + "sweep:\n" + "".join(f"  {line}\n" for line in body.strip().splitlines())
 
 
 @pytest.mark.parametrize(
@@ -224,8 +228,7 @@ def test_two_sweeps_on_one_directory_are_refused(tmp_path):
 
 # Every value validates (validate checks each alone and the first trials), but the first trial's micro batch
 # of 4096 sequences of 512 tokens does not fit in 2 GB: the plan refuses it, as a run would.
-COMBINATION = """extends: {base}
-training: {{global_batch_size: 4096}}
+COMBINATION = BENCHMARK_NAMED + """training: {{global_batch_size: 4096}}
 hardware: {{cpu_memory_gb: 2}}
 sweep:
   space:
