@@ -225,6 +225,7 @@ def problem(item: Named, base_dir: Path, *, ask_hub: bool, known: Known | None =
         fix = _check_name(name, near) + (
             f"else, on a machine with network, `hf download {name}` (it fills the cache), or give a local "
             "folder, or unset HF_HUB_OFFLINE"
+            + ("; to plan without its files, give its shape under model.shape" if item.what == "model" else "")
         )
     elif ask_hub:
         answer = _ask_hub(name)
