@@ -62,15 +62,26 @@ def processing_source(base: Any) -> str:
     ]
     signature = ", ".join(f"{p.name}={_default(p.default)}" for p in params)
     passed = ", ".join([*(f"{p.name}={p.name}" for p in params), *(f"{d}=None" for d in dropped)])
+    # SmolVLM's own apply_chat_template reads the video processor's frame settings even for pictures:
+    # the generic one (ProcessorMixin's) renders the same conversation without it.
+    template = (
+        "\n    def apply_chat_template(self, conversation, chat_template=None, **kwargs):\n"
+        "        # the family's own reads video settings this class has no video processor for\n"
+        "        return ProcessorMixin.apply_chat_template(self, conversation, chat_template, **kwargs)\n"
+        if "video_processor" in dropped and "apply_chat_template" in vars(base)
+        else ""
+    )
+    imports = f"from transformers import {base.__name__}" + (", ProcessorMixin" if template else "")
     return (
         f'"""{base.__name__} reading images and text only (written by rmspec beside the weights).\n\n'
         f"transformers' {base.__name__} also wants a video processor, which it builds only with torchvision;\n"
         "this class has the image processor and the tokenizer, as the reward model was trained with. Load it with\n"
         '`AutoProcessor.from_pretrained(folder, trust_remote_code=True)`."""\n\n'
-        f"from transformers import {base.__name__}\n\n\n"
+        f"{imports}\n\n\n"
         f"class {CLASS_NAME}({base.__name__}):\n"
         f"    def __init__(self, {signature}, **kwargs):\n"
         f"        super().__init__({passed}, **kwargs)\n"
+        + template
     )
 
 
