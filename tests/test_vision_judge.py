@@ -397,8 +397,11 @@ def test_a_text_judge_given_images_stops_with_the_reason():
     from rmspec.inference.judge import generate_requests, judge_request
 
     prompt = [{"role": "user", "content": [{"type": "image", "image": "x.png"}, {"type": "text", "text": QUESTION}]}]
+    from rmspec.vision.marks import PICTURE
+
     message, images = judge_request(prompt, "red", "blue")
-    assert "[Prompt]\n<image>What colour" in message and images == ["x.png"]
+    # the picture's place is the mark no text can forge (rmspec.vision.marks), not `<image>` text
+    assert f"[Prompt]\n{PICTURE}What colour" in message and images == ["x.png"] and "<image>" not in message
     with pytest.raises(RmspecError, match="the judge is a text model") as caught:
         generate_requests(None, None, [[1, 2]], [images], 4, encoder=None)
     assert caught.value.exit_code == 2
