@@ -228,7 +228,9 @@ def test_two_sweeps_on_one_directory_are_refused(tmp_path):
 
 # Every value validates (validate checks each alone and the first trials), but the first trial's micro batch
 # of 4096 sequences of 512 tokens does not fit in 2 GB: the plan refuses it, as a run would.
-COMBINATION = BENCHMARK_NAMED + """training: {{global_batch_size: 4096}}
+COMBINATION = (
+    BENCHMARK_NAMED
+    + """training: {{global_batch_size: 4096}}
 hardware: {{cpu_memory_gb: 2}}
 sweep:
   space:
@@ -238,6 +240,7 @@ sweep:
   first_trials: [{{training.micro_batch_size: 4096, training.max_length: 512}}]
   trials: 1
 """
+)
 
 
 def test_a_combination_that_does_not_plan_is_a_failed_trial_carrying_the_error(tmp_path):

@@ -230,7 +230,9 @@ def test_a_run_trains_on_images_and_scores_as_plain_transformers(base, tmp_path,
     torch.save(inputs, tmp_path / "inputs.pt")
     script = (
         "import sys, torch\ntorch.set_num_threads(1)\n"
-        + card_code((saved / "README.md").read_text()).replace('"PATH"', repr(str(saved))).replace('"PICTURE"', repr(str(tmp_path / "wide.png")))
+        + card_code((saved / "README.md").read_text())
+        .replace('"PATH"', repr(str(saved)))
+        .replace('"PICTURE"', repr(str(tmp_path / "wide.png")))
         + "model.eval()\ninputs = torch.load(sys.argv[1])\n"
         + "with torch.no_grad():\n    print([model(**x).logits[0, 0].item() for x in inputs])\n"
         + "assert 'rmspec' not in sys.modules\n"

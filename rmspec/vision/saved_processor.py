@@ -80,8 +80,7 @@ def processing_source(base: Any) -> str:
         f"{imports}\n\n\n"
         f"class {CLASS_NAME}({base.__name__}):\n"
         f"    def __init__(self, {signature}, **kwargs):\n"
-        f"        super().__init__({passed}, **kwargs)\n"
-        + template
+        f"        super().__init__({passed}, **kwargs)\n" + template
     )
 
 
