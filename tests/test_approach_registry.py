@@ -40,6 +40,7 @@ ROW_SHAPE = "the data stage branches on the rows (rmspec.data.records), named `a
 ALLOWED_FILES = {
     "rmspec/data/augment.py": ROW_SHAPE,
     "rmspec/data/filters.py": ROW_SHAPE,
+    "rmspec/data/identity.py": ROW_SHAPE,
     "rmspec/data/presets.py": ROW_SHAPE,
     "rmspec/data/records.py": ROW_SHAPE,
     "rmspec/data/summarize.py": ROW_SHAPE,

@@ -40,7 +40,7 @@ def _pairs() -> list[dict]:
             "m2": 0.5,
             "score_chosen": 4.0 + i % 3,  # gaps 1, 2, 3 over score_rejected
             "score_rejected": 3.0,
-            "sc2": 3.5,
+            "sc2": 5.0,  # every gap over score_rejected 2.0: all pass min_score_gap 1.5, where the gaps of 1 do not
             "sr2": 1.0,
             "is_tie": i == 5,
         }
