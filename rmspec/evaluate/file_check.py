@@ -24,7 +24,7 @@ from rmspec.evaluate.loading import LOCAL_FORMATS, guard_file, resolve_source
 
 # Files this small are read whole (about a second); larger ones are left to the evaluation.
 MAX_BYTES = 50 * 2**20
-HINT = "fix the file (each benchmark's official schema: docs/benchmarks.md), or point path at the released file"
+HINT = "fix the file to the benchmark's released format, or point path at the released file"
 
 
 def file_problem(kind: str, source: str, columns: tuple[str, ...]) -> DataError | None:

@@ -24,7 +24,6 @@ from rmspec.plan.memory import GIB, MemoryEstimate, TrainingShape, activation_by
 from rmspec.plan.model_shape import ModelShape
 
 MASKED = ("sdpa", "eager")  # the implementations whose models take the per-rank mask (prefix_mask.MASKED_ATTENTION)
-FIX = "docs/long_context.md"
 
 
 def refusal(
@@ -52,7 +51,10 @@ def refusal(
 def check(degree: int, **facts: Any) -> None:
     why = refusal(degree, **facts)
     if why is not None:
-        raise PlanError(f"hardware.context_parallel: {why}", hint=f"or set hardware.context_parallel: 1 ({FIX})")
+        raise PlanError(
+            f"hardware.context_parallel: {why}",
+            hint="or set hardware.context_parallel: 1 (one process holds each whole row)",
+        )
 
 
 def _kv_bytes(shape: ModelShape, t: TrainingShape, width: int) -> float:
