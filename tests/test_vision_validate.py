@@ -16,7 +16,7 @@ from rmspec.errors import SpecError
 from rmspec.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
-MODEL = "Qwen/Qwen2-VL-2B-Instruct"  # validate reads no model; a decoder name every approach accepts
+MODEL = "Qwen/Qwen2-VL-2B-Instruct"  # validate reads no weights; a decoder name every approach accepts
 
 
 def write(tmp_path: Path, data: str, approach: str, model_extra: str = "") -> Path:
@@ -151,7 +151,17 @@ def test_a_grpo_judge_on_image_pairs_is_refused_with_the_method_to_write(tmp_pat
         ),
     ],
 )
-def test_approaches_that_train_on_images_validate(tmp_path, cli, approach, mapping):
+def test_approaches_that_train_on_images_validate(tmp_path, cli, monkeypatch, approach, mapping):
+    # validate refuses a hub id it finds nowhere offline (tests/test_new_user_52.py): the model is in a
+    # Hugging Face cache here, laid out as `hf download` leaves it (refs/main -> snapshots/<rev>/config.json)
+    import huggingface_hub.constants
+
+    repo = tmp_path / "hub" / ("models--" + MODEL.replace("/", "--"))
+    (repo / "snapshots" / "r0").mkdir(parents=True)
+    (repo / "snapshots" / "r0" / "config.json").write_text('{"model_type": "qwen2_vl"}')
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("r0")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     spec = write(
         tmp_path,
         "  source: {kind: files, paths: [rows.jsonl]}\n" + mapping + "  images: {allow_urls: true, max_mb: 4}\n",
