@@ -26,9 +26,9 @@ from rmspec.errors import PlanError
 from rmspec.gguf_source import cache_dir, describe, gguf_config, spec_gguf_source
 from rmspec.packaged import resolve_model_path
 from rmspec.plan import accelerate_config as accel
-from rmspec.plan import context_parallel as cp_plan
 from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.plan.communication import communication, with_communication
+from rmspec.plan.context_parallel import context_parallel_of, split_row
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
 from rmspec.plan.fields import Sequences, batch_fields, memory_fields, raise_nothing_fits, strategy_fields
 from rmspec.plan.grpo import grpo_notes, refuse_vllm_on_cpu
@@ -173,35 +173,6 @@ def compile_plan(
         notes=tuple(notes) or None,
     )
     return checked(plan)
-
-
-def split_row(cp: int, base: TrainingShape, shape: ModelShape, attn: str, packed: bool, processes: int):
-    """The shape the strategy ladder fits: ``base``, or a rank's share of its row under context parallelism."""
-    if cp == 1:
-        return base
-    vision = bool(shape.extra.get("vision_model_type"))
-    cp_plan.check(cp, architecture=shape.architecture, attn=attn, packed=packed, num_processes=processes, vision=vision)
-    return replace(base, seq_len=cp_plan.split_tokens(base.seq_len, cp)[1])
-
-
-def context_parallel_of(cp: int, shape: ModelShape, base: TrainingShape, fitted: TrainingShape, choice, hw):
-    """The plan's context_parallel section (None for 1); the choice's memory becomes a rank's, checked."""
-    if cp == 1:
-        return None
-    t = replace(fitted, micro_batch=choice.micro_batch, checkpointing=choice.rung.checkpointing)
-    section = cp_plan.context_parallel_section(
-        shape,
-        t,
-        choice.memory,
-        degree=cp,
-        row_tokens=base.seq_len,
-        num_processes=hw.num_processes,
-        grad_accum=choice.grad_accum,
-        micro_batch=choice.micro_batch,
-    )
-    choice.memory = cp_plan.per_rank_memory(shape, t, choice.memory, degree=cp, row_tokens=base.seq_len)[0]
-    cp_plan.check_fits(section, hw.usable_gb)
-    return section
 
 
 def _model(loaded, shape: ModelShape | None, hub_cache: Path | None) -> tuple[str, ModelShape, dict | None]:

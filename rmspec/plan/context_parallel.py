@@ -135,3 +135,32 @@ def check_fits(section: dict[str, Any], usable_gb: float) -> None:
             hint="raise hardware.context_parallel (with as many more processes), turn on "
             "training.gradient_checkpointing, or lower training.max_length",
         )
+
+
+def split_row(cp: int, base: TrainingShape, shape: ModelShape, attn: str, packed: bool, processes: int):
+    """The shape the strategy ladder fits: ``base``, or a rank's share of its row under context parallelism."""
+    if cp == 1:
+        return base
+    vision = bool(shape.extra.get("vision_model_type"))
+    check(cp, architecture=shape.architecture, attn=attn, packed=packed, num_processes=processes, vision=vision)
+    return replace(base, seq_len=split_tokens(base.seq_len, cp)[1])
+
+
+def context_parallel_of(cp: int, shape: ModelShape, base: TrainingShape, fitted: TrainingShape, choice, hw):
+    """The plan's context_parallel section (None for 1); the choice's memory becomes a rank's, checked."""
+    if cp == 1:
+        return None
+    t = replace(fitted, micro_batch=choice.micro_batch, checkpointing=choice.rung.checkpointing)
+    section = context_parallel_section(
+        shape,
+        t,
+        choice.memory,
+        degree=cp,
+        row_tokens=base.seq_len,
+        num_processes=hw.num_processes,
+        grad_accum=choice.grad_accum,
+        micro_batch=choice.micro_batch,
+    )
+    choice.memory = per_rank_memory(shape, t, choice.memory, degree=cp, row_tokens=base.seq_len)[0]
+    check_fits(section, hw.usable_gb)
+    return section
