@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rmspec import rows as row_reader
 from rmspec.plan.model_shape import ModelShape
+from rmspec.plan.text_chars import text_chars
 from rmspec.spec import presets
 from rmspec.spec.row_kinds import PAIRS, SCORED
 
@@ -221,27 +222,6 @@ def sequence_length(source, mapping, approach: str, base_dir: Path, max_length: 
         f"mean {mean:.0f} tokens from {len(rows)} sampled rows at {CHARS_PER_TOKEN:g} chars/token, "
         f"+{PADDING_ALLOWANCE:.0%} padding: {per_sequence} of max_length {max_length}"
     )
-
-
-def text_chars(value: object) -> int | None:
-    """Characters of a text, or of a prompt given as messages (their text and text parts: an image part
-    counts nothing here, its visual tokens are added by the plan's images step); None for anything else."""
-    if isinstance(value, str):
-        return len(value)
-    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
-        return None
-    total = 0
-    for message in value:
-        content = message.get("content")
-        parts = [content] if isinstance(content, str) else content if isinstance(content, list) else None
-        if parts is None:
-            return None
-        for part in parts:
-            if isinstance(part, str):
-                total += len(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                total += len(part["text"])
-    return total
 
 
 def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[int, int, int, str]:
