@@ -10,13 +10,15 @@ Only the chosen exporter's module is imported.
 `--to vllm` is not an approach's exporter: any run whose scorer vLLM can host (rmspec.export.vllm)
 becomes a folder vLLM serves as a pooling model; `--check` starts the real engine on it and compares
 with `rmspec score` on the run's held-out rows (rmspec.export.vllm_check): exit 1 when the largest
-difference is over the tolerance (1e-4 in float32; rmspec.export.check_dtype for bfloat16).
+difference is over the tolerance (1e-4 in float32; rmspec.export.check_dtype for bfloat16). A process
+reward model becomes the token classifier vLLM serves with token_classify, with its step read points and
+a client (rmspec.export.vllm_steps); its check compares every step (rmspec.export.vllm_steps_check).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -80,19 +82,35 @@ def to_vllm(
     if rows_path is not None and not rows_path.is_file():
         raise RmspecError(f"--check-rows {rows}: no such file", "give a JSONL file of held-out conversations")
     scorer = load_scorer(folder)
+    from rmspec.inference import scorers
+
+    steps = scorers.of(scorer).per_token  # a process reward model: per-step rewards (rmspec.export.vllm_steps)
     if check:  # the rows first: a run without a held-out split is refused before anything is written
         from rmspec.export.check_rows import check_rows
+        from rmspec.export.check_step_rows import step_check_rows
 
-        chosen = check_rows(folder, rows_path, limit)
+        chosen: Any = step_check_rows(folder, rows_path, limit) if steps else check_rows(folder, rows_path, limit)
     if path.exists():
         shutil.rmtree(path)
-    host = export_vllm(folder, path, scorer)
-    click.echo(f"wrote {path} ({host.architecture} for vLLM): serve.sh, README.md, openrlhf_reward.py", err=True)
+    if steps:
+        from rmspec.export.vllm_hosting import engine_architecture
+        from rmspec.export.vllm_steps import export_steps
+
+        host = export_steps(folder, path, scorer, engine_architecture(folder, scorer, per_token=True))
+    else:
+        host = export_vllm(folder, path, scorer)
+    client = "prm_client.py (per-step rewards)" if steps else "openrlhf_reward.py"
+    click.echo(f"wrote {path} ({host.architecture} for vLLM): serve.sh, README.md, {client}", err=True)
     if not check:
         return
     from rmspec.export.vllm_check import run_check, write_report
 
-    report = run_check(folder, path, host, scorer.tokenizer, python, chosen, dtype)
+    if steps:
+        from rmspec.export.vllm_steps_check import run_step_check
+
+        report = run_step_check(folder, path, host, scorer, python, chosen, dtype)
+    else:
+        report = run_check(folder, path, host, scorer.tokenizer, python, chosen, dtype)
     written = write_report(folder, path, report)
     click.echo(f"  rows: {report['rows_source']}", err=True)
     if report["rows_too_long"]:
@@ -102,6 +120,8 @@ def to_vllm(
     if "pairs_same_order" in report:
         order = report["pairs_same_order"]
         click.echo(f"  pairs in rmspec's order: {order['same_order']} of {order['pairs']}", err=True)
+    if steps:
+        click.echo(f"  steps compared: {report['steps_compared']}", err=True)
     verdict = "passed" if report["passed"] else "FAILED"
     click.echo(
         f"parity {verdict}: largest difference {report['max_abs_diff']:.3g} over {report['rows']} rows "
@@ -146,8 +166,8 @@ def to_vllm(
     "--check-rows",
     type=click.Path(),
     default=None,
-    help="--check: JSONL of conversations (prompt + response, or messages); default: the run's validation split "
-    "(a bare model folder: 6 built-in conversations).",
+    help="--check: JSONL of conversations (prompt + response, or messages; a process reward model: prompt + "
+    "steps); default: the run's validation split (a bare model folder: built-in rows).",
 )
 @click.option(
     "--check-limit",

@@ -54,6 +54,7 @@ OUTPUT_COLUMNS: dict[str, list[str]] = {
         "input_ids",
         "labels",
         "token_type_ids",
+        "prompt_messages",  # the conversation as written: `rmspec export --to vllm --check` scores it again
     ],
 }
 

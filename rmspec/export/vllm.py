@@ -28,9 +28,14 @@ The one form that cannot be made to agree is a text that already holds the BOS s
 default `add_special_tokens: true` (Llama-3, and SmolLM2 once its BOS is given back: two BOS): the
 README says so and names the fixes (`add_special_tokens: false`, or strip the BOS as verl does).
 
+A process reward model is exported as the `<Family>ForTokenClassification` vLLM serves through `/pooling`
+with `"task": "token_classify"` (as `rmspec serve --engine vllm` does), with its step read points in
+rmspec_export.json and README.md and a client (prm_client.py) that reads rmspec's per-step rewards:
+rmspec.export.vllm_steps.
+
 Refused with exit 2, naming the architecture and what vLLM hosts: generative judges (vLLM serves
-them as generators, not through `/classify`), process reward models (vLLM's step pooling,
-`Qwen2ForProcessRewardModel`, is another head layout), pointwise multi-attribute heads (verl reads
+them as generators, not through `/classify`), process reward models of an architecture vLLM has no
+token classifier for (encoders among them), pointwise multi-attribute heads (verl reads
 `probs[-1]` only), composite rewards, encoders (vLLM's `/classify` gives every token segment 0;
 rmspec trained the response as segment 1), vision-language reward models (not checked against
 vLLM's multimodal pooling), architectures vLLM 0.32 has no model class for.

@@ -69,17 +69,9 @@ def cache_folder(target: str) -> Path:
 def start(scorer: Any, target: str, python: str | None, log: Callable[[str], None] = print) -> str:
     """Start vLLM on `scorer`'s model and attach it (scorer.backend); the line that says so. RmspecError
     (exit 2) where it cannot: the reason, and the end of vLLM's log for an engine that did not start."""
-    from rmspec.export.check_dtype import choose, cpu_flags, engine_device
-    from rmspec.export.vllm import serve_command, write_model_folder
-    from rmspec.export.vllm_hosting import Hosting, ReadRule, engine_architecture
-    from rmspec.inference.engine_vllm import (
-        VllmEngine,
-        VllmProcess,
-        broken_environment,
-        free_port,
-        tail,
-        vllm_python,
-    )
+    from rmspec.export.vllm import write_model_folder
+    from rmspec.export.vllm_hosting import engine_architecture
+    from rmspec.inference.engine_vllm import vllm_python
     from rmspec.inference.target import resolve_target
 
     python = vllm_python(python)
@@ -87,10 +79,37 @@ def start(scorer: Any, target: str, python: str | None, log: Callable[[str], Non
         architecture = engine_architecture(Path(target), scorer, per_token=True)
     except RmspecError as exc:
         raise RmspecError(exc.message, f"serve it with --engine torch (the default); {exc.hint}") from None
-    device = engine_device(python)
-    dtype, why = choose("auto", device, cpu_flags())
     folder = cache_folder(target)
     write_model_folder(Path(resolve_target(target).model_dir), folder / "model", link=True)
+    line = attach(scorer, folder / "model", architecture, python, folder / "vllm.log", log=log, who="rmspec serve: ")
+    scorer.batch_size = max(scorer.batch_size, VLLM_BATCH)
+    free_weights(scorer)
+    sys.stderr.flush()
+    return line
+
+
+def attach(
+    scorer: Any,
+    model: Path,
+    architecture: str,
+    python: str,
+    log_file: Path,
+    dtype: str = "auto",
+    log: Callable[[str], None] = print,
+    who: str = "",
+    device: str | None = None,
+) -> str:
+    """Start vLLM's server on the model folder `model` (the engine's cache, or an exported folder: `export
+    --check` of a process reward model) and make it `scorer`'s engine (scorer.backend, a VllmEngine): float32
+    on a CPU engine, bfloat16 on a GPU one for `auto` (rmspec.export.check_dtype), eager on a CPU. The line
+    that says so (`who` starts it); RmspecError (exit 2) with the end of vLLM's log where it does not start."""
+    from rmspec.export.check_dtype import choose, cpu_flags, engine_device
+    from rmspec.export.vllm import serve_command
+    from rmspec.export.vllm_hosting import Hosting, ReadRule
+    from rmspec.inference.engine_vllm import VllmEngine, VllmProcess, broken_environment, free_port, tail
+
+    device = device or engine_device(python)  # a caller that asked already (export --check) says
+    chosen, why = choose(dtype, device, cpu_flags())
     host = Hosting(
         architecture,
         getattr(getattr(scorer, "layout", None), "kind", "?"),
@@ -100,11 +119,11 @@ def start(scorer: Any, target: str, python: str | None, log: Callable[[str], Non
         None,
         False,
     )
-    command = serve_command(folder / "model", host, python, free_port(), dtype=dtype)
+    command = serve_command(model, host, python, free_port(), dtype=chosen)
     if device == "cpu":
         command.append("--enforce-eager")  # torch.compile's warm-up costs minutes on a CPU (REFERENCE 19)
-    log(f"rmspec serve: starting vLLM ({dtype}; {why}): {' '.join(command)}")
-    process = VllmProcess(command, folder / "vllm.log")
+    log(f"{who}starting vLLM ({chosen}; {why}): {' '.join(command)}")
+    process = VllmProcess(command, log_file)
     try:
         seconds = process.wait_ready()
     except RmspecError as exc:
@@ -113,11 +132,8 @@ def start(scorer: Any, target: str, python: str | None, log: Callable[[str], Non
         if broken is not None:  # the reason first, then what vLLM's log ended with
             raise RmspecError(f"{broken.message}\n{tail(process.log)}", broken.hint) from None
         raise
-    scorer.backend = VllmEngine(process, str(folder / "model"), dtype, seconds)
-    scorer.batch_size = max(scorer.batch_size, VLLM_BATCH)
-    free_weights(scorer)
-    sys.stderr.flush()
-    return f"vllm ({architecture}, {dtype}, {process.url}, started in {seconds:.0f} s, log {folder / 'vllm.log'})"
+    scorer.backend = VllmEngine(process, str(model), chosen, seconds)
+    return f"vllm ({architecture}, {chosen}, {process.url}, started in {seconds:.0f} s, log {log_file})"
 
 
 def free_weights(scorer: Any) -> None:

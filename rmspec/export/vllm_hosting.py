@@ -130,7 +130,8 @@ def engine_architecture(run: Path, scorer: Any, per_token: bool = False) -> str:
     the token ids rmspec sends (`rmspec serve --engine vllm`, and the export, which adds its text rules);
     RmspecError (exit 2) naming why not. `per_token`: a process reward model may be hosted too, as a
     `<Family>ForTokenClassification` whose head vLLM computes at every token (token_classify), rmspec
-    reading it at the step separators (`rmspec serve --engine vllm` only; the export still refuses it)."""
+    reading it at the step read points (`rmspec serve --engine vllm`, and the export's process branch:
+    rmspec.export.vllm_steps); without it (one reward per sequence: the text export's `hosting`) it is refused."""
     from rmspec.inference import scorers
 
     kind = scorers.of(scorer)  # what the loaded scorer is (rmspec.inference.scorers)
@@ -152,14 +153,21 @@ def engine_architecture(run: Path, scorer: Any, per_token: bool = False) -> str:
         family = architecture.removesuffix("ForTokenClassification")
         if architecture.endswith("ForTokenClassification") and family in CAUSAL_FAMILIES:
             return str(architecture)
-        raise refuse(run, architecture, "vLLM has no token-classification model for this architecture", WHAT_VLLM_HOSTS)
-    if kind.per_token:  # a process reward model
         raise refuse(
             run,
             architecture,
-            "a process reward model: rmspec's token-classification head read at each step separator is not "
-            "vLLM's step-pooling layout (Qwen2ForProcessRewardModel: a step tag id and two returned token ids)",
-            serve_hint,
+            "vLLM has no token-classification model for this architecture",
+            WHAT_VLLM_HOSTS.replace("ForSequenceClassification with one label", "ForTokenClassification")
+            + "; serve it with `rmspec serve` (--engine torch)",
+        )
+    if kind.per_token:  # a process reward model, asked for one reward per sequence
+        raise refuse(
+            run,
+            architecture,
+            "a process reward model gives a reward per step (its token classifier read at each step's "
+            "separator), not one per sequence through /classify",
+            "export it with `rmspec export RUN --to vllm` (the token-classification folder and its step client), "
+            f"or {serve_hint}",
         )
     if kind.reads_images:  # a vision-language reward model
         raise refuse(

@@ -181,16 +181,20 @@ class StepEngine:
         )
 
     def step_probabilities(self, items: Sequence[tuple[Prompt, Sequence[str]]]) -> list[list[float]]:
-        """P(correct) per step of each item (steps past max_length get none)."""
+        """P(correct) per step of each item (steps past max_length get none), from the head the engine
+        computes: torch on `model`, or `backend` (rmspec.inference.engine_base) on the same ids."""
+        import torch
+
         seqs = self.encode(items)
         live = [i for i, s in enumerate(seqs) if s is not None]
-        probs = token_probabilities(
-            self.model,
-            [seqs[i].ids for i in live],
-            [seqs[i].type_ids for i in live],
-            self.tokenizer.pad_token_id,
-            self.batch_size,
-        )
+        ids = [seqs[i].ids for i in live]
+        if self.backend is not None:  # another engine (vLLM: serve --engine vllm, export --check), the same ids
+            logits = self.backend.token_outputs(ids)
+        else:
+            logits = token_logits(
+                self.model, ids, [seqs[i].type_ids for i in live], self.tokenizer.pad_token_id, self.batch_size
+            )
+        probs = [correct_probability(torch.tensor(row)).tolist() if row else [] for row in logits]
         out: list[list[float]] = [[] for _ in items]
         for i, p in zip(live, probs):
             out[i] = [p[e] for e in seqs[i].ends]
