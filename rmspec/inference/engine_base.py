@@ -10,8 +10,22 @@ server: they never know which engine runs. An engine that can no longer score sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
+
+# The engines other than torch, by name: "module:function(scorer, target, python, log) -> str", which starts
+# one on the loaded scorer's model and attaches it (scorer.backend), returning the line that says so. Named by
+# path, as an approach names its exporter: the starter lives with the export (it writes the model folder vLLM
+# loads), above the packages that call it (the composite's model component); `rmspec serve --engine` calls it
+# through rmspec.export.vllm_engine.EngineChoice.
+STARTERS = {"vllm": "rmspec.export.vllm_engine:start"}
+
+
+def start_engine(name: str, scorer: Any, target: str, python: str | None, log: Callable[[str], None] = print) -> str:
+    """Start engine `name` for `scorer` (loaded from `target`); RmspecError (exit 2) where it cannot."""
+    module, _, function = STARTERS[name].partition(":")
+    return str(getattr(importlib.import_module(module), function)(scorer, target, python, log))
 
 
 class EngineDown(Exception):

@@ -105,9 +105,18 @@ class ModelComponent(ComponentBase):
 
     def plan_costs(self, base_dir: Path) -> dict[str, Any]:
         """Device memory = its weight files on disk at the component's dtype (float32 unless `dtype`
-        says otherwise), on its `device` (cpu unless named), one forward per row."""
+        says otherwise), on its `device` (cpu unless named), one forward per row; with engine: vllm, in
+        vLLM's own process (its precision is chosen when it starts)."""
         path = Path(self.path) if Path(self.path).is_absolute() else base_dir / self.path
         on_disk = weights_gb(path)
+        if self.engine == "vllm":
+            return {
+                "device_memory_gb": on_disk,
+                "forwards_per_row": 1,
+                "where": f"{path} on a vLLM engine (its own process)",
+                "device": "vllm",
+                "dtype": "float32 on a CPU engine, bfloat16 on a GPU one",
+            }
         # The weight files may hold another precision than the one the component loads: scale by bytes.
         scale = _BYTES[self.dtype or "float32"] / _BYTES[_files_dtype(path)]
         return {
@@ -134,8 +143,30 @@ class ModelComponent(ComponentBase):
     batch_size: PositiveInt | None = Field(
         None,
         description="Sequences per forward pass (as `rmspec score --batch-size`, sorted by length); unset: "
-        "`--batch-size` of the command when given, else the engine's 32.",
+        "`--batch-size` of the command when given, else the engine's 32 (256 per call with engine: vllm).",
     )
+    engine: Literal["torch", "vllm"] = Field(
+        "torch",
+        description="What computes the model's head: torch in rmspec's process, or vllm: a vLLM server rmspec "
+        "starts and owns, as `rmspec serve --engine vllm` (float32 on a CPU, bfloat16 on a GPU; a model vLLM "
+        "cannot host, or no vLLM environment, stops the command with exit 2). device and dtype are torch's.",
+    )
+    vllm_python: str | None = Field(
+        None,
+        description="engine: vllm: the python of vLLM's environment (as `--vllm-python`); unset: "
+        "$RMSPEC_VLLM_PYTHON, else /opt/rmspec-vllm/bin/python.",
+    )
+
+    @model_validator(mode="after")
+    def _engine_settings(self) -> ModelComponent:
+        if self.engine == "vllm" and (self.device is not None or self.dtype is not None):
+            raise ValueError(
+                "device and dtype are torch settings: with engine: vllm, vLLM's environment decides (float32 on a "
+                "CPU engine, bfloat16 on a GPU one, as `rmspec serve --engine vllm`); remove them, or use engine: torch"
+            )
+        if self.vllm_python is not None and self.engine != "vllm":
+            raise ValueError("vllm_python is for engine: vllm; add engine: vllm or remove vllm_python")
+        return self
 
 
 class MathAnswer(ComponentBase):

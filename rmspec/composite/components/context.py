@@ -18,6 +18,8 @@ class Context:
     # this package never reaches up for it.
     load_model: Callable[[str], Any] | None = None
     _math_pool: Any = None
+    # what components started and must stop with the composite (a model component's vLLM engine)
+    _closers: list[Callable[[], None]] = field(default_factory=list)
 
     def resolve(self, path: str) -> Path:
         p = Path(path).expanduser()
@@ -30,7 +32,12 @@ class Context:
             self._math_pool = MathPool(self.math_workers, limit_s)
         return self._math_pool
 
+    def on_close(self, stop: Callable[[], None]) -> None:
+        self._closers.append(stop)
+
     def close(self) -> None:
+        while self._closers:
+            self._closers.pop()()
         if self._math_pool is not None:
             self._math_pool.close()
             self._math_pool = None

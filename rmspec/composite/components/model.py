@@ -1,11 +1,13 @@
 """`model`: a trained reward model (an rmspec run or a sequence-classification model folder),
-scored by the engine behind `rmspec score`: (prompt, response) laid out as training laid it out.
+scored by the engine behind `rmspec score` (torch, or with `engine: vllm` a vLLM server started and attached
+as `rmspec serve --engine vllm` does, stopped with the composite): (prompt, response) laid out as training laid it out.
 When an RL trainer sent a query (`rmspec serve`'s /get_reward), a chat-template model reads the
 query whole (the templated conversation, as `rmspec serve` of that model does); a pair (encoder) or
 plain model scores the (prompt, response) cut from it, so serve and score give the same reward."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -69,7 +71,27 @@ def build(settings: ModelComponent, context: Context) -> Model:
             f"component {settings.name}: {path}: no such run directory or model folder",
             "give an rmspec run directory or a folder with config.json and weights",
         )
-    return Model(placed(context.load_model(str(path)), settings))
+    model = Model(placed(context.load_model(str(path)), settings))
+    if settings.engine == "vllm":
+        on_engine(model.engine, str(path), settings, context)
+    return model
+
+
+def on_engine(engine: Any, target: str, settings: ModelComponent, context: Context) -> None:
+    """engine: vllm: a vLLM server started on the model and attached to its scorer by the code `rmspec serve
+    --engine vllm` runs (rmspec.inference.engine_base.start_engine); stopped with the composite."""
+    from rmspec.inference.engine_base import start_engine
+
+    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    try:
+        line = start_engine("vllm", engine, target, settings.vllm_python, say)
+    except RmspecError as exc:
+        raise RmspecError(
+            f"component {settings.name} (engine: vllm): {exc.message}",
+            f"set engine: torch (the default) for it, or: {exc.hint}",
+        ) from None
+    context.on_close(engine.backend.close)
+    say(f"component {settings.name}: engine {line}")
 
 
 def placed(engine: Any, settings: ModelComponent) -> Any:
