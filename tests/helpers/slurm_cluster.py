@@ -69,7 +69,9 @@ MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
 SlurmdTimeout=30
-KillWait=5
+# SIGTERM to SIGKILL: SLURM's default. The trainer saves a checkpoint on SIGTERM; at 5 s a loaded machine
+# killed it mid-save (test_scancel_leaves_interrupted_with_the_last_checkpoint, status left 'running').
+KillWait=30
 # Scheduling passes every 2 s (default 60 s, backfill 30 s): a requeued job, eligible again once its
 # cred_expire is over, waits for the next pass (measured: restarted 27 s after the requeue, 7 s with these).
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=2,bf_interval=2
