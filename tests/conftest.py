@@ -19,6 +19,22 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs"
 
+# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). Each test module is one
+# group, so its module-scoped fixtures (a trained run, a started vLLM engine) are built once, on one
+# worker. The modules that drive the SLURM test cluster share a group: the cluster's daemons listen on
+# fixed ports, so one worker starts it (a session fixture) and runs them all.
+SHARED_GROUPS = {
+    "test_slurm_submit.py": "slurm",
+    "test_slurm_sweep.py": "slurm",
+    "test_slurm_train.py": "slurm",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.name
+        item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(module, str(item.path.relative_to(REPO)))))
+
 
 @dataclass
 class CliResult:
