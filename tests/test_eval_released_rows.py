@@ -26,6 +26,10 @@ verbatim under its Apache-2.0 licence (tests/fixtures/benchmarks/released/README
   rows add ground_truth/original_response; one file repeats 5 of its idx; error steps past the end.
 - ProcessBench (hub Qwen/ProcessBench, four splits): id `gsm8k-0`, generator, problem, steps,
   final_answer_correct, label.
+- Long-RewardBench (hub LCM-Lab/LongRewardBench, Apache-2.0; code github LCM-Lab/Long-RM): one JSONL
+  per task named for it; the card's keys (id, prompt_template, question, source, chosen, rejected,
+  subtask, models, ctx_length_for_length, ctx_length_for_words, length, words_count, task, tasktype,
+  subtype, candidates, candidates_score).
 """
 
 from __future__ import annotations
@@ -511,6 +515,52 @@ def test_multimodal_rewardbench_released_file(tmp_path):
     assert sum(figures.counts.values()) == len(rows)
     assert {"safety/bias", "safety/toxicity", "reasoning/math", "reasoning/coding"} <= set(figures.counts)
     assert all([p["type"] for p in e.prompt[0]["content"]] == ["text", "image"] for e in data.examples)
+
+
+# ---------------------------------------------------------------------- Long-RewardBench
+
+
+def test_long_rewardbench_released_folder(tmp_path):
+    """hub LCM-Lab/LongRewardBench (code github LCM-Lab/Long-RM `evaluate/evaluating/longreward_bench/`):
+    one JSON Lines file per task, named for it; PairWise rows with chosen/rejected, BestOfN rows with
+    candidates best first (their chosen/rejected null), the card's other keys; a multi-message
+    prompt_template; ids repeat across task files."""
+    system = {"role": "system", "content": "You are a helpful assistant."}
+
+    def row(k: int, tasktype: str, length: str, subtype: str, **answers) -> dict:
+        return {"id": k, "prompt_template": [system, {"role": "user", "content": f"<doc>{'x ' * 50}</doc>\nQ{k}?"}],
+                "question": f"Q{k}?", "source": "LongBench", "chosen": None, "rejected": None, "subtask": "single_doc_qa",
+                "chosen_model": None, "rejected_model": None, "ctx_length_for_length": length,
+                "ctx_length_for_words": length, "length": 7321, "words_count": 5210, "task": "LongQA",
+                "tasktype": tasktype, "subtype": subtype, "candidates_model": None, "candidates": None,
+                "candidates_score": None, **answers}  # fmt: skip
+
+    files = {
+        "LongQA": [
+            row(0, "PairWise", "8k", "same", chosen="A long, grounded answer.", rejected="No."),
+            row(1, "PairWise", "128k", "diff", chosen="Short.", rejected="A long answer that ignores the text."),
+            row(
+                2,
+                "BestOfN",
+                "32k",
+                "3",
+                candidates=["The best, longest one.", "Second best.", "3rd"],
+                candidates_model=["a", "b", "c"],
+                candidates_score=[9.0, 6.5, 2.0],
+            ),  # fmt: skip
+        ],
+        "Safety": [row(0, "PairWise", "4k", "same", chosen="I won't help with that, because ...", rejected="Sure.")],
+    }
+    root = tmp_path / "LongRewardBench"
+    root.mkdir()
+    for task, rows in files.items():
+        (root / f"{task}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    data, scored, figures, pairs = reward_figures("long_rewardbench", root)
+    assert [e.id for e in data.examples] == ["LongQA-0", "LongQA-1", "LongQA-2", "Safety-0"]
+    assert [len(e.responses) for e in data.examples] == [2, 2, 3, 2] and len(pairs) == 5
+    assert [m["role"] for m in data.examples[0].prompt] == ["system", "user"]
+    assert figures.counts == {"LongQA": 2, "Safety": 1, "Rank3": 1}
+    assert set(figures.sections) == {"4k", "8k", "128k"} and len(scored) == 4
 
 
 # ---------------------------------------------------------------------- benchmark files checked before the run

@@ -8,8 +8,9 @@ spec's folder, as the evaluation resolves it: rmspec.evaluate.loading.resolve_so
 passes the row reader's guards (another format's magic bytes, bytes that do not decode, bare `null`
 lines); and a JSON / JSON Lines file up to MAX_BYTES is read record by record: every record must
 parse and be an object, and the records together must have the columns the kind's official schema
-needs. A hub id and a folder (RMB's, PRMBench's released trees) are left to the evaluation, which
-reads every row and names the row of any problem.
+needs. A kind may name the files of a folder (BenchmarkKind.local_files: Long-RewardBench's folder
+must hold its task files, each read as above). A hub id and other folders (RMB's, PRMBench's
+released trees) are left to the evaluation, which reads every row and names the row of any problem.
 
 Light: no torch, no datasets, no pyarrow (the kinds' modules import nothing heavy at import).
 """
@@ -76,11 +77,10 @@ def benchmark_issues(loaded: Any) -> list[SpecIssue]:
         )
         try:
             source, local = resolve_source(bench.kind, bench.path, Path(loaded.base_dir))
-            problem = (
-                file_problem(bench.kind, source, tuple(registry.get(bench.kind).columns))
-                if local and Path(source).is_file()
-                else None
-            )
+            kind = registry.get(bench.kind)
+            files = kind.local_files(source) if local else []
+            problems = (file_problem(bench.kind, f, tuple(kind.columns)) for f in files)
+            problem = next((p for p in problems if p is not None), None)
         except DataError as exc:
             problem = exc
         if problem is not None:

@@ -132,6 +132,13 @@ CATALOGUE: dict[str, BenchmarkInfo] = {
             (REWARD,),
             "Multimodal RewardBench: image pairs, accuracy per category (data/all_data.json)",
         ),
+        _kind(
+            "long_rewardbench",
+            "LCM-Lab/LongRewardBench",
+            None,
+            (REWARD,),
+            "Long-RewardBench: 4k-128k-token contexts, pairwise and best-of-N, per task and per length",
+        ),
     )
 }
 

@@ -62,6 +62,15 @@ class BenchmarkKind:
     def examples(self, rows: list[dict[str, Any]], source: str) -> list[Example]:
         raise NotImplementedError
 
+    def local_files(self, source: str) -> list[str]:
+        """The files of this local path that the check before the run (`validate`, `plan`, `run SPEC`:
+        rmspec.evaluate.file_check) reads record by record for the kind's columns: the file itself, none
+        for a folder (left to the evaluation). A kind that knows its folder's layout lists its files,
+        and raises a DataError for a layout the evaluation could not read. Light: no torch, no datasets."""
+        from pathlib import Path
+
+        return [source] if Path(source).is_file() else []
+
     # ------------------------------------------------------------- per-example rows
 
     def scored_rows(self, engine: Any, data: BenchmarkData) -> list[dict[str, Any]]:
