@@ -35,13 +35,14 @@ demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/rmspec run specs/quickstart.yaml --overwrite
 
 # Two workers (pytest-xdist): much of the suite waits on subprocesses that import torch on one core
-# (`rmspec run`, servers, vLLM's engine), so the second core is idle in one process; each test module
-# stays whole on one worker (tests/conftest.py). TEST_WORKERS=0 runs it in one process.
+# (`rmspec run`, servers, vLLM's engine), so the second core is idle in one process. `--dist loadfile`:
+# each test module stays whole on one worker, its module fixtures and engines built once. TEST_WORKERS=0
+# runs it in one process.
 # Measured: bench/results/ci_durations.md.
 TEST_WORKERS ?= 2
 test: install
 	$(BIN)/rmspec schema --check
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=40
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=40
 
 # ruff (style, bugs, import order; `ruff format` owns the layout), mypy (types; strict on the typed layers), import-linter (the
 # one-way import contracts in pyproject.toml) and a circle check over every module. Each runs even

@@ -15,25 +15,14 @@ pytest.register_assert_rewrite("helpers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # An xdist worker starts with COLUMNS=80 and LINES=24, which one process does not have; the commands the
+    # tests start in a pipe would take them for the terminal's width (test_compare_in_a_pipe_...).
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs"
-
-# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). Each test module is one
-# group, so its module-scoped fixtures (a trained run, a started vLLM engine) are built once, on one
-# worker. The modules that drive the SLURM test cluster share a group: the cluster's daemons listen on
-# fixed ports, so one worker starts it (a session fixture) and runs them all.
-SHARED_GROUPS = {
-    "test_slurm_submit.py": "slurm",
-    "test_slurm_sweep.py": "slurm",
-    "test_slurm_train.py": "slurm",
-}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        module = item.path.name
-        item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(module, str(item.path.relative_to(REPO)))))
 
 
 @dataclass

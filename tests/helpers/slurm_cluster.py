@@ -228,11 +228,24 @@ def start_cluster(root: Path) -> SlurmCluster:
     return cluster
 
 
-@pytest.fixture(scope="session")
+BUSY_WAIT_S = 900
+
+
+def _busy_ports() -> list[int]:
+    return [port for port in (CTLD_PORT, *NODE_PORTS.values()) if _port_busy(port)]
+
+
+@pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory):
-    """The two-node cluster, started once per session; skips (fails under CI=true) without SLURM."""
+    """The two-node cluster, started once per test module; skips (fails under CI=true) without SLURM.
+    Per module, not per session: `make test` runs modules on two workers, and the daemons' ports are fixed,
+    so a module whose ports another worker's cluster holds waits for that module to end (BUSY_WAIT_S)."""
     missing = missing_binaries()
-    busy = [port for port in (CTLD_PORT, *NODE_PORTS.values()) if _port_busy(port)]
+    deadline = time.monotonic() + BUSY_WAIT_S
+    busy = _busy_ports()
+    while busy and not missing and time.monotonic() < deadline:
+        time.sleep(2)
+        busy = _busy_ports()
     reason = None
     if missing:
         reason = f"SLURM is not installed (missing {', '.join(missing)}); run .ci/install_slurm.sh"
