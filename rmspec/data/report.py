@@ -47,7 +47,7 @@ class DataReport:
     augmented: dict[str, int] = field(default_factory=dict)
     augmented_rejected: dict[str, int] = field(default_factory=dict)
     length_heuristic_accuracy: float | None = None
-    token_lengths: dict[str, dict[str, float]] = field(default_factory=dict)
+    token_lengths: dict[str, dict[str, Any]] = field(default_factory=dict)  # rmspec.data.report.distribution
     truncation_rate: float = 0.0
     # Pairs whose common prompt cut took more from the shorter side than cutting it alone would
     # have (Bradley-Terry, truncate_prompt_left; a subset of the truncated pairs).
@@ -151,7 +151,26 @@ def count_rejects(stages: Any, reasons: Any) -> tuple[dict[str, int], dict[str, 
     return dict(by_reason.most_common()), {s: dict(c.most_common()) for s, c in sorted(by_stage.items())}
 
 
-def distribution(values: Any, limit: int | None) -> dict[str, float]:
+# Upper edges (tokens) of the length buckets the report counts rows in: powers of two from 512 to 128k,
+# the lengths long-context data is sized and benchmarked at (Long-RewardBench: 4k ... 128k).
+BUCKET_EDGES = tuple(512 * 2**k for k in range(9))
+
+
+def bucket_label(edge: int) -> str:
+    return f"<={edge // 1024}k" if edge >= 1024 else f"<={edge}"
+
+
+def length_buckets(ordered: Any) -> dict[str, int]:
+    """Rows per length bucket (`<=512`, `<=1k`, ... `<=128k`, `>128k`), non-empty buckets only, in order;
+    a row of exactly 4,096 tokens counts in `<=4k`. ordered: the lengths, sorted."""
+    import numpy as np
+
+    counts = np.diff(np.searchsorted(ordered, BUCKET_EDGES, side="right"), prepend=0, append=ordered.size)
+    labels = [*map(bucket_label, BUCKET_EDGES), f">{BUCKET_EDGES[-1] // 1024}k"]
+    return {label: int(c) for label, c in zip(labels, counts) if c}
+
+
+def distribution(values: Any, limit: int | None) -> dict[str, Any]:
     import numpy as np
 
     ordered = np.sort(np.asarray(values, dtype=np.int64))
@@ -159,7 +178,7 @@ def distribution(values: Any, limit: int | None) -> dict[str, float]:
     if not n:
         return {"count": 0}
     q = lambda p: float(ordered[min(n - 1, int(p * (n - 1) + 0.5))])  # noqa: E731
-    out = {
+    out: dict[str, Any] = {
         "count": n,
         "min": float(ordered[0]),
         "mean": round(float(ordered.mean()), 2),
@@ -170,6 +189,7 @@ def distribution(values: Any, limit: int | None) -> dict[str, float]:
     }
     if limit:
         out["over_max_length"] = int((ordered > limit).sum())
+    out["buckets"] = length_buckets(ordered)
     return out
 
 

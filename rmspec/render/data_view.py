@@ -172,6 +172,9 @@ def report_view(report: dict[str, Any], rejects_path: str | None = None) -> Grou
                 "" if over is None else Text(str(over), style="yellow" if over else ""),
             )
         parts.append(t)
+        buckets = _buckets(lengths)
+        if buckets is not None:
+            parts.append(buckets)
 
     images = report.get("images")
     if images:  # rows with images (rmspec.vision.tokens.summary)
@@ -240,3 +243,26 @@ def print_preview(records: list[dict[str, Any]], rejected: dict[str, int], conso
         console.print(
             Text("rejected while previewing: " + ", ".join(f"{k} {v}" for k, v in rejected.items()), style="yellow")
         )
+
+
+def _buckets(lengths: dict[str, Any]) -> Table | None:
+    """Rows per length bucket (tokens, each bucket up to its edge), one row per length the report
+    counts: where long rows sit against max_length (rmspec.data.report.length_buckets)."""
+    rows = {name: d["buckets"] for name, d in lengths.items() if d.get("count") and d.get("buckets")}
+    if not rows:
+        return None
+    labels = sorted({label for counts in rows.values() for label in counts}, key=_bucket_edge)
+    t = Table(title="rows by length (tokens)")
+    t.add_column("")
+    for label in labels:
+        t.add_column(label, justify="right")
+    for name, counts in rows.items():
+        t.add_row(name, *(str(counts.get(label, "")) for label in labels))
+    return t
+
+
+def _bucket_edge(label: str) -> float:
+    """`<=512` -> 512, `<=4k` -> 4096, `>128k` -> past every edge."""
+    number = label.lstrip("<=>")
+    tokens = int(number[:-1]) * 1024 if number.endswith("k") else int(number)
+    return tokens + 0.5 if label.startswith(">") else tokens
