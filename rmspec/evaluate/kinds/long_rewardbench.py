@@ -58,7 +58,7 @@ HINT = (
     "(PairWise with chosen and rejected, or BestOfN with candidates best first), subtype, ctx_length_for_length"
 )
 DOWNLOAD = (
-    "download it (huggingface-cli download LCM-Lab/LongRewardBench --repo-type dataset --local-dir "
+    "download it (hf download LCM-Lab/LongRewardBench --repo-type dataset --local-dir "
     "LongRewardBench) and give the folder as path: (spec) or --benchmark long_rewardbench=FOLDER (rmspec eval)"
 )
 
