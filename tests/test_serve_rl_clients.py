@@ -25,7 +25,6 @@ verl==0.9.1` plus what their client modules import):
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import subprocess
@@ -36,17 +35,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers.ci import missing, need
+from helpers.ci import need
 
 torch = need("torch")
 transformers = need("transformers")
 
+from helpers.rl_clients import openrlhf_09_client  # noqa: E402
 from helpers.serve_models import build_llama3, build_qwen2_chatml  # noqa: E402
 from helpers.serve_process import REPO, ServeProcess, free_port  # noqa: E402
 from helpers.serving import build_spread_bert  # noqa: E402
 
 pytestmark = pytest.mark.slow
-OPENRLHF_09 = REPO / ".venv" / "openrlhf-0.9.0"  # pip install --no-deps --target (see .ci/install_rl_clients.sh)
 CONVERSATIONS = [
     ([{"role": "user", "content": "What colour is the sky?"}], "Blue, on a clear day."),
     ([{"role": "user", "content": "Add 2 and 2."}], "4"),
@@ -151,21 +150,9 @@ def test_openrlhf_0_11_single_turn_executor(served):
     assert [o["extra_logs"]["truncated"] for o in outputs] == [[0.0]] * len(CONVERSATIONS)
 
 
-def _openrlhf_09():
-    if not (OPENRLHF_09 / "openrlhf" / "utils" / "remote_rm_utils.py").exists():
-        missing(f"OpenRLHF 0.9.0 is not installed beside 0.11.2 at {OPENRLHF_09} (.ci/install_rl_clients.sh)")
-    need("ray")
-    spec = importlib.util.spec_from_file_location(
-        "openrlhf_09_remote_rm_utils", OPENRLHF_09 / "openrlhf" / "utils" / "remote_rm_utils.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_openrlhf_0_9_batch_client(served):
     """OpenRLHF 0.8-0.9 send the whole rollout batch in one request (requests, 180 s, 5 tries)."""
-    module = _openrlhf_09()
+    module = openrlhf_09_client()
     tok = served.tokenizer
     queries, prompts = [], []
     for messages, response in CONVERSATIONS:

@@ -55,16 +55,18 @@ def verl_rewards(url: str, export: Path, tok: Any, rows: Rows, reward_tok: Any =
     return [o["reward_score"] for o in asyncio.run(everything())]
 
 
-def openrlhf_rewards(url: str, export: Path, tok: Any, rows: Rows) -> list[float]:
-    """OpenRLHF's SingleTurnAgentExecutor with --reward.remote_url = the folder's openrlhf_reward.py: its query
-    (decoded prompt + response + EOS) per row. Raises where the executor got no reward (it swallows errors)."""
+def openrlhf_rewards(remote: str, tok: Any, rows: Rows, env: dict[str, str] | None = None) -> list[float]:
+    """OpenRLHF 0.11.2's SingleTurnAgentExecutor with --reward.remote_url = `remote` (a server's /get_reward, or
+    a reward file such as an export's openrlhf_reward.py, loaded with `env` set): its query (decoded prompt +
+    response + EOS) per row. Raises where the executor got no reward (it swallows errors)."""
     from openrlhf.utils.agent import SingleTurnAgentExecutor
 
-    os.environ["RMSPEC_VLLM_URL"] = url  # read when OpenRLHF loads the file
+    os.environ.update(env or {})  # read when OpenRLHF loads the file
     try:
-        executor = SingleTurnAgentExecutor(str(export / "openrlhf_reward.py"))
+        executor = SingleTurnAgentExecutor(remote)
     finally:
-        os.environ.pop("RMSPEC_VLLM_URL")
+        for name in env or {}:
+            os.environ.pop(name)
 
     class Engine:  # only what cannot run here: vLLM's generation (the response + EOS, as vLLM returns it)
         def __init__(self, response):
@@ -86,3 +88,22 @@ def openrlhf_rewards(url: str, export: Path, tok: Any, rows: Rows) -> list[float
     if any(o["reward"] is None for o in outputs):
         raise AssertionError("OpenRLHF got no reward (its executor swallows errors)")
     return [o["reward"][0] for o in outputs]  # reward_func's `rewards` for its one query
+
+
+def openrlhf_09_client() -> Any:
+    """OpenRLHF 0.9.0's openrlhf/utils/remote_rm_utils.py (request_api_wrapper: a rollout batch per request),
+    installed beside 0.11.2 by .ci/install_rl_clients.sh; skips (fails under CI) where it is missing."""
+    import importlib.util
+
+    from helpers.ci import missing, need
+
+    client = (
+        Path(__file__).resolve().parents[2] / ".venv" / "openrlhf-0.9.0" / "openrlhf" / "utils" / "remote_rm_utils.py"
+    )
+    if not client.exists():
+        missing(f"OpenRLHF 0.9.0 is not installed at {client.parents[2]} (bash .ci/install_rl_clients.sh)")
+    need("ray")
+    spec = importlib.util.spec_from_file_location("openrlhf_09_remote_rm_utils", client)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
