@@ -74,7 +74,21 @@ def held_out_accuracy(model_dir: Path, held: list[dict], approach: Any, max_new_
         "mean": (sum(first) + sum(swapped)) / len(right),
         "both": sum(a and b for a, b in zip(first, swapped)) / len(first),
         "unparsed": sum(parse(t, rule) is None for t in texts) / len(texts),
+        "letter_a": letter_share(texts, rule, rows),
     }
+
+
+def letter_share(texts: list[str], rule: Any, rows: list[dict]) -> float:
+    """The share of parsed verdicts that name the first position (0.5: no position bias); nan if none parsed."""
+    from rmspec.train.judge_reward import FIRST, parse
+
+    verdicts = [parse(t, rule) for t in texts]
+    parsed = [(v, r) for v, r in zip(verdicts, rows) if v is not None]
+    if not parsed:
+        return float("nan")
+    # The first position's letter: the gold verdict of a row shown in the original order (chosen first).
+    first = next(r["gold"] for r in rows if r["order"] == FIRST)
+    return sum(v == first for v, _ in parsed) / len(parsed)
 
 
 def mean_se(values: list[float]) -> str:
