@@ -17,7 +17,7 @@ import pytest
 
 from rmspec.errors import PlanError
 from rmspec.plan import Plan
-from rmspec.plan.context_parallel import check_fits, refusal, split_tokens
+from rmspec.plan.context_parallel import check_fits, refusal, run_refusal, split_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 DECODER = REPO / "specs" / "quickstart_decoder.yaml"
@@ -72,14 +72,20 @@ def test_the_plan_sizes_a_rank_of_the_split_row(plans):
     assert cp["communication_gb_per_step"] == pytest.approx(traffic, abs=1e-3)
     assert cp["groups"] == 1
     assert Plan.from_json(two).to_json() == two  # plan.json keeps the section (rmspec run PLAN reads it)
+    # a group takes one micro batch of rows together: the accumulation doubles and the step keeps the global batch
+    assert two["gradient_accumulation_steps"] == 2 * one["gradient_accumulation_steps"]
+    assert two["micro_batch_size"] == one["micro_batch_size"]
     assert cp["examples_per_step"] == two["micro_batch_size"] * two["gradient_accumulation_steps"]
+    assert cp["examples_per_step"] == two["global_batch_size"] == one["global_batch_size"]
+    assert cp["run_refused"] is None and cp["run"].startswith("rmspec run trains it")
 
 
 def test_the_human_plan_shows_it():
     done = rmspec("plan", str(DECODER), sets=[*CPU2, "hardware.context_parallel=2"])
     assert done.returncode == 0, done.stderr
     assert "2 ranks per row" in done.stdout and "gathered keys and values" in done.stdout
-    assert "planned only" in done.stdout
+    assert "rmspec run trains it" in done.stdout and "planned only" not in done.stdout
+    assert "x 1 context-parallel group(s) of 2 processes = 8 global" in done.stdout
 
 
 def test_a_degree_that_does_not_divide_the_processes_is_a_spec_error():
@@ -125,9 +131,38 @@ def test_a_rank_that_does_not_fit_is_refused_with_the_figures():
     assert split_tokens(346, 2) == (348, 174) and split_tokens(8, 2) == (8, 4)
 
 
-def test_run_refuses_it(tmp_path):
-    done = rmspec("run", str(DECODER), sets=[*CPU2, "hardware.context_parallel=2", f"output.dir={tmp_path}/run"])
+def test_run_refuses_what_is_not_trained_split(tmp_path):
+    # Bradley-Terry on prompt-once rows under DDP trains split (tests/test_context_parallel_run.py); gradient
+    # checkpointing would recompute the split forward outside its group: sized by the plan, refused by run.
+    sets = [*CPU2, "hardware.context_parallel=2", "training.gradient_checkpointing=on"]
+    planned = rmspec("plan", str(DECODER), "--json", sets=sets)
+    assert planned.returncode == 0, planned.stderr
+    assert "gradient checkpointing" in json.loads(planned.stdout)["context_parallel"]["run_refused"]
+    done = rmspec("run", str(DECODER), sets=[*sets, f"output.dir={tmp_path}/run"])
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
-    assert "planned only in this version" in out and "Traceback" not in out
+    assert "planned only for this spec: gradient checkpointing" in out and "Traceback" not in out
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"kind": "pointwise"}, "approach 'pointwise' is sized but not trained split"),
+        ({"sft_weight": 0.1}, "approach.sft_weight"),
+        ({"ensemble": {"heads": 4}}, "approach.ensemble"),
+        ({"lora": {"r": 8}}, "model.lora"),
+        ({"strategy": "fsdp_full_shard"}, "strategy 'fsdp_full_shard'"),
+        ({"checkpointing": True}, "gradient checkpointing"),
+    ],
+)
+def test_run_refusal_names_each_option_not_wired(change, reason):
+    from types import SimpleNamespace
+
+    approach = SimpleNamespace(kind=change.get("kind", "bradley_terry"), sft_weight=change.get("sft_weight", 0.0))
+    approach.ensemble, approach.length_debias = change.get("ensemble"), None
+    spec = SimpleNamespace(approach=approach, model=SimpleNamespace(lora=change.get("lora")))
+    why = run_refusal(spec, change.get("strategy", "ddp"), change.get("checkpointing", False))
+    assert why is not None and reason in why
+    plain = SimpleNamespace(kind="bradley_terry", sft_weight=0.0, ensemble=None, length_debias=None)
+    assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=None)), "ddp", False) is None

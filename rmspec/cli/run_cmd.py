@@ -152,11 +152,10 @@ def _require_extras(spec) -> None:
 
 def _preflight(plan: Plan) -> None:
     """This machine must be able to run the plan; several nodes are checked by SLURM, not here."""
-    if plan.context_parallel:  # sized by the plan; the trainer does not split rows yet (docs/long_context.md)
+    refused = (plan.context_parallel or {}).get("run_refused")
+    if refused:  # sized by the plan, not wired in the trainer (rmspec.plan.context_parallel.run_refusal)
         raise PlanError(
-            f"hardware.context_parallel {plan.context_parallel['degree']} is planned only in this version: "
-            "rmspec run does not split rows over processes yet (rmspec.train.context_parallel holds the exact "
-            "attention, tested on its own)",
+            f"hardware.context_parallel {plan.context_parallel['degree']} is planned only for this spec: {refused}",
             hint="run with hardware.context_parallel: 1, or use `rmspec plan` to size a long-context run",
         )
     if not plan.multi_node:

@@ -119,7 +119,7 @@ def compile_plan(
     cp = spec.hardware.context_parallel
     fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes)  # a rank's share where cp > 1
     choice = _fit(spec.training, shape, fitted, hw, spec.model.lora is not None, seqs)
-    cp_section = context_parallel_of(cp, shape, base, fitted, choice, hw)
+    cp_section = context_parallel_of(cp, shape, base, fitted, choice, hw, spec)
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
     notes, vision_warnings = vision_lines(spec, shape, model_path, run.data_report, vit, base, choice.memory)

@@ -93,6 +93,7 @@ def context_parallel_section(
     num_processes: int,
     grad_accum: int,
     micro_batch: int,
+    refused: str | None = None,
 ) -> dict[str, Any]:
     """The plan's ``context_parallel`` section (GiB per rank): ``t`` and ``memory`` are the plan's, fitted at
     the rank's share of a row of ``row_tokens``; the one-process figures are the same row unsplit."""
@@ -119,7 +120,11 @@ def context_parallel_section(
         "communication_gb_per_step": gb(traffic),
         # the groups are the data-parallel processes: examples per optimizer step
         "examples_per_step": micro_batch * grad_accum * (num_processes // degree),
-        "run": "planned only: rmspec run refuses context_parallel above 1 in this version",
+        # what `rmspec run` does with it: trains it, or refuses with this reason (run_refusal)
+        "run": f"planned only: rmspec run refuses it ({refused})"
+        if refused
+        else "rmspec run trains it: Bradley-Terry, prompt-once rows, DDP over the groups",
+        "run_refused": refused,
     }
 
 
@@ -146,10 +151,35 @@ def split_row(cp: int, base: TrainingShape, shape: ModelShape, attn: str, packed
     return replace(base, seq_len=split_tokens(base.seq_len, cp)[1])
 
 
-def context_parallel_of(cp: int, shape: ModelShape, base: TrainingShape, fitted: TrainingShape, choice, hw):
-    """The plan's context_parallel section (None for 1); the choice's memory becomes a rank's, checked."""
+def run_refusal(spec: Any, strategy: str, checkpointing: bool) -> str | None:
+    """Why `rmspec run` cannot train this context-parallel plan in this version, or None. The plan still
+    sizes what it refuses: only Bradley-Terry on prompt-once rows under DDP is wired and tested
+    (tests/test_context_parallel_run.py); the rest would need its own forward split and its own test."""
+    approach = spec.approach
+    if approach.kind != "bradley_terry":
+        return f"approach {approach.kind!r} is sized but not trained split in this version (bradley_terry is)"
+    for option in ("sft_weight", "length_debias", "ensemble"):
+        if getattr(approach, option, None):
+            return f"approach.{option} adds outputs the split forward does not compute yet"
+    if spec.model.lora is not None:
+        return "model.lora is not trained split in this version (full fine-tuning is)"
+    if checkpointing:  # the recomputation runs in backward, outside the group's split forward
+        return "gradient checkpointing is not trained split in this version: set training.gradient_checkpointing: off"
+    if strategy not in ("ddp", "single"):
+        return f"strategy {strategy!r}: the groups train under DDP only in this version (no FSDP/DeepSpeed mesh yet)"
+    return None
+
+
+def context_parallel_of(cp: int, shape: ModelShape, base: TrainingShape, fitted: TrainingShape, choice, hw, spec):
+    """The plan's context_parallel section (None for 1); the choice's memory becomes a rank's, checked.
+
+    A group of cp ranks takes one micro batch of rows together, so only num_processes / cp micro batches
+    run side by side: the accumulation grows cp-fold to keep training.global_batch_size examples per
+    optimizer step (a rank's memory is unchanged: it holds micro_batch rows' shares either way)."""
     if cp == 1:
         return None
+    choice.grad_accum *= cp
+    refusal = run_refusal(spec, choice.rung.strategy, choice.rung.checkpointing)
     t = replace(fitted, micro_batch=choice.micro_batch, checkpointing=choice.rung.checkpointing)
     section = context_parallel_section(
         shape,
@@ -160,6 +190,7 @@ def context_parallel_of(cp: int, shape: ModelShape, base: TrainingShape, fitted:
         num_processes=hw.num_processes,
         grad_accum=choice.grad_accum,
         micro_batch=choice.micro_batch,
+        refused=refusal,
     )
     choice.memory = per_rank_memory(shape, t, choice.memory, degree=cp, row_tokens=base.seq_len)[0]
     check_fits(section, hw.usable_gb)

@@ -216,8 +216,8 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
     console.print(
         _head("batch")
         + Text(
-            f"{p.micro_batch_size} micro x {p.gradient_accumulation_steps} accumulation x {p.num_processes} "
-            f"process(es) = {p.global_batch_size} global"
+            f"{p.micro_batch_size} micro x {p.gradient_accumulation_steps} accumulation x {_data_parallel(p)} "
+            f"= {p.global_batch_size} global"
         )
         + Text(f"  ({p.micro_batch_reason})", style="dim")
     )
@@ -292,3 +292,11 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
     console.print(_head("writes"))
     for path in p.files:
         console.print(Text("  + ", style="green") + Text(path))
+
+
+def _data_parallel(p: Plan) -> str:
+    """The batch line's last factor: the processes, or the context-parallel groups that each take one
+    micro batch of rows together."""
+    if p.context_parallel:
+        return f"{p.context_parallel['groups']} context-parallel group(s) of {p.context_parallel['degree']} processes"
+    return f"{p.num_processes} process(es)"

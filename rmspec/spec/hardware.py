@@ -185,8 +185,9 @@ class HardwareSpec(Section):
         description="Split each prompt-once row (prompt, then chosen and rejected, or a ranked list) across this "
         "many processes: each holds two chunks of it, gathers the keys and values, and attends under rmspec's "
         "own mask, exactly (docs/long_context.md). Must divide the number of processes (gpus_per_node x nodes); "
-        "needs a decoder, prompt-once packing and model.attn_implementation auto, sdpa or eager. Planned only in "
-        "this version: `rmspec plan` sizes it per rank, `rmspec run` refuses a value above 1.",
+        "needs a decoder, prompt-once packing and model.attn_implementation auto, sdpa or eager. `rmspec plan` sizes "
+        "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry under "
+        "DDP with it and refuses, with the reason, what is only planned (other approaches, LoRA, FSDP, checkpointing).",
     )
     slurm: SlurmSpec | None = Field(
         None,

@@ -87,7 +87,17 @@ class MetricsTrainer(Trainer):
         self._train_sampler: SeededRandomSampler | SeededLengthGroupedSampler | None = None
         self._tokens_local = 0  # tokens this process trained on since the last log
         self.num_tokens = 0  # tokens trained on so far, all processes (metrics.jsonl's num_tokens)
+        # hardware.context_parallel above 1: this process's group (rmspec.train.context_parallel_run.attach)
+        self.context_parallel: Any = None
         self.add_callback(SamplerEpoch(self))
+
+    def get_train_dataloader(self):
+        loader = super().get_train_dataloader()
+        if self.context_parallel is None:
+            return loader
+        from rmspec.train.context_parallel_run import shard_over_groups
+
+        return shard_over_groups(loader, self.context_parallel)  # a group's ranks split the same rows
 
     def _get_train_sampler(self, train_dataset=None):
         dataset = train_dataset if train_dataset is not None else self.train_dataset
@@ -136,6 +146,8 @@ class MetricsTrainer(Trainer):
             tokens = torch.tensor([float(self._tokens_local)], device=self.args.device, dtype=torch.float64)
             if self.accelerator.num_processes > 1:
                 tokens = self.accelerator.reduce(tokens, reduction="sum")
+            if self.context_parallel is not None:  # the ranks of a group all counted the group's rows
+                tokens = tokens / self.context_parallel.degree
             self.num_tokens += int(tokens.item())
             self._tokens_local = 0
             logs["num_tokens"] = self.num_tokens

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -17,9 +19,14 @@ from rmspec.train.vision_packing import is_vision_packed, packed_vision_pair_rew
 from rmspec.vision.collate import vision_inputs
 
 
-def pair_rewards(model, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def pair_rewards(model, inputs: dict[str, torch.Tensor], split: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(chosen, rejected) rewards of a batch, from one forward pass: 2B rows from PairCollator, or
-    shared-prefix rows from PackedPairCollator (each prompt computed once)."""
+    shared-prefix rows from PackedPairCollator (each prompt computed once), each row split over the
+    context-parallel group ``split`` (rmspec.train.context_parallel_run.Groups) where one is given."""
+    if split is not None:
+        from rmspec.train.context_parallel_run import split_pair_rewards
+
+        return split_pair_rewards(model, inputs, split)
     if is_vision_packed(inputs):  # image rows, prompt-once with M-RoPE positions
         return packed_vision_pair_rewards(model, inputs)
     if is_packed(inputs):
@@ -73,7 +80,9 @@ class BradleyTerryTrainer(ScoreTrainer):
         if self.sft_weight:
             chosen, rejected, lm_loss = self._rewards_and_lm_loss(model, inputs)
         else:
-            chosen, rejected = pair_rewards(model, inputs)
+            # training splits each row over the context-parallel group; evaluation runs whole rows
+            split = self.context_parallel if model.training else None
+            chosen, rejected = pair_rewards(model, inputs, split)
         margin = inputs["margin"].to(chosen.dtype) if self.margin_mode != "none" else None
         tie = inputs.get("tie")
         if self.tie is not None:
@@ -84,6 +93,10 @@ class BradleyTerryTrainer(ScoreTrainer):
             )
         if self.sft_weight:
             loss = sft_regularized_loss(loss, lm_loss, self.sft_weight)
+        if self.context_parallel is not None and model.training:
+            from rmspec.train.context_parallel_run import sum_over_group
+
+            loss = sum_over_group(loss, self.context_parallel.degree)  # the group's gradients add up
         if model.training:
             wins = ~tie.bool() if tie is not None else slice(None)
             self.record(pair_metrics(chosen[wins], rejected[wins]))

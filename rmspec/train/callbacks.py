@@ -83,13 +83,18 @@ class MetricsJsonl(TrainerCallback):
     """Appends one JSON object per log to metrics.jsonl (main process only), flushed at once so
     the parent's live view follows the run."""
 
-    def __init__(self, path: Path, family: str = "rm", trackers: list | None = None):
+    def __init__(self, path: Path, family: str = "rm", trackers: list | None = None, context_parallel: int = 1):
         self.path = Path(path)
+        self.context_parallel = context_parallel  # the processes of a group share their rows: count them once
         self.family = family
         self.trackers = trackers or []  # rmspec.train.trackers: each gets every row, as written
         self.memory: PeakMemory | None = None
         self.last_time: float | None = None
         self.last_step = 0
+
+    def _replicas(self, args) -> int:
+        """Processes that each train their own examples (all of them, or the context-parallel groups)."""
+        return max(max(args.world_size, 1) // self.context_parallel, 1)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
@@ -110,7 +115,7 @@ class MetricsJsonl(TrainerCallback):
                 state.global_step
                 * args.per_device_train_batch_size
                 * args.gradient_accumulation_steps
-                * max(args.world_size, 1)
+                * self._replicas(args)
             )
         now = time.time()
         if self.memory is not None and not any(k.startswith("eval/") for k in row):
@@ -122,7 +127,7 @@ class MetricsJsonl(TrainerCallback):
                 steps
                 * args.per_device_train_batch_size
                 * args.gradient_accumulation_steps
-                * max(args.world_size, 1)
+                * self._replicas(args)
                 / (now - self.last_time)
             )
             self.last_time, self.last_step = now, state.global_step

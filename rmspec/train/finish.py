@@ -175,7 +175,11 @@ def batch_facts(trainer: Any) -> dict[str, Any]:
         "world_size": world,
         "micro_batch_size": args.per_device_train_batch_size,
         "gradient_accumulation_steps": args.gradient_accumulation_steps,
-        "global_batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps * world,
+        # the context-parallel ranks of a group share their rows: the examples are the groups'
+        "global_batch_size": args.per_device_train_batch_size
+        * args.gradient_accumulation_steps
+        * world
+        // getattr(getattr(trainer, "context_parallel", None), "degree", 1),
         "max_steps": trainer.state.max_steps,
         "train_rows": len(trainer.train_dataset) if trainer.train_dataset is not None else 0,
     }

@@ -199,7 +199,8 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         from rmspec.train.trackers import open_trackers
 
         trackers = open_trackers(spec, plan.to_json(), run.root)
-    metrics_log = MetricsJsonl(run.metrics, family, trackers)
+    degree = (plan.context_parallel or {}).get("degree", 1)
+    metrics_log = MetricsJsonl(run.metrics, family, trackers, context_parallel=degree)
     callbacks: list = [metrics_log, interrupt]
     early = spec.training.early_stopping
     if early is not None and args.load_best_model_at_end:
@@ -208,6 +209,10 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=early.patience))
     trainer = build_trainer(spec, model, tokenizer, args, prepared.train, validation, callbacks)
     trainer.decay_ratio = spec.training.decay_ratio
+    if plan.context_parallel:  # each row split over a group of ranks (docs/long_context.md)
+        from rmspec.train.context_parallel_run import attach
+
+        attach(trainer, model, plan.context_parallel["degree"])
     from rmspec.train.strategy_guard import enforce_plan
 
     enforce_plan(plan, trainer.accelerator.state)  # before the first step: stop a run that is not its plan

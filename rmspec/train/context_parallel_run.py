@@ -1,0 +1,146 @@
+"""`rmspec run` under hardware.context_parallel: N: the trainer's side of rmspec.train.context_parallel.
+
+The world of accelerate's processes is cut into groups of N consecutive ranks (rank = group x N + place).
+A group is one data-parallel replica that holds each row split over its N ranks:
+- every rank of a group draws the same batches: accelerate's batch sharder is told the groups, not the
+  processes (``shard_over_groups``), so the seeded sampler's order is dealt to the groups;
+- the forward is rmspec.train.context_parallel.pair_rewards over the group's own process group (a gloo or
+  NCCL group of its own, apart from DDP's, so the attention's collectives never interleave with DDP's
+  gradient buckets on one communicator);
+- the group's parameter gradients ADD UP to one process's, while DDP averages over every process: the loss
+  backpropagates N times over (``sum_over_group``: its value unchanged, what the Trainer logs), so DDP's
+  mean over N x G processes is the mean over the G groups of each group's whole gradient;
+- figures summed over processes (tokens trained on) count each group once (``data_parallel_size``).
+Evaluation stays data-parallel on whole rows: without an active group the attention is plain SDPA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Groups:
+    """This process's place: ``degree`` ranks per group, ``count`` groups, ``group`` its process group."""
+
+    degree: int
+    count: int
+    index: int  # which group (the data-parallel rank)
+    group: Any
+
+
+def layout(world: int, degree: int) -> list[list[int]]:
+    """The ranks of each group: consecutive ranks, so a group stays on one node where it can."""
+    if degree < 1 or world % degree:
+        raise ValueError(f"context_parallel {degree} does not divide the {world} processes")
+    return [list(range(g * degree, (g + 1) * degree)) for g in range(world // degree)]
+
+
+def build_groups(degree: int) -> Groups:
+    """Every rank creates every group's process group (torch requires all ranks in each new_group call)."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    mine = None
+    for ranks in layout(world, degree):
+        group = dist.new_group(ranks)
+        if rank in ranks:
+            mine = group
+    return Groups(degree=degree, count=world // degree, index=rank // degree, group=mine)
+
+
+def shard_over_groups(dataloader: Any, groups: Groups) -> Any:
+    """``dataloader`` (accelerate's, prepared over every process) dealt to the groups instead: the ranks of a
+    group get the same batches. accelerate's BatchSamplerShard reads num_processes and process_index at each
+    iteration and length, and skip_first_batches (a resume) wraps this same sharder."""
+    sharder = getattr(dataloader, "batch_sampler", None)
+    if sharder is None or not hasattr(sharder, "process_index"):
+        raise RuntimeError(
+            f"context parallelism expects accelerate's batch sharder, found {type(sharder).__name__}: "
+            "the ranks of a group would not see the same batches"
+        )
+    sharder.num_processes, sharder.process_index = groups.count, groups.index
+    return dataloader
+
+
+def sum_over_group(loss: torch.Tensor, degree: int) -> torch.Tensor:
+    """``loss`` with its value kept and its gradient ``degree`` times over (DDP's mean then sums the group)."""
+    return loss + (degree - 1) * (loss - loss.detach())
+
+
+def data_parallel_size(world: int, degree: int) -> int:
+    return max(world // max(degree, 1), 1)
+
+
+def prepare_model(model: Any, degree: int) -> Groups:
+    """The groups, once ``model`` is known to take the context-parallel attention (ContextParallelError if not)."""
+    from rmspec.inference.prefix_mask import model_config
+    from rmspec.train.context_parallel import check_supported, register
+
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError(f"context_parallel {degree} needs the processes' process group (accelerate launch)")
+    check_supported(model_config(model))
+    register()
+    return build_groups(degree)
+
+
+@contextlib.contextmanager
+def split_attention(model: Any) -> Iterator[None]:
+    """``model`` on the context-parallel attention for one training forward, then back on its own: evaluation,
+    the checkpoints' and the final model's config.json keep the implementation it was loaded with (the
+    backward needs no switch: autograd kept the forward's graph; gradient checkpointing, which would
+    recompute it outside, is refused by the plan)."""
+    from rmspec.inference.prefix_mask import attention_implementation, model_config
+    from rmspec.train.context_parallel import ATTENTION_NAME
+
+    inner = model
+    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
+        inner = inner.module  # DistributedDataParallel
+    before = attention_implementation(model_config(model))
+    inner.set_attn_implementation(ATTENTION_NAME)
+    try:
+        yield
+    finally:
+        inner.set_attn_implementation(before)
+
+
+def split_pair_rewards(
+    model: Any, inputs: dict[str, torch.Tensor], groups: Groups
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen, rejected) rewards of a PackedPairCollator batch (the same on every rank of the group), each
+    row split over the group."""
+    from rmspec.train.context_parallel import pair_rewards
+    from rmspec.train.packing import is_packed, packed_rows
+
+    if not is_packed(inputs):
+        raise ValueError("context parallelism splits prompt-once rows: this batch is not packed")
+    with split_attention(model):
+        return pair_rewards(model, packed_rows(inputs), groups.group)
+
+
+def attach(trainer: Any, model: Any, degree: int) -> None:
+    """Train ``trainer`` with each row split over groups of ``degree`` ranks, or stop (exit 2) where this
+    trainer is not the one wired: the plan refuses the others (rmspec.plan.context_parallel.run_refusal),
+    and this checks what only the loaded model and data decide (the packing path, images)."""
+    from rmspec.errors import RmspecError
+    from rmspec.train.bradley_terry import BradleyTerryTrainer
+    from rmspec.train.context_parallel import ContextParallelError
+    from rmspec.train.packing import SHARED_PREFIX
+
+    packing, why = getattr(trainer, "packing", (None, None))
+    problem = None
+    if type(trainer) is not BradleyTerryTrainer or trainer.sft_weight:
+        problem = f"{type(trainer).__name__} is not trained split in this version (plain Bradley-Terry is)"
+    elif packing != SHARED_PREFIX:
+        problem = f"the rows are not prompt-once here ({why})"
+    if problem is None:
+        try:
+            trainer.context_parallel = prepare_model(model, degree)
+            return
+        except ContextParallelError as exc:
+            problem = str(exc)
+    raise RmspecError(f"hardware.context_parallel {degree}: {problem}", "run with hardware.context_parallel: 1")

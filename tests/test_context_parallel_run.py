@@ -1,0 +1,130 @@
+"""`rmspec run` with hardware.context_parallel: 2 on 2 gloo processes equals the single-process run.
+
+One process trains a tiny Llama (Bradley-Terry, prompt-once rows) for 3 steps of 4 pairs (micro batch 2,
+accumulation 2); the same spec with 2 processes forming one context-parallel group (each row split over
+both, accumulation 2 x 2 over 1 group: the same batches) must log the same loss at every step and save the
+same weights, within 1e-5 (SGD: see TRAINING). A third run is killed (SIGKILL) once its first checkpoint is complete and resumed
+with `rmspec run --resume`: it ends equal too. The runs are built once for the module (4 runs, ~2.5 min).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.models import build_model
+from helpers.polling import _wait_for
+from helpers.runs import make_run_spec, metrics_rows, rmspec
+
+# SGD: its step is the gradient times the rate, so equal gradients give weights equal to float noise. AdamW
+# divides by sqrt(v): an element whose gradient is ~0 steps +-rate whichever way 1e-7 of summation noise tips
+# it (measured: losses and gradient norms equal within 2e-6 relative, one weight of 2,048 off by 5.8e-5).
+TRAINING = "  max_steps: 3\n  micro_batch_size: 2\n  save_steps: 1\n  save_total_limit: 5\n  optimizer: sgd"
+
+
+def _spec(tmp: Path, name: str, procs: int, model: Path) -> Path:
+    spec = make_run_spec(tmp, name=name, training=TRAINING, batch=4, procs=procs, rows=60, model=model)
+    text = spec.read_text().replace("logging_steps: 2", "logging_steps: 1")  # a loss for every step
+    text = text.replace("learning_rate: 3.0e-3", "learning_rate: 0.1")
+    if procs > 1:
+        text = text.replace(f"gpus_per_node: {procs}}}", f"gpus_per_node: {procs}, context_parallel: {procs}}}")
+    spec.write_text(text)
+    return spec
+
+
+def _run(spec: Path, cwd: Path, *extra: str) -> None:
+    done = rmspec("run", *extra, str(spec), cwd=cwd, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _killed_after_first_checkpoint(spec: Path, cwd: Path, run: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rmspec", "run", str(spec)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: (run / "checkpoints" / "checkpoint-1" / "trainer_state.json").exists(), 300, proc)
+        os.kill(json.loads((run / "status.json").read_text())["pid"], signal.SIGKILL)  # rank 0's trainer
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("cp-run")
+    model = build_model("llama", tmp / "model-src")
+    one, cp, killed = _spec(tmp, "one", 1, model), _spec(tmp, "cp", 2, model), _spec(tmp, "killed", 2, model)
+    _run(one, tmp)
+    _run(cp, tmp)
+    root = tmp / "runs"
+    _killed_after_first_checkpoint(killed, tmp, root / "killed")
+    killed_status = json.loads((root / "killed" / "status.json").read_text())
+    killed_model = (root / "killed" / "model").exists()
+    _run(root / "killed", tmp, "--resume")
+    return {"one": root / "one", "cp": root / "cp", "killed": root / "killed", "was_killed": not killed_model
+            and killed_status["state"] != "completed"}  # fmt: skip
+
+
+def _losses(run: Path) -> dict[int, float]:
+    rows = [r for r in metrics_rows(run) if "train/rm/loss" in r]
+    steps = [r["step"] for r in rows]
+    assert len(set(steps)) == len(steps), f"a step logged twice in {run}: {steps}"
+    return {r["step"]: r["train/rm/loss"] for r in rows}
+
+
+def _weights(run: Path) -> dict:
+    from safetensors.torch import load_file
+
+    folder = run / "model" if (run / "model").exists() else run  # a run, or one of its checkpoints
+    return load_file(str(folder / "model.safetensors"))
+
+
+def _assert_same_training(run: Path, reference: Path) -> None:
+    want, got = _losses(reference), _losses(run)
+    assert sorted(got) == sorted(want) == [1, 2, 3]
+    for step, loss in want.items():
+        assert got[step] == pytest.approx(loss, rel=1e-5, abs=1e-6), step
+    a, b = _weights(reference), _weights(run)
+    assert sorted(a) == sorted(b)
+    worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+    # steps 2 and 3 moved the weights: equal weights mean equal training, not none
+    first = _weights(reference / "checkpoints" / "checkpoint-1")
+    moved = max((a[k].float() - first[k].float()).abs().max().item() for k in a)
+    print(f"{run.name}: largest weight difference {worst:.2e}; weights moved up to {moved:.2e} after step 1")
+    assert worst <= 1e-5 < moved
+
+
+def test_two_processes_splitting_each_row_train_as_one(runs):
+    _assert_same_training(runs["cp"], runs["one"])
+    plan = json.loads((runs["cp"] / "plan.json").read_text())
+    status = json.loads((runs["cp"] / "status.json").read_text())
+    # one group of 2 processes takes 4 pairs per step: micro 2 x accumulation 2, as the single process
+    assert plan["context_parallel"]["degree"] == 2 and plan["context_parallel"]["run_refused"] is None
+    assert (status["world_size"], status["global_batch_size"]) == (2, 4)
+    assert (status["micro_batch_size"], status["gradient_accumulation_steps"]) == (2, 2)
+    # figures summed over processes count the group once; rank 0 alone wrote metrics.jsonl
+    one_rows = {r["step"]: r for r in metrics_rows(runs["one"]) if "train/rm/loss" in r}
+    for row in (r for r in metrics_rows(runs["cp"]) if "train/rm/loss" in r):
+        assert (row["num_tokens"], row["episode"]) == (one_rows[row["step"]]["num_tokens"], row["step"] * 4)
+    assert sum(r.get("event") == "train_begin" for r in metrics_rows(runs["cp"])) == 1
+
+
+def test_a_split_run_killed_after_a_checkpoint_resumes_equal(runs):
+    assert runs["was_killed"], "the run finished before the kill: nothing was resumed"
+    status = json.loads((runs["killed"] / "status.json").read_text())
+    assert status["state"] == "completed" and status["resumed"] is True
+    assert Path(status["resumed_from"]).name == "checkpoint-1"
+    _assert_same_training(runs["killed"], runs["one"])
