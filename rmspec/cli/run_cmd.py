@@ -152,10 +152,10 @@ def _require_extras(spec) -> None:
 
 def _preflight(plan: Plan) -> None:
     """This machine must be able to run the plan; several nodes are checked by SLURM, not here."""
-    refused = (plan.context_parallel or {}).get("run_refused")
-    if refused:  # sized by the plan, not wired in the trainer (rmspec.plan.context_parallel.run_refusal)
+    cp = plan.context_parallel or {}
+    if cp.get("run_refused"):  # sized by the plan, not wired in the trainer (rmspec.plan.context_parallel.run_refusal)
         raise PlanError(
-            f"hardware.context_parallel {plan.context_parallel['degree']} is planned only for this spec: {refused}",
+            f"hardware.context_parallel {cp['degree']} is planned only for this spec: {cp['run_refused']}",
             hint="run with hardware.context_parallel: 1, or use `rmspec plan` to size a long-context run",
         )
     if not plan.multi_node:

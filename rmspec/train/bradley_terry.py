@@ -39,6 +39,7 @@ def pair_rewards(model, inputs: dict[str, torch.Tensor], split: Any = None) -> t
 
 class BradleyTerryTrainer(ScoreTrainer):
     sort_eval_by_length = True  # pair metrics do not depend on order
+    SPLITS_ROWS = True  # trains under hardware.context_parallel (rmspec.train.context_parallel_run.attach)
 
     def __init__(
         self,

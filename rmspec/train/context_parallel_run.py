@@ -127,13 +127,14 @@ def attach(trainer: Any, model: Any, degree: int) -> None:
     trainer is not the one wired: the plan refuses the others (rmspec.plan.context_parallel.run_refusal),
     and this checks what only the loaded model and data decide (the packing path, images)."""
     from rmspec.errors import RmspecError
-    from rmspec.train.bradley_terry import BradleyTerryTrainer
     from rmspec.train.context_parallel import ContextParallelError
     from rmspec.train.packing import SHARED_PREFIX
 
     packing, why = getattr(trainer, "packing", (None, None))
     problem = None
-    if type(trainer) is not BradleyTerryTrainer or trainer.sft_weight:
+    # A trainer class opts in for itself (SPLITS_ROWS in its own body): a subclass with other outputs (ODIN,
+    # ensembles) is not split until it says so and is tested.
+    if not type(trainer).__dict__.get("SPLITS_ROWS") or getattr(trainer, "sft_weight", None):
         problem = f"{type(trainer).__name__} is not trained split in this version (plain Bradley-Terry is)"
     elif packing != SHARED_PREFIX:
         problem = f"the rows are not prompt-once here ({why})"
