@@ -15,6 +15,12 @@ pytest.register_assert_rewrite("helpers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+# One OpenMP thread for the tests and every command they start (set before torch is imported): `make test` runs
+# two workers on two cores, each worker and each `rmspec run` it starts would take torch's default of a thread
+# per core, and OpenMP threads that spin while waiting stall one another on oversubscribed cores (REFERENCE 16).
+# Measured, 6 modules (86 tests) on two workers, loaded host: 418 s and 429 s with torch's default, 89 s and
+# 192 s with one thread; user CPU 114-117 s against 45-49 s (bench/results/ci_durations.md).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # An xdist worker starts with COLUMNS=80 and LINES=24, which one process does not have; the commands the
     # tests start in a pipe would take them for the terminal's width (test_compare_in_a_pipe_...).
