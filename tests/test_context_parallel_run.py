@@ -25,7 +25,12 @@ from helpers.runs import make_run_spec, metrics_rows, rmspec
 # SGD: its step is the gradient times the rate, so equal gradients give weights equal to float noise. AdamW
 # divides by sqrt(v): an element whose gradient is ~0 steps +-rate whichever way 1e-7 of summation noise tips
 # it (measured: losses and gradient norms equal within 2e-6 relative, one weight of 2,048 off by 5.8e-5).
-TRAINING = "  max_steps: 3\n  micro_batch_size: 2\n  save_steps: 1\n  save_total_limit: 5\n  optimizer: sgd"
+# Clipping off in effect (norms here are 4-9): clipping to 1 would rescale a gradient off by a constant factor
+# (a group's gradients averaged instead of summed) back to the same step, and hide it.
+TRAINING = (
+    "  max_steps: 3\n  micro_batch_size: 2\n  save_steps: 1\n  save_total_limit: 5\n  optimizer: sgd\n"
+    "  max_grad_norm: 1000.0"
+)
 
 
 def _spec(tmp: Path, name: str, procs: int, model: Path) -> Path:
@@ -78,11 +83,12 @@ def runs(tmp_path_factory) -> dict[str, Path]:
             and killed_status["state"] != "completed"}  # fmt: skip
 
 
-def _losses(run: Path) -> dict[int, float]:
+def _losses(run: Path) -> dict[int, tuple[float, float]]:
+    """(loss, gradient norm before clipping) by step."""
     rows = [r for r in metrics_rows(run) if "train/rm/loss" in r]
     steps = [r["step"] for r in rows]
     assert len(set(steps)) == len(steps), f"a step logged twice in {run}: {steps}"
-    return {r["step"]: r["train/rm/loss"] for r in rows}
+    return {r["step"]: (r["train/rm/loss"], r["grad_norm"]) for r in rows}
 
 
 def _weights(run: Path) -> dict:
@@ -95,8 +101,9 @@ def _weights(run: Path) -> dict:
 def _assert_same_training(run: Path, reference: Path) -> None:
     want, got = _losses(reference), _losses(run)
     assert sorted(got) == sorted(want) == [1, 2, 3]
-    for step, loss in want.items():
-        assert got[step] == pytest.approx(loss, rel=1e-5, abs=1e-6), step
+    for step, (loss, norm) in want.items():
+        assert got[step][0] == pytest.approx(loss, rel=1e-5, abs=1e-6), step
+        assert got[step][1] == pytest.approx(norm, rel=1e-5), step  # the group's gradients summed, not averaged
     a, b = _weights(reference), _weights(run)
     assert sorted(a) == sorted(b)
     worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
@@ -128,3 +135,38 @@ def test_a_split_run_killed_after_a_checkpoint_resumes_equal(runs):
     assert status["state"] == "completed" and status["resumed"] is True
     assert Path(status["resumed_from"]).name == "checkpoint-1"
     _assert_same_training(runs["killed"], runs["one"])
+
+
+def test_the_sharder_deals_each_batch_to_every_rank_of_one_group():
+    """4 processes in 2 groups of 2 (not run above: 2 cores): ranks 0 and 1 draw the same batches, ranks 2 and
+    3 the same others, and the groups together draw the sampler's batches once, as 2 processes would."""
+    from accelerate.data_loader import BatchSamplerShard
+    from torch.utils.data import BatchSampler
+
+    from rmspec.train.context_parallel_run import Groups, layout, shard_over_groups
+
+    assert layout(4, 2) == [[0, 1], [2, 3]] and layout(2, 2) == [[0, 1]]
+    with pytest.raises(ValueError, match="does not divide the 4 processes"):
+        layout(4, 3)
+    batches = list(BatchSampler(range(18), 2, drop_last=False))
+
+    def drawn(rank: int) -> list[list[int]]:
+        loader = type("Loader", (), {})()
+        loader.batch_sampler = BatchSamplerShard(BatchSampler(range(18), 2, False), num_processes=4, process_index=rank)
+        return list(shard_over_groups(loader, Groups(degree=2, count=2, index=rank // 2, group=None)).batch_sampler)
+
+    two_processes = [list(BatchSamplerShard(BatchSampler(range(18), 2, False), 2, r)) for r in range(2)]
+    assert drawn(0) == drawn(1) == two_processes[0] and drawn(2) == drawn(3) == two_processes[1]
+    assert {tuple(b) for b in drawn(0) + drawn(2)} == {tuple(b) for b in batches}
+
+
+def test_the_loss_keeps_its_value_and_backpropagates_n_fold():
+    import torch
+
+    from rmspec.train.context_parallel_run import sum_over_group
+
+    w = torch.tensor([0.5, -1.0], requires_grad=True)
+    loss = sum_over_group((w**2).sum(), 3)
+    loss.backward()
+    assert loss.item() == pytest.approx(1.25)
+    assert torch.allclose(w.grad, 3 * 2 * w.detach())

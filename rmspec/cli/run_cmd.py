@@ -153,6 +153,11 @@ def _require_extras(spec) -> None:
 def _preflight(plan: Plan) -> None:
     """This machine must be able to run the plan; several nodes are checked by SLURM, not here."""
     cp = plan.context_parallel or {}
+    if cp and "run_refused" not in cp:  # a plan.json from before training was wired: its batch math differs
+        raise PlanError(
+            f"hardware.context_parallel {cp['degree']}: this plan was made by an rmspec that only planned it",
+            hint="plan it again (`rmspec run SPEC`, or `rmspec plan SPEC --out plan.json`)",
+        )
     if cp.get("run_refused"):  # sized by the plan, not wired in the trainer (rmspec.plan.context_parallel.run_refusal)
         raise PlanError(
             f"hardware.context_parallel {cp['degree']} is planned only for this spec: {cp['run_refused']}",
