@@ -103,7 +103,8 @@ def _assert_same_training(run: Path, reference: Path) -> None:
     assert sorted(got) == sorted(want) == [1, 2, 3]
     for step, (loss, norm) in want.items():
         assert got[step][0] == pytest.approx(loss, rel=1e-5, abs=1e-6), step
-        assert got[step][1] == pytest.approx(norm, rel=1e-5), step  # the group's gradients summed, not averaged
+        # the group's gradients summed, not averaged (a factor 2 off); measured 4e-6 apart, float summation order
+        assert got[step][1] == pytest.approx(norm, rel=5e-5), step
     a, b = _weights(reference), _weights(run)
     assert sorted(a) == sorted(b)
     worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
