@@ -240,9 +240,13 @@ def serve(
     from rmspec.cli.extras_check import require_for_target
 
     require_for_target(target)  # a composite's rules (math-verify): exit 2 before the server starts
+    from transformers.utils import logging as transformers_logging
+
     from rmspec.export.vllm_engine import EngineChoice
     from rmspec.serve.server import serve as run_server
     from rmspec.serve.service import Limits
+
+    transformers_logging.disable_progress_bar()  # its "Loading weights" bar would sit in the server's log
 
     limits = Limits(
         max_body_bytes=int(max_body_mb * 1024 * 1024),
