@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers.ci import missing, need
+from helpers.ci import need
 
 torch = need("torch")
 transformers = need("transformers")
@@ -252,15 +252,9 @@ def test_refused_and_bad_requests(rules_served):
 
 def test_openrlhf_0_9_batch_client_sends_labels(served):
     """OpenRLHF 0.8-0.9 post a whole rollout batch with its labels in one request."""
-    import importlib.util
+    from helpers.rl_clients import openrlhf_09_client
 
-    path = REPO / ".venv" / "openrlhf-0.9.0" / "openrlhf" / "utils" / "remote_rm_utils.py"
-    if not path.exists():
-        missing(f"OpenRLHF 0.9.0 is not installed beside 0.11.2 at {path} (.ci/install_rl_clients.sh)")
-    need("ray")
-    spec = importlib.util.spec_from_file_location("openrlhf_09_remote_rm_utils", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = openrlhf_09_client()
     tok = served.tokenizer
     prompts = [_prompt(tok, q) for q, _, _ in MATH_ROWS]
     queries = [
