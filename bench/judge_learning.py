@@ -6,9 +6,10 @@
         [--out bench/results/judge_learning.md]
 
 Task (bench/judge_smollm2.py's): "What is a + b?" (a, b in 1..12), one answer the sum, the other off by 1 or
-2; held-out pairs from combinations never trained on ((a + 2b) % 5 == 0). Why this task: the base model
-already writes a parsed verdict to its prompt, and a 135M instruct model knows one-digit and two-digit sums
-(it answers "What is 7 + 5?" right), so a judge only has to learn to compare, not to add. The checkpoint at
+2; held-out pairs from combinations never trained on ((a + 2b) % 5 == 0). Why this task: it is verifiable,
+and the base model already writes a parsed verdict to its prompt. Whether the model can add at all is
+measured beside the curve (`--addition-only`: the base model asked "What is a + b?" on the held-out
+combinations, greedy, 16 new tokens, counted right when the sum appears in the reply). The checkpoint at
 step k of one run at constant learning rate is the k-step run: one run gives the whole curve.
 
 Every run goes through `rmspec run` on CPU; the held-out judging is bench/_judge_common.held_out_accuracy
@@ -62,7 +63,25 @@ def main() -> None:
     parser.add_argument("--held", type=int, default=40, help="held-out pairs (each judged in both orders)")
     parser.add_argument("--model", default="packaged:smollm2-135m-instruct")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "judge_learning.md"))
+    parser.add_argument(
+        "--addition-only",
+        action="store_true",
+        help="only ask the base model the held-out sums; append the share to --out",
+    )
     args = parser.parse_args()
+    if args.addition_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            right, asked, examples = addition(base_model_dir(args.model, Path(tmp)), args.held)
+        line = (
+            f'\nCan the base model add? Asked "What is a + b?" on {asked} held-out combinations (greedy, 16 new '
+            f"tokens; right when the sum appears in the reply, an upper bound): **{right} right ({right / asked:.2f})**. Examples: "
+            + "; ".join(f"{a} + {b}: {reply!r}" for a, b, reply in examples[:4])
+            + f" (`python bench/judge_learning.py --addition-only --held {args.held} --out ...`).\n"
+        )
+        with open(args.out, "a") as out:
+            out.write(line)
+        print(line)
+        return
     at = sorted(int(s) for s in args.at.split(","))
     held = sum_pairs(True, args.held, 99)
     command = "python bench/judge_learning.py " + " ".join(sys.argv[1:])
@@ -104,6 +123,25 @@ def main() -> None:
             if key.startswith("train/") and key.endswith("/loss")
         ]
         write(args, command, started, points)
+
+
+def addition(model_dir: Path, n: int) -> tuple[int, int, list[tuple[int, int, str]]]:
+    """The base model's own sums on the held-out combinations: (right, asked, (a, b, reply) for each)."""
+    import torch
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    combos = [(a, b) for a in range(1, 13) for b in range(1, 13) if (a + 2 * b) % 5 == 0][:n]
+    replies = []
+    with torch.no_grad():
+        for a, b in combos:
+            chat = [{"role": "user", "content": f"What is {a} + {b}?"}]
+            ids = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+            out = model.generate(**ids, max_new_tokens=16, do_sample=False)
+            replies.append((a, b, tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True).strip()))
+    right = sum(str(a + b) in reply for a, b, reply in replies)
+    return right, len(replies), replies
 
 
 def write(args, command: str, started: str, points: list[dict]) -> None:
