@@ -303,7 +303,7 @@ def test_the_hub_copy_offline_says_how_to_get_the_files(monkeypatch):
     with pytest.raises(DataError) as caught:
         registry.get("long_rewardbench").load(None)
     assert "cannot download LCM-Lab/LongRewardBench" in caught.value.message
-    assert "huggingface-cli download LCM-Lab/LongRewardBench" in caught.value.hint
+    assert "hf download LCM-Lab/LongRewardBench" in caught.value.hint
 
 
 def spec_with_benchmarks(folder: Path, benchmarks: str) -> Path:

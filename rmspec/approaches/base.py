@@ -42,6 +42,7 @@ class Approach:
     shared_prefix: bool = False  # training.packing: shared_prefix can put the prompt once per example
     packed_row: str = ""  # with shared_prefix: the packed row, as the plan's reason says it
     causal_lm: bool = False  # needs a decoder (an encoder is refused by validate and plan)
+    trains_split: bool = False  # hardware.context_parallel: `rmspec run` splits its rows (else sized, refused at run)
 
     # ---- training (rmspec.train)
     trainer: str  # "module:function(spec, model, tokenizer, common, packed, validation) -> Trainer"

@@ -267,6 +267,7 @@ class BradleyTerryApproach(Approach):
     head = SCORE_HEAD
     sequences_per_example = 2
     shared_prefix = True
+    trains_split = True  # rmspec.train.context_parallel_run (tests/test_context_parallel_run.py)
     packed_row = "Bradley-Terry: each prompt computed once per pair, one row [prompt | chosen | rejected]"
     trainer = "rmspec.train.factory:bradley_terry"
     evaluation = "rmspec.evaluate.approach_validation:evaluate_pairs"

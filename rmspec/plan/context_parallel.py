@@ -155,9 +155,12 @@ def run_refusal(spec: Any, strategy: str, checkpointing: bool) -> str | None:
     """Why `rmspec run` cannot train this context-parallel plan in this version, or None. The plan still
     sizes what it refuses: only Bradley-Terry on prompt-once rows under DDP is wired and tested
     (tests/test_context_parallel_run.py); the rest would need its own forward split and its own test."""
+    from rmspec import approaches
+
     approach = spec.approach
-    if approach.kind != "bradley_terry":
-        return f"approach {approach.kind!r} is sized but not trained split in this version (bradley_terry is)"
+    if not approaches.get(approach.kind).trains_split:
+        trained = ", ".join(n for n in approaches.names() if approaches.get(n).trains_split)
+        return f"approach {approach.kind!r} is sized but not trained split in this version ({trained} is)"
     for option in ("sft_weight", "length_debias", "ensemble"):
         if getattr(approach, option, None):
             return f"approach.{option} adds outputs the split forward does not compute yet"

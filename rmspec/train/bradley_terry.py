@@ -39,7 +39,6 @@ def pair_rewards(model, inputs: dict[str, torch.Tensor], split: Any = None) -> t
 
 class BradleyTerryTrainer(ScoreTrainer):
     sort_eval_by_length = True  # pair metrics do not depend on order
-    SPLITS_ROWS = True  # trains under hardware.context_parallel (rmspec.train.context_parallel_run.attach)
 
     def __init__(
         self,
@@ -76,6 +75,11 @@ class BradleyTerryTrainer(ScoreTrainer):
             log_nu.requires_grad_(True)
         optimizer.add_param_group({"params": [log_nu], "lr": self.tie_learning_rate, "weight_decay": 0.0})
         return optimizer
+
+    def splits_rows(self) -> bool:
+        """Whether hardware.context_parallel can split this trainer's rows (rmspec.train.context_parallel_run.attach):
+        plain Bradley-Terry only; a subclass (ODIN, ensembles) or an SFT term is not split until tested so."""
+        return type(self) is BradleyTerryTrainer and not self.sft_weight
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.sft_weight:

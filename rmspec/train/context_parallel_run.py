@@ -132,9 +132,10 @@ def attach(trainer: Any, model: Any, degree: int) -> None:
 
     packing, why = getattr(trainer, "packing", (None, None))
     problem = None
-    # A trainer class opts in for itself (SPLITS_ROWS in its own body): a subclass with other outputs (ODIN,
-    # ensembles) is not split until it says so and is tested.
-    if not type(trainer).__dict__.get("SPLITS_ROWS") or getattr(trainer, "sft_weight", None):
+    # A trainer says for itself whether it trains split (splits_rows): a subclass with other outputs (ODIN,
+    # ensembles) or an SFT term is not split until it says so and is tested.
+    splits_rows = getattr(trainer, "splits_rows", None)
+    if splits_rows is None or not splits_rows():
         problem = f"{type(trainer).__name__} is not trained split in this version (plain Bradley-Terry is)"
     elif packing != SHARED_PREFIX:
         problem = f"the rows are not prompt-once here ({why})"
