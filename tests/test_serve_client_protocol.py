@@ -138,7 +138,9 @@ def test_abandoned_work_is_dropped_and_every_metric_moves(bert):
         started = time.perf_counter()
         status, _, _ = proc.post("/get_reward", {"query": ["[CLS] next [SEP] one [SEP]"]})
         after = time.perf_counter() - started
-        assert status == 200 and after < max(2.0, 20 * alone), (after, alone)
+        # A bound on a loaded machine (2.1 s was seen at load 3 with two test workers); the abandoned 4,000 texts
+        # would take many times that, and items_scored_total below checks that they were dropped, untimed.
+        assert status == 200 and after < max(5.0, 20 * alone), (after, alone)
         # truncated, 413 and 503-free normal requests
         assert proc.post("/get_reward", {"query": ["[CLS] " + "word " * 700 + "[SEP] end [SEP]"]})[0] == 200
         assert proc.post("/get_reward", {"query": ["x"] * 5001})[0] == 413
