@@ -28,7 +28,7 @@ import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rmspec.composite.outcome import Outcome, failed, ok
@@ -108,6 +108,9 @@ class _Worker:
     process: Any
     conn: Any
     ready: bool = False
+    # close() and the check that holds the worker may both kill it at once: closing its pipe twice
+    # concurrently closes a file descriptor twice (EBADF, or another file's if the number was reused).
+    _killing: threading.Lock = field(default_factory=threading.Lock)
 
     def wait_ready(self) -> None:
         if self.ready:
@@ -124,10 +127,11 @@ class _Worker:
         self.ready = True
 
     def kill(self) -> None:
-        """Killed and reaped: no hung math-verify process outlives its call."""
-        self.process.kill()
-        self.process.join(timeout=5)
-        self.conn.close()
+        """Killed and reaped: no hung math-verify process outlives its call. Safe from two threads at once."""
+        with self._killing:
+            self.process.kill()
+            self.process.join(timeout=5)
+            self.conn.close()  # a second close of the same Connection is a no-op
 
 
 class MathPool:
