@@ -70,6 +70,11 @@ class Approach:
     template: str  # file under rmspec/templates/
     demo_data: str  # `rmspec init --data` default (a name rmspec.scaffold.data_choice knows)
 
+    def split_refusal(self, section: Any) -> str | None:
+        """With trains_split: why `rmspec run` cannot split this section's rows (an option the split forward
+        does not compute yet), or None."""
+        return None
+
     def image_refusal(self, section: Any) -> str | None:
         """Why this approach (with these options) cannot train on rows with images; None where it can
         (a VLM collator reads them: rmspec.vision.collate). The data stage refuses image data with it."""

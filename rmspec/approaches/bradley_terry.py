@@ -281,6 +281,16 @@ class BradleyTerryApproach(Approach):
         if preset is not None and preset.pairs_by_attribute:  # scored responses: pairs by one attribute
             doc["data"]["mapping"]["pair_by"] = preset.attributes[0]
 
+    def split_refusal(self, section: Any) -> str | None:
+        for option, value in (
+            ("sft_weight", section.sft_weight),
+            ("length_debias", section.length_debias),
+            ("ensemble", section.ensemble),
+        ):
+            if value:
+                return f"approach.{option} adds outputs the split forward does not compute yet"
+        return None
+
     def num_outputs(self, section: Any) -> int:
         return head_outputs(section)  # ODIN: 2 heads, an ensemble: N, while training
 

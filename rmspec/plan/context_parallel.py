@@ -157,13 +157,13 @@ def run_refusal(spec: Any, strategy: str, checkpointing: bool) -> str | None:
     (tests/test_context_parallel_run.py); the rest would need its own forward split and its own test."""
     from rmspec import approaches
 
-    approach = spec.approach
-    if not approaches.get(approach.kind).trains_split:
+    declared = approaches.get(spec.approach.kind)
+    if not declared.trains_split:
         trained = ", ".join(n for n in approaches.names() if approaches.get(n).trains_split)
-        return f"approach {approach.kind!r} is sized but not trained split in this version ({trained} is)"
-    for option in ("sft_weight", "length_debias", "ensemble"):
-        if getattr(approach, option, None):
-            return f"approach.{option} adds outputs the split forward does not compute yet"
+        return f"approach {spec.approach.kind!r} is sized but not trained split in this version ({trained} is)"
+    option = declared.split_refusal(spec.approach)
+    if option is not None:
+        return option
     if spec.model.lora is not None:
         return "model.lora is not trained split in this version (full fine-tuning is)"
     if checkpointing:  # the recomputation runs in backward, outside the group's split forward
