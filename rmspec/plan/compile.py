@@ -29,6 +29,7 @@ from rmspec.plan import accelerate_config as accel
 from rmspec.plan.argv import launch_argv, launch_env
 from rmspec.plan.communication import communication, with_communication
 from rmspec.plan.context_parallel import context_parallel_of, split_row
+from rmspec.plan.context_parallel_auto import choose_degree
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
 from rmspec.plan.fields import Sequences, batch_fields, memory_fields, raise_nothing_fits, strategy_fields
 from rmspec.plan.grpo import grpo_notes, refuse_vllm_on_cpu
@@ -116,10 +117,20 @@ def compile_plan(
     vit = vit_plan(spec, shape, model_path, run.data_report)  # LLaVA, Gemma 3, Idefics3, ...: else None
     if vit is not None:
         base = replace(base, vision_tiles=vit.tiles(base.seqs_per_example), vision_tower_trained=vit.tower_trained)
-    cp = spec.hardware.context_parallel
+    cp, cp_chosen = choose_degree(  # hardware.context_parallel: a number as it is; auto: the smallest that fits
+        spec.hardware.context_parallel,
+        shape,
+        base,
+        hw,
+        spec.training,
+        attn=attn,
+        packed=seqs.packed,
+        has_lora=spec.model.lora is not None,
+        packed_list=seqs.n_list if seqs.packed and seqs.lists else None,
+    )
     fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes)  # a rank's share where cp > 1
     choice = _fit(spec.training, shape, fitted, hw, spec.model.lora is not None, seqs)
-    cp_section = context_parallel_of(cp, shape, base, fitted, choice, hw, spec)
+    cp_section = context_parallel_of(cp, shape, base, fitted, choice, hw, spec, cp_chosen)
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
     notes, vision_warnings = vision_lines(spec, shape, model_path, run.data_report, vit, base, choice.memory)

@@ -173,8 +173,11 @@ def run_refusal(spec: Any, strategy: str, checkpointing: bool) -> str | None:
     return None
 
 
-def context_parallel_of(cp: int, shape: ModelShape, base: TrainingShape, fitted: TrainingShape, choice, hw, spec):
+def context_parallel_of(
+    cp: int, shape: ModelShape, base: TrainingShape, fitted: TrainingShape, choice, hw, spec, chosen: str | None = None
+):
     """The plan's context_parallel section (None for 1); the choice's memory becomes a rank's, checked.
+    ``chosen``: why hardware.context_parallel: auto chose ``cp`` (rmspec.plan.context_parallel_auto), else None.
 
     A group of cp ranks takes one micro batch of rows together, so only num_processes / cp micro batches
     run side by side: the accumulation grows cp-fold to keep training.global_batch_size examples per
@@ -197,4 +200,6 @@ def context_parallel_of(cp: int, shape: ModelShape, base: TrainingShape, fitted:
     )
     choice.memory = per_rank_memory(shape, t, choice.memory, degree=cp, row_tokens=base.seq_len)[0]
     check_fits(section, hw.usable_gb)
+    if chosen is not None:
+        section["chosen"] = chosen
     return section

@@ -20,6 +20,8 @@ def render_context_parallel(console: Console, cp: dict[str, Any], head: Text) ->
             style="dim",
         )
     )
+    if cp.get("chosen"):  # hardware.context_parallel: auto chose this N (rmspec.plan.context_parallel_auto)
+        console.print(Text(INDENT) + Text(f"why {cp['degree']}: {cp['chosen']}"))
     console.print(
         Text(INDENT)
         + Text(

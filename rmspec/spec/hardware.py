@@ -180,11 +180,13 @@ class HardwareSpec(Section):
         description="Distributed strategy; auto lets the plan pick the cheapest that fits (DeepSpeed only when named here).",
     )
 
-    context_parallel: PositiveInt = Field(
-        1,
+    context_parallel: PositiveInt | Literal["auto"] = Field(
+        "auto",
         description="Split each prompt-once row (prompt, then chosen and rejected, or a ranked list) across this "
         "many processes: each holds two chunks of it, gathers the keys and values, and attends under rmspec's "
-        "own mask, exactly (docs/long_context.md). Must divide the number of processes (gpus_per_node x nodes); "
+        "own mask, exactly (docs/long_context.md). auto: 1 where a whole row fits one device, else the plan picks "
+        "the smallest divisor of the processes whose share of a row fits, and says why with the figures (or "
+        "refuses with them). A number must divide the number of processes (gpus_per_node x nodes); above 1 it "
         "needs a decoder, prompt-once packing and model.attn_implementation auto, sdpa or eager. `rmspec plan` sizes "
         "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry under "
         "DDP with it and refuses, with the reason, what is only planned (other approaches, LoRA, FSDP, checkpointing).",
@@ -231,7 +233,7 @@ class HardwareSpec(Section):
     @model_validator(mode="after")
     def _context_parallel_divides(self) -> HardwareSpec:
         processes = self.gpus_per_node * self.nodes
-        if processes % self.context_parallel:
+        if self.context_parallel != "auto" and processes % self.context_parallel:
             raise ValueError(
                 f"context_parallel {self.context_parallel} does not divide the {processes} processes "
                 f"(gpus_per_node {self.gpus_per_node} x nodes {self.nodes}): each sequence is split over a group of "
