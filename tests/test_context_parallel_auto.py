@@ -148,3 +148,28 @@ def test_validate_takes_auto_and_refuses_other_words():
     assert validate("auto").returncode == 0
     bad = validate("most")
     assert bad.returncode == 2 and "hardware.context_parallel" in bad.stdout + bad.stderr
+
+
+def test_rmspec_plan_shows_why_and_exits_2_without_torch():
+    """The worked spec of docs/long_context.md through the CLI: the reason line, exit 2 where nothing fits,
+    and neither torch nor transformers imported on the way."""
+    worked = str(SPECS / "llama8b_64k_context_parallel.yaml")
+    code = (
+        "import sys\n"
+        "from rmspec.cli.main import cli\n"
+        f"cli.main(['plan', {worked!r}], standalone_mode=False)\n"
+        "try:\n"
+        f"    cli.main(['plan', {worked!r}, '--set', 'training.max_length=262144'], standalone_mode=False)\n"
+        "except SystemExit as e:\n"
+        "    print('EXIT', e.code)\n"
+        "except Exception as e:\n"
+        "    print('EXIT', getattr(e, 'exit_code', None), type(e).__name__)\n"
+        "heavy = [m for m in ('torch', 'transformers', 'datasets', 'accelerate') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "250"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+    assert "why 2: auto: a row of 131,072 tokens needs 80.3 GB per process at N=1" in out.stdout
+    assert "62.1 GB per rank at N=2, of 72.0 GB usable" in out.stdout
+    assert "EXIT 2" in out.stdout, out.stdout + out.stderr
