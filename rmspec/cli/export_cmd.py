@@ -100,6 +100,8 @@ def to_vllm(
     else:
         host = export_vllm(folder, path, scorer)
     client = "prm_client.py (per-step rewards)" if steps else "openrlhf_reward.py"
+    if host.images is not None:  # a vision-language reward model (rmspec.export.vllm_vision): no text client
+        client = f"pixel bounds {host.images['min_pixels']}-{host.images['max_pixels']}"
     click.echo(f"wrote {path} ({host.architecture} for vLLM): serve.sh, README.md, {client}", err=True)
     if not check:
         return

@@ -33,12 +33,17 @@ with `"task": "token_classify"` (as `rmspec serve --engine vllm` does), with its
 rmspec_export.json and README.md and a client (prm_client.py) that reads rmspec's per-step rewards:
 rmspec.export.vllm_steps.
 
+A vision-language reward model (Qwen2-VL, Qwen2.5-VL) is exported as the `<Stem>ForSequenceClassification` vLLM
+converts from its `<Stem>ForConditionalGeneration` (as_seq_cls_model), weight names checked, the run's pixel
+bounds in serve.sh (`--mm-processor-kwargs`), requests as `messages` with OpenAI `image_url` parts:
+rmspec.export.vllm_vision.
+
 Refused with exit 2, naming the architecture and what vLLM hosts: generative judges (vLLM serves
 them as generators, not through `/classify`), process reward models of an architecture vLLM has no
 token classifier for (encoders among them), pointwise multi-attribute heads (verl reads
 `probs[-1]` only), composite rewards, encoders (vLLM's `/classify` gives every token segment 0;
-rmspec trained the response as segment 1), vision-language reward models (not checked against
-vLLM's multimodal pooling), architectures vLLM 0.32 has no model class for.
+rmspec trained the response as segment 1), vision-language reward models of other families than Qwen2-VL
+and Qwen2.5-VL, architectures vLLM 0.32 has no model class for.
 """
 
 from __future__ import annotations
@@ -65,9 +70,14 @@ from rmspec.export.vllm_hosting import (
 
 def export_vllm(run: Path, out: Path, scorer: Any) -> Hosting:
     """Write the vLLM folder for `run` (already loaded as `scorer`) to `out`; the decision made."""
+    from rmspec.inference import scorers
     from rmspec.inference.target import resolve_target
 
     host = hosting(run, scorer)
+    if scorers.of(scorer).reads_images:  # a vision-language reward model: its own folder (rmspec.export.vllm_vision)
+        from rmspec.export.vllm_vision import export_vision
+
+        return export_vision(run, out, scorer, host)
     model_dir = resolve_target(run).model_dir
     rendering = probe_rendering(scorer.tokenizer)
     bos, tokenizer_json, tokenizer = restore_bos(run, host.architecture, model_dir, scorer.tokenizer, rendering)
@@ -104,6 +114,20 @@ def write_model_folder(model_dir: Path, out: Path, link: bool = False) -> None:
     (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
 
 
+def image_flags(host: Hosting) -> list[str]:
+    """A vision-language reward model's vLLM flags: the run's pixel bounds (the visual tokens training used)
+    and no video (rmspec reads none); nothing for a text model."""
+    if host.images is None:
+        return []
+    bounds = {"min_pixels": host.images["min_pixels"], "max_pixels": host.images["max_pixels"]}
+    return [
+        "--mm-processor-kwargs",
+        json.dumps(bounds, separators=(",", ":")),
+        "--limit-mm-per-prompt",
+        json.dumps({"video": 0}, separators=(",", ":")),
+    ]
+
+
 def pooler_config(host: Hosting, normalize: bool = False) -> str:
     config: dict[str, Any] = {"pooling_type": "LAST", "use_activation": False}
     if normalize and host.reward_mean is not None and host.reward_std is not None:
@@ -133,6 +157,7 @@ def serve_command(
         "127.0.0.1",
         "--port",
         str(port),
+        *image_flags(host),
     ]
 
 
@@ -153,6 +178,8 @@ def serve_script(host: Hosting) -> str:
         if host.bos_restored
         else ""
     )
+    flags = image_flags(host)
+    images = f" \\\n  {flags[0]} '{flags[1]}' {flags[2]} '{flags[3]}'" if flags else ""
     return f"""#!/usr/bin/env bash
 # Start vLLM {host.vllm_version} on this folder as a pooling reward model (written by `rmspec export --to vllm`).
 {bos}#   RMSPEC_VLLM_PYTHON  the python of vLLM's environment (default: python)
@@ -165,7 +192,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 POOLER='{pooler_config(host)}'
 {switch}exec "${{RMSPEC_VLLM_PYTHON:-python}}" -m vllm.entrypoints.openai.api_server \\
   --model "$HERE" --runner pooling --dtype float32 --max-model-len {host.max_length} \\
-  --pooler-config "$POOLER" --host "${{HOST:-127.0.0.1}}" --port "${{PORT:-8000}}" "$@"
+  --pooler-config "$POOLER" --host "${{HOST:-127.0.0.1}}" --port "${{PORT:-8000}}"{images} "$@"
 """
 
 

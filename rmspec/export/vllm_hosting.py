@@ -94,6 +94,8 @@ class Hosting:
     vllm_version: str = VLLM_VERSION
     # the BOS text the exported tokenizer.json was made to add to a text (verl strips it; rmspec.export.vllm_bos)
     bos_restored: str = ""
+    # a vision-language reward model: its family, pixel bounds and image text (rmspec.export.vllm_vision)
+    images: dict[str, Any] | None = None
 
 
 def refuse(run: Path, architecture: str, why: str, hint: str) -> RmspecError:
@@ -102,7 +104,7 @@ def refuse(run: Path, architecture: str, why: str, hint: str) -> RmspecError:
 
 def hosting(run: Path, scorer: Any) -> Hosting:
     """Whether vLLM can host this loaded scorer with rmspec's reward, and how; RmspecError (exit 2) if not."""
-    architecture = engine_architecture(run, scorer)
+    architecture = engine_architecture(run, scorer, images=True)
     layout = getattr(scorer.layout, "kind", "?")
     serve_hint = f"serve it with `rmspec serve {run}` (vLLM's /classify protocol, verl's and OpenRLHF's clients)"
     tokenizer = scorer.tokenizer
@@ -125,13 +127,15 @@ def hosting(run: Path, scorer: Any) -> Hosting:
     )
 
 
-def engine_architecture(run: Path, scorer: Any, per_token: bool = False) -> str:
+def engine_architecture(run: Path, scorer: Any, per_token: bool = False, images: bool = False) -> str:
     """The architecture vLLM would host this loaded scorer as, reading rmspec's head at the last token of
     the token ids rmspec sends (`rmspec serve --engine vllm`, and the export, which adds its text rules);
     RmspecError (exit 2) naming why not. `per_token`: a process reward model may be hosted too, as a
     `<Family>ForTokenClassification` whose head vLLM computes at every token (token_classify), rmspec
     reading it at the step read points (`rmspec serve --engine vllm`, and the export's process branch:
-    rmspec.export.vllm_steps); without it (one reward per sequence: the text export's `hosting`) it is refused."""
+    rmspec.export.vllm_steps); without it (one reward per sequence: the text export's `hosting`) it is refused.
+    `images`: a vision-language reward model may be hosted too (the export, whose requests carry the pictures:
+    rmspec.export.vllm_vision); without it (`rmspec serve --engine vllm` sends token ids) it is refused."""
     from rmspec.inference import scorers
 
     kind = scorers.of(scorer)  # what the loaded scorer is (rmspec.inference.scorers)
@@ -169,14 +173,19 @@ def engine_architecture(run: Path, scorer: Any, per_token: bool = False) -> str:
             "export it with `rmspec export RUN --to vllm` (the token-classification folder and its step client), "
             f"or {serve_hint}",
         )
-    if kind.reads_images:  # a vision-language reward model
+    if kind.reads_images and images and model is not None:  # a vision-language reward model, for the export
+        from rmspec.export.vllm_vision import vision_architecture
+
+        return vision_architecture(run, scorer, str(architecture))
+    if kind.reads_images:  # a vision-language reward model, for rmspec serve's engine
         raise refuse(
             run,
             architecture,
-            "a vision-language reward model: rmspec's reward class and image layout have not been checked against "
-            "vLLM 0.32's multimodal pooling (TransformersMultiModalForSequenceClassification), so its reward "
-            "under vLLM is unknown",
-            serve_hint + " (it takes image_url parts)",
+            "a vision-language reward model: `rmspec serve --engine vllm` sends vLLM token ids, which carry no "
+            "pictures",
+            f"export it with `rmspec export {run} --to vllm` (vLLM reads the pictures from image_url parts), or "
+            + serve_hint
+            + " (it takes image_url parts)",
         )
     if model is None or config is None:  # a composite reward (rules, judges and models together)
         raise refuse(run, architecture, "a composite reward is not one model", serve_hint)

