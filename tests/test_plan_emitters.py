@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,18 @@ def test_launch_argv_shape():
     swapped = with_module(p["launch_command"], "probe", ["x"])
     assert swapped[-3:] == ["-m", "probe", "x"] and swapped[:4] == p["launch_command"][:4]
     assert Path(resolve_program(p["launch_command"])[0]).name == "accelerate"
+
+
+def test_one_process_runs_the_entrypoint_without_a_launcher():
+    """One CPU process (distributed type NO): `python -m` the entrypoint, `python` being this interpreter;
+    its environment still tells the process it is a CPU run. A two-process plan keeps accelerate launch."""
+    p = _plan("quickstart.yaml")
+    assert p["num_processes"] == 1 and p["accelerate_config"]["distributed_type"] == "NO"
+    assert p["launch_command"] == ["python", "-m", "rmspec.launch.entrypoint", "runs/quickstart/plan.json"]
+    assert p["launch_env"] == {"ACCELERATE_USE_CPU": "true"}
+    assert resolve_program(p["launch_command"])[0] == sys.executable
+    two = _plan("quickstart.yaml", "hardware.gpus_per_node=2")
+    assert two["launch_command"][:2] == ["accelerate", "launch"]
 
 
 def test_files_the_run_writes():

@@ -1,4 +1,5 @@
-"""The child `accelerate launch` runs: `-m rmspec.launch.entrypoint RUN/plan.json [--resume]`."""
+"""The training child the launch command runs, in each process `accelerate launch` starts, or alone for one
+process: `-m rmspec.launch.entrypoint RUN/plan.json [--resume]`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The local launcher: `accelerate launch ... -m rmspec.launch.entrypoint RUN/plan.json` on this machine,
+"""The local launcher: the plan's launch command (`accelerate launch ... -m rmspec.launch.entrypoint
+RUN/plan.json`, or `python -m rmspec.launch.entrypoint RUN/plan.json` for one process) on this machine,
 followed in the live view, with Ctrl-C forwarded to the training processes. Light (no torch)."""
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def launch(run_dir: RunDir, plan: Plan, resume: bool) -> int:
         view.note(f"run directory: {run_dir.root}   log: {log_path}")
         view.note("$ " + " ".join(argv))
         # A session of its own: the terminal's Ctrl-C reaches this process only, which then asks
-        # the training processes (not the launcher between us) to save and stop.
+        # the training processes (not a launcher between us) to save and stop.
         child = subprocess.Popen(
             argv, env=launch_environment(plan), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -64,12 +65,14 @@ def launch(run_dir: RunDir, plan: Plan, resume: bool) -> int:
                     os.killpg(child.pid, signal.SIGTERM)
 
 
-def signal_workers(launcher_pid: int, sig: int) -> None:
-    """Send ``sig`` to the training processes under the launcher (the launcher itself would die on it)."""
+def signal_workers(child_pid: int, sig: int) -> None:
+    """Send ``sig`` to the training processes: the child itself when it is the trainer (one process),
+    else those under the launcher (the launcher itself would die on it)."""
     import psutil
 
     try:
-        workers = psutil.Process(launcher_pid).children(recursive=True)
+        child = psutil.Process(child_pid)
+        workers = [child, *child.children(recursive=True)]
     except psutil.NoSuchProcess:
         return
     for proc in workers:

@@ -1,9 +1,16 @@
-"""The `accelerate launch` argv for a plan (pure: no torch, no accelerate import).
+"""The launch argv for a plan (pure: no torch, no accelerate import).
 
 The planner writes it into the plan (launch_command, launch.slurm); rmspec.launch runs it.
 
 Shape (docs/architecture.md): accelerate launch --config_file RUN/accelerate_config.yaml
-[--num_processes N ...] -m rmspec.launch.entrypoint RUN/plan.json
+[--num_processes N ...] -m rmspec.launch.entrypoint RUN/plan.json; for one process on one machine
+without FSDP or DeepSpeed, python -m rmspec.launch.entrypoint RUN/plan.json.
+
+Why one process skips `accelerate launch`: its simple launcher only starts `python -m ...` with a few
+environment variables, after importing torch and accelerate itself: about 5 s of CPU before each run
+(docs/development.md). The trainer needs none of those variables: transformers' TrainingArguments sets
+the mixed precision, ACCELERATE_USE_CPU is in the plan's launch_env, and the strategy guard checks
+every planned fact in the running process either way.
 """
 
 from __future__ import annotations
@@ -22,9 +29,14 @@ def launch_argv(
     module: str = ENTRYPOINT,
     module_args: list[str] | None = None,
     multi_node: dict | None = None,
+    direct: bool = False,
 ) -> list[str]:
     """argv for one node. `multi_node` (num_processes, num_machines, main_process_ip, main_process_port,
-    optionally machine_rank and rdzv_conf) adds the rendezvous flags each node passes under SLURM."""
+    optionally machine_rank and rdzv_conf) adds the rendezvous flags each node passes under SLURM.
+    `direct` (one process, distributed type NO): the module runs in `python` itself, no launcher."""
+    args = list(module_args) if module_args is not None else [str(plan_file)]
+    if direct:
+        return ["python", "-m", module, *args]
     argv = ["accelerate", "launch", "--config_file", str(config_file)]
     if multi_node:
         argv += [
@@ -44,9 +56,16 @@ def launch_argv(
             "--main_process_port",
             str(multi_node["main_process_port"]),
         ]
-    argv += ["-m", module]
-    argv += list(module_args) if module_args is not None else [str(plan_file)]
-    return argv
+    return [*argv, "-m", module, *args]
+
+
+def runs_direct(accelerate_config: dict) -> bool:
+    """One process on one machine with nothing for a launcher to set up (no FSDP, no DeepSpeed)."""
+    return (
+        accelerate_config.get("distributed_type") == "NO"
+        and int(accelerate_config.get("num_processes", 1)) == 1
+        and int(accelerate_config.get("num_machines", 1)) == 1
+    )
 
 
 def launch_env(use_cpu: bool) -> dict[str, str]:
@@ -71,7 +90,11 @@ def with_module(argv: list[str], module: str, module_args: list[str]) -> list[st
 
 
 def resolve_program(argv: list[str]) -> list[str]:
-    """argv with `accelerate` resolved: on PATH, else beside the running Python (a venv not activated)."""
+    """argv with its program resolved: `python` is the interpreter running rmspec (as accelerate's own
+    launcher starts its children), `accelerate` is on PATH, else beside that interpreter (a venv not
+    activated)."""
+    if argv and argv[0] == "python":
+        return [sys.executable] + argv[1:]
     if argv and argv[0] == "accelerate" and shutil.which("accelerate") is None:
         beside = Path(sys.executable).parent / "accelerate"
         if beside.exists():

@@ -26,7 +26,7 @@ from rmspec.errors import PlanError
 from rmspec.gguf_source import cache_dir, describe, gguf_config, spec_gguf_source
 from rmspec.packaged import resolve_model_path
 from rmspec.plan import accelerate_config as accel
-from rmspec.plan.argv import launch_argv, launch_env
+from rmspec.plan.argv import launch_argv, launch_env, runs_direct
 from rmspec.plan.communication import communication, with_communication
 from rmspec.plan.context_parallel import context_parallel_of, split_row
 from rmspec.plan.context_parallel_auto import choose_degree
@@ -303,7 +303,7 @@ def _launch(spec, run: RunDir, hw, shape: ModelShape, choice, precision) -> dict
         grad_accum=choice.grad_accum,
         max_grad_norm=spec.training.max_grad_norm,
     )
-    argv = launch_argv(run.accelerate_config, run.plan)
+    argv = launch_argv(run.accelerate_config, run.plan, direct=runs_direct(config))
     slurm = None
     files = [str(p) for p in run.files()]
     if hw.nodes > 1:

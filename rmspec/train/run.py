@@ -1,6 +1,6 @@
 """The body of the launched child: data, model, Trainer, final model, status.
 
-Runs in every process `accelerate launch` starts; only the main process writes the run
+Runs in every process the launch starts; only the main process writes the run
 directory's shared files (status, data report, metrics, the final model).
 """
 
