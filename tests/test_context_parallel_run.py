@@ -10,16 +10,12 @@ with `rmspec run --resume`: it ends equal too. The runs are built once for the m
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from helpers.models import build_model
-from helpers.polling import _wait_for
+from helpers.polling import kill_trainer_at_checkpoint
 from helpers.runs import make_run_spec, metrics_rows, rmspec
 
 # SGD: its step is the gradient times the rate, so equal gradients give weights equal to float noise. AdamW
@@ -48,25 +44,6 @@ def _run(spec: Path, cwd: Path, *extra: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def _killed_after_first_checkpoint(spec: Path, cwd: Path, run: Path) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rmspec", "run", str(spec)],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        _wait_for(lambda: (run / "checkpoints" / "checkpoint-1" / "trainer_state.json").exists(), 300, proc)
-        os.kill(json.loads((run / "status.json").read_text())["pid"], signal.SIGKILL)  # rank 0's trainer
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("cp-run")
@@ -75,7 +52,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     _run(one, tmp)
     _run(cp, tmp)
     root = tmp / "runs"
-    _killed_after_first_checkpoint(killed, tmp, root / "killed")
+    kill_trainer_at_checkpoint(killed, tmp, root / "killed", 1)  # rank 0's trainer
     killed_status = json.loads((root / "killed" / "status.json").read_text())
     killed_model = (root / "killed" / "model").exists()
     _run(root / "killed", tmp, "--resume")

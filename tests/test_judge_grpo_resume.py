@@ -4,10 +4,6 @@ uninterrupted run (CPU; the sampling RNG, data order and weights restored from t
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 
 import pytest
 
@@ -16,7 +12,7 @@ from helpers.ci import need
 need("trl")
 
 from helpers.judge_grpo import build_judge_model, write_spec  # noqa: E402
-from helpers.polling import _wait_for  # noqa: E402
+from helpers.polling import kill_trainer_at_checkpoint  # noqa: E402
 from helpers.runs import metrics_rows, rmspec  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -31,21 +27,7 @@ def test_sigkill_at_a_checkpoint_then_resume_gives_the_same_metrics(tmp_path):
 
     spec = write_spec(tmp_path, model, name="killed", steps=10, save=5)
     run = tmp_path / "runs" / "killed"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rmspec", "run", str(spec)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_for(lambda: (run / "checkpoints" / "checkpoint-5" / "trainer_state.json").exists(), 400, proc)
-        os.kill(json.loads((run / "status.json").read_text())["pid"], signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_trainer_at_checkpoint(spec, tmp_path, run, 5, timeout=400)
     assert json.loads((run / "status.json").read_text())["state"] != "completed"
     resumed = rmspec("run", "--resume", str(run), cwd=tmp_path, timeout=600)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]

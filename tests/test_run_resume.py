@@ -4,31 +4,16 @@ an uninterrupted run (seeds, RNG and data order restored); Ctrl-C saves a checkp
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from helpers.models import build_model
-from helpers.polling import _wait_for
+from helpers.polling import _wait_for, kill_trainer_at_checkpoint, start_run
 from helpers.runs import make_run_spec, metrics_rows, rmspec
 
 TRAINING = "  max_steps: 30\n  save_steps: 10\n  save_total_limit: 5\n  group_by_length: true"
-
-
-def _start(spec: Path, cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "rmspec", "run", str(spec)],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
 
 
 def _final(run: Path) -> dict:
@@ -50,17 +35,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, model_dir):
 
     spec = make_run_spec(tmp_path, name="killed", training=TRAINING, batch=4, model=model_dir)
     run = tmp_path / "runs" / "killed"
-    proc = _start(spec, tmp_path)
-    try:
-        # Kill the training process (not the parent) once the step-10 checkpoint is complete.
-        _wait_for(lambda: (run / "checkpoints" / "checkpoint-10" / "trainer_state.json").exists(), 240, proc)
-        pid = json.loads((run / "status.json").read_text())["pid"]
-        os.kill(pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1  # the parent reports the failure
+    # Kill the training process (not the parent) once the step-10 checkpoint is complete.
+    assert kill_trainer_at_checkpoint(spec, tmp_path, run, 10, timeout=240) == 1  # the parent reports the failure
     assert json.loads((run / "status.json").read_text())["state"] != "completed"
     assert not (run / "model").exists()
 
@@ -85,7 +61,7 @@ def test_ctrl_c_saves_a_checkpoint_and_stops_cleanly(tmp_path, model_dir):
         tmp_path, name="sigint", training="  max_steps: 100000\n  save_steps: 1000000", batch=4, model=model_dir
     )
     run = tmp_path / "runs" / "sigint"
-    proc = _start(spec, tmp_path)
+    proc = start_run(spec, tmp_path)
     try:
         _wait_for(lambda: any(r.get("step", 0) >= 4 for r in _rows(run)), 240, proc)
         proc.send_signal(signal.SIGINT)  # what the terminal sends the parent on Ctrl-C
