@@ -99,6 +99,7 @@ def train(folder: Path) -> Path:
     with (folder / "train.jsonl").open("w") as handle:
         for i in range(24):
             name = rng.choice(list(COLOURS))
+            size = rng.choice(SIZES)
             other = rng.choice([c for c in COLOURS if c != name])
             prompt = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}]
             row = {
@@ -106,7 +107,7 @@ def train(folder: Path) -> Path:
                 "prompt": prompt,
                 "chosen": f"It is {name}.",
                 "rejected": f"It is {other}.",
-                "images": [uri(png(COLOURS[name], rng.choice(SIZES)))],
+                "images": [uri(png(COLOURS[name], size) if i % 2 else gradient(i, size))],
             }
             handle.write(json.dumps(row) + "\n")
     (folder / "spec.yaml").write_text(
@@ -306,20 +307,26 @@ def test_serve_engine_vllm_still_refuses_pictures(exported):
 # ---------------------------------------------------------------------- the real engine
 
 
-def vllm_runs_qwen2_vl() -> None:
-    """Skip (missing() without vLLM at all) where vLLM's environment cannot import its Qwen2-VL model."""
+@pytest.fixture(scope="module")
+def engine_python(tmp_path_factory) -> str:
+    """vLLM's python; with RMSPEC_VLLM_PYTHONPATH, a wrapper that puts it on PYTHONPATH for vLLM's processes only
+    (rmspec's own python never sees it). Skips (missing() without vLLM at all) where vLLM cannot import its
+    Qwen2-VL model."""
     if not Path(VLLM_PYTHON).is_file():
         missing(f"vLLM's venv is not installed ({VLLM_PYTHON}; bash .ci/install_vllm.sh)")
+    python = VLLM_PYTHON
+    if VLLM_PATH:
+        wrapper = tmp_path_factory.mktemp("vllm_python") / "python"
+        wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{VLLM_PATH}" exec "{VLLM_PYTHON}" "$@"\n')
+        wrapper.chmod(0o755)
+        python = str(wrapper)
     probe = subprocess.run(
-        [VLLM_PYTHON, "-c", "import vllm.model_executor.models.qwen2_vl"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": VLLM_PATH},
+        [python, "-c", "import vllm.model_executor.models.qwen2_vl"], capture_output=True, text=True, timeout=300
     )
     if probe.returncode != 0:
         last = [line for line in probe.stderr.splitlines() if line.strip()][-1:]
-        pytest.skip(f"vLLM's environment ({VLLM_PYTHON}) cannot import its Qwen2-VL model: {' '.join(last)}")
+        pytest.skip(f"vLLM's environment ({python}) cannot import its Qwen2-VL model: {' '.join(last)}")
+    return python
 
 
 def gradient(seed: int, size: tuple[int, int]) -> bytes:
@@ -353,11 +360,11 @@ def held_out() -> list[tuple[str, bytes, str]]:
     return rows
 
 
-def test_classify_and_pooling_with_image_url_equal_rmspec_score(exported):
+def test_classify_and_pooling_with_image_url_equal_rmspec_score(exported, engine_python):
+    """serve.sh, then /classify and /pooling with image_url parts, on rows the run never saw."""
     from rmspec.export.vllm_check import running_server
     from rmspec.inference.engine_vllm import post
 
-    vllm_runs_qwen2_vl()
     rows = held_out()
     path = exported.folder / "held_out.jsonl"
     parts = [{"type": "image"}, {"type": "text", "text": QUESTION}]
@@ -373,9 +380,8 @@ def test_classify_and_pooling_with_image_url_equal_rmspec_score(exported):
     expected = [json.loads(line)["reward"] for line in out.read_text().splitlines()]
     assert len(expected) == len(rows) and max(expected) - min(expected) > 1e-3  # the rows differ
     port = free_port()
-    os.environ["RMSPEC_VLLM_PYTHON"] = VLLM_PYTHON  # serve.sh's python (running_server passes os.environ on)
-    command = ["env", f"PYTHONPATH={VLLM_PATH}", "bash", str(exported.out / "serve.sh"), "--enforce-eager"]
-    command += ["--port", str(port)]
+    os.environ["RMSPEC_VLLM_PYTHON"] = engine_python  # serve.sh's python (running_server passes os.environ on)
+    command = ["bash", str(exported.out / "serve.sh"), "--enforce-eager", "--port", str(port)]
     got: dict[str, list[float]] = {"classify": [], "pooling": []}
     with running_server(command, exported.folder / "vllm.log") as url:
         for question, picture, reply in rows:
@@ -395,3 +401,28 @@ def test_classify_and_pooling_with_image_url_equal_rmspec_score(exported):
     print({form: max(abs(a - b) for a, b in zip(values, expected)) for form, values in got.items()})
     for values in got.values():
         assert values == pytest.approx(expected, abs=TOL)
+
+
+def test_check_sends_the_held_out_rows_with_their_pictures(exported, engine_python):
+    """`--check` on the run: its validation split's pairs with their pictures to /classify and /pooling as
+    image_url messages, against `rmspec score`; the rewards rmspec score gave equal the run's own evaluation of
+    those pairs (RUN/eval/validation.jsonl, scored from the training collator, not through rmspec score)."""
+    import datasets
+
+    out = exported.folder / "checked"
+    done = rmspec(
+        "export", str(exported.run), "--to", "vllm", "-o", str(out), "--check", "--vllm-python", engine_python
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "parity passed" in done.stdout and "Traceback" not in done.stderr
+    report = json.loads((exported.run / "export_vllm_check.json").read_text())
+    fingerprint = json.loads((exported.run / "data_report.json").read_text())["fingerprint"]
+    split = datasets.load_from_disk(str(exported.run / "cache" / fingerprint / "validation"))
+    assert all(row["images"] for row in split) and report["rows"] == 2 * len(split)
+    assert set(report["per_form"]) == {"classify messages (image_url)", "pooling messages (image_url)"}
+    assert report["dtype"] == "float32" and report["passed"] and report["max_abs_diff"] <= TOL
+    print({k: report[k] for k in ("max_abs_diff", "per_form", "rows")})
+    evaluated = [json.loads(line) for line in (exported.run / "eval" / "validation.jsonl").read_text().splitlines()]
+    by_eval = {(r["id"], side): r[f"score_{side}"] for r in evaluated for side in ("chosen", "rejected")}
+    used = [(u["id"], u["side"]) for u in report["rows_used"]]
+    assert report["rmspec_score"] == pytest.approx([by_eval[key] for key in used], abs=TOL)

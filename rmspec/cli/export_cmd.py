@@ -86,10 +86,17 @@ def to_vllm(
 
     steps = scorers.of(scorer).per_token  # a process reward model: per-step rewards (rmspec.export.vllm_steps)
     if check:  # the rows first: a run without a held-out split is refused before anything is written
+        from rmspec.export.check_image_rows import image_check_rows
         from rmspec.export.check_rows import check_rows
         from rmspec.export.check_step_rows import step_check_rows
 
-        chosen: Any = step_check_rows(folder, rows_path, limit) if steps else check_rows(folder, rows_path, limit)
+        chosen: Any = (
+            step_check_rows(folder, rows_path, limit)
+            if steps
+            else image_check_rows(folder, rows_path, limit)  # pictures travel with the rows
+            if scorers.of(scorer).reads_images
+            else check_rows(folder, rows_path, limit)
+        )
     if path.exists():
         shutil.rmtree(path)
     if steps:

@@ -17,6 +17,10 @@ run's max_length are left out (vLLM refuses them; rmspec cuts the prompt) and co
 
 A missing or broken vLLM environment, or a server that does not come up, is an RmspecError (exit 2)
 with the end of the server's log; the server's process group is always stopped.
+
+A vision-language reward model's rows carry their pictures (rmspec.export.check_image_rows): vLLM gets each as
+`messages` with OpenAI `image_url` parts on `/classify` and `/pooling`, `rmspec score` the same conversation with
+image parts and an `images` column.
 """
 
 from __future__ import annotations
@@ -116,6 +120,21 @@ def vllm_rewards(url: str, model: str, tokenizer: Any, host: Hosting, rows: list
     return out
 
 
+def image_rewards(url: str, model: str, rows: list[CheckRow]) -> dict[str, list[float]]:
+    """A vision-language reward model's rows (rmspec.export.check_image_rows.ImageCheckRow): `messages` with OpenAI
+    `image_url` parts to `/classify` and `/pooling`, vLLM's reward for each."""
+    out: dict[str, list[float]] = {}
+    for row in rows:
+        body = {"model": model, "use_activation": False, "messages": row.vllm_messages()}  # type: ignore[attr-defined]
+        out.setdefault("classify messages (image_url)", []).append(
+            float(post(f"{url}/classify", body)["data"][0]["probs"][0])
+        )
+        out.setdefault("pooling messages (image_url)", []).append(
+            float(post(f"{url}/pooling", {**body, "task": "classify"})["data"][0]["data"][0])
+        )
+    return out
+
+
 def run_check(
     run: Path, folder: Path, host: Hosting, tokenizer: Any, python: str | None, rows: CheckRows, dtype: str = "auto"
 ) -> dict[str, Any]:
@@ -143,7 +162,10 @@ def run_check(
         try:
             with running_server(command, log) as url:
                 expected = rmspec_scores(scoring, work)
-                got = vllm_rewards(url, str(folder), tokenizer, host, rows.rows)
+                if host.images is not None:  # pictures: messages with image_url parts only
+                    got = image_rewards(url, str(folder), rows.rows)
+                else:
+                    got = vllm_rewards(url, str(folder), tokenizer, host, rows.rows)
         except RmspecError as exc:
             if "before it was ready" in exc.message:
                 raise broken_environment(python) or exc from None
