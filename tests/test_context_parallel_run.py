@@ -1,10 +1,14 @@
-"""`rmspec run` with hardware.context_parallel: 2 on 2 gloo processes equals the single-process run.
+"""`rmspec run` with hardware.context_parallel: 2 on gloo processes equals the single-process run.
 
 One process trains a tiny Llama (Bradley-Terry, prompt-once rows) for 3 steps of 4 pairs (micro batch 2,
 accumulation 2); the same spec with 2 processes forming one context-parallel group (each row split over
 both, accumulation 2 x 2 over 1 group: the same batches) must log the same loss at every step and save the
-same weights, within 1e-5 (SGD: see TRAINING). A third run is killed (SIGKILL) once its first checkpoint is complete and resumed
-with `rmspec run --resume`: it ends equal too. The runs are built once for the module (4 runs, ~2.5 min).
+same weights, within 1e-5 (SGD: see TRAINING). A third run, 4 processes in 2 groups of 2 (data x context:
+each group a data-parallel replica drawing its own batches), is killed (SIGKILL) once its
+first checkpoint is complete and resumed with `rmspec run --resume`: it ends equal too (micro batch 1,
+accumulation 2: the micro batch divides the examples per process). One run proves both
+the two-group layout and the resume, to keep the module's time down (the runs are built once for the module:
+4 runs, ~3 min; 4 processes on 2 cores is slow but exact).
 """
 
 from __future__ import annotations
@@ -29,12 +33,16 @@ TRAINING = (
 )
 
 
-def _spec(tmp: Path, name: str, procs: int, model: Path) -> Path:
+def _spec(tmp: Path, name: str, procs: int, model: Path, degree: int = 1) -> Path:
     spec = make_run_spec(tmp, name=name, training=TRAINING, batch=4, procs=procs, rows=60, model=model)
     text = spec.read_text().replace("logging_steps: 2", "logging_steps: 1")  # a loss for every step
     text = text.replace("learning_rate: 3.0e-3", "learning_rate: 0.1")
-    if procs > 1:
-        text = text.replace(f"gpus_per_node: {procs}}}", f"gpus_per_node: {procs}, context_parallel: {procs}}}")
+    if degree > 1:
+        text = text.replace(f"gpus_per_node: {procs}}}", f"gpus_per_node: {procs}, context_parallel: {degree}}}")
+    if procs // degree > 1:
+        # the micro batch must divide the examples per PROCESS (global / processes), also under context
+        # parallelism, where the ranks of a group share rows: 2 groups of 2 take 1 row each per micro step
+        text = text.replace("micro_batch_size: 2", "micro_batch_size: 1")
     spec.write_text(text)
     return spec
 
@@ -48,7 +56,7 @@ def _run(spec: Path, cwd: Path, *extra: str) -> None:
 def runs(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("cp-run")
     model = build_model("llama", tmp / "model-src")
-    one, cp, killed = _spec(tmp, "one", 1, model), _spec(tmp, "cp", 2, model), _spec(tmp, "killed", 2, model)
+    one, cp, killed = _spec(tmp, "one", 1, model), _spec(tmp, "cp", 2, model, 2), _spec(tmp, "killed", 4, model, 2)
     _run(one, tmp)
     _run(cp, tmp)
     root = tmp / "runs"
@@ -107,17 +115,23 @@ def test_two_processes_splitting_each_row_train_as_one(runs):
     assert sum(r.get("event") == "train_begin" for r in metrics_rows(runs["cp"])) == 1
 
 
-def test_a_split_run_killed_after_a_checkpoint_resumes_equal(runs):
+def test_two_groups_killed_after_a_checkpoint_resume_equal(runs):
+    """4 processes, 2 groups of 2: each step the two groups take 2 pairs each (micro 1, accumulation 2), the
+    4 pairs of the single process's two micro batches of 2; killed at step 1 and resumed, the whole run equals
+    the one process's."""
     assert runs["was_killed"], "the run finished before the kill: nothing was resumed"
     status = json.loads((runs["killed"] / "status.json").read_text())
     assert status["state"] == "completed" and status["resumed"] is True
     assert Path(status["resumed_from"]).name == "checkpoint-1"
+    assert (status["world_size"], status["global_batch_size"]) == (4, 4)
+    assert (status["micro_batch_size"], status["gradient_accumulation_steps"]) == (1, 2)
     _assert_same_training(runs["killed"], runs["one"])
 
 
 def test_the_sharder_deals_each_batch_to_every_rank_of_one_group():
-    """4 processes in 2 groups of 2 (not run above: 2 cores): ranks 0 and 1 draw the same batches, ranks 2 and
-    3 the same others, and the groups together draw the sampler's batches once, as 2 processes would."""
+    """4 processes in 2 groups of 2 (the killed run above trains so): ranks 0 and 1 draw the same batches,
+    ranks 2 and 3 the same others, and the groups together draw the sampler's batches once, as 2 processes
+    would."""
     from accelerate.data_loader import BatchSamplerShard
     from torch.utils.data import BatchSampler
 
