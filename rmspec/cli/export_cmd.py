@@ -104,6 +104,11 @@ def to_vllm(
         from rmspec.export.vllm_steps import export_steps
 
         host = export_steps(folder, path, scorer, engine_architecture(folder, scorer, per_token=True))
+    elif scorers.of(scorer).reads_images:  # a vision-language reward model (rmspec.export.vllm_vision)
+        from rmspec.export.vllm_hosting import hosting
+        from rmspec.export.vllm_vision import export_vision
+
+        host = export_vision(folder, path, scorer, hosting(folder, scorer))
     else:
         host = export_vllm(folder, path, scorer)
     client = "prm_client.py (per-step rewards)" if steps else "openrlhf_reward.py"

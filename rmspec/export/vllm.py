@@ -74,10 +74,8 @@ def export_vllm(run: Path, out: Path, scorer: Any) -> Hosting:
     from rmspec.inference.target import resolve_target
 
     host = hosting(run, scorer)
-    if scorers.of(scorer).reads_images:  # a vision-language reward model: its own folder (rmspec.export.vllm_vision)
-        from rmspec.export.vllm_vision import export_vision
-
-        return export_vision(run, out, scorer, host)
+    if scorers.of(scorer).reads_images:  # pictures: its own folder, written by rmspec.export.vllm_vision
+        raise TypeError("a vision-language reward model: write its folder with rmspec.export.vllm_vision.export_vision")
     model_dir = resolve_target(run).model_dir
     rendering = probe_rendering(scorer.tokenizer)
     bos, tokenizer_json, tokenizer = restore_bos(run, host.architecture, model_dir, scorer.tokenizer, rendering)

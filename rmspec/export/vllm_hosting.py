@@ -65,6 +65,12 @@ WHAT_VLLM_HOSTS = (
     "vLLM 0.32 hosts decoder reward models saved as <Family>ForSequenceClassification with one label "
     f"(families: {', '.join(sorted(CAUSAL_FAMILIES))})"
 )
+# model_type -> the stem of the `<stem>ForConditionalGeneration` class vLLM 0.32's registry has for it
+VISION_FAMILIES = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL"}
+WHAT_VLLM_HOSTS_IMAGES = (
+    "vLLM 0.32 hosts vision-language reward models of these families as <Stem>ForSequenceClassification with one "
+    f"label (its as_seq_cls_model over <Stem>ForConditionalGeneration): {', '.join(sorted(VISION_FAMILIES))}"
+)
 # Files of the model folder the export copies (weights, config, tokenizer); training leftovers stay.
 COPIED_SUFFIXES = (".safetensors", ".json", ".jinja", ".model", ".txt", ".tiktoken")
 SKIPPED = {"training_args.bin", "trainer_state.json", EXPORT_FILE, "modules.json"}
@@ -174,8 +180,6 @@ def engine_architecture(run: Path, scorer: Any, per_token: bool = False, images:
             f"or {serve_hint}",
         )
     if kind.reads_images and images and model is not None:  # a vision-language reward model, for the export
-        from rmspec.export.vllm_vision import vision_architecture
-
         return vision_architecture(run, scorer, str(architecture))
     if kind.reads_images:  # a vision-language reward model, for rmspec serve's engine
         raise refuse(
@@ -212,6 +216,28 @@ def engine_architecture(run: Path, scorer: Any, per_token: bool = False, images:
     ):
         raise refuse(run, architecture, "vLLM has no pooling model for this architecture", WHAT_VLLM_HOSTS)
     return str(architecture)
+
+
+def vision_architecture(run: Path, scorer: Any, architecture: str) -> str:
+    """The architecture vLLM hosts this vision reward model as; RmspecError (exit 2) where it cannot."""
+    config = scorer.model.config
+    stem = VISION_FAMILIES.get(str(getattr(config, "model_type", "?")))
+    labels = list(getattr(scorer, "labels", ["reward"]))
+    if stem is None:
+        raise refuse(
+            run,
+            architecture,
+            f"vLLM has no classifier conversion checked for the {config.model_type} vision-language family",
+            WHAT_VLLM_HOSTS_IMAGES + f"; serve it with `rmspec serve {run}` (it takes image_url parts)",
+        )
+    if architecture != f"{stem}ForSequenceClassification" or len(labels) != 1:
+        raise refuse(
+            run,
+            architecture,
+            f"expected {stem}ForSequenceClassification with one label, found {len(labels)} ({', '.join(labels)})",
+            WHAT_VLLM_HOSTS_IMAGES,
+        )
+    return architecture
 
 
 def read_rule(scorer: Any) -> ReadRule:

@@ -49,10 +49,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from rmspec.export.vllm_hosting import EXPORT_FILE, Hosting, check_read_point, refuse
+from rmspec.export.vllm_hosting import EXPORT_FILE, WHAT_VLLM_HOSTS_IMAGES, Hosting, check_read_point, refuse
 
-# model_type -> the stem of the `<stem>ForConditionalGeneration` class vLLM 0.32's registry has for it
-VISION_FAMILIES = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL"}
 # The checkpoint names vLLM's Qwen2-VL / Qwen2.5-VL classes load (their hf_to_vllm_mapper), and the head.
 WEIGHT_PREFIXES = ("model.language_model.", "model.visual.", "model.", "visual.")
 HEAD = "score.weight"
@@ -61,35 +59,9 @@ HEAD_BIAS = "score.bias"
 # `language_model.score.weight` among its parameters and refuses `score.weight`, "There is no module or
 # parameter named 'score' in Qwen2VLForSequenceClassification"). No mapper prefix touches the name.
 VLLM_HEAD = "language_model.score."
-WHAT_VLLM_HOSTS_IMAGES = (
-    "vLLM 0.32 hosts vision-language reward models of these families as <Stem>ForSequenceClassification with one "
-    f"label (its as_seq_cls_model over <Stem>ForConditionalGeneration): {', '.join(sorted(VISION_FAMILIES))}"
-)
 # The conversation the image probe renders (an image part before the question, as OpenAI clients send it).
 IMAGE_PROBE_TEXT = "What colour is the picture?"
 IMAGE_PROBE_REPLY = "Red, all over."
-
-
-def vision_architecture(run: Path, scorer: Any, architecture: str) -> str:
-    """The architecture vLLM hosts this vision reward model as; RmspecError (exit 2) where it cannot."""
-    config = scorer.model.config
-    stem = VISION_FAMILIES.get(str(getattr(config, "model_type", "?")))
-    labels = list(getattr(scorer, "labels", ["reward"]))
-    if stem is None:
-        raise refuse(
-            run,
-            architecture,
-            f"vLLM has no classifier conversion checked for the {config.model_type} vision-language family",
-            WHAT_VLLM_HOSTS_IMAGES + f"; serve it with `rmspec serve {run}` (it takes image_url parts)",
-        )
-    if architecture != f"{stem}ForSequenceClassification" or len(labels) != 1:
-        raise refuse(
-            run,
-            architecture,
-            f"expected {stem}ForSequenceClassification with one label, found {len(labels)} ({', '.join(labels)})",
-            WHAT_VLLM_HOSTS_IMAGES,
-        )
-    return architecture
 
 
 def image_bounds(run: Path, scorer: Any) -> dict[str, Any]:
