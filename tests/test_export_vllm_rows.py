@@ -4,6 +4,7 @@ its refusals. The engine itself: tests/test_export_vllm.py."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -265,3 +266,32 @@ def test_check_options_are_for_vllm_only(tmp_path):
             text=True,
         )
         assert done.returncode == 2 and "for --to vllm" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_check_rows_with_pictures_read_each_line_or_say_which_one_is_wrong(tmp_path):
+    """--check-rows for a vision-language export: a picture path becomes a data URI of its bytes, a data URI
+    stays as it is; a line without a response, or naming a missing picture, stops at that file and line."""
+    from rmspec.export.check_image_rows import read_image_rows
+
+    (tmp_path / "red.png").write_bytes(b"\x89PNG\r\n\x1a\nred")
+    good = tmp_path / "rows.jsonl"
+    good.write_text(
+        json.dumps({"prompt": "what colour?", "response": "red", "images": "red.png"})
+        + "\n\n"
+        + json.dumps({"id": "b", "prompt": "and this?", "response": "blue", "images": ["data:image/png;base64,AA=="]})
+        + "\n"
+    )
+    first, second = read_image_rows(good)
+    assert first.images == ("data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\nred").decode(),)
+    assert (first.id, first.response, second.id, second.images) == ("1", "red", "b", ("data:image/png;base64,AA==",))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "p", "response": "r"}) + "\n" + json.dumps({"prompt": "p"}) + "\n")
+    with pytest.raises(RmspecError, match=r"bad.jsonl:2: not a check row"):
+        read_image_rows(bad)
+    missing_picture = tmp_path / "missing.jsonl"
+    missing_picture.write_text(json.dumps({"prompt": "p", "response": "r", "images": ["nope.png"]}) + "\n")
+    with pytest.raises(RmspecError, match="nope.png: no such file"):
+        read_image_rows(missing_picture)
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(RmspecError, match="empty.jsonl: no rows"):
+        read_image_rows(tmp_path / "empty.jsonl")

@@ -11,14 +11,13 @@ order. `--check-rows FILE`: `rmspec score`'s rows with an `images` column (paths
 from __future__ import annotations
 
 import base64
-import json
 import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rmspec.errors import RmspecError
-from rmspec.export.check_rows import CheckRow, CheckRows, spread, validation_folder
+from rmspec.export.check_rows import CheckRow, CheckRows, read_jsonl_rows, spread, validation_folder
 
 IMAGE_ROWS_HINT = (
     'pass --check-rows FILE (JSONL rows {"prompt": [{"role": "user", "content": [{"type": "image"}, {"type": '
@@ -110,19 +109,11 @@ def image_check_rows(target: Path, rows_file: Path | None, limit: int) -> CheckR
 
 
 def read_image_rows(path: Path) -> list[ImageCheckRow]:
-    rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            prompt = row["prompt"]
-            messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-            images = row.get("images") or []
-            pictures = tuple(data_uri(ref, path.parent) for ref in ([images] if isinstance(images, str) else images))
-            rows.append(ImageCheckRow(with_parts(messages), row["response"], id=str(row.get("id", n)), images=pictures))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise RmspecError(f"{path}:{n}: not a check row ({exc})", IMAGE_ROWS_HINT) from None
-    if not rows:
-        raise RmspecError(f"{path}: no rows", IMAGE_ROWS_HINT)
-    return rows
+    def build(row: dict, n: int) -> ImageCheckRow:
+        prompt = row["prompt"]
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        images = row.get("images") or []
+        pictures = tuple(data_uri(ref, path.parent) for ref in ([images] if isinstance(images, str) else images))
+        return ImageCheckRow(with_parts(messages), row["response"], id=str(row.get("id", n)), images=pictures)
+
+    return read_jsonl_rows(path, build, what="a check row", hint=IMAGE_ROWS_HINT, empty_hint=IMAGE_ROWS_HINT)

@@ -16,9 +16,10 @@ RmspecError (exit 2) that names `--check-rows`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rmspec.errors import RmspecError
 from rmspec.export.vllm_hosting import PROBE_ROWS
@@ -162,29 +163,45 @@ def held_out_rows(run: Path, limit: int) -> CheckRows:
     return CheckRows(rows, f"the run's validation split ({folder}): {len(rows)} rows of {len(split)} pairs")
 
 
-def read_rows_file(path: Path) -> list[CheckRow]:
-    """--check-rows: `rmspec score`'s shapes `prompt` + `response` or `messages` ending with the reply."""
+Row = TypeVar("Row")
+
+
+def read_jsonl_rows(
+    path: Path, build: Callable[[dict, int], Row], *, what: str, hint: str, empty_hint: str
+) -> list[Row]:
+    """Each non-empty line of a --check-rows file, parsed and built into a row by ``build(row, line)``; a line
+    that does not parse or build (ValueError, KeyError, TypeError, StopIteration) stops at path:line with why."""
     rows = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            if "messages" in row:
-                *messages, last = row["messages"]
-                if last["role"] != "assistant" or not messages:
-                    raise ValueError("messages must end with the assistant reply")
-                rows.append(CheckRow(messages, last["content"], id=str(row.get("id", n))))
-            else:
-                prompt = row["prompt"]
-                text = isinstance(prompt, str)
-                messages = [{"role": "user", "content": prompt}] if text else prompt
-                rows.append(CheckRow(messages, row["response"], id=str(row.get("id", n)), text_prompt=text))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise RmspecError(
-                f"{path}:{n}: not a check row ({exc})",
-                'write JSONL rows {"prompt": ..., "response": ...} or {"messages": [..., {"role": "assistant", ...}]}',
-            ) from None
+            rows.append(build(json.loads(line), n))
+        except (ValueError, KeyError, TypeError, StopIteration) as exc:
+            raise RmspecError(f"{path}:{n}: not {what} ({exc or 'a column is missing'})", hint) from None
     if not rows:
-        raise RmspecError(f"{path}: no rows", "give at least one conversation")
+        raise RmspecError(f"{path}: no rows", empty_hint)
     return rows
+
+
+def _check_row(row: dict, n: int) -> CheckRow:
+    if "messages" in row:
+        *messages, last = row["messages"]
+        if last["role"] != "assistant" or not messages:
+            raise ValueError("messages must end with the assistant reply")
+        return CheckRow(messages, last["content"], id=str(row.get("id", n)))
+    prompt = row["prompt"]
+    text = isinstance(prompt, str)
+    messages = [{"role": "user", "content": prompt}] if text else prompt
+    return CheckRow(messages, row["response"], id=str(row.get("id", n)), text_prompt=text)
+
+
+def read_rows_file(path: Path) -> list[CheckRow]:
+    """--check-rows: `rmspec score`'s shapes `prompt` + `response` or `messages` ending with the reply."""
+    return read_jsonl_rows(
+        path,
+        _check_row,
+        what="a check row",
+        hint='write JSONL rows {"prompt": ..., "response": ...} or {"messages": [..., {"role": "assistant", ...}]}',
+        empty_hint="give at least one conversation",
+    )

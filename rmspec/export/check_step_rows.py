@@ -9,13 +9,12 @@ compared. `--check-rows FILE` names other rows (`rmspec score`'s process shapes:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rmspec.errors import RmspecError
-from rmspec.export.check_rows import is_run, spread, validation_folder
+from rmspec.export.check_rows import is_run, read_jsonl_rows, spread, validation_folder
 
 STEP_ROWS_HINT = (
     'pass --check-rows FILE (JSONL rows {"prompt": text or messages, "steps": [text, ...]}, the shape '
@@ -108,25 +107,22 @@ def held_out_steps(run: Path, limit: int) -> StepRows:
     return StepRows(rows, f"the run's validation split ({folder}): {len(rows)} of {len(split)} rows")
 
 
+def _step_row(row: dict, n: int) -> StepCheckRow:
+    prompt = next(row[c] for c in PROMPT_COLUMNS if c in row)
+    steps = next(row[c] for c in STEP_COLUMNS if c in row)
+    if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
+        raise ValueError("steps must be a list of texts")
+    text = isinstance(prompt, str)
+    messages = [{"role": "user", "content": prompt}] if text else list(prompt)
+    return StepCheckRow(messages, steps, str(row.get("id", n)), text)
+
+
 def read_step_rows(path: Path) -> list[StepCheckRow]:
     """--check-rows for a process reward model: a prompt (text or messages) and a list of steps per line."""
-    rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            prompt = next(row[c] for c in PROMPT_COLUMNS if c in row)
-            steps = next(row[c] for c in STEP_COLUMNS if c in row)
-            if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
-                raise ValueError("steps must be a list of texts")
-            text = isinstance(prompt, str)
-            messages = [{"role": "user", "content": prompt}] if text else list(prompt)
-            rows.append(StepCheckRow(messages, steps, str(row.get("id", n)), text))
-        except (ValueError, KeyError, TypeError, StopIteration) as exc:
-            raise RmspecError(
-                f"{path}:{n}: not a process check row ({exc or 'no prompt or steps column'})", STEP_ROWS_HINT
-            ) from None
-    if not rows:
-        raise RmspecError(f"{path}: no rows", "give at least one prompt with its steps")
-    return rows
+    return read_jsonl_rows(
+        path,
+        _step_row,
+        what="a process check row",
+        hint=STEP_ROWS_HINT,
+        empty_hint="give at least one prompt with its steps",
+    )
