@@ -1,4 +1,4 @@
-"""`rmspec run` end to end on a tiny Llama-shaped model: plan, run directory, accelerate launch,
+"""`rmspec run` end to end on a tiny Llama-shaped model: plan, run directory, the launch,
 the final model, status and metrics."""
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ from rmspec.spec.sweep_rules import sample_points
 
 # Measured on this project's 2-core machine (bench/results/sweep_parallel.md): `rmspec run` of a tiny model
 # from start to results.json less its steps and evaluations: interpreter and imports of the parent, the
-# accelerate launcher and the trainer, data read, split and tokenised, report written.
+# accelerate launcher (before a one-process run started its trainer directly) and the trainer, data read,
+# split and tokenised, report written.
 START_SECONDS = 25.0
 # Reading weights: a safetensors file from a local disk or page cache, per GB (fp32 on disk).
 LOAD_SECONDS_PER_GB = 4.0

@@ -8,7 +8,7 @@ results.json). The owner is, in the order asked:
   while it trains): flocks, dropped by the kernel when their holder dies, readable from any node sharing the
   file system;
 - a process on this host whose command line names the run: its `rmspec run` (output.dir=RUN, or --resume
-  RUN) before it claimed the directory, the accelerate launcher and its workers (RUN/plan.json) in the
+  RUN) before it claimed the directory, its launcher and workers (RUN/plan.json on their command line) in the
   seconds after their `rmspec run` died and before the trainer took its lock;
 - the SLURM job the sweep submitted for the run (sweep.slurm), while squeue still knows it alive.
 Light: psutil and the SLURM client only.
