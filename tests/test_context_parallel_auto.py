@@ -170,6 +170,6 @@ def test_rmspec_plan_shows_why_and_exits_2_without_torch():
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "250"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
-    assert "why 2: auto: a row of 131,072 tokens needs 80.3 GB per process at N=1" in out.stdout
-    assert "62.1 GB per rank at N=2, of 72.0 GB usable" in out.stdout
+    assert "why 2: auto: a row of 131,072 tokens needs 96.3 GB per process at N=1" in out.stdout
+    assert "70.1 GB per rank at N=2, of 72.0 GB usable" in out.stdout
     assert "EXIT 2" in out.stdout, out.stdout + out.stderr

@@ -1,7 +1,7 @@
 """hardware.context_parallel in the spec and the plan: validated with the figures, sized per rank, refused by run.
 
 The plan's figures are checked against the layout restated here (a row padded to 2N chunks, N ranks each
-holding two; keys and values of the whole row kept per layer; a [width / N, width] bool mask slice) on the
+holding two; keys and values of the whole row kept per layer; a [width / N, width] float mask slice) on the
 shipped decoder quickstart (SmolLM2-135M's shape, from its packaged GGUF header). Light side: no torch.
 """
 
@@ -59,7 +59,7 @@ def test_the_plan_sizes_a_rank_of_the_split_row(plans):
     kv_dim = shape["num_key_value_heads"] * shape["head_dim"]
     gathered = shape["num_layers"] * rows * 2 * width * kv_dim * 4 / GIB  # fp32 on this CPU plan
     assert cp["gathered_kv_gb"] == pytest.approx(gathered, abs=1e-3)
-    assert cp["mask_per_rank_gb"] == pytest.approx(rows * (width // 2) * width / GIB, abs=1e-3)
+    assert cp["mask_per_rank_gb"] == pytest.approx(rows * (width // 2) * width * 4 / GIB, abs=1e-3)  # fp32 mask
     # activations are linear in tokens: a rank holds half the row
     assert cp["activations_per_rank_gb"] == pytest.approx(
         cp["activations_one_process_gb"] * (width // 2) / width, rel=0.01

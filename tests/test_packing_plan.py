@@ -83,8 +83,9 @@ def test_memory_of_a_packed_row_is_one_sequence_of_p_plus_c_plus_r_and_its_mask(
     )
     row = replace(pairs, seqs_per_example=1, seq_len=1024 + 256, packed=True)  # P 768, C 256, R 256
     assert activation_bytes(shape, row) == pytest.approx(activation_bytes(shape, pairs) * 1280 / 2048)
-    assert packed_mask_bytes(row) == 4 * 1280 * 1280  # bool for SDPA
-    assert packed_mask_bytes(replace(row, attn="eager")) == 4 * 1280 * 1280 * 2
+    # one float mask in the compute dtype (bf16 here), shared by every layer, for SDPA and eager alike
+    assert packed_mask_bytes(row) == packed_mask_bytes(replace(row, attn="eager")) == 4 * 1280 * 1280 * 2
+    assert packed_mask_bytes(replace(row, precision="fp32")) == 4 * 1280 * 1280 * 4
     a = estimate(shape, row, "single", num_processes=1, gpus_per_node=1, nodes=1)
     b = estimate(shape, replace(row, packed=False), "single", num_processes=1, gpus_per_node=1, nodes=1)
     assert a.temporary - b.temporary == packed_mask_bytes(row)

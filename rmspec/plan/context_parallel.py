@@ -7,7 +7,8 @@ prompt-once mask. Per rank, against one process holding the whole row:
 - activations: the memory model's (rmspec.plan.memory.activation_bytes) at width / N tokens per row;
 - gathered keys and values: 2 x width x kv_dim per row and layer, kept for backward by autograd in every
   layer (one layer's with gradient checkpointing, which recomputes the gather);
-- the mask slice: [rows, 1, width / N, width] bool, one per attention layer type, instead of width x width;
+- the mask slice: [rows, 1, width / N, width] in the compute dtype, one per attention layer type, instead of
+  width x width;
 - communication per optimizer step: the forward all-gather receives (N-1)/N of the gathered keys and values
   in each layer, the backward's reduce-scatter sends as much: 2 x layers x (N-1)/N x rows x 2 x width x
   kv_dim bytes per micro step (gloo's backward is an all-reduce, about twice that).
@@ -78,7 +79,7 @@ def per_rank_memory(
     width, local = split_tokens(row_tokens, degree)
     rows = t.micro_batch * t.seqs_per_example
     gathered = (1 if t.checkpointing else shape.num_layers) * _kv_bytes(shape, t, width)
-    mask = float(rows * local * width)  # bool, the ranks attend with SDPA
+    mask = float(rows * local * width * (4 if t.precision == "fp32" else 2))  # one float slice for every layer
     adjusted = replace(memory, temporary=memory.temporary - packed_mask_bytes(t) + mask + gathered)
     return adjusted, {"gathered": gathered, "mask": mask}
 

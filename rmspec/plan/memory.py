@@ -231,12 +231,11 @@ def logits_bytes(shape: ModelShape, t: TrainingShape) -> float:
 
 
 def packed_mask_bytes(t: TrainingShape) -> float:
-    """Shared-prefix rows carry a [rows, 1, seq, seq] mask through forward and backward: bool for
-    SDPA, the compute dtype for eager (rmspec.inference.prefix_mask)."""
+    """Shared-prefix rows carry one [rows, 1, seq, seq] float mask in the compute dtype through forward and
+    backward, shared by every layer, for SDPA and eager alike (rmspec.inference.prefix_mask.additive_mask)."""
     if not t.packed:
         return 0.0
-    per_element = 1 if t.attn == "sdpa" else _bytes(t.precision)
-    return t.micro_batch * t.seqs_per_example * t.seq_len * t.seq_len * per_element
+    return t.micro_batch * t.seqs_per_example * t.seq_len * t.seq_len * _bytes(t.precision)
 
 
 # ---------------------------------------------------------------- the estimate

@@ -10,7 +10,8 @@ sliding windows on positions), so every token's attention is the one a single pr
 
 The attention is a function registered with transformers' AttentionInterface under ``ATTENTION_NAME``:
 any decoder transformers loads runs it, no model class is patched. It computes with SDPA (an explicit
-bool mask), so models loaded for ``sdpa`` or ``eager`` take it; flash attention takes no custom mask and
+float mask, made once for every layer: prefix_mask.additive_mask), so models loaded for ``sdpa`` or ``eager``
+take it; flash attention takes no custom mask and
 flex attention wants a BlockMask, both are refused (ContextParallelError) with the reason.
 
 Gradients flow through the collectives: the all-gather's backward sums the key/value gradients of every
@@ -34,6 +35,7 @@ import torch.distributed as dist
 from rmspec.inference.prefix_mask import (
     MASKED_ATTENTION,
     PackedRows,
+    additive_mask,
     allowed_by_layer_type,
     attention_implementation,
     head_module,
@@ -244,7 +246,10 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
     width = rows.input_ids.shape[1]
     mine = shard(width, size, rank)
     device = rows.input_ids.device
-    masks = allowed_by_layer_type(config, rows, queries=mine.local, keys=mine.gathered)
+    dtype = next(p for p in model.parameters()).dtype
+    dtype = dtype if dtype.is_floating_point else torch.float32
+    # one float mask for every layer (prefix_mask.additive_mask): a bool one SDPA would copy in each layer
+    masks = additive_mask(allowed_by_layer_type(config, rows, queries=mine.local, keys=mine.gathered), dtype)
     masks = {k: v.to(device) for k, v in masks.items()} if isinstance(masks, dict) else masks.to(device)
     local = mine.local.to(device)
     captured: list[torch.Tensor] = []

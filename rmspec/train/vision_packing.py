@@ -30,7 +30,7 @@ from rmspec.inference.prefix_mask import (
     MASKED_ATTENTION,
     NotPackable,
     PackedRows,
-    _as_mask,
+    additive_mask,
     allowed,
     attention_implementation,
     head_module,
@@ -193,7 +193,7 @@ def packed_vision_pair_outputs(
         inputs["packed_ends"],
     )
     dtype = next(p for p in model.parameters()).dtype
-    mask = _as_mask(allowed(rows), attention_implementation(config), dtype).to(rows.input_ids.device)
+    mask = additive_mask(allowed(rows), dtype).to(rows.input_ids.device)
     if positions is None:
         positions = packed_positions(model, inputs)
     captured: list[torch.Tensor] = []
