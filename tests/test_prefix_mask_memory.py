@@ -1,0 +1,56 @@
+"""The prompt-once mask costs one tensor, not one per layer: rmspec hands the model one float mask
+(prefix_mask.additive_mask) that every layer reads. Handed a bool mask, SDPA makes a float copy in every
+layer and saves it for backward (bench/results/prefix_mask_memory.md: 2,137 against 1,234 MiB at 8,192
+tokens). Counted here by the tensors autograd saves during a forward of a 4-layer Llama on a packed row."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.ci import need
+
+torch = need("torch")
+transformers = need("transformers")
+
+from rmspec.inference.prefix_mask import Group, model_masks, pack_groups, packed_head_outputs  # noqa: E402
+
+
+def _model(layers: int = 4):
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=0,
+        num_labels=1,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForSequenceClassification(config)
+
+
+def test_every_layer_reads_one_saved_mask():
+    model = _model()
+    rows = pack_groups([Group(list(range(1, 41)), [list(range(41, 51)), list(range(51, 63))])], 0)
+    width = rows.input_ids.shape[1]
+    masks = model_masks(model.config, rows, torch.float32)
+    assert masks.dtype == torch.float32 and set(masks.unique().tolist()) == {0.0, torch.finfo(torch.float32).min}
+    storages: set[int] = set()
+
+    def keep(saved: torch.Tensor) -> torch.Tensor:
+        if saved.dim() == 4 and tuple(saved.shape[-2:]) == (width, width):
+            storages.add(saved.untyped_storage().data_ptr())
+        return saved
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda saved: saved):
+        scores = packed_head_outputs(model, rows)[:, 0]
+    assert len(storages) == 1, f"{len(storages)} row x row masks saved for backward, one per layer"
+    # the same rewards a bool mask gives: the float mask changes the memory, not the attention
+    import rmspec.inference.prefix_mask as prefix_mask
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(prefix_mask, "additive_mask", lambda ok, dtype: ok)
+        as_bool = packed_head_outputs(model, rows)[:, 0]
+    assert torch.allclose(scores, as_bool, atol=1e-6), (scores, as_bool)
