@@ -237,7 +237,9 @@ def test_the_run_console_counts_dropped_rows_and_keeps_rmspecs_own_message(tiny_
 
 def test_the_console_in_a_pipe_keeps_paths_and_commands_whole(tiny_run):
     tmp, _spec, done = tiny_run
-    (launch,) = [line for line in _out(done).splitlines() if "--config_file" in line]
+    (launch,) = [
+        line for line in _out(done).splitlines() if line.startswith("$ ") and "rmspec.launch.entrypoint" in line
+    ]
     assert len(launch) > 80 and launch.endswith(str(tmp / "runs" / "tiny" / "plan.json"))
     (where,) = [line for line in _out(done).splitlines() if line.startswith("run directory:")]
     assert where.endswith(str(tmp / "runs" / "tiny" / "train.log"))

@@ -185,8 +185,8 @@ def serve_script(host: Hosting) -> str:
 {bos}#   RMSPEC_VLLM_PYTHON  the python of vLLM's environment (default: python)
 #   HOST, PORT          where it listens (default 127.0.0.1:8000; another address needs your own auth in front)
 #   VLLM_CPU_KVCACHE_SPACE  vLLM's CPU build only (GPUs ignore it): GiB of KV cache, 1 unless set. vLLM's own
-#                       default reserves 92% of the RAM and refuses to start when that much is not free
-#                       (bench/results/vllm_cpu_kv_cache.md: 90 s to start against 46 s with 1 GiB).
+#                       default reserves 92% of the RAM, refuses to start when that much is not free, and
+#                       took twice as long to start on a tiny model (rmspec's docs: score_and_serve.md).
 {normalize}# The server module, not the `vllm` console script: vllm-cpu's script fails on its package name.
 # --dtype float32 is what `rmspec export ... --check` compares with `rmspec score` at 1e-4; for bfloat16
 # (faster on a GPU) add `--dtype bfloat16` and measure it with `--check --dtype bfloat16`.
