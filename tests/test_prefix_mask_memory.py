@@ -54,3 +54,22 @@ def test_every_layer_reads_one_saved_mask():
         patch.setattr(prefix_mask, "additive_mask", lambda ok, dtype: ok)
         as_bool = packed_head_outputs(model, rows)[:, 0]
     assert torch.allclose(scores, as_bool, atol=1e-6), (scores, as_bool)
+
+
+def test_under_autocast_the_mask_takes_the_compute_dtype():
+    """Mixed precision (fp32 weights, bf16 compute): the mask is made in bf16, the queries' dtype, so SDPA does
+    not convert it per layer either; the rewards are the bool mask's under the same autocast."""
+    from rmspec.inference.prefix_mask import compute_dtype
+
+    model = _model(layers=2)
+    rows = pack_groups([Group(list(range(1, 21)), [list(range(21, 27)), list(range(27, 35))])], 0)
+    assert compute_dtype(model) == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert compute_dtype(model) == torch.bfloat16
+        scores = packed_head_outputs(model, rows)[:, 0].float()
+        import rmspec.inference.prefix_mask as prefix_mask
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(prefix_mask, "additive_mask", lambda ok, dtype: ok)
+            as_bool = packed_head_outputs(model, rows)[:, 0].float()
+    assert torch.allclose(scores, as_bool, atol=2e-2), (scores, as_bool)  # bf16 compute

@@ -265,6 +265,16 @@ def model_config(model: Any) -> Any:
     return inner.config
 
 
+def compute_dtype(model: Any) -> torch.dtype:
+    """The dtype the attention computes in, which the mask takes so that SDPA need not convert it in every
+    layer: autocast's where it is on for the weights' device (mixed precision), else the weights'."""
+    weights = next(p for p in model.parameters())
+    kind = weights.device.type
+    if torch.is_autocast_enabled(kind):
+        return torch.get_autocast_dtype(kind)
+    return weights.dtype if weights.dtype.is_floating_point else torch.float32
+
+
 def packed_head_outputs(model: Any, rows: PackedRows) -> torch.Tensor:
     """Head outputs [responses, num_labels] at the last token of every response of ``rows``.
 
@@ -276,10 +286,7 @@ def packed_head_outputs(model: Any, rows: PackedRows) -> torch.Tensor:
     """
     config = model_config(model)
     device = rows.input_ids.device
-    dtype = next(p for p in model.parameters()).dtype
-    if not dtype.is_floating_point:
-        dtype = torch.float32
-    masks = model_masks(config, rows, dtype)
+    masks = model_masks(config, rows, compute_dtype(model))
     masks = {k: v.to(device) for k, v in masks.items()} if isinstance(masks, dict) else masks.to(device)
     captured: list[torch.Tensor] = []
     handle = head_module(model).register_forward_hook(lambda _m, _i, out: captured.append(out))

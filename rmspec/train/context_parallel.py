@@ -38,6 +38,7 @@ from rmspec.inference.prefix_mask import (
     additive_mask,
     allowed_by_layer_type,
     attention_implementation,
+    compute_dtype,
     head_module,
     is_causal,
     model_config,
@@ -246,10 +247,10 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
     width = rows.input_ids.shape[1]
     mine = shard(width, size, rank)
     device = rows.input_ids.device
-    dtype = next(p for p in model.parameters()).dtype
-    dtype = dtype if dtype.is_floating_point else torch.float32
     # one float mask for every layer (prefix_mask.additive_mask): a bool one SDPA would copy in each layer
-    masks = additive_mask(allowed_by_layer_type(config, rows, queries=mine.local, keys=mine.gathered), dtype)
+    masks = additive_mask(
+        allowed_by_layer_type(config, rows, queries=mine.local, keys=mine.gathered), compute_dtype(model)
+    )
     masks = {k: v.to(device) for k, v in masks.items()} if isinstance(masks, dict) else masks.to(device)
     local = mine.local.to(device)
     captured: list[torch.Tensor] = []

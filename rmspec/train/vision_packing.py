@@ -33,6 +33,7 @@ from rmspec.inference.prefix_mask import (
     additive_mask,
     allowed,
     attention_implementation,
+    compute_dtype,
     head_module,
     model_config,
     pack_groups,
@@ -192,8 +193,7 @@ def packed_vision_pair_outputs(
         inputs["packed_branch"],
         inputs["packed_ends"],
     )
-    dtype = next(p for p in model.parameters()).dtype
-    mask = additive_mask(allowed(rows), dtype).to(rows.input_ids.device)
+    mask = additive_mask(allowed(rows), compute_dtype(model)).to(rows.input_ids.device)
     if positions is None:
         positions = packed_positions(model, inputs)
     captured: list[torch.Tensor] = []
