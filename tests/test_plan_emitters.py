@@ -206,3 +206,17 @@ def test_write_launch_files_for_several_nodes(tmp_path):
     assert (run.root / "launch.slurm").read_text() == p["slurm_script"]
     assert load_config_from_file(str(run.accelerate_config)).num_machines == 2
     assert load_plan(run.plan) == p
+
+
+def test_ctrl_c_goes_to_the_trainers_never_to_the_accelerate_launcher():
+    """`rmspec run` forwards Ctrl-C to the processes that train: the direct child of a one-process run, the
+    workers under `accelerate launch`, but not the launcher, whose command line also names the entrypoint
+    (it would tear the workers down before they save)."""
+    from rmspec.launch.local import is_trainer
+
+    direct = ["/venv/bin/python", "-m", "rmspec.launch.entrypoint", "runs/x/plan.json"]
+    launcher = ["/venv/bin/python", "/venv/bin/accelerate", "launch", "--config_file", "c.yaml", "-m"]
+    launcher += ["rmspec.launch.entrypoint", "runs/x/plan.json"]
+    worker = ["/venv/bin/python", "-u", "-m", "rmspec.launch.entrypoint", "runs/x/plan.json"]
+    assert is_trainer(direct) and is_trainer(worker) and not is_trainer(launcher)
+    assert not is_trainer(["/venv/bin/python", "-m", "rmspec", "run", "spec.yaml"])

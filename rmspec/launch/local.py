@@ -77,7 +77,12 @@ def signal_workers(child_pid: int, sig: int) -> None:
         return
     for proc in workers:
         try:
-            if "rmspec.launch.entrypoint" in " ".join(proc.cmdline()):
+            if is_trainer(proc.cmdline()):
                 proc.send_signal(sig)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
+
+
+def is_trainer(cmdline: list[str]) -> bool:
+    """A training process runs the entrypoint module; `accelerate launch` names it too, but is the launcher."""
+    return "rmspec.launch.entrypoint" in cmdline and not any(os.path.basename(part) == "accelerate" for part in cmdline)
