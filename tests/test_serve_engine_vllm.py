@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from helpers.ci import missing, need
+from helpers.vllm_env import VLLM_PYTHON  # noqa: E402
 
 torch = need("torch")
 transformers = need("transformers")
@@ -36,9 +37,6 @@ from helpers.serve_models import build_llama3  # noqa: E402
 from helpers.serve_process import REPO, ServeProcess  # noqa: E402
 
 pytestmark = pytest.mark.slow
-VLLM_PYTHON = os.environ.get("RMSPEC_VLLM_PYTHON") or str(
-    Path(os.environ.get("RMSPEC_VLLM_VENV", "/opt/rmspec-vllm")) / "bin" / "python"
-)
 TOL = 1e-4
 MEAN, STD = 0.5, 2.0
 HELD_OUT = [
