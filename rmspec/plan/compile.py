@@ -25,8 +25,6 @@ from rmspec import approaches
 from rmspec.errors import PlanError
 from rmspec.gguf_source import cache_dir, describe, gguf_config, spec_gguf_source
 from rmspec.packaged import resolve_model_path
-from rmspec.plan import accelerate_config as accel
-from rmspec.plan.argv import launch_argv, launch_env, runs_direct
 from rmspec.plan.communication import communication, with_communication
 from rmspec.plan.context_parallel import context_parallel_of, split_row
 from rmspec.plan.context_parallel_auto import choose_degree
@@ -36,6 +34,7 @@ from rmspec.plan.grpo import grpo_notes, refuse_vllm_on_cpu
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
 from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.invariants import checked
+from rmspec.plan.launch_fields import launch_fields
 from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import TrainingShape, lora_parameters
 from rmspec.plan.model_shape import ModelShape, shape_from_config
@@ -44,7 +43,6 @@ from rmspec.plan.packing import OFF, SHARED_PREFIX, plan_packing
 from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
 from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths, recipe_notes
 from rmspec.plan.shape_source import resolve_shape
-from rmspec.plan.slurm import slurm_script
 from rmspec.plan.strategy import choose, choose_precision, host_memory
 from rmspec.plan.vision import VisualPlan
 from rmspec.plan.vision_steps import (
@@ -140,7 +138,7 @@ def compile_plan(
     warnings += grpo_notes(
         spec, shape, precision.compute, choice.micro_batch, hw.num_processes, choice.memory.total, hw.usable_gb
     )
-    launch = _launch(spec, run, hw, shape, choice, precision)
+    launch = launch_fields(spec, run, hw, shape, choice, precision)
     estimate, trained, trainable = _estimate(loaded, host, hw, shape, declared, base, seqs, choice, precision, visual)
     liger = liger_decision(
         spec.training.liger_kernel,
@@ -286,54 +284,6 @@ def _fit(training, shape: ModelShape, base: TrainingShape, hw, has_lora: bool, s
         packed_list = seqs.n_list if seqs.packed and seqs.lists else None
         raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro, packed_list)
     return choice
-
-
-def _launch(spec, run: RunDir, hw, shape: ModelShape, choice, precision) -> dict:
-    """The plan's launch fields: accelerate config, command and environment, the Slurm script of a
-    multi-node plan and its submit command, the files the run directory will hold."""
-    rung = choice.rung
-    config = accel.build_config(
-        strategy=rung.strategy,
-        mixed_precision=precision.mixed_precision,
-        num_processes=hw.num_processes,
-        num_machines=hw.nodes,
-        use_cpu=not hw.is_gpu,
-        layer_class=shape.layer_class,
-        checkpointing=rung.checkpointing,
-        grad_accum=choice.grad_accum,
-        max_grad_norm=spec.training.max_grad_norm,
-    )
-    argv = launch_argv(run.accelerate_config, run.plan, direct=runs_direct(config))
-    slurm = None
-    files = [str(p) for p in run.files()]
-    if hw.nodes > 1:
-        slurm = slurm_script(
-            name=spec.name,
-            nodes=hw.nodes,
-            gpus_per_node=hw.gpus_per_node,
-            config_file=str(run.accelerate_config),
-            plan_file=str(run.plan),
-            run_dir=str(run.root),
-            is_gpu=hw.is_gpu,
-            env=launch_env(not hw.is_gpu),
-            slurm=spec.hardware.slurm,
-        )
-        files.append(str(run.root / "launch.slurm"))
-        multi_node = {
-            "num_processes": hw.num_processes,
-            "num_machines": hw.nodes,
-            "main_process_ip": "$HEAD_NODE",
-            "main_process_port": accel.DEFAULT_PORT,
-        }
-        argv = launch_argv(run.accelerate_config, run.plan, multi_node=multi_node)
-    return {
-        "accelerate_config": config,
-        "launch_command": tuple(argv),
-        "launch_env": launch_env(not hw.is_gpu),
-        "slurm_script": slurm,
-        "submit_command": ("sbatch", str(run.root / "launch.slurm")) if slurm else tuple(argv),
-        "files": tuple(files),
-    }
 
 
 def _estimate(
