@@ -21,6 +21,11 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 # Measured, 6 modules (86 tests) on two workers, loaded host: 418 s and 429 s with torch's default, 89 s and
 # 192 s with one thread; user CPU 114-117 s against 45-49 s (bench/results/ci_durations.md).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# vLLM's CPU engine in two processes (API server, engine core running the model) instead of three: its
+# engine core otherwise starts a worker process of its own, whose imports are a third of each start
+# (43 -> 29 s to /health, bench/results/ci_durations.md). vLLM keeps the separate worker on a CPU to bind
+# OpenMP threads to cores, which the tests' one-thread engines do not need.
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # An xdist worker starts with COLUMNS=80 and LINES=24, which one process does not have; the commands the
     # tests start in a pipe would take them for the terminal's width (test_compare_in_a_pipe_...).
