@@ -139,7 +139,8 @@ def component_speed(problems, run: Path, load_scorer) -> dict[str, tuple[float, 
     from rmspec.composite.mathpool import check_inline
     from rmspec.composite.outcome import Item
     from rmspec.packaged import resolve_model_path
-    from rmspec.spec.composite import LengthRule, MathAnswer, ModelComponent, RegexRule, RepetitionRule
+    from rmspec.spec.composite_models import ModelComponent
+    from rmspec.spec.composite_rules import LengthRule, MathAnswer, RegexRule, RepetitionRule
 
     items = [Item(p["prompt"], r, p["label"]) for p in problems for r in p["responses"]]
     n = len(items)

@@ -141,7 +141,7 @@ def require_for_section(section: Any, benchmarks: list[str] | tuple[str, ...] = 
 
 def _parts(section: Any) -> Iterator[Any]:
     """Every spec model anywhere under a section (a composite's components, its routes, its gates): each
-    part that imports an optional package declares it as `needs` (rmspec.spec.composite)."""
+    part that imports an optional package declares it as `needs` (rmspec.spec.composite_rules)."""
     if isinstance(section, BaseModel):
         yield section
         for name in type(section).model_fields:

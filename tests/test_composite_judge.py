@@ -21,7 +21,8 @@ from rmspec.composite.components.context import Context  # noqa: E402
 from rmspec.composite.components.judge import judge_messages  # noqa: E402
 from rmspec.composite.outcome import Item  # noqa: E402
 from rmspec.composite.scorer import CompositeScorer  # noqa: E402
-from rmspec.spec.composite import Composite, JudgeComponent  # noqa: E402
+from rmspec.spec.composite import Composite  # noqa: E402
+from rmspec.spec.composite_models import JudgeComponent  # noqa: E402
 
 pytestmark = pytest.mark.slow
 TEMPLATE = (

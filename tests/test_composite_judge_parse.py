@@ -16,7 +16,7 @@ from helpers.ci import need
 from rmspec.composite.components.context import Context
 from rmspec.composite.components.judge import build, parse_score
 from rmspec.composite.outcome import Item
-from rmspec.spec.composite import JudgeComponent
+from rmspec.spec.composite_models import JudgeComponent
 
 need("httpx")
 

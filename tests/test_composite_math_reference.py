@@ -15,7 +15,7 @@ from rmspec.composite.components import build
 from rmspec.composite.components.context import Context
 from rmspec.composite.mathpool import check_inline, gold_text
 from rmspec.composite.outcome import Item
-from rmspec.spec.composite import MathAnswer
+from rmspec.spec.composite_rules import MathAnswer
 
 math_verify = need("math_verify")
 

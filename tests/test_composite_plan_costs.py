@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rmspec.spec.composite import ModelComponent
+from rmspec.spec.composite_models import ModelComponent
 
 
 def _folder(tmp_path: Path, dtype: str, nbytes: int) -> Path:

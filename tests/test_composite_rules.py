@@ -15,7 +15,8 @@ from rmspec.composite.components import build
 from rmspec.composite.components.context import Context
 from rmspec.composite.mathpool import MathPool
 from rmspec.composite.outcome import Item, failed, ok
-from rmspec.spec.composite import Composite, JsonSchemaRule, LengthRule, MathAnswer, RegexRule, RepetitionRule
+from rmspec.spec.composite import Composite
+from rmspec.spec.composite_rules import JsonSchemaRule, LengthRule, MathAnswer, RegexRule, RepetitionRule
 
 math_verify = need("math_verify")
 jsonschema = need("jsonschema")

@@ -150,7 +150,7 @@ def test_a_component_kind_with_a_shipped_name_is_refused(tmp_path, monkeypatch):
             """
             from typing import Literal
 
-            from rmspec.spec.composite import ComponentBase
+            from rmspec.spec.composite_component import ComponentBase
 
             class Length(ComponentBase):
                 kind: Literal["length"]

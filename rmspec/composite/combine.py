@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmspec.composite.outcome import Outcome
-from rmspec.spec.composite import Composite, OnFailureValue
+from rmspec.spec.composite import Composite
+from rmspec.spec.composite_component import OnFailureValue
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from rmspec.spec.composite import FAILURE_REASONS
+from rmspec.spec.composite_component import FAILURE_REASONS
 
 
 class FailureCounts:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rmspec.composite.reward_file import read_reward_file
-from rmspec.spec.composite import FAILURE_REASONS
+from rmspec.spec.composite_component import FAILURE_REASONS
 
 TARGETS = ("verl", "openrlhf")
 URL_ENV, TOKEN_ENV, TIMEOUT_ENV = "RMSPEC_REWARD_URL", "RMSPEC_REWARD_TOKEN", "RMSPEC_REWARD_TIMEOUT"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rmspec.spec.composite import FAILURE_REASONS
+from rmspec.spec.composite_component import FAILURE_REASONS
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """`rmspec plan` of a composite spec: per component what it costs, from the spec and the files alone
 (light: no model is loaded, no endpoint called). Each component's settings class says what it costs
-(`plan_costs` in rmspec.spec.composite: a model's weight files, a judge's requests, math-verify's
-workers; in process and no device memory by default).
+(`plan_costs` in rmspec.spec.composite_models and composite_rules: a model's weight files, a judge's
+requests, math-verify's workers; in process and no device memory by default).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def resolve_paths(composite: Composite, base_dir: Path) -> Composite:
         return str(p.resolve()) if p.exists() else path
 
     resolved = []
-    for c in composite.components:  # each kind names its path fields (rmspec.spec.composite: `paths`)
+    for c in composite.components:  # each kind names its path fields (rmspec.spec.composite_component: `paths`)
         named = {name: getattr(c, name) for name in c.paths}
         local_paths = {name: local(value) for name, value in named.items() if isinstance(value, str)}
         resolved.append(c.model_copy(update=local_paths) if local_paths else c)

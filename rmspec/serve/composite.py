@@ -27,7 +27,7 @@ from rmspec.composite.combine import RowReward
 from rmspec.composite.outcome import Item
 from rmspec.composite.scorer import CompositeScorer
 from rmspec.serve.request_io import ApiError
-from rmspec.spec.composite import OnFailureValue
+from rmspec.spec.composite_component import OnFailureValue
 
 
 class CompositeMetrics:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from rmspec.composite.outcome import Item, Outcome, ok
-from rmspec.spec.composite import ComponentBase
+from rmspec.spec.composite_component import ComponentBase
 
 
 class WordCount(ComponentBase):

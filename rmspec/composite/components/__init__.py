@@ -6,7 +6,7 @@ and `score(items) -> [Outcome]` (one per item, in order). Modules import their h
 
 The shipped kinds' settings are the union in rmspec.spec.composite, each computed by the module of
 its kind's name here. A kind from outside rmspec is one module holding its settings class
-(`SETTINGS`, a rmspec.spec.composite.ComponentBase with a `kind` literal) and `build`, plus one
+(`SETTINGS`, a rmspec.spec.composite_component.ComponentBase with a `kind` literal) and `build`, plus one
 line: `register("package.module")`; the composite spec accepts its kind from then on.
 """
 

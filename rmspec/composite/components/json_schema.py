@@ -11,7 +11,7 @@ from typing import Any
 from rmspec.composite.components.context import Context
 from rmspec.composite.outcome import Item, Outcome, ok
 from rmspec.errors import RmspecError
-from rmspec.spec.composite import JsonSchemaRule
+from rmspec.spec.composite_rules import JsonSchemaRule
 
 FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 

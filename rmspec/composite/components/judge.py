@@ -19,7 +19,7 @@ from typing import Any
 from rmspec.composite.components.context import Context
 from rmspec.composite.outcome import Item, Outcome, failed, ok
 from rmspec.errors import RmspecError
-from rmspec.spec.composite import JudgeComponent
+from rmspec.spec.composite_models import JudgeComponent
 
 
 def prompt_text(prompt: Any) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from rmspec.composite.components.context import Context
 from rmspec.composite.outcome import Item, Outcome, ok
-from rmspec.spec.composite import LengthRule
+from rmspec.spec.composite_rules import LengthRule
 
 
 def overlong_penalty(length: int, max_tokens: int, cache_tokens: int) -> float:

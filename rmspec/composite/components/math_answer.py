@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from rmspec.composite.components.context import Context
 from rmspec.composite.components.reference import reference_text
 from rmspec.composite.outcome import Item, Outcome, failed
-from rmspec.spec.composite import MathAnswer
+from rmspec.spec.composite_rules import MathAnswer
 
 
 class MathAnswerRule:

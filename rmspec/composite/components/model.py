@@ -16,7 +16,7 @@ from rmspec.composite.components.context import Context
 from rmspec.composite.outcome import Item, Outcome, failed, ok
 from rmspec.data.layout import TEMPLATE
 from rmspec.errors import RmspecError
-from rmspec.spec.composite import ModelComponent
+from rmspec.spec.composite_models import ModelComponent
 
 
 class Model:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from rmspec.composite.components.context import Context
 from rmspec.composite.outcome import Item, Outcome, ok
-from rmspec.spec.composite import RegexRule
+from rmspec.spec.composite_rules import RegexRule
 
 
 class Regex:

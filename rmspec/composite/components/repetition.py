@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from rmspec.composite.components.context import Context
 from rmspec.composite.outcome import Item, Outcome, ok
-from rmspec.spec.composite import RepetitionRule
+from rmspec.spec.composite_rules import RepetitionRule
 
 
 def repetition_penalty(text: str, n: int, max_penalty: float) -> float:
