@@ -69,8 +69,8 @@ def test_auto_picks_the_smallest_n_that_fits_and_says_why():
 
 
 def test_auto_skips_an_n_that_does_not_fit():
-    # 40 GB devices: a rank's half of the row is still too much, a quarter fits
-    sets = [*LONG, "hardware.device=a100-40gb"]
+    # 40 GB devices, rows of 122,880 tokens: a rank's half of the row is still too much, a quarter fits
+    sets = [*LONG, "hardware.device=a100-40gb", "training.max_length=61440"]
     cp = plan(*sets)["context_parallel"]
     assert cp["degree"] == 4
     with pytest.raises(PlanError, match="nothing fits"):  # no strategy holds a rank's half
@@ -131,7 +131,9 @@ def test_one_process_gets_the_reason():
 
 
 def test_an_explicit_number_is_kept():
-    four = plan(*LONG, "hardware.context_parallel=4")["context_parallel"]
+    # micro batch 1: the strategy is fitted to a rank's share before the gathered keys and values and the mask
+    # slice are added, so the micro batch it picks at N = 4 (2) would be refused by the per-rank check
+    four = plan(*LONG, "hardware.context_parallel=4", "training.micro_batch_size=1")["context_parallel"]
     assert four["degree"] == 4 and "chosen" not in four  # 2 would fit; the spec's 4 stands
     error = refused(*LONG, "hardware.context_parallel=1")  # no split asked for: no word about splitting
     assert "cannot split" not in error.message and "context_parallel auto" not in error.message
@@ -170,6 +172,6 @@ def test_rmspec_plan_shows_why_and_exits_2_without_torch():
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "250"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
-    assert "why 2: auto: a row of 131,072 tokens needs 96.3 GB per process at N=1" in out.stdout
-    assert "70.1 GB per rank at N=2, of 72.0 GB usable" in out.stdout
+    assert "why 2: auto: a row of 131,072 tokens needs 98.5 GB per process at N=1" in out.stdout
+    assert "71.7 GB per rank at N=2, of 72.0 GB usable" in out.stdout
     assert "EXIT 2" in out.stdout, out.stdout + out.stderr

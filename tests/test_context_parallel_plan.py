@@ -57,7 +57,8 @@ def test_the_plan_sizes_a_rank_of_the_split_row(plans):
     assert (cp["padded_tokens"], cp["tokens_per_rank"]) == (width, width // 2)
     rows = two["micro_batch_size"]  # one prompt-once row per pair
     kv_dim = shape["num_key_value_heads"] * shape["head_dim"]
-    gathered = shape["num_layers"] * rows * 2 * width * kv_dim * 4 / GIB  # fp32 on this CPU plan
+    q_dim = shape["num_attention_heads"] * shape["head_dim"]  # kept repeated to every query head (repeat_kv)
+    gathered = shape["num_layers"] * rows * 2 * width * q_dim * 4 / GIB  # fp32 on this CPU plan
     assert cp["gathered_kv_gb"] == pytest.approx(gathered, abs=1e-3)
     assert cp["mask_per_rank_gb"] == pytest.approx(rows * (width // 2) * width * 4 / GIB, abs=1e-3)  # fp32 mask
     # activations are linear in tokens: a rank holds half the row

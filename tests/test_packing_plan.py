@@ -82,7 +82,10 @@ def test_memory_of_a_packed_row_is_one_sequence_of_p_plus_c_plus_r_and_its_mask(
         checkpointing=False,
     )
     row = replace(pairs, seqs_per_example=1, seq_len=1024 + 256, packed=True)  # P 768, C 256, R 256
-    assert activation_bytes(shape, row) == pytest.approx(activation_bytes(shape, pairs) * 1280 / 2048)
+    # per token as the two sequences would be under a mask (keys and values repeated to every query head)
+    masked = replace(pairs, packed=True)
+    assert activation_bytes(shape, row) == pytest.approx(activation_bytes(shape, masked) * 1280 / 2048)
+    assert activation_bytes(shape, masked) > activation_bytes(shape, pairs)  # GQA: 14 query heads over 2
     # one float mask in the compute dtype (bf16 here), shared by every layer, for SDPA and eager alike
     assert packed_mask_bytes(row) == packed_mask_bytes(replace(row, attn="eager")) == 4 * 1280 * 1280 * 2
     assert packed_mask_bytes(replace(row, precision="fp32")) == 4 * 1280 * 1280 * 4

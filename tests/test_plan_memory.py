@@ -102,7 +102,9 @@ def test_eager_attention_adds_the_score_matrices():
     eager = activation_bytes(SHAPE, replace(BASE, attn="eager"))
     sdpa = activation_bytes(SHAPE, BASE)
     tokens = 2 * 1024
-    assert eager - sdpa == pytest.approx(tokens * SHAPE.num_layers * 2 * 2 * SHAPE.num_attention_heads * 1024)
+    scores = 2 * 2 * SHAPE.num_attention_heads * 1024
+    repeated = 2 * 2 * (SHAPE.q_dim - SHAPE.kv_dim)  # eager keeps keys and values repeated to every query head
+    assert eager - sdpa == pytest.approx(tokens * SHAPE.num_layers * (scores + repeated))
 
 
 def test_generative_head_adds_fp32_logits():

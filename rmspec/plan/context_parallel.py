@@ -5,8 +5,10 @@ The layout sized here is rmspec.train.context_parallel's (REFERENCE 20): the row
 it all-gathers the keys and values of the whole row and attends its queries through its slice of the
 prompt-once mask. Per rank, against one process holding the whole row:
 - activations: the memory model's (rmspec.plan.memory.activation_bytes) at width / N tokens per row;
-- gathered keys and values: 2 x width x kv_dim per row and layer, kept for backward by autograd in every
-  layer (one layer's with gradient checkpointing, which recomputes the gather);
+- gathered keys and values: 2 x width x q_dim per row and layer (transformers repeats them to every query
+  head before attending through a mask: repeat_kv), kept for backward by autograd in every layer (one
+  layer's with gradient checkpointing, which recomputes the gather), in place of the rank's own keys and
+  values, which the gather consumes and nothing keeps;
 - the mask slice: [rows, 1, width / N, width] in the compute dtype, one per attention layer type, instead of
   width x width;
 - communication per optimizer step: the forward all-gather receives (N-1)/N of the gathered keys and values
@@ -21,7 +23,14 @@ from dataclasses import replace
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.plan.memory import GIB, MemoryEstimate, TrainingShape, activation_bytes, packed_mask_bytes
+from rmspec.plan.memory import (
+    GIB,
+    MemoryEstimate,
+    TrainingShape,
+    activation_bytes,
+    packed_mask_bytes,
+    saved_key_value_bytes_per_token,
+)
 from rmspec.plan.model_shape import ModelShape
 
 MASKED = ("sdpa", "eager")  # the implementations whose models take the per-rank mask (prefix_mask.MASKED_ATTENTION)
@@ -74,14 +83,19 @@ def per_rank_memory(
     shape: ModelShape, t: TrainingShape, memory: MemoryEstimate, *, degree: int, row_tokens: int
 ) -> tuple[MemoryEstimate, dict[str, float]]:
     """The plan's estimate at ``t`` (fitted at the rank's share of the row) with what a rank adds: the
-    gathered keys and values, and its mask slice against the whole row in place of a square one; and
-    those figures (bytes)."""
+    gathered keys and values (less its own, which the gather consumes), and its mask slice against the
+    whole row in place of a square one; and those figures (bytes)."""
     width, local = split_tokens(row_tokens, degree)
     rows = t.micro_batch * t.seqs_per_example
-    gathered = (1 if t.checkpointing else shape.num_layers) * _kv_bytes(shape, t, width)
+    layers = 1 if t.checkpointing else shape.num_layers
+    # attention keeps the gathered keys and values repeated to every query head (saved_key_value_bytes_per_token
+    # at the whole row); the rank's own, which activation_bytes counts at its share, are consumed by the gather
+    per_token = saved_key_value_bytes_per_token(shape, replace(t, packed=True))
+    gathered = layers * rows * width * per_token
+    own = layers * rows * local * per_token
     mask = float(rows * local * width * (4 if t.precision == "fp32" else 2))  # one float slice for every layer
-    adjusted = replace(memory, temporary=memory.temporary - packed_mask_bytes(t) + mask + gathered)
-    return adjusted, {"gathered": gathered, "mask": mask}
+    adjusted = replace(memory, temporary=memory.temporary - packed_mask_bytes(t) + mask + gathered - own)
+    return adjusted, {"gathered": gathered, "mask": mask, "own_kv": own}
 
 
 def context_parallel_section(

@@ -132,9 +132,14 @@ def layer_activation_bytes_per_token(shape: ModelShape, t: TrainingShape) -> flo
     """Bytes one block saves for backward per token (no checkpointing).
 
     Counted tensor by tensor for the HF implementations with dropout off:
-    decoder (RMSNorm, RoPE, SDPA, SwiGLU): each norm keeps its input upcast to fp32 and its
-    normalised output; q, k, v and their rotated copies; attention output and its log-sum-exp;
-    the MLP keeps gate, activation, up and their product (4 x intermediate).
+    decoder (RMSNorm, RoPE, SDPA, SwiGLU): each norm keeps its input upcast to fp32, the normalised
+    value before the weight and the weighted output (the next linear's input); rotated q and k
+    (RoPE's own products keep only cos and sin, which need no gradient), v, the attention output
+    and its log-sum-exp (saved_key_value_bytes_per_token: keys and values repeated to every query
+    head where they are); the MLP keeps gate, activation, up and their product (4 x intermediate).
+    Checked tensor by tensor against autograd's saved tensors (bench/context_parallel_acceptance.py
+    plan --tensors --census; fp32, bf16 and bf16 autocast over fp32 weights, packed and not:
+    tests/test_plan_saved_tensors.py).
     encoder (LayerNorm, GELU): q, k, v, attention output, its projection, two norms, and the
     MLP's intermediate before and after GELU.
     Eager attention adds the score and softmax matrices (2 x heads x seq per token).
@@ -143,13 +148,14 @@ def layer_activation_bytes_per_token(shape: ModelShape, t: TrainingShape) -> flo
     r = 4 if t.fp32_stream else e  # dtype of the residual stream, norms and RoPE outputs
     h, i, kvd, qd = shape.hidden_size, shape.intermediate_size, shape.kv_dim, shape.q_dim
     if shape.architecture == "decoder":
-        norm = 4 * h + r * h  # fp32 upcast of the input + normalised output in the stream's dtype
-        norms = shape.norms_per_layer * norm
-        attn = e * (qd + kvd + kvd)  # q, k, v projections
-        attn += r * (qd + kvd)  # rotated q and k (fp32 under autocast: cos/sin follow the stream)
-        if r != e:
-            attn += e * (qd + kvd)  # autocast's compute-dtype copies of them for attention
-        attn += e * qd + 4 * shape.num_attention_heads  # attention output + fp32 log-sum-exp
+        if r == e:  # fp32 upcast of the input, the normalised value and the weighted output (the linears' input)
+            norms = shape.norms_per_layer * (4 * h + 2 * e * h)
+        else:  # autocast over an fp32 stream: fp32 input and normalised value; the weighted output (fp32) is not
+            # kept, each linear keeps its own compute-dtype copy of it instead (q, k, v; gate, up)
+            norms = shape.norms_per_layer * (4 * h + r * h) + (3 + (2 if shape.gated_mlp else 1)) * e * h
+        # rotated q (autocast's compute-dtype copy: the fp32 one is not kept), rotated k and v as attention
+        # takes them, the attention output and its fp32 log-sum-exp
+        attn = e * qd + saved_key_value_bytes_per_token(shape, t) + e * qd + 4 * shape.num_attention_heads
         mlp = e * (4 * i if shape.gated_mlp else 2 * i)
     else:
         norms = shape.norms_per_layer * (r * h + 4)  # LayerNorm input in the stream's dtype (+ fp32 mean/rstd)
@@ -161,6 +167,21 @@ def layer_activation_bytes_per_token(shape: ModelShape, t: TrainingShape) -> flo
     if t.attn == "eager":
         per_token += 2 * e * shape.num_attention_heads * t.seq_len
     return float(per_token)
+
+
+def _attended_kv_dim(shape: ModelShape, t: TrainingShape) -> int:
+    """Width of the keys (and values) attention saves per token: repeated to every query head (q_dim) where
+    transformers repeats them (repeat_kv): always in eager, and in SDPA whenever a mask is passed, as
+    prompt-once rows always pass one (transformers' use_gqa_in_sdpa takes SDPA's own GQA only without a
+    mask); the key/value heads' width otherwise."""
+    return shape.q_dim if t.packed or t.attn == "eager" else shape.kv_dim
+
+
+def saved_key_value_bytes_per_token(shape: ModelShape, t: TrainingShape) -> float:
+    """Bytes per token and decoder layer of the keys (rotated) and values that attention keeps for backward,
+    in the compute dtype (under autocast its copies: the fp32 rotated keys are not kept), at the width it
+    attends them (_attended_kv_dim)."""
+    return float(2 * _bytes(t.precision) * _attended_kv_dim(shape, t))
 
 
 def _lora_layer_bytes_per_token(shape: ModelShape, t: TrainingShape, e: int, r: int) -> float:
