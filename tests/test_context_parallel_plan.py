@@ -133,16 +133,19 @@ def test_a_rank_that_does_not_fit_is_refused_with_the_figures():
 
 
 def test_run_refuses_what_is_not_trained_split(tmp_path):
-    # Bradley-Terry on prompt-once rows under DDP trains split (tests/test_context_parallel_run.py); gradient
-    # checkpointing would recompute the split forward outside its group: sized by the plan, refused by run.
-    sets = [*CPU2, "hardware.context_parallel=2", "training.gradient_checkpointing=on"]
+    # Bradley-Terry on prompt-once rows under DDP trains split, with or without gradient checkpointing
+    # (tests/test_context_parallel_run.py); LoRA is sized by the plan and refused by run.
+    sets = [*CPU2, "hardware.context_parallel=2", "model.lora={r: 8}"]
     planned = rmspec("plan", str(DECODER), "--json", sets=sets)
     assert planned.returncode == 0, planned.stderr
-    assert "gradient checkpointing" in json.loads(planned.stdout)["context_parallel"]["run_refused"]
+    assert "model.lora" in json.loads(planned.stdout)["context_parallel"]["run_refused"]
+    with_checkpointing = [*CPU2, "hardware.context_parallel=2", "training.gradient_checkpointing=on"]
+    planned = rmspec("plan", str(DECODER), "--json", sets=with_checkpointing)
+    assert planned.returncode == 0 and json.loads(planned.stdout)["context_parallel"]["run_refused"] is None
     done = rmspec("run", str(DECODER), sets=[*sets, f"output.dir={tmp_path}/run"])
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
-    assert "planned only for this spec: gradient checkpointing" in out and "Traceback" not in out
+    assert "planned only for this spec: model.lora" in out and "Traceback" not in out
     assert not (tmp_path / "run").exists()
 
 
@@ -154,7 +157,6 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
         ({"ensemble": {"heads": 4}}, "approach.ensemble"),
         ({"lora": {"r": 8}}, "model.lora"),
         ({"strategy": "fsdp_full_shard"}, "strategy 'fsdp_full_shard'"),
-        ({"checkpointing": True}, "gradient checkpointing"),
     ],
 )
 def test_run_refusal_names_each_option_not_wired(change, reason):
@@ -163,7 +165,7 @@ def test_run_refusal_names_each_option_not_wired(change, reason):
     approach = SimpleNamespace(kind=change.get("kind", "bradley_terry"), sft_weight=change.get("sft_weight", 0.0))
     approach.ensemble, approach.length_debias = change.get("ensemble"), None
     spec = SimpleNamespace(approach=approach, model=SimpleNamespace(lora=change.get("lora")))
-    why = run_refusal(spec, change.get("strategy", "ddp"), change.get("checkpointing", False))
+    why = run_refusal(spec, change.get("strategy", "ddp"))
     assert why is not None and reason in why
     plain = SimpleNamespace(kind="bradley_terry", sft_weight=0.0, ensemble=None, length_debias=None)
-    assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=None)), "ddp", False) is None
+    assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=None)), "ddp") is None

@@ -2,8 +2,9 @@
 
 One process trains a tiny Llama (Bradley-Terry, prompt-once rows) for 3 steps of 4 pairs (micro batch 2,
 accumulation 2); the same spec with 2 processes forming one context-parallel group (each row split over
-both, accumulation 2 x 2 over 1 group: the same batches) must log the same loss at every step and save the
-same weights, within 1e-5 (SGD: see TRAINING). A third run, 4 processes in 2 groups of 2 (data x context:
+both, accumulation 2 x 2 over 1 group: the same batches), with gradient checkpointing on (each layer's split
+forward recomputed inside the backward), must log the same loss at every step and save the same weights,
+within 1e-5 (SGD: see TRAINING). A third run, 4 processes in 2 groups of 2 (data x context:
 each group a data-parallel replica drawing its own batches), is killed (SIGKILL) once its
 first checkpoint is complete and resumed with `rmspec run --resume`: it ends equal too (micro batch 1,
 accumulation 2: the micro batch divides the examples per process). One run proves both
@@ -33,8 +34,9 @@ TRAINING = (
 )
 
 
-def _spec(tmp: Path, name: str, procs: int, model: Path, degree: int = 1) -> Path:
-    spec = make_run_spec(tmp, name=name, training=TRAINING, batch=4, procs=procs, rows=60, model=model)
+def _spec(tmp: Path, name: str, procs: int, model: Path, degree: int = 1, checkpointing: str = "off") -> Path:
+    training = f"{TRAINING}\n  gradient_checkpointing: {checkpointing}"
+    spec = make_run_spec(tmp, name=name, training=training, batch=4, procs=procs, rows=60, model=model)
     text = spec.read_text().replace("logging_steps: 2", "logging_steps: 1")  # a loss for every step
     text = text.replace("learning_rate: 3.0e-3", "learning_rate: 0.1")
     if degree > 1:
@@ -56,7 +58,8 @@ def _run(spec: Path, cwd: Path, *extra: str) -> None:
 def runs(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("cp-run")
     model = build_model("llama", tmp / "model-src")
-    one, cp, killed = _spec(tmp, "one", 1, model), _spec(tmp, "cp", 2, model, 2), _spec(tmp, "killed", 4, model, 2)
+    one, cp = _spec(tmp, "one", 1, model), _spec(tmp, "cp", 2, model, 2, checkpointing="on")
+    killed = _spec(tmp, "killed", 4, model, 2)
     _run(one, tmp)
     _run(cp, tmp)
     root = tmp / "runs"
@@ -106,6 +109,7 @@ def test_two_processes_splitting_each_row_train_as_one(runs):
     status = json.loads((runs["cp"] / "status.json").read_text())
     # one group of 2 processes takes 4 pairs per step: micro 2 x accumulation 2, as the single process
     assert plan["context_parallel"]["degree"] == 2 and plan["context_parallel"]["run_refused"] is None
+    assert plan["gradient_checkpointing"] is True  # recomputed in the backward, attending split there too
     assert (status["world_size"], status["global_batch_size"]) == (2, 4)
     assert (status["micro_batch_size"], status["gradient_accumulation_steps"]) == (2, 2)
     # figures summed over processes count the group once; rank 0 alone wrote metrics.jsonl

@@ -166,10 +166,11 @@ def split_row(cp: int, base: TrainingShape, shape: ModelShape, attn: str, packed
     return replace(base, seq_len=split_tokens(base.seq_len, cp)[1])
 
 
-def run_refusal(spec: Any, strategy: str, checkpointing: bool) -> str | None:
+def run_refusal(spec: Any, strategy: str) -> str | None:
     """Why `rmspec run` cannot train this context-parallel plan in this version, or None. The plan still
-    sizes what it refuses: only Bradley-Terry on prompt-once rows under DDP is wired and tested
-    (tests/test_context_parallel_run.py); the rest would need its own forward split and its own test."""
+    sizes what it refuses: only Bradley-Terry on prompt-once rows under DDP is wired and tested, with or
+    without gradient checkpointing (tests/test_context_parallel_run.py); the rest would need its own forward
+    split and its own test."""
     from rmspec import approaches
 
     declared = approaches.get(spec.approach.kind)
@@ -181,8 +182,6 @@ def run_refusal(spec: Any, strategy: str, checkpointing: bool) -> str | None:
         return option
     if spec.model.lora is not None:
         return "model.lora is not trained split in this version (full fine-tuning is)"
-    if checkpointing:  # the recomputation runs in backward, outside the group's split forward
-        return "gradient checkpointing is not trained split in this version: set training.gradient_checkpointing: off"
     if strategy not in ("ddp", "single"):
         return f"strategy {strategy!r}: the groups train under DDP only in this version (no FSDP/DeepSpeed mesh yet)"
     return None
@@ -200,7 +199,7 @@ def context_parallel_of(
     if cp == 1:
         return None
     choice.grad_accum *= cp
-    refusal = run_refusal(spec, choice.rung.strategy, choice.rung.checkpointing)
+    refusal = run_refusal(spec, choice.rung.strategy)
     t = replace(fitted, micro_batch=choice.micro_batch, checkpointing=choice.rung.checkpointing)
     section = context_parallel_section(
         shape,

@@ -122,7 +122,12 @@ class MetricsTrainer(Trainer):
 
     def training_step(self, model, inputs, *args, **kwargs):
         self._tokens_local += batch_tokens(inputs)
-        return super().training_step(model, inputs, *args, **kwargs)
+        if self.context_parallel is None:
+            return super().training_step(model, inputs, *args, **kwargs)
+        from rmspec.train.context_parallel_run import split_step
+
+        with split_step(model, self.context_parallel):  # the backward's recomputation attends split too
+            return super().training_step(model, inputs, *args, **kwargs)
 
     def record(self, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():

@@ -90,10 +90,8 @@ def prepare_model(model: Any, degree: int) -> Groups:
 
 @contextlib.contextmanager
 def split_attention(model: Any) -> Iterator[None]:
-    """``model`` on the context-parallel attention for one training forward, then back on its own: evaluation,
-    the checkpoints' and the final model's config.json keep the implementation it was loaded with (the
-    backward needs no switch: autograd kept the forward's graph; gradient checkpointing, which would
-    recompute it outside, is refused by the plan)."""
+    """``model`` on the context-parallel attention for one training step, then back on its own: evaluation,
+    the checkpoints' and the final model's config.json keep the implementation it was loaded with."""
     from rmspec.inference.prefix_mask import attention_implementation, model_config
     from rmspec.train.context_parallel import ATTENTION_NAME
 
@@ -106,6 +104,19 @@ def split_attention(model: Any) -> Iterator[None]:
         yield
     finally:
         inner.set_attn_implementation(before)
+
+
+@contextlib.contextmanager
+def split_step(model: Any, groups: Groups) -> Iterator[None]:
+    """One training step (forward AND backward) with the split attention on and the group active. Gradient
+    checkpointing recomputes each layer's forward inside the backward: there too its attention must gather the
+    group's keys and values under the rank's mask slice (the recomputation's inputs, mask included, are the
+    ones the forward saved), and every rank of the group recomputes the same layers in the same order, so the
+    gathers stay matched."""
+    from rmspec.train.context_parallel import active
+
+    with split_attention(model), active(groups.group):
+        yield
 
 
 def split_pair_rewards(
