@@ -156,7 +156,8 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
         ({"sft_weight": 0.1}, "approach.sft_weight"),
         ({"ensemble": {"heads": 4}}, "approach.ensemble"),
         ({"lora": {"r": 8}}, "model.lora"),
-        ({"strategy": "fsdp_full_shard"}, "strategy 'fsdp_full_shard'"),
+        ({"strategy": "fsdp_full_shard_offload"}, "strategy 'fsdp_full_shard_offload'"),
+        ({"strategy": "deepspeed_zero3"}, "strategy 'deepspeed_zero3'"),
     ],
 )
 def test_run_refusal_names_each_option_not_wired(change, reason):
@@ -168,4 +169,5 @@ def test_run_refusal_names_each_option_not_wired(change, reason):
     why = run_refusal(spec, change.get("strategy", "ddp"))
     assert why is not None and reason in why
     plain = SimpleNamespace(kind="bradley_terry", sft_weight=0.0, ensemble=None, length_debias=None)
-    assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=None)), "ddp") is None
+    for strategy in ("ddp", "fsdp_shard_grad_op", "fsdp_full_shard"):  # trained split (test_fsdp_variants.py)
+        assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=None)), strategy) is None

@@ -1,5 +1,6 @@
 """FSDP2 on two CPU processes (test-only shim, tests/helpers/fsdp_cpu_shim.py) with LoRA, with
-shared-prefix packing and with activation checkpointing, each against one process on the same
+shared-prefix packing, with activation checkpointing, and with each packed row split over both processes
+(hardware.context_parallel: 2) under activation checkpointing, each against one process on the same
 full-batch SGD run (see tests/test_fsdp_cpu.py for the plain case, the resume and the offload)."""
 
 from __future__ import annotations
@@ -63,11 +64,28 @@ def test_activation_checkpointing_under_fsdp_trains_as_one_process(base, single)
     assert status(sharded[0])["state"] == "completed"
 
 
-def test_shared_prefix_packing_under_fsdp_trains_as_one_process(base):
-    single_packed = _run(base, "single-packed", fsdp=False, packing="shared_prefix")
+@pytest.fixture(scope="module")
+def single_packed(base):
+    return _run(base, "single-packed", fsdp=False, packing="shared_prefix")
+
+
+def test_shared_prefix_packing_under_fsdp_trains_as_one_process(base, single_packed):
     sharded = _run(base, "packed", fsdp=True, packing="shared_prefix")
     assert json.loads((sharded[0] / "plan.json").read_text())["packing"] == "shared_prefix"
     _same_training(sharded, single_packed)
+    assert status(sharded[0])["state"] == "completed"
+
+
+def test_context_parallel_under_fsdp_with_checkpointing_trains_as_one_process(base, single_packed):
+    """Both processes hold every row split (one group of 2), FSDP shards every parameter over them, and
+    accelerate's activation checkpointing recomputes each layer's split forward in the backward: the
+    gradients of step 1 and the losses are the one process's."""
+    sharded = _run(base, "cp", fsdp=True, packing="shared_prefix", checkpointing="on", context_parallel=2)
+    plan = json.loads((sharded[0] / "plan.json").read_text())
+    assert plan["context_parallel"]["degree"] == 2 and plan["context_parallel"]["run_refused"] is None
+    assert plan["accelerate_config"]["fsdp_config"]["fsdp_activation_checkpointing"] is True
+    facts = _same_training(sharded, single_packed)
+    assert any(CKPT in name for name in facts)
     assert status(sharded[0])["state"] == "completed"
 
 

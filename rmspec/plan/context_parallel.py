@@ -138,7 +138,7 @@ def context_parallel_section(
         # what `rmspec run` does with it: trains it, or refuses with this reason (run_refusal)
         "run": f"planned only: rmspec run refuses it ({refused})"
         if refused
-        else "rmspec run trains it: Bradley-Terry, prompt-once rows, DDP over the groups",
+        else "rmspec run trains it: Bradley-Terry, prompt-once rows, the groups as the data-parallel replicas",
         "run_refused": refused,
     }
 
@@ -166,11 +166,18 @@ def split_row(cp: int, base: TrainingShape, shape: ModelShape, attn: str, packed
     return replace(base, seq_len=split_tokens(base.seq_len, cp)[1])
 
 
+# The strategies a context-parallel run trains under. FSDP shards every parameter over all the processes
+# (data x context ranks as one flat mesh); the groups' attention collectives run on their own process
+# groups, and FSDP's reduce-scatter averages over every process as DDP's all-reduce does, so the group's
+# gradients add up the same way (rmspec.train.context_parallel_run.sum_over_group).
+SPLIT_STRATEGIES = ("single", "ddp", "fsdp_shard_grad_op", "fsdp_full_shard")
+
+
 def run_refusal(spec: Any, strategy: str) -> str | None:
     """Why `rmspec run` cannot train this context-parallel plan in this version, or None. The plan still
-    sizes what it refuses: only Bradley-Terry on prompt-once rows under DDP is wired and tested, with or
-    without gradient checkpointing (tests/test_context_parallel_run.py); the rest would need its own forward
-    split and its own test."""
+    sizes what it refuses: only Bradley-Terry on prompt-once rows is wired and tested, under DDP or FSDP,
+    with or without gradient checkpointing (tests/test_context_parallel_run.py, tests/test_fsdp_variants.py);
+    the rest would need its own forward split and its own test."""
     from rmspec import approaches
 
     declared = approaches.get(spec.approach.kind)
@@ -182,8 +189,11 @@ def run_refusal(spec: Any, strategy: str) -> str | None:
         return option
     if spec.model.lora is not None:
         return "model.lora is not trained split in this version (full fine-tuning is)"
-    if strategy not in ("ddp", "single"):
-        return f"strategy {strategy!r}: the groups train under DDP only in this version (no FSDP/DeepSpeed mesh yet)"
+    if strategy not in SPLIT_STRATEGIES:
+        return (
+            f"strategy {strategy!r}: the groups train under {', '.join(SPLIT_STRATEGIES)} in this version "
+            "(not with CPU offload or DeepSpeed)"
+        )
     return None
 
 

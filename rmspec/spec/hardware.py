@@ -189,7 +189,8 @@ class HardwareSpec(Section):
         "refuses with them). A number must divide the number of processes (gpus_per_node x nodes); above 1 it "
         "needs a decoder, prompt-once packing and model.attn_implementation auto, sdpa or eager. `rmspec plan` sizes "
         "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry under "
-        "DDP with it and refuses, with the reason, what is only planned (other approaches, LoRA, FSDP); gradient checkpointing trains split too.",
+        "DDP or FSDP (shard_grad_op, full_shard), with or without gradient checkpointing, and refuses, with the "
+        "reason, what is only planned (other approaches, LoRA, FSDP offload, DeepSpeed).",
     )
     slurm: SlurmSpec | None = Field(
         None,

@@ -49,7 +49,7 @@ training:
   max_steps: {steps}
   save_steps: {save_steps}
   save_total_limit: 5
-hardware: {{device: cpu, gpus_per_node: {procs}}}
+hardware: {{device: cpu, gpus_per_node: {procs}, context_parallel: {context_parallel}}}
 eval: {{validation: true, benchmarks: []}}
 output: {{dir: {out}}}
 """
@@ -69,6 +69,7 @@ def write_spec(
     lora: bool = False,
     steps: int = 2,
     save_steps: int = 100,
+    context_parallel: int = 1,
 ) -> Path:
     if not (tmp / "pairs.jsonl").exists():
         write_pairs(tmp / "pairs.jsonl", ROWS)
@@ -84,6 +85,7 @@ def write_spec(
             steps=steps,
             save_steps=save_steps,
             procs=procs,
+            context_parallel=context_parallel,
             out=tmp / "runs" / name,
         )
     )
