@@ -131,10 +131,13 @@ def test_one_process_gets_the_reason():
 
 
 def test_an_explicit_number_is_kept():
-    # micro batch 1: the strategy is fitted to a rank's share before the gathered keys and values and the mask
-    # slice are added, so the micro batch it picks at N = 4 (2) would be refused by the per-rank check
-    four = plan(*LONG, "hardware.context_parallel=4", "training.micro_batch_size=1")["context_parallel"]
+    whole = plan(*LONG, "hardware.context_parallel=4")
+    four = whole["context_parallel"]
     assert four["degree"] == 4 and "chosen" not in four  # 2 would fit; the spec's 4 stands
+    # the micro batch is judged with a rank's gathered keys and values and mask slice: 2 fits a rank's share
+    # of the row alone (73.7 GB with them, over the 72 usable), 1 fits with them
+    assert whole["micro_batch_size"] == 1 and four["total_per_rank_gb"] <= 72.0
+    assert whole["micro_batch_reason"] == "micro batch 2 would need 73.7 GB"
     error = refused(*LONG, "hardware.context_parallel=1")  # no split asked for: no word about splitting
     assert "cannot split" not in error.message and "context_parallel auto" not in error.message
 

@@ -26,7 +26,7 @@ from rmspec.errors import PlanError
 from rmspec.gguf_source import cache_dir, describe, gguf_config, spec_gguf_source
 from rmspec.packaged import resolve_model_path
 from rmspec.plan.communication import communication, with_communication
-from rmspec.plan.context_parallel import context_parallel_of, split_row
+from rmspec.plan.context_parallel import context_parallel_of, rank_share, split_row
 from rmspec.plan.context_parallel_auto import choose_degree
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
 from rmspec.plan.fields import Sequences, batch_fields, memory_fields, raise_nothing_fits, strategy_fields
@@ -127,7 +127,8 @@ def compile_plan(
         packed_list=seqs.n_list if seqs.packed and seqs.lists else None,
     )
     fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes)  # a rank's share where cp > 1
-    choice = _fit(spec.training, shape, fitted, hw, spec.model.lora is not None, seqs)
+    held = rank_share(shape, fitted, cp, base.seq_len)  # a rank's gathered keys/values and mask slice, judged too
+    choice = _fit(spec.training, shape, fitted, hw, spec.model.lora is not None, seqs, held)
     cp_section = context_parallel_of(cp, shape, base, fitted, choice, hw, spec, cp_chosen)
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
@@ -269,17 +270,15 @@ def _training_shape(
     )
 
 
-def _fit(training, shape: ModelShape, base: TrainingShape, hw, has_lora: bool, seqs: Sequences):
-    """The cheapest strategy and micro batch that fit, or PlanError saying what would."""
+def _fit(training, shape: ModelShape, base: TrainingShape, hw, has_lora: bool, seqs: Sequences, held=None):
+    """The cheapest strategy and micro batch that fit (with what ``held`` adds: a context-parallel rank's
+    share), or PlanError saying what would. Where nothing fits a rank's share, the choice without it is
+    returned: context_parallel_of then refuses it with the figures per rank."""
     fixed_micro = None if training.micro_batch_size == "auto" else training.micro_batch_size
-    choice = choose(
-        shape,
-        base,
-        hw,
-        global_batch=training.global_batch_size,
-        checkpointing=training.gradient_checkpointing,
-        fixed_micro=fixed_micro,
-    )
+    options = dict(global_batch=training.global_batch_size, checkpointing=training.gradient_checkpointing)
+    choice = choose(shape, base, hw, **options, fixed_micro=fixed_micro, held=held)
+    if choice is None and held is not None:
+        choice = choose(shape, base, hw, **options, fixed_micro=fixed_micro)
     if choice is None:
         packed_list = seqs.n_list if seqs.packed and seqs.lists else None
         raise_nothing_fits(shape, base, hw, training, has_lora, fixed_micro, packed_list)

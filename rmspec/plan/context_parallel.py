@@ -98,6 +98,21 @@ def per_rank_memory(
     return adjusted, {"gathered": gathered, "mask": mask, "own_kv": own}
 
 
+def rank_share(shape: ModelShape, fitted: TrainingShape, degree: int, row_tokens: int):
+    """What a rank of ``degree`` holds, as the strategy ladder judges fit (rmspec.plan.strategy.Judge): the
+    estimate at ``fitted`` (the rank's share of a row of ``row_tokens``) plus its gathered keys and values and
+    mask slice at that micro batch; None for degree 1. Judging fit without them would take a micro batch that
+    fits only before they are added."""
+    if degree == 1:
+        return None
+
+    def held(memory: MemoryEstimate, micro: int, checkpointing: bool) -> MemoryEstimate:
+        t = replace(fitted, micro_batch=micro, checkpointing=checkpointing)
+        return per_rank_memory(shape, t, memory, degree=degree, row_tokens=row_tokens)[0]
+
+    return held
+
+
 def context_parallel_section(
     shape: ModelShape,
     t: TrainingShape,

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.plan.context_parallel import per_rank_memory, refusal, split_tokens
+from rmspec.plan.context_parallel import rank_share, refusal, split_tokens
 from rmspec.plan.fields import raise_nothing_fits
 from rmspec.plan.hardware import HardwareProfile
 from rmspec.plan.memory import GIB, TrainingShape
@@ -35,12 +35,10 @@ def need_at(degree: int, shape: ModelShape, base: TrainingShape, hw: HardwarePro
     where none fits, the least any rung needs at the smallest micro batch."""
     fitted = base if degree == 1 else replace(base, seq_len=split_tokens(base.seq_len, degree)[1])
     fixed = None if training.micro_batch_size == "auto" else training.micro_batch_size
+    held = rank_share(shape, fitted, degree, base.seq_len)
 
     def per_rank(mem, micro: int, checkpointing: bool):
-        if degree == 1:
-            return mem
-        t = replace(fitted, micro_batch=micro, checkpointing=checkpointing)
-        return per_rank_memory(shape, t, mem, degree=degree, row_tokens=base.seq_len)[0]
+        return mem if held is None else held(mem, micro, checkpointing)
 
     choice = choose(
         shape,
@@ -49,6 +47,7 @@ def need_at(degree: int, shape: ModelShape, base: TrainingShape, hw: HardwarePro
         global_batch=training.global_batch_size,
         checkpointing=training.gradient_checkpointing,
         fixed_micro=fixed,
+        held=held,
     )
     if choice is not None:
         total = per_rank(choice.memory, choice.micro_batch, choice.rung.checkpointing).total

@@ -203,6 +203,11 @@ def check_batch(global_batch: int, hw: HardwareProfile, fixed: int | None) -> No
         )
 
 
+# What a device holds beyond the estimate at (memory, micro batch, checkpointing): a context-parallel rank's
+# gathered keys and values and mask slice (rmspec.plan.context_parallel.rank_share); None: nothing.
+Judge = Callable[[MemoryEstimate, int, bool], MemoryEstimate]
+
+
 def choose(
     shape: ModelShape,
     base: TrainingShape,
@@ -211,28 +216,33 @@ def choose(
     global_batch: int,
     checkpointing: str,
     fixed_micro: int | None,
+    held: Judge | None = None,
 ) -> Choice | None:
-    """The first rung that fits with its largest micro batch; None when nothing fits."""
+    """The first rung that fits with its largest micro batch; None when nothing fits. Fit is judged on what
+    the device holds (``held`` of the estimate); the Choice keeps the estimate itself."""
     check_batch(global_batch, hw, fixed_micro)
     per_process = global_batch // hw.num_processes
     micros = micro_candidates(per_process, fixed_micro)
     smallest = micros[-1]
     refused: list[tuple[str, str]] = []
+
+    def device(rung: Rung, micro: int) -> MemoryEstimate:
+        mem = evaluate(shape, base, rung, hw, micro, global_batch)
+        return mem if held is None else held(mem, micro, rung.checkpointing)
+
     for rung in ladder(hw, checkpointing):
-        mem = evaluate(shape, base, rung, hw, smallest, global_batch)
-        ok, why = _fits(mem, hw)
+        ok, why = _fits(device(rung, smallest), hw)
         if not ok:
             refused.append((rung.label, f"micro batch {smallest}: {why}"))
             continue
         for micro in micros:
-            mem = evaluate(shape, base, rung, hw, micro, global_batch)
-            if _fits(mem, hw)[0]:
+            if _fits(device(rung, micro), hw)[0]:
+                mem = evaluate(shape, base, rung, hw, micro, global_batch)
                 larger = [m for m in micros if m > micro]
                 reason = (
                     f"largest power of two dividing {per_process} examples per process"
                     if not larger
-                    else f"micro batch {larger[-1]} would need "
-                    f"{evaluate(shape, base, rung, hw, larger[-1], global_batch).total / GIB:.1f} GB"
+                    else f"micro batch {larger[-1]} would need {device(rung, larger[-1]).total / GIB:.1f} GB"
                 )
                 if fixed_micro is not None:
                     reason = "training.micro_batch_size in the spec"
