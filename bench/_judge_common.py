@@ -46,14 +46,19 @@ def held_out_accuracy(model_dir: Path, held: list[dict], approach: Any, max_new_
     """The judge in model_dir on the held-out pairs, both orders, with the approach's template and rule."""
     import transformers
 
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    tok.pad_token = tok.pad_token or tok.eos_token
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    return judge_model(model, tok, held, approach, max_new_tokens)
+
+
+def judge_model(model: Any, tok: Any, held: list[dict], approach: Any, max_new_tokens: int) -> dict[str, float]:
+    """held_out_accuracy of a model already loaded (in eval mode; tok with a pad token)."""
     from rmspec.inference.encoding import make_layout
     from rmspec.inference.judge import _prompt_ids, generate
     from rmspec.train.judge_grpo import judge_rows, rule_from_spec
     from rmspec.train.judge_reward import parse
 
-    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
-    tok.pad_token = tok.pad_token or tok.eos_token
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
     pairs_ = [
         {
             "id": r["id"],

@@ -1,0 +1,411 @@
+"""A generative judge on a task a 135M model can do, rmspec vs TRL's SFTTrainer (issue 50 item 2 and its
+control): SmolLM2-135M-Instruct judging "Which word names an animal?" between an animal and an object,
+trained on written verdicts, judged on held-out pairs of words never trained on, in both orders.
+
+    # the base model asked directly (no judge prompt): can it tell an animal from an object at all?
+    python bench/judge_vs_trl.py --direct
+    # the base model as a judge (step 0; greedy, the same for every seed)
+    python bench/judge_vs_trl.py --base
+    # one training run, judged at each step of --at (rmspec: `rmspec run`, checkpoints; trl: SFTTrainer)
+    python bench/judge_vs_trl.py --trainer rmspec --seed 0 --at 25,50,100
+    python bench/judge_vs_trl.py --trainer trl --seed 0 --at 25,50,100
+    # the table of every point recorded so far (mean ± standard error across seeds)
+    python bench/judge_vs_trl.py --table
+
+Every call adds its figures to --json (bench/results/judge_learning_words.json) and keeps what is there.
+
+The same rows for both trainers: each training pair is written in both orders as a conversation (user: the
+judge prompt, assistant: "(A)"/"(B)"); rmspec trains on it with `approach: generative, method: sft`
+(loss on the assistant reply and its end token, no validation split); TRL's SFTTrainer gets the very token
+ids rmspec's data layout renders (rmspec.data.layout.Layout.turns: input_ids, and completion_mask on the
+learned pieces, completion_only_loss=True), so prompt, loss tokens, learning rate, constant schedule, batch,
+steps, optimizer (fused AdamW), clipping and seed are the same; the order rows are drawn in is each
+trainer's own. Held-out judging is bench/_judge_common's (greedy, both orders, rmspec's prompt layout and
+verdict rule) for both. Run with one torch thread (OMP_NUM_THREADS=1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _judge_common import REPO, judge_model, run, write_jsonl
+from judge_learning import checkpoint_model
+from judge_smollm2 import APPROACH_SFT, COMMON, PATTERN, TEMPLATE, approach_for_eval, base_model_dir, model_block
+
+QUESTION = "Which word names an animal?"
+ANIMALS = [
+    "dog",
+    "cat",
+    "horse",
+    "cow",
+    "pig",
+    "sheep",
+    "goat",
+    "chicken",
+    "duck",
+    "rabbit",
+    "mouse",
+    "rat",
+    "lion",
+    "tiger",
+    "bear",
+    "wolf",
+    "fox",
+    "deer",
+    "elephant",
+    "monkey",
+    "zebra",
+    "giraffe",
+    "camel",
+    "donkey",
+    "frog",
+    "snake",
+    "turtle",
+    "shark",
+    "whale",
+    "dolphin",
+    "eagle",
+    "owl",
+    "parrot",
+    "penguin",
+    "bee",
+    "ant",
+    "spider",
+    "butterfly",
+    "squirrel",
+    "kangaroo",
+]
+THINGS = [
+    "chair",
+    "table",
+    "spoon",
+    "fork",
+    "knife",
+    "plate",
+    "cup",
+    "bottle",
+    "door",
+    "window",
+    "pencil",
+    "book",
+    "lamp",
+    "shoe",
+    "hat",
+    "shirt",
+    "clock",
+    "phone",
+    "bed",
+    "sofa",
+    "car",
+    "bus",
+    "train",
+    "ball",
+    "box",
+    "bag",
+    "key",
+    "coin",
+    "brick",
+    "cloud",
+    "rock",
+    "sand",
+    "hammer",
+    "ladder",
+    "mirror",
+    "pillow",
+    "towel",
+    "candle",
+    "basket",
+    "bucket",
+]
+
+
+def words(held: bool) -> tuple[list[str], list[str]]:
+    """Held-out words: every fourth word of each list; training never sees them."""
+    return (
+        [w for i, w in enumerate(ANIMALS) if (i % 4 == 0) == held],
+        [w for i, w in enumerate(THINGS) if (i % 4 == 0) == held],
+    )
+
+
+def pairs(held: bool, n: int, seed: int, task: str = "repeat") -> list[dict]:
+    """n distinct pairs, seeded. repeat: "Repeat this word: x", chosen x, rejected another word of the same
+    side; animal: "Which word names an animal?", chosen an animal, rejected an object."""
+    rng = random.Random(seed)
+    animals, things = words(held)
+    if task == "animal":
+        combos = [(a, t) for a in animals for t in things]
+    else:
+        vocabulary = animals + things
+        combos = [(x, y) for x in vocabulary for y in vocabulary if x != y]
+    return [
+        {
+            "id": f"{'h' if held else 't'}{i}",
+            "prompt": QUESTION if task == "animal" else f"Repeat this word: {x}",
+            "chosen": x,
+            "rejected": y,
+        }
+        for i, (x, y) in enumerate(rng.sample(combos, n))
+    ]
+
+
+def conversations(rows: list[dict]) -> list[dict]:
+    """Written verdicts in both orders (bench/judge_smollm2.sft_rows's layout)."""
+    out = []
+    for r in rows:
+        for a, b, verdict in ((r["chosen"], r["rejected"], "(A)"), (r["rejected"], r["chosen"], "(B)")):
+            user = TEMPLATE.format(prompt=r["prompt"], response_a=a, response_b=b)
+            out.append({"messages": [{"role": "user", "content": user}, {"role": "assistant", "content": verdict}]})
+    return out
+
+
+def load(model_dir: Path):
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    tok.pad_token = tok.pad_token or tok.eos_token
+    return tok, transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
+
+
+def judged(model, tok, held: list[dict]) -> dict[str, float]:
+    return judge_model(model, tok, held, approach_for_eval(), 8)
+
+
+def direct(model_dir: Path, held: list[dict], task: str) -> dict:
+    """The base model asked the question itself (greedy, 12 new tokens). animal: both orders of each pair,
+    right when the reply names the animal only; repeat: "Repeat this word: x" for each held-out word, right
+    when x is in the reply."""
+    import torch
+
+    tok, model = load(model_dir)
+
+    def ask(question: str) -> str:
+        chat = [{"role": "user", "content": question}]
+        ids = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        out = model.generate(**ids, max_new_tokens=12, do_sample=False)
+        return tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True).strip()
+
+    with torch.no_grad():
+        if task == "repeat":
+            held_words = sum(words(True), [])
+            replies = [(w, ask(f"Repeat this word: {w}")) for w in held_words]
+            right = sum(w in reply.lower() for w, reply in replies)
+            return {"right": right, "asked": len(replies), "share": right / len(replies), "examples": replies[:6]}
+        right, examples = [], []
+        for r in held:
+            for x, y in ((r["chosen"], r["rejected"]), (r["rejected"], r["chosen"])):
+                reply = ask(f"Which of these two words names an animal: {x} or {y}? Answer with the word.")
+                low = reply.lower()
+                right.append(r["chosen"] in low and r["rejected"] not in low)
+                examples.append(f"{x} or {y}: {reply!r}")
+    first, swapped = right[::2], right[1::2]
+    return {
+        "first": sum(first) / len(first),
+        "swapped": sum(swapped) / len(swapped),
+        "mean": sum(right) / len(right),
+        "both": sum(a and b for a, b in zip(first, swapped)) / len(first),
+        "examples": examples[:6],
+    }
+
+
+def train_rmspec(args, base: Path, folder: Path, train: list[dict], held: list[dict], add) -> None:
+    data = write_jsonl(folder / "sft.jsonl", conversations(train))
+    at = args.at
+    spec = COMMON.format(
+        name="sft",
+        model=model_block(args.model, None),
+        data=data,
+        preset="messages",
+        steps=at[-1],
+        lr=args.lr,
+        batch=args.batch,
+        seed=args.seed,
+        out=folder / "sft",
+    )
+    spec = spec.replace("validation_fraction: 0.05", "validation_fraction: null")
+    if len(at) > 1:
+        spec = spec.replace("save_steps: 100000", f"save_steps: {at[0]}, save_total_limit: {at[-1] // at[0] + 1}")
+    seconds = run(spec + APPROACH_SFT.format(pattern=PATTERN), folder, "sft")
+    final = folder / "sft" / "model"
+    losses = [json.loads(line) for line in (folder / "sft" / "metrics.jsonl").read_text().splitlines()]
+    loss = {m["step"]: v for m in losses for k, v in m.items() if k.startswith("train/") and k.endswith("/loss")}
+    for step in at:
+        model_dir = (
+            final if step == at[-1] else checkpoint_model(folder / "sft" / "checkpoints" / f"checkpoint-{step}", final)
+        )
+        tok, model = load(model_dir)
+        add(step, judged(model, tok, held), seconds=seconds if step == at[-1] else None, losses=loss)
+
+
+def train_trl(args, base: Path, folder: Path, train: list[dict], held: list[dict], add) -> None:
+    import datasets
+    import transformers
+    import trl
+
+    from rmspec.inference.encoding import make_layout
+
+    tok, model = load(base)
+    layout = make_layout(tok)
+    rows = []
+    for conv in conversations(train):
+        turns = layout.turns(conv["messages"])
+        ids = [t for piece in turns.pieces for t in piece]
+        mask = [int(learn) for piece, learn in zip(turns.pieces, turns.learn) for _ in piece]
+        rows.append({"input_ids": ids, "completion_mask": mask})
+    config = trl.SFTConfig(
+        output_dir=str(folder / "trl"),
+        max_steps=args.at[-1],
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        optim="adamw_torch_fused",
+        per_device_train_batch_size=args.batch,
+        gradient_accumulation_steps=1,
+        seed=args.seed,
+        data_seed=args.seed,
+        bf16=False,
+        fp16=False,
+        use_cpu=True,
+        gradient_checkpointing=False,
+        completion_only_loss=True,
+        max_length=128,
+        logging_steps=5,
+        save_strategy="no",
+        report_to=[],
+        dataloader_num_workers=0,
+    )
+    started = time.monotonic()
+    loss: dict[int, float] = {}
+
+    class Judge(transformers.TrainerCallback):
+        def on_log(self, _args, state, control, logs=None, **kw):
+            if logs and "loss" in logs:
+                loss[state.global_step] = logs["loss"]
+
+        def on_step_end(self, _args, state, control, model=None, **kw):
+            if state.global_step in args.at:
+                model.eval()
+                figures = judged(model, tok, held)
+                model.train()
+                done = state.global_step == args.at[-1]
+                add(state.global_step, figures, seconds=time.monotonic() - started if done else None, losses=dict(loss))
+
+    model.train()
+    trainer = trl.SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=datasets.Dataset.from_list(rows),
+        processing_class=tok,
+        callbacks=[Judge()],
+    )
+    trainer.train()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trainer", choices=("rmspec", "trl"))
+    parser.add_argument("--task", choices=("repeat", "animal"), default="repeat")
+    parser.add_argument("--direct", action="store_true")
+    parser.add_argument("--base", action="store_true")
+    parser.add_argument("--table", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--at", default="25,50,100")
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--train", type=int, default=400, help="training pairs (each written in both orders)")
+    parser.add_argument("--held", type=int, default=50, help="held-out pairs (each judged in both orders)")
+    parser.add_argument("--model", default="packaged:smollm2-135m-instruct")
+    parser.add_argument("--json", default=str(REPO / "bench" / "results" / "judge_learning_words.json"))
+    args = parser.parse_args()
+    args.at = sorted(int(s) for s in args.at.split(","))
+    store = Path(args.json)
+    record = json.loads(store.read_text()) if store.exists() else {"points": []}
+    if args.table:
+        print(table(record, args.held))
+        return
+    import torch
+
+    torch.set_num_threads(1)
+    command = "python bench/judge_vs_trl.py " + " ".join(sys.argv[1:])
+    held = pairs(True, args.held, 99, args.task)
+
+    def save() -> None:
+        store.write_text(json.dumps(record, indent=1) + "\n")
+
+    def add(step: int, figures: dict, seconds: float | None = None, losses: dict | None = None) -> None:
+        point = {
+            "task": args.task,
+            "trainer": args.trainer,
+            "seed": args.seed,
+            "step": step,
+            "lr": args.lr,
+            "batch": args.batch,
+        }
+        point |= {**figures, "load": os.getloadavg()[0], "seconds": seconds, "command": command}
+        if losses:
+            point["train_losses"] = {str(k): v for k, v in sorted(losses.items()) if k <= step}
+        record["points"].append(point)
+        save()
+        print(json.dumps({k: v for k, v in point.items() if k != "train_losses"}), flush=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        base = base_model_dir(args.model, folder)
+        record["machine"] = f"{platform.machine()}, {os.cpu_count()} shared CPU cores, torch {torch.__version__}"
+        if args.direct:
+            record[f"direct_{args.task}"] = {
+                **direct(base, held, args.task),
+                "command": command,
+                "load": os.getloadavg()[0],
+            }
+            save()
+            print(json.dumps(record[f"direct_{args.task}"], indent=1))
+            return
+        if args.base:
+            tok, model = load(base)
+            args.trainer = "base"
+            add(0, judged(model, tok, held))
+            return
+        train = pairs(False, args.train, args.seed, args.task)
+        (train_rmspec if args.trainer == "rmspec" else train_trl)(args, base, folder, train, held, add)
+
+
+def table(record: dict, held: int) -> str:
+    """Mean ± standard error across seeds where there are several, else the binomial one over held-out pairs."""
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for p in record["points"]:
+        groups.setdefault((p["trainer"], p["step"]), []).append(p)
+    lines = [
+        "| trainer | steps | seeds | first order | swapped order | mean of orders | both orders right | letter A | unparsed | load |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def fig(ps: list[dict], key: str, n: int) -> str:
+        values = [p[key] for p in ps]
+        if len(values) > 1:
+            return f"{statistics.mean(values):.3f} ± {statistics.stdev(values) / len(values) ** 0.5:.3f}"
+        v = values[0]
+        return f"{v:.3f} ± {(v * (1 - v) / n) ** 0.5:.3f}"
+
+    for (trainer, step), ps in sorted(groups.items(), key=lambda kv: (kv[0][0] != "base", kv[0][0], kv[0][1])):
+        seeds = ",".join(str(p["seed"]) for p in ps) if trainer != "base" else "-"
+        lines.append(
+            f"| {trainer} | {step} | {seeds} | {fig(ps, 'first', held)} | {fig(ps, 'swapped', held)} | "
+            f"{fig(ps, 'mean', 2 * held)} | {fig(ps, 'both', held)} | {fig(ps, 'letter_a', 2 * held)} | "
+            f"{fig(ps, 'unparsed', 2 * held)} | {statistics.mean(p['load'] for p in ps):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
