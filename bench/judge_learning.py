@@ -120,7 +120,8 @@ def main() -> None:
             (m["step"], value)
             for m in losses
             for key, value in m.items()
-            if key.startswith("train/") and key.endswith("/loss")
+            # train/<family>/loss of each logged step; not the end-of-run summary, train/loss (the run's mean)
+            if key.startswith("train/") and key.endswith("/loss") and key != "train/loss"
         ]
         write(args, command, started, points)
 
