@@ -39,7 +39,15 @@ from pathlib import Path
 
 from _judge_common import REPO, judge_model, run, write_jsonl
 from judge_learning import checkpoint_model
-from judge_smollm2 import APPROACH_SFT, COMMON, PATTERN, TEMPLATE, approach_for_eval, base_model_dir, model_block
+from judge_smollm2 import (
+    APPROACH_SFT,
+    COMMON,
+    PATTERN,
+    approach_for_eval,
+    base_model_dir,
+    model_block,
+    sft_rows,
+)
 
 QUESTION = "Which word names an animal?"
 ANIMALS = [
@@ -157,16 +165,6 @@ def pairs(held: bool, n: int, seed: int, task: str = "repeat") -> list[dict]:
     ]
 
 
-def conversations(rows: list[dict]) -> list[dict]:
-    """Written verdicts in both orders (bench/judge_smollm2.sft_rows's layout)."""
-    out = []
-    for r in rows:
-        for a, b, verdict in ((r["chosen"], r["rejected"], "(A)"), (r["rejected"], r["chosen"], "(B)")):
-            user = TEMPLATE.format(prompt=r["prompt"], response_a=a, response_b=b)
-            out.append({"messages": [{"role": "user", "content": user}, {"role": "assistant", "content": verdict}]})
-    return out
-
-
 def load(model_dir: Path):
     import transformers
 
@@ -217,7 +215,7 @@ def direct(model_dir: Path, held: list[dict], task: str) -> dict:
 
 
 def train_rmspec(args, base: Path, folder: Path, train: list[dict], held: list[dict], add) -> None:
-    data = write_jsonl(folder / "sft.jsonl", conversations(train))
+    data = write_jsonl(folder / "sft.jsonl", sft_rows(train))
     at = args.at
     spec = COMMON.format(
         name="sft",
@@ -255,7 +253,7 @@ def train_trl(args, base: Path, folder: Path, train: list[dict], held: list[dict
     tok, model = load(base)
     layout = make_layout(tok)
     rows = []
-    for conv in conversations(train):
+    for conv in sft_rows(train):
         turns = layout.turns(conv["messages"])
         ids = [t for piece in turns.pieces for t in piece]
         mask = [int(learn) for piece, learn in zip(turns.pieces, turns.learn) for _ in piece]
