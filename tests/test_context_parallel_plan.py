@@ -73,10 +73,12 @@ def test_the_plan_sizes_a_rank_of_the_split_row(plans):
     assert cp["communication_gb_per_step"] == pytest.approx(traffic, abs=1e-3)
     assert cp["groups"] == 1
     assert Plan.from_json(two).to_json() == two  # plan.json keeps the section (rmspec run PLAN reads it)
-    # a group takes one micro batch of rows together: the accumulation doubles and the step keeps the global batch
-    assert two["gradient_accumulation_steps"] == 2 * one["gradient_accumulation_steps"]
-    assert two["micro_batch_size"] == one["micro_batch_size"]
-    assert cp["examples_per_step"] == two["micro_batch_size"] * two["gradient_accumulation_steps"]
+    # the global batch is dealt to the groups, whose ranks take each micro batch together: the micro batch divides
+    # the 8 examples of the one group, not the 4 of each process (one: 2 processes without a split)
+    assert (one["micro_batch_size"], one["gradient_accumulation_steps"]) == (4, 1)
+    assert (two["micro_batch_size"], two["gradient_accumulation_steps"]) == (8, 1)
+    assert "dividing 8 examples per context-parallel group (of 2 processes)" in two["micro_batch_reason"]
+    assert cp["examples_per_step"] == two["micro_batch_size"] * two["gradient_accumulation_steps"] * cp["groups"]
     assert cp["examples_per_step"] == two["global_batch_size"] == one["global_batch_size"]
     assert cp["run_refused"] is None and cp["run"].startswith("rmspec run trains it")
 
@@ -87,6 +89,29 @@ def test_the_human_plan_shows_it():
     assert "2 ranks per row" in done.stdout and "gathered keys and values" in done.stdout
     assert "rmspec run trains it" in done.stdout and "planned only" not in done.stdout
     assert "x 1 context-parallel group(s) of 2 processes = 8 global" in done.stdout
+
+
+def test_the_batch_is_dealt_to_the_groups_not_the_processes():
+    # 4 processes in 2 groups of 2, a global batch of 4: each group takes 2 rows per step, so micro batch 2
+    # divides them (4 / 4 processes = 1 would refuse it), and a global batch of 2 splits over the 2 groups
+    four = [
+        "hardware.device=cpu",
+        "hardware.gpus_per_node=4",
+        "hardware.cpu_memory_gb=16",
+        "hardware.context_parallel=2",
+    ]
+    done = rmspec(
+        "plan", str(DECODER), "--json", sets=[*four, "training.global_batch_size=4", "training.micro_batch_size=2"]
+    )
+    assert done.returncode == 0, done.stderr
+    planned = json.loads(done.stdout)
+    assert (planned["micro_batch_size"], planned["gradient_accumulation_steps"]) == (2, 1)
+    assert planned["context_parallel"]["examples_per_step"] == 4
+    done = rmspec("plan", str(DECODER), "--json", sets=[*four, "training.global_batch_size=2"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["context_parallel"]["examples_per_step"] == 2
+    odd = rmspec("plan", str(DECODER), sets=[*four, "training.global_batch_size=4", "training.micro_batch_size=4"])
+    assert odd.returncode == 2 and "micro batch 4 x 2 context-parallel groups (4 processes, 2 per group)" in odd.stderr
 
 
 def test_a_degree_that_does_not_divide_the_processes_is_a_spec_error():

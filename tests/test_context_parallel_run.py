@@ -7,7 +7,7 @@ forward recomputed inside the backward), must log the same loss at every step an
 within 1e-5 (SGD: see TRAINING). A third run, 4 processes in 2 groups of 2 (data x context:
 each group a data-parallel replica drawing its own batches), is killed (SIGKILL) once its
 first checkpoint is complete and resumed with `rmspec run --resume`: it ends equal too (micro batch 1,
-accumulation 2: the micro batch divides the examples per process). One run proves both
+accumulation 2 per group: each group's 2 rows of a step in two micro steps, so accumulation runs across groups). One run proves both
 the two-group layout and the resume, to keep the module's time down (the runs are built once for the module:
 4 runs, ~3 min; 4 processes on 2 cores is slow but exact).
 """
@@ -42,8 +42,7 @@ def _spec(tmp: Path, name: str, procs: int, model: Path, degree: int = 1, checkp
     if degree > 1:
         text = text.replace(f"gpus_per_node: {procs}}}", f"gpus_per_node: {procs}, context_parallel: {degree}}}")
     if procs // degree > 1:
-        # the micro batch must divide the examples per PROCESS (global / processes), also under context
-        # parallelism, where the ranks of a group share rows: 2 groups of 2 take 1 row each per micro step
+        # 2 groups of 2 take 2 rows each per step: micro batch 1 accumulates them in two micro steps
         text = text.replace("micro_batch_size: 2", "micro_batch_size: 1")
     spec.write_text(text)
     return spec

@@ -128,7 +128,7 @@ def compile_plan(
     )
     fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes)  # a rank's share where cp > 1
     held = rank_share(shape, fitted, cp, base.seq_len)  # a rank's gathered keys/values and mask slice, judged too
-    choice = _fit(spec.training, shape, fitted, hw, spec.model.lora is not None, seqs, held)
+    choice = _fit(spec.training, shape, fitted, hw, spec.model.lora is not None, seqs, held, hw.num_processes // cp)
     cp_section = context_parallel_of(cp, shape, base, fitted, choice, hw, spec, cp_chosen)
     host_usable, warnings = host_memory(choice.memory, hw)
     warnings = [*warnings, *recipe_notes(spec, seqs.n_list, seqs.list_how), *head_notes(spec, shape.hidden_size)]
@@ -270,12 +270,17 @@ def _training_shape(
     )
 
 
-def _fit(training, shape: ModelShape, base: TrainingShape, hw, has_lora: bool, seqs: Sequences, held=None):
+def _fit(
+    training, shape: ModelShape, base: TrainingShape, hw, has_lora: bool, seqs: Sequences, held=None, replicas=None
+):
     """The cheapest strategy and micro batch that fit (with what ``held`` adds: a context-parallel rank's
-    share), or PlanError saying what would. Where nothing fits a rank's share, the choice without it is
-    returned: context_parallel_of then refuses it with the figures per rank."""
+    share; the global batch dealt to ``replicas``, the groups, whose ranks share their rows), or PlanError
+    saying what would. Where nothing fits a rank's share, the choice without it is returned:
+    context_parallel_of then refuses it with the figures per rank."""
     fixed_micro = None if training.micro_batch_size == "auto" else training.micro_batch_size
-    options = dict(global_batch=training.global_batch_size, checkpointing=training.gradient_checkpointing)
+    options = dict(
+        global_batch=training.global_batch_size, checkpointing=training.gradient_checkpointing, replicas=replicas
+    )
     choice = choose(shape, base, hw, **options, fixed_micro=fixed_micro, held=held)
     if choice is None and held is not None:
         choice = choose(shape, base, hw, **options, fixed_micro=fixed_micro)

@@ -219,11 +219,10 @@ def context_parallel_of(
     ``chosen``: why hardware.context_parallel: auto chose ``cp`` (rmspec.plan.context_parallel_auto), else None.
 
     A group of cp ranks takes one micro batch of rows together, so only num_processes / cp micro batches
-    run side by side: the accumulation grows cp-fold to keep training.global_batch_size examples per
-    optimizer step (a rank's memory is unchanged: it holds micro_batch rows' shares either way)."""
+    run side by side: the choice was made with the global batch dealt to the groups (strategy.choose's
+    replicas), its accumulation keeping training.global_batch_size examples per optimizer step."""
     if cp == 1:
         return None
-    choice.grad_accum *= cp
     refusal = run_refusal(spec, choice.rung.strategy)
     t = replace(fitted, micro_batch=choice.micro_batch, checkpointing=choice.rung.checkpointing)
     section = context_parallel_section(

@@ -48,13 +48,18 @@ def need_at(degree: int, shape: ModelShape, base: TrainingShape, hw: HardwarePro
         checkpointing=training.gradient_checkpointing,
         fixed_micro=fixed,
         held=held,
+        replicas=hw.num_processes // degree,
     )
     if choice is not None:
         total = per_rank(choice.memory, choice.micro_batch, choice.rung.checkpointing).total
         return total <= hw.usable_gb * GIB, total
     micro = fixed or 1
     least = min(
-        per_rank(evaluate(shape, fitted, rung, hw, micro, training.global_batch_size), micro, rung.checkpointing).total
+        per_rank(
+            evaluate(shape, fitted, rung, hw, micro, training.global_batch_size, hw.num_processes // degree),
+            micro,
+            rung.checkpointing,
+        ).total
         for rung in ladder(hw, training.gradient_checkpointing)
     )
     return False, least

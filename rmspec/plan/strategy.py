@@ -170,10 +170,18 @@ def host_memory(mem: MemoryEstimate, hw: HardwareProfile) -> tuple[float | None,
 
 
 def evaluate(
-    shape: ModelShape, base: TrainingShape, rung: Rung, hw: HardwareProfile, micro: int, global_batch: int
+    shape: ModelShape,
+    base: TrainingShape,
+    rung: Rung,
+    hw: HardwareProfile,
+    micro: int,
+    global_batch: int,
+    replicas: int | None = None,
 ) -> MemoryEstimate:
-    per_process = global_batch // hw.num_processes
-    t = replace(base, micro_batch=micro, checkpointing=rung.checkpointing, grad_accum=per_process // micro)
+    """The estimate at ``micro``; ``replicas``: what the global batch is dealt to (the processes, unless the
+    context-parallel groups are given)."""
+    per_replica = global_batch // (replicas or hw.num_processes)
+    t = replace(base, micro_batch=micro, checkpointing=rung.checkpointing, grad_accum=per_replica // micro)
     return estimate(
         shape,
         t,
@@ -185,21 +193,30 @@ def evaluate(
     )
 
 
-def check_batch(global_batch: int, hw: HardwareProfile, fixed: int | None) -> None:
-    n = hw.num_processes
+def replica_name(hw: HardwareProfile, replicas: int | None, plural: bool = False) -> str:
+    """What the global batch is dealt to, as messages name it: processes, or context-parallel groups."""
+    if replicas is None or replicas == hw.num_processes:
+        return "processes" if plural else "process"
+    return f"context-parallel group{'s' if plural else ''} (of {hw.num_processes // replicas} processes)"
+
+
+def check_batch(global_batch: int, hw: HardwareProfile, fixed: int | None, replicas: int | None = None) -> None:
+    """PlanError where the global batch does not split evenly over the replicas (the processes, or the
+    context-parallel groups, whose ranks share their rows), or the micro batch does not divide each one's."""
+    n = replicas or hw.num_processes
     if global_batch % n:
         lower, upper = (global_batch // n) * n, (global_batch // n + 1) * n
         options = " or ".join(str(v) for v in (lower, upper) if v > 0)
         raise PlanError(
-            f"training.global_batch_size: {global_batch} does not split over {n} processes",
+            f"training.global_batch_size: {global_batch} does not split over {n} {replica_name(hw, replicas, True)}",
             hint=f"use a multiple of {n}, e.g. {options}",
         )
-    per_process = global_batch // n
-    if fixed is not None and per_process % fixed:
+    per_replica = global_batch // n
+    if fixed is not None and per_replica % fixed:
         raise PlanError(
-            f"training.micro_batch_size: {fixed} does not divide the {per_process} examples per process "
-            f"(global batch {global_batch} over {n} processes)",
-            hint="use micro_batch_size: auto or a divisor of " + str(per_process),
+            f"training.micro_batch_size: {fixed} does not divide the {per_replica} examples per "
+            f"{replica_name(hw, replicas)} (global batch {global_batch} over {n} {replica_name(hw, replicas, True)})",
+            hint="use micro_batch_size: auto or a divisor of " + str(per_replica),
         )
 
 
@@ -217,17 +234,20 @@ def choose(
     checkpointing: str,
     fixed_micro: int | None,
     held: Judge | None = None,
+    replicas: int | None = None,
 ) -> Choice | None:
     """The first rung that fits with its largest micro batch; None when nothing fits. Fit is judged on what
-    the device holds (``held`` of the estimate); the Choice keeps the estimate itself."""
-    check_batch(global_batch, hw, fixed_micro)
-    per_process = global_batch // hw.num_processes
+    the device holds (``held`` of the estimate); the Choice keeps the estimate itself. ``replicas``: the
+    context-parallel groups where rows are split (each group's ranks take the same micro batch together), else
+    the processes."""
+    check_batch(global_batch, hw, fixed_micro, replicas)
+    per_process = global_batch // (replicas or hw.num_processes)
     micros = micro_candidates(per_process, fixed_micro)
     smallest = micros[-1]
     refused: list[tuple[str, str]] = []
 
     def device(rung: Rung, micro: int) -> MemoryEstimate:
-        mem = evaluate(shape, base, rung, hw, micro, global_batch)
+        mem = evaluate(shape, base, rung, hw, micro, global_batch, replicas)
         return mem if held is None else held(mem, micro, rung.checkpointing)
 
     for rung in ladder(hw, checkpointing):
@@ -237,10 +257,10 @@ def choose(
             continue
         for micro in micros:
             if _fits(device(rung, micro), hw)[0]:
-                mem = evaluate(shape, base, rung, hw, micro, global_batch)
+                mem = evaluate(shape, base, rung, hw, micro, global_batch, replicas)
                 larger = [m for m in micros if m > micro]
                 reason = (
-                    f"largest power of two dividing {per_process} examples per process"
+                    f"largest power of two dividing {per_process} examples per {replica_name(hw, replicas)}"
                     if not larger
                     else f"micro batch {larger[-1]} would need {device(rung, larger[-1]).total / GIB:.1f} GB"
                 )

@@ -41,8 +41,8 @@ def render_context_parallel(console: Console, cp: dict[str, Any], head: Text) ->
     console.print(
         Text(INDENT)
         + Text(
-            f"the {cp['groups']} group(s) are the data-parallel processes; each takes a micro batch of rows together, "
-            f"so the accumulation is {cp['degree']}x: {cp['examples_per_step']} examples per optimizer step"
+            f"the {cp['groups']} group(s) are the data-parallel replicas: the global batch is dealt to them, each "
+            f"taking a micro batch of rows together: {cp['examples_per_step']} examples per optimizer step"
         )
     )
     console.print(Text(INDENT) + Text(cp["run"], style="yellow" if cp.get("run_refused") else ""))

@@ -86,20 +86,27 @@ def margin_must_be_used(spec: Spec) -> Iterator[Problem]:
 
 
 def batch_divides(spec: Spec) -> Iterator[Problem]:
+    """The global batch splits evenly over the replicas that take it: the processes, or with an explicit
+    hardware.context_parallel: N the groups of N processes, whose ranks share their rows (auto is checked
+    per process here; the plan checks the groups it chooses)."""
     hw, tr = spec.hardware, spec.training
     procs = hw.gpus_per_node * hw.nodes
-    if tr.global_batch_size % procs:
+    cp = hw.context_parallel if isinstance(hw.context_parallel, int) and procs % hw.context_parallel == 0 else 1
+    replicas = procs // cp
+    what = f"{procs} processes ({hw.nodes} node(s) x {hw.gpus_per_node})"
+    if cp > 1:
+        what = f"{replicas} context-parallel groups ({procs} processes, {cp} per group)"
+    if tr.global_batch_size % replicas:
         yield (
             ("training", "global_batch_size"),
-            f"{tr.global_batch_size} pairs cannot be split evenly over {procs} processes "
-            f"({hw.nodes} node(s) x {hw.gpus_per_node})",
-            f"use a multiple of {procs}, e.g. {procs * max(1, round(tr.global_batch_size / procs))}",
+            f"{tr.global_batch_size} pairs cannot be split evenly over {what}",
+            f"use a multiple of {replicas}, e.g. {replicas * max(1, round(tr.global_batch_size / replicas))}",
         )
-    elif tr.micro_batch_size != "auto" and tr.global_batch_size % (tr.micro_batch_size * procs):
+    elif tr.micro_batch_size != "auto" and tr.global_batch_size % (tr.micro_batch_size * replicas):
         yield (
             ("training", "micro_batch_size"),
-            f"global batch {tr.global_batch_size} is not a multiple of micro batch {tr.micro_batch_size} x {procs} processes",
-            "pick a micro batch that divides global_batch_size / processes, or micro_batch_size: auto",
+            f"global batch {tr.global_batch_size} is not a multiple of micro batch {tr.micro_batch_size} x {what}",
+            f"pick a micro batch that divides global_batch_size / {replicas}, or micro_batch_size: auto",
         )
 
 

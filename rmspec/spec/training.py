@@ -78,7 +78,9 @@ class TrainingSpec(Section):
         32, description="Pairs (or rows) per optimizer step across all devices; the plan splits it into micro batches."
     )
     micro_batch_size: PositiveInt | Literal["auto"] = Field(
-        "auto", description="Pairs per device per forward pass; auto lets the plan pick the largest that fits."
+        "auto",
+        description="Pairs per device per forward pass (with hardware.context_parallel: N, per group of N devices, "
+        "which split each row; the global batch is dealt to the groups); auto lets the plan pick the largest that fits.",
     )
     max_length: PositiveInt = Field(512, description="Token limit per sequence (prompt + response).")
     gradient_checkpointing: Literal["auto", "on", "off"] = Field(
