@@ -35,8 +35,11 @@ def rmspec(*args: str, sets: list[str]) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def plans() -> tuple[dict, dict]:
-    one = rmspec("plan", str(DECODER), "--json", sets=CPU2)
-    two = rmspec("plan", str(DECODER), "--json", sets=[*CPU2, "hardware.context_parallel=2"])
+    # the same micro batch for both, so a rank's memory compares with one process's
+    one = rmspec("plan", str(DECODER), "--json", sets=[*CPU2, "training.micro_batch_size=4"])
+    two = rmspec(
+        "plan", str(DECODER), "--json", sets=[*CPU2, "training.micro_batch_size=4", "hardware.context_parallel=2"]
+    )
     assert one.returncode == 0, one.stderr
     assert two.returncode == 0, two.stderr
     return json.loads(one.stdout), json.loads(two.stdout)
@@ -73,11 +76,10 @@ def test_the_plan_sizes_a_rank_of_the_split_row(plans):
     assert cp["communication_gb_per_step"] == pytest.approx(traffic, abs=1e-3)
     assert cp["groups"] == 1
     assert Plan.from_json(two).to_json() == two  # plan.json keeps the section (rmspec run PLAN reads it)
-    # the global batch is dealt to the groups, whose ranks take each micro batch together: the micro batch divides
-    # the 8 examples of the one group, not the 4 of each process (one: 2 processes without a split)
+    # the global batch is dealt to the groups, whose ranks take each micro batch together: the one group takes
+    # all 8 examples of a step in 2 micro batches of 4, where 2 processes without a split take 4 each at once
     assert (one["micro_batch_size"], one["gradient_accumulation_steps"]) == (4, 1)
-    assert (two["micro_batch_size"], two["gradient_accumulation_steps"]) == (8, 1)
-    assert "dividing 8 examples per context-parallel group (of 2 processes)" in two["micro_batch_reason"]
+    assert (two["micro_batch_size"], two["gradient_accumulation_steps"]) == (4, 2)
     assert cp["examples_per_step"] == two["micro_batch_size"] * two["gradient_accumulation_steps"] * cp["groups"]
     assert cp["examples_per_step"] == two["global_batch_size"] == one["global_batch_size"]
     assert cp["run_refused"] is None and cp["run"].startswith("rmspec run trains it")
@@ -97,7 +99,7 @@ def test_the_batch_is_dealt_to_the_groups_not_the_processes():
     four = [
         "hardware.device=cpu",
         "hardware.gpus_per_node=4",
-        "hardware.cpu_memory_gb=16",
+        "hardware.cpu_memory_gb=64",
         "hardware.context_parallel=2",
     ]
     done = rmspec(
@@ -112,6 +114,12 @@ def test_the_batch_is_dealt_to_the_groups_not_the_processes():
     assert json.loads(done.stdout)["context_parallel"]["examples_per_step"] == 2
     odd = rmspec("plan", str(DECODER), sets=[*four, "training.global_batch_size=4", "training.micro_batch_size=4"])
     assert odd.returncode == 2 and "micro batch 4 x 2 context-parallel groups (4 processes, 2 per group)" in odd.stderr
+    # micro_batch_size auto: the largest power of two dividing a group's examples (8 for the one group of 2)
+    auto = rmspec("plan", str(DECODER), "--json", sets=[*CPU2, "hardware.context_parallel=2"])
+    assert auto.returncode == 0, auto.stderr
+    planned = json.loads(auto.stdout)
+    assert (planned["micro_batch_size"], planned["gradient_accumulation_steps"]) == (8, 1)
+    assert "dividing 8 examples per context-parallel group (of 2 processes)" in planned["micro_batch_reason"]
 
 
 def test_a_degree_that_does_not_divide_the_processes_is_a_spec_error():

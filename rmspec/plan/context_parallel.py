@@ -99,7 +99,7 @@ def per_rank_memory(
 
 
 def rank_share(shape: ModelShape, fitted: TrainingShape, degree: int, row_tokens: int):
-    """What a rank of ``degree`` holds, as the strategy ladder judges fit (rmspec.plan.strategy.Judge): the
+    """What a rank of ``degree`` holds, as the strategy ladder judges fit (rmspec.plan.strategy.Held): the
     estimate at ``fitted`` (the rank's share of a row of ``row_tokens``) plus its gathered keys and values and
     mask slice at that micro batch; None for degree 1. Judging fit without them would take a micro batch that
     fits only before they are added."""

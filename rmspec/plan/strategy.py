@@ -222,7 +222,7 @@ def check_batch(global_batch: int, hw: HardwareProfile, fixed: int | None, repli
 
 # What a device holds beyond the estimate at (memory, micro batch, checkpointing): a context-parallel rank's
 # gathered keys and values and mask slice (rmspec.plan.context_parallel.rank_share); None: nothing.
-Judge = Callable[[MemoryEstimate, int, bool], MemoryEstimate]
+Held = Callable[[MemoryEstimate, int, bool], MemoryEstimate]
 
 
 def choose(
@@ -233,7 +233,7 @@ def choose(
     global_batch: int,
     checkpointing: str,
     fixed_micro: int | None,
-    held: Judge | None = None,
+    held: Held | None = None,
     replicas: int | None = None,
 ) -> Choice | None:
     """The first rung that fits with its largest micro batch; None when nothing fits. Fit is judged on what
@@ -241,8 +241,8 @@ def choose(
     context-parallel groups where rows are split (each group's ranks take the same micro batch together), else
     the processes."""
     check_batch(global_batch, hw, fixed_micro, replicas)
-    per_process = global_batch // (replicas or hw.num_processes)
-    micros = micro_candidates(per_process, fixed_micro)
+    per_replica = global_batch // (replicas or hw.num_processes)
+    micros = micro_candidates(per_replica, fixed_micro)
     smallest = micros[-1]
     refused: list[tuple[str, str]] = []
 
@@ -260,13 +260,13 @@ def choose(
                 mem = evaluate(shape, base, rung, hw, micro, global_batch, replicas)
                 larger = [m for m in micros if m > micro]
                 reason = (
-                    f"largest power of two dividing {per_process} examples per {replica_name(hw, replicas)}"
+                    f"largest power of two dividing {per_replica} examples per {replica_name(hw, replicas)}"
                     if not larger
                     else f"micro batch {larger[-1]} would need {device(rung, larger[-1]).total / GIB:.1f} GB"
                 )
                 if fixed_micro is not None:
                     reason = "training.micro_batch_size in the spec"
-                return Choice(rung, micro, per_process // micro, mem, refused, reason)
+                return Choice(rung, micro, per_replica // micro, mem, refused, reason)
     return None
 
 
