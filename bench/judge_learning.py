@@ -54,6 +54,37 @@ def checkpoint_model(checkpoint: Path, final: Path) -> Path:
     return checkpoint
 
 
+def sft_spec(args, data: Path, folder: Path, at: list[int]) -> str:
+    """The `rmspec run` spec of an SFT judge run to at[-1] steps, with a checkpoint every at[0] steps for the
+    curve's earlier points (bench/judge_vs_trl.py uses it too)."""
+    spec = COMMON.format(
+        name="sft",
+        model=model_block(args.model, None),
+        data=data,
+        preset="messages",
+        steps=at[-1],
+        lr=args.lr,
+        batch=args.batch,
+        seed=args.seed,
+        out=folder / "sft",
+    )
+    if len(at) > 1:
+        spec = spec.replace("save_steps: 100000", f"save_steps: {at[0]}, save_total_limit: {at[-1] // at[0] + 1}")
+    return spec + APPROACH_SFT.format(pattern=PATTERN)
+
+
+def step_losses(run_dir: Path) -> list[tuple[int, float]]:
+    """(step, loss) of each logged step in RUN/metrics.jsonl: train/<family>/loss, not the end-of-run summary
+    train/loss (the run's mean, written at the last step)."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [
+        (m["step"], value)
+        for m in rows
+        for key, value in m.items()
+        if key.startswith("train/") and key.endswith("/loss") and key != "train/loss"
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=0)
@@ -98,31 +129,13 @@ def main() -> None:
         add(0, held_out_accuracy(base, held))
         train = sum_pairs(False, 400, args.seed)
         data = write_jsonl(folder / "sft.jsonl", sft_rows(train))
-        spec = COMMON.format(
-            name="sft",
-            model=model_block(args.model, None),
-            data=data,
-            preset="messages",
-            steps=at[-1],
-            lr=args.lr,
-            batch=args.batch,
-            seed=args.seed,
-            out=folder / "sft",
-        ).replace("save_steps: 100000", f"save_steps: {at[0]}, save_total_limit: {at[-1] // at[0] + 1}")
-        seconds = run(spec + APPROACH_SFT.format(pattern=PATTERN), folder, "sft")
+        seconds = run(sft_spec(args, data, folder, at), folder, "sft")
         final = folder / "sft" / "model"
         for step in at:
             checkpoint = folder / "sft" / "checkpoints" / f"checkpoint-{step}"
             model = final if step == at[-1] else checkpoint_model(checkpoint, final)
             add(step, held_out_accuracy(model, held), seconds if step == at[-1] else None)
-        losses = [json.loads(line) for line in (folder / "sft" / "metrics.jsonl").read_text().splitlines()]
-        points[-1]["train_losses"] = [
-            (m["step"], value)
-            for m in losses
-            for key, value in m.items()
-            # train/<family>/loss of each logged step; not the end-of-run summary, train/loss (the run's mean)
-            if key.startswith("train/") and key.endswith("/loss") and key != "train/loss"
-        ]
+        points[-1]["train_losses"] = step_losses(folder / "sft")
         write(args, command, started, points)
 
 

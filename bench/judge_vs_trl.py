@@ -38,14 +38,10 @@ import time
 from pathlib import Path
 
 from _judge_common import REPO, judge_model, run, write_jsonl
-from judge_learning import checkpoint_model
+from judge_learning import checkpoint_model, sft_spec, step_losses
 from judge_smollm2 import (
-    APPROACH_SFT,
-    COMMON,
-    PATTERN,
     approach_for_eval,
     base_model_dir,
-    model_block,
     sft_rows,
 )
 
@@ -217,24 +213,10 @@ def direct(model_dir: Path, held: list[dict], task: str) -> dict:
 def train_rmspec(args, base: Path, folder: Path, train: list[dict], held: list[dict], add) -> None:
     data = write_jsonl(folder / "sft.jsonl", sft_rows(train))
     at = args.at
-    spec = COMMON.format(
-        name="sft",
-        model=model_block(args.model, None),
-        data=data,
-        preset="messages",
-        steps=at[-1],
-        lr=args.lr,
-        batch=args.batch,
-        seed=args.seed,
-        out=folder / "sft",
-    )
-    spec = spec.replace("validation_fraction: 0.05", "validation_fraction: null")
-    if len(at) > 1:
-        spec = spec.replace("save_steps: 100000", f"save_steps: {at[0]}, save_total_limit: {at[-1] // at[0] + 1}")
-    seconds = run(spec + APPROACH_SFT.format(pattern=PATTERN), folder, "sft")
+    spec = sft_spec(args, data, folder, at).replace("validation_fraction: 0.05", "validation_fraction: null")
+    seconds = run(spec, folder, "sft")
     final = folder / "sft" / "model"
-    losses = [json.loads(line) for line in (folder / "sft" / "metrics.jsonl").read_text().splitlines()]
-    loss = {m["step"]: v for m in losses for k, v in m.items() if k.startswith("train/") and k.endswith("/loss")}
+    loss = dict(step_losses(folder / "sft"))
     for step in at:
         model_dir = (
             final if step == at[-1] else checkpoint_model(folder / "sft" / "checkpoints" / f"checkpoint-{step}", final)
