@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmspec.evaluate import registry
+from rmspec.evaluate import registry, row_readers
 from rmspec.evaluate import results as res
 from rmspec.evaluate.benchmarks import load_benchmark
 from rmspec.inference import progress as scoring_progress
 from rmspec.inference import scorers
-from rmspec.spec.benchmarks import CATALOGUE, PROCESS, REWARD, kinds_scored_by
+from rmspec.spec.benchmarks import CATALOGUE
 
 
 @dataclass
@@ -41,16 +41,6 @@ def say(progress: Callable[[str], None] | None, message: str) -> None:
         progress(message)
 
 
-def _not_scored(kind: str, scorer: str) -> str:
-    if scorer == PROCESS:
-        return f"a process reward model is scored on {', '.join(kinds_scored_by(PROCESS))}"
-    return (
-        f"{kind} needs a process reward model (per-step scores)"
-        if PROCESS in CATALOGUE[kind].scorers
-        else f"{kind} is not scored by a reward model"
-    )
-
-
 def evaluate_benchmarks(
     engine: Any,
     requests: Sequence[BenchmarkRequest],
@@ -63,11 +53,11 @@ def evaluate_benchmarks(
     """Score each benchmark with the engine (a RewardEngine, or a StepEngine for a process reward
     model), write OUT_DIR/NAME.jsonl and add its entry to results['benchmarks']."""
     taken = set(results["benchmarks"])
-    scorer = scorers.of(engine).scored_as  # how its rows are read: rewards, or a process model's steps
+    reader = row_readers.of(scorers.of(engine).scored_as)  # how its rows are read: rewards, or steps
     for request in requests:
         info = CATALOGUE.get(request.kind)
-        if info is not None and scorer not in info.scorers:
-            results["notes"].append(f"{request.kind}: not scored: {_not_scored(request.kind, scorer)}")
+        if info is not None and reader.scored_as not in info.scorers:
+            results["notes"].append(f"{request.kind}: not scored: {reader.not_scored(request.kind)}")
             continue
         data = load_benchmark(
             request.kind,
@@ -78,15 +68,13 @@ def evaluate_benchmarks(
             base_dir=base_dir,
         )
         say(progress, f"scoring {request.kind}: {len(data.examples)} examples from {data.source}")
-        # a reward model scores each example's responses; a process model its steps (count not known here)
-        total = sum(len(ex.responses) for ex in data.examples) if scorer == REWARD else None
-        with scoring_progress.reporting(progress, f"scoring {request.kind}", total):
+        with scoring_progress.reporting(progress, f"scoring {request.kind}", reader.progress_total(data)):
             rows = registry.get(request.kind).scored_rows(engine, data)
         name = res.unique_name(request.kind, request.path, taken, request.name)
         path = out_dir / f"{name}.jsonl"
         res.write_jsonl(path, rows)
         results["benchmarks"][name] = res.entry(
-            name, request.kind, rows, path, source=data.source, split=data.split, scorer=scorer
+            name, request.kind, rows, path, source=data.source, split=data.split, scorer=reader.scored_as
         )
         results["benchmarks"][name]["notes"] += data.notes
     return results

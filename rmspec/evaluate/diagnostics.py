@@ -23,7 +23,6 @@ import numpy as np
 
 from rmspec.evaluate import registry
 from rmspec.evaluate.figures import Pair
-from rmspec.spec.benchmarks import JUDGE, PROCESS
 
 
 def pairs_from_rows(kind: str, rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
@@ -200,26 +199,13 @@ def save_reward_stats(model_dir: str | Path, stats: Mapping[str, float], source:
     return config
 
 
-def pair_diagnostics(
-    kind: str, rows: Sequence[Mapping[str, Any]], calibration_bins: int = 10, scorer: str | None = None
-) -> dict[str, Any]:
-    """Every diagnostic of one benchmark (or the validation split), as a JSON-ready dict.
-
-    scorer: the model that wrote the rows (REWARD / JUDGE / PROCESS); None: read from the rows.
-    """
+def pair_diagnostics(kind: str, rows: Sequence[Mapping[str, Any]], calibration_bins: int = 10) -> dict[str, Any]:
+    """Every diagnostic of a reward model's rows on one benchmark (or the validation split), as a
+    JSON-ready dict. A judge's rows: verdict_diagnostics; a process model's: its kind's
+    step_diagnostics (rmspec.evaluate.row_readers says which rows are which)."""
     if not rows:
         return {}
     kind_obj = registry.get(kind)
-    scorer = scorer or registry.infer_scorer(kind, rows)
-    if scorer == PROCESS:  # steps, not pairs
-        return kind_obj.step_diagnostics(rows)
-    if scorer == JUDGE:  # no scores, verdicts in two orders
-        letters = [{"A>B": "A", "B>A": "B"}.get(r["label"]) for r in rows]
-        return {
-            "verdicts": verdict_consistency(
-                [r.get("verdict") for r in rows], [r.get("verdict_swapped") for r in rows], letters
-            )
-        }
     pairs = kind_obj.pairs(rows)
     if not pairs:
         return {}
@@ -242,6 +228,18 @@ def pair_diagnostics(
 
 
 # ----------------------------------------------------------------- generative judge
+
+
+def verdict_diagnostics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A judge's rows on one benchmark: no scores, verdicts in two orders."""
+    if not rows:
+        return {}
+    letters = [{"A>B": "A", "B>A": "B"}.get(r["label"]) for r in rows]
+    return {
+        "verdicts": verdict_consistency(
+            [r.get("verdict") for r in rows], [r.get("verdict_swapped") for r in rows], letters
+        )
+    }
 
 
 def verdict_consistency(

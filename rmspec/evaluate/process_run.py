@@ -114,6 +114,7 @@ def evaluate_process_run(
         results["notes"].append("tune_threshold: no validation rows, so no threshold was tuned")
     evaluate_benchmarks(engine, requests, rd.eval_dir, results, base_dir=loaded_spec.base_dir, progress=progress)
     for entry in results["benchmarks"].values():
-        # the tuned threshold moves ProcessBench's first-error prediction; PRMBench's rule fixes 0.5
-        if entry.get("scorer") == PROCESS and entry.get("kind") == "processbench" and tuned is not None:
+        # the tuned threshold moves ProcessBench's first-error prediction; PRMBench's rule fixes 0.5 (each
+        # entry here is the StepEngine's: evaluate_benchmarks skips a kind a process model cannot score)
+        if entry.get("kind") == "processbench" and tuned is not None:
             with_tuned(entry, res.read_jsonl(rd.eval_dir / f"{entry['name']}.jsonl"), tuned, "validation split")

@@ -8,11 +8,9 @@ official figures, the diagnostics' pairs and the report all go through `get`.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 from rmspec.evaluate.kinds.base import BenchmarkKind
-from rmspec.spec.benchmarks import CATALOGUE, JUDGE, PROCESS, REWARD, BenchmarkInfo
+from rmspec.spec.benchmarks import CATALOGUE, BenchmarkInfo
 
 # results.json entries that are not benchmarks but have a benchmark's rows: scored as that kind.
 ENTRY_KINDS = {"validation": "pairs", "process_validation": "processbench"}
@@ -57,15 +55,3 @@ def _spec_follows() -> None:
     from rmspec.spec.root import Spec
 
     use_benchmark_kinds(Spec, CompositeSpec)
-
-
-def infer_scorer(kind: str, rows: Sequence[Mapping[str, Any]]) -> str:
-    """The model that wrote these rows, for callers holding only rows (a per-example file, or a
-    results.json entry written before entries recorded their `scorer`): a kind only a process
-    model scores is PROCESS; rows with a verdict are a JUDGE's; else a REWARD model's."""
-    info = CATALOGUE.get(ENTRY_KINDS.get(kind, kind))
-    if info is not None and info.scorers == (PROCESS,):
-        return PROCESS
-    if rows and "verdict" in rows[0]:
-        return JUDGE
-    return REWARD

@@ -16,7 +16,7 @@ from rmspec.evaluate.report_plots import (
     step_score_plot,
 )
 from rmspec.evaluate.results import METRICS, read_jsonl
-from rmspec.spec.benchmarks import PROCESS, REWARD
+from rmspec.evaluate.row_readers import read_as
 
 
 def per_example_file(run_dir: Path, entry: Mapping[str, Any]) -> Path | None:
@@ -76,10 +76,10 @@ def entry_section(run_dir: Path, name: str, entry: Mapping[str, Any]) -> tuple[s
     path = per_example_file(run_dir, entry)
     rows = read_jsonl(path) if path else []
     verdicts = diag.get("verdicts") or {}
-    scorer = entry.get("scorer") or registry.infer_scorer(entry.get("kind", "pairs"), rows)
-    if rows and scorer == PROCESS:  # steps, not pairs
+    reader = read_as(entry.get("kind", "pairs"), rows, entry.get("scorer"))
+    if rows and reader.steps:  # steps, not pairs
         return "\n".join(parts + [process_section(name, entry, rows)]), 1
-    pairs = kind.pairs(rows) if rows and scorer == REWARD else []
+    pairs = reader.pairs(kind, rows) if rows else []
     if verdicts:
         games = verdicts.get("double_game") or {}
         parts.append(

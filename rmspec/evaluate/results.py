@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rmspec.evaluate.diagnostics import pair_diagnostics
-from rmspec.evaluate.registry import infer_scorer
+from rmspec.evaluate.row_readers import read_as
 from rmspec.evaluate.scoring_rules import BenchmarkScore, score_rows
 from rmspec.rundir.results import (
     SCHEMA_VERSION,
@@ -51,19 +50,19 @@ def entry(
 ) -> dict[str, Any]:
     """A benchmark's entry in results.json, computed from its per-example rows. scorer: the model
     that wrote them (reward, judge, process; None: read from the rows), recorded for the report."""
-    scorer = scorer or infer_scorer(kind, rows)
-    score = score or score_rows(kind, rows, scorer)
+    reader = read_as(kind, rows, scorer)
+    score = score or reader.score(kind, rows)
     data = score.to_json()
     data.update(
         name=name,
         source=source,
         split=split,
         per_example_path=str(Path(per_example_path).resolve()),
-        diagnostics=pair_diagnostics(kind, rows, scorer=scorer),
-        scorer=scorer,
+        diagnostics=reader.diagnostics(kind, rows),
+        scorer=reader.scored_as,
     )
     if rows and all(r.get("source") for r in rows):  # a mixture's validation: accuracy per dataset
-        data["per_source"] = per_source(kind, rows, scorer)
+        data["per_source"] = per_source(kind, rows, reader.scored_as)
     return data
 
 

@@ -41,8 +41,8 @@ from rmspec.evaluate.kinds.rm_bench import (
     rm_bench_matrix,
     score_rm_bench,
 )
+from rmspec.evaluate.row_readers import read_as
 from rmspec.evaluate.verdicts import double_game_outcome, flip_decision, verdict_decision
-from rmspec.spec.benchmarks import JUDGE
 
 __all__ = [
     "BenchmarkScore",
@@ -99,12 +99,7 @@ def score_rows(kind: str, rows: Iterable[Mapping[str, Any]], scorer: str | None 
     """Recompute a benchmark's figures from its per-example JSONL rows (the files in RUN/eval/).
 
     scorer: the model that wrote the rows (rmspec.spec.benchmarks REWARD / JUDGE / PROCESS);
-    None: read from the rows (rmspec.evaluate.registry.infer_scorer).
+    None: read from the rows (rmspec.evaluate.row_readers.read_as).
     """
     rows = list(rows)
-    kind_obj = registry.get(kind)
-    if (scorer or registry.infer_scorer(kind, rows)) == JUDGE:
-        return kind_obj.score_verdicts(rows)
-    score = kind_obj.score(rows)
-    score.kind = kind  # an entry kind (validation, process_validation) keeps its own name
-    return score
+    return read_as(kind, rows, scorer).score(kind, rows)
