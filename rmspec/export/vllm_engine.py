@@ -9,10 +9,15 @@
   (rmspec.export.check_dtype), eager on a CPU (torch.compile's warm-up took minutes there). rmspec keeps
   encoding (layout, read point, cut), normalisation, routes, limits and tokens, and sends vLLM the token
   ids `rmspec score` would score (a process reward model: its head at every token, `token_classify`, read
-  at the step separators by rmspec). An environment without vLLM, a scorer vLLM cannot host (judges,
-  vision-language models, composites, encoders, heads with several outputs, architectures vLLM has no
-  pooling model for) and an engine that does not start are exit 2, with the reason and the end of vLLM's
-  log.
+  at the step separators by rmspec). A vision-language reward model (Qwen2-VL, Qwen2.5-VL) is the one
+  exception to token ids, which carry no pictures: its cache folder is the export's (rmspec.export.vllm_vision:
+  the head renamed where vLLM loads it, the run's pixel bounds, the read point probed with a picture), and
+  rmspec sends each conversation whole with its decoded pictures as PNG `image_url` parts; vLLM renders it with
+  the run's chat template and resizes within those bounds. A conversation past max_length with its visual
+  tokens is a 400 (vLLM scores it whole or not at all; torch cuts it as training did). An environment without
+  vLLM, a scorer vLLM cannot host (judges, composites, encoders, heads with several outputs, architectures vLLM
+  has no pooling model for) and an engine that does not start are exit 2, with the reason and the end of
+  vLLM's log.
 - `auto`: `vllm` where it is installed and hosts the scorer, else `torch`, saying which and why at start.
 """
 
@@ -71,21 +76,52 @@ def start(scorer: Any, target: str, python: str | None, log: Callable[[str], Non
     (exit 2) where it cannot: the reason, and the end of vLLM's log for an engine that did not start."""
     from rmspec.export.vllm import write_model_folder
     from rmspec.export.vllm_hosting import engine_architecture
+    from rmspec.inference import scorers
     from rmspec.inference.engine_vllm import vllm_python
     from rmspec.inference.target import resolve_target
 
     python = vllm_python(python)
+    folder = cache_folder(target)
+    images = None
     try:
-        architecture = engine_architecture(Path(target), scorer, per_token=True)
+        if scorers.of(scorer).reads_images:  # vLLM reads the pictures itself: the export's folder, linked
+            host = vision_host(scorer, target, folder / "model")
+            architecture, images = host.architecture, host.images
+        else:
+            architecture = engine_architecture(Path(target), scorer, per_token=True)
     except RmspecError as exc:
         raise RmspecError(exc.message, f"serve it with --engine torch (the default); {exc.hint}") from None
-    folder = cache_folder(target)
-    write_model_folder(Path(resolve_target(target).model_dir), folder / "model", link=True)
-    line = attach(scorer, folder / "model", architecture, python, folder / "vllm.log", log=log, who="rmspec serve: ")
+    if images is None:
+        write_model_folder(Path(resolve_target(target).model_dir), folder / "model", link=True)
+    line = attach(
+        scorer,
+        folder / "model",
+        architecture,
+        python,
+        folder / "vllm.log",
+        log=log,
+        who="rmspec serve: ",
+        images=images,
+    )
     scorer.batch_size = max(scorer.batch_size, VLLM_BATCH)
     free_weights(scorer)
     sys.stderr.flush()
     return line
+
+
+def vision_host(scorer: Any, target: str, model: Path) -> Any:
+    """A vision-language reward model's engine folder (rmspec.export.vllm_vision: the export's checks and files,
+    the weights linked) and its Hosting: vLLM renders each conversation with the run's chat template and
+    resizes its pictures within the run's pixel bounds, so rmspec sends conversations, not token ids."""
+    from rmspec.export.vllm_hosting import hosting
+    from rmspec.export.vllm_vision import vision_folder
+    from rmspec.vision.tokens import settings_of
+
+    host = vision_folder(Path(target), model, scorer, hosting(Path(target), scorer), link=True)
+    scorer.whole_length = settings_of(model)  # the folder's resize rule: a conversation past max_length is a 400
+    if scorer.whole_length is None:
+        raise RmspecError(f"{model}: no image processor settings vLLM resizes by", "re-export the run")
+    return host
 
 
 def attach(
@@ -98,10 +134,12 @@ def attach(
     log: Callable[[str], None] = print,
     who: str = "",
     device: str | None = None,
+    images: dict[str, Any] | None = None,
 ) -> str:
     """Start vLLM's server on the model folder `model` (the engine's cache, or an exported folder: `export
     --check` of a process reward model) and make it `scorer`'s engine (scorer.backend, a VllmEngine): float32
-    on a CPU engine, bfloat16 on a GPU one for `auto` (rmspec.export.check_dtype), eager on a CPU. The line
+    on a CPU engine, bfloat16 on a GPU one for `auto` (rmspec.export.check_dtype), eager on a CPU; `images`: a
+    vision-language model's pixel bounds (rmspec.export.vllm_vision.image_bounds), passed to vLLM. The line
     that says so (`who` starts it); RmspecError (exit 2) with the end of vLLM's log where it does not start."""
     from rmspec.export.check_dtype import choose, cpu_flags, engine_device
     from rmspec.export.vllm import serve_command
@@ -118,6 +156,7 @@ def attach(
         None,
         None,
         False,
+        images=images,
     )
     command = serve_command(model, host, python, free_port(), dtype=chosen)
     if device == "cpu":

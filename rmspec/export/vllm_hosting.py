@@ -140,8 +140,8 @@ def engine_architecture(run: Path, scorer: Any, per_token: bool = False, images:
     `<Family>ForTokenClassification` whose head vLLM computes at every token (token_classify), rmspec
     reading it at the step read points (`rmspec serve --engine vllm`, and the export's process branch:
     rmspec.export.vllm_steps); without it (one reward per sequence: the text export's `hosting`) it is refused.
-    `images`: a vision-language reward model may be hosted too (the export, whose requests carry the pictures:
-    rmspec.export.vllm_vision); without it (`rmspec serve --engine vllm` sends token ids) it is refused."""
+    `images`: a vision-language reward model may be hosted too (its requests carry the pictures: the export
+    and `rmspec serve --engine vllm`, rmspec.export.vllm_vision); without it (token ids only) it is refused."""
     from rmspec.inference import scorers
 
     kind = scorers.of(scorer)  # what the loaded scorer is (rmspec.inference.scorers)
@@ -181,15 +181,13 @@ def engine_architecture(run: Path, scorer: Any, per_token: bool = False, images:
         )
     if kind.reads_images and images and model is not None:  # a vision-language reward model, for the export
         return vision_architecture(run, scorer, str(architecture))
-    if kind.reads_images:  # a vision-language reward model, for rmspec serve's engine
+    if kind.reads_images:  # a vision-language reward model where token ids are all vLLM would get
         raise refuse(
             run,
             architecture,
-            "a vision-language reward model: `rmspec serve --engine vllm` sends vLLM token ids, which carry no "
-            "pictures",
-            f"export it with `rmspec export {run} --to vllm` (vLLM reads the pictures from image_url parts), or "
-            + serve_hint
-            + " (it takes image_url parts)",
+            "a vision-language reward model reads its pictures from image_url parts; token ids carry none",
+            f"export it with `rmspec export {run} --to vllm`, or serve it with `rmspec serve {run} --engine vllm` "
+            "(both send vLLM the conversations with their pictures)",
         )
     if model is None or config is None:  # a composite reward (rules, judges and models together)
         raise refuse(run, architecture, "a composite reward is not one model", serve_hint)

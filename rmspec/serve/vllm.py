@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rmspec.inference.encoding import Encoded
 from rmspec.inference.engine import RewardEngine
+from rmspec.inference.scorers.vision_reward import WholeTooLong
 from rmspec.serve.chat import check_layout, conversation, split_reply
 from rmspec.serve.request_io import ApiError, check_items, check_tokens, parse, read_json
 from rmspec.serve.service import Service, activation
@@ -89,7 +90,10 @@ def _encode(service: Service, req: PoolingRequest, raw: dict, pictures: tuple[An
         if pictures is not None:  # image_url parts, read by _values; the kind's encoder reads them
             messages, images = pictures
             prompt, reply = split_reply(conversation(messages))
-            return service.kind.encode_with_images(engine, prompt, reply, images)
+            try:
+                return service.kind.encode_with_images(engine, prompt, reply, images)
+            except WholeTooLong as exc:  # past the vLLM engine's model length: vLLM's own status for it
+                raise ApiError(400, str(exc), "messages") from None
         prompt, reply = split_reply(conversation(req.messages))
         assert isinstance(engine, RewardEngine), "a server that is not a process model holds a RewardEngine"
         check_layout(engine.layout, prompt)  # a tool turn the template drops: 422

@@ -111,6 +111,14 @@ def decode_image(
     return load_image(open_image(data, name, max_pixels), name)
 
 
+def png_data_uri(image: Image.Image) -> str:
+    """A decoded picture as a ``data:image/png;base64,`` URI: PNG is lossless, so whoever decodes it (vLLM, from
+    an ``image_url`` part) reads the very pixels rmspec decoded."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
 def encoded_image(
     value: Any,
     base_dir: str | os.PathLike[str] | None = None,

@@ -42,6 +42,18 @@ IMAGE_TYPES = ("image", "image_url", "input_image")
 IMAGES_COLUMN = "images"  # the column of a scored file that holds each row's images (the training convention)
 
 
+class WholeTooLong(ValueError):
+    """A conversation longer than the model's max_length, on an engine that scores it whole (vLLM)."""
+
+    def __init__(self, length: int, limit: int):
+        super().__init__(
+            f"messages: the conversation is {length} tokens with its pictures' visual tokens, over the model's "
+            f"max_length ({limit}); the vLLM engine scores whole conversations (`rmspec serve --engine torch` "
+            "cuts it as training did), so shorten it or send smaller pictures"
+        )
+        self.length, self.limit = length, limit
+
+
 @dataclass
 class VisionInput:
     """One sequence as the processor reads it: the rendered text and its images, in order."""
@@ -51,6 +63,8 @@ class VisionInput:
     ids: list[int] = field(default_factory=list)  # as the data stage tokenizes it, each image one picture id
     truncated: bool = False
     type_ids: None = None  # no segments (what serve asks of every encoded item)
+    # (prompt with its image parts, reply): what an engine that renders and resizes itself (vLLM) is sent
+    conversation: tuple[Any, str] | None = None
 
 
 @dataclass
@@ -66,6 +80,10 @@ class VisionRewardEngine:
     std: float | None = None
     target: Any = None
     batch_size: int = 8
+    backend: Any = None  # an engine that computes the head instead of `model` (rmspec.inference.engine_vllm)
+    # With a backend that renders whole conversations (vLLM, started with max_length as its model length): the
+    # processor's resize rule (rmspec.vision.tokens.VisualSettings), to refuse a conversation it would refuse
+    whole_length: Any = None
 
     @property
     def tokenizer(self) -> Any:
@@ -81,14 +99,22 @@ class VisionRewardEngine:
 
         flat, images = zip(*(_placeholders(prompt) for prompt, _ in items)) if items else ((), ())
         encoded = encode_many(self.tokenizer, [(p, r) for p, (_, r) in zip(flat, items)], self.max_length, self.layout)
-        return [VisionInput("", list(imgs), e.ids, e.truncated) for e, imgs in zip(encoded, images)]
+        return [
+            VisionInput("", list(imgs), e.ids, e.truncated, conversation=item)
+            for e, imgs, item in zip(encoded, images, items)
+        ]
 
     # ------------------------------------------------------------------ scoring
 
     def outputs(self, inputs: Sequence[VisionInput], batch_size: int | None = None) -> list[list[float]]:
         """Every head output per input, in input order. The batch is built as training builds it
         (rmspec.vision.collate.VisionEncoder: each picture's visual tokens spliced where it stands, right
-        padding); the generic head reads the last non-pad token."""
+        padding); the generic head reads the last non-pad token. With a `backend` (`rmspec serve --engine
+        vllm`), the conversations go to it whole, their pictures as image_url parts: vLLM renders them with the
+        run's chat template and resizes within the run's pixel bounds (rmspec.export.vllm_vision checked both
+        at start), so it reads the tokens this encoder would splice."""
+        if self.backend is not None:
+            return self.backend.conversation_outputs([openai_messages(*conversation_of(item)) for item in inputs])
         import torch
 
         from rmspec.vision.collate import VisionEncoder
@@ -107,6 +133,13 @@ class VisionRewardEngine:
 
     def rewards(self, items: Sequence[tuple[Any, str]], batch_size: int | None = None) -> list[float]:
         return [values[0] for values in self.outputs(self.encode(items), batch_size)]
+
+    def positions(self, item: VisionInput) -> int:
+        """The positions the language model reads for `item` (what training's max_length counts): each picture
+        mark becomes the family's image text, whose one pad token becomes the picture's visual tokens
+        (`whole_length`'s rule, rmspec.vision.tokens)."""
+        text = len(self.tokenizer(self.image_text, add_special_tokens=False)["input_ids"])
+        return len(item.ids) + sum(text - 2 + self.whole_length.tokens(*image.size) for image in item.images)
 
     def score_groups(
         self, groups: Sequence[tuple[Any, Sequence[str]]], batch_size: int | None = None
@@ -160,6 +193,32 @@ def _placeholders(prompt: Any) -> tuple[Any, list[Any]]:
                     pieces.append(str(part.get("text", "")))
             message["content"] = "".join(pieces)
     return messages, images
+
+
+def conversation_of(item: VisionInput) -> tuple[Any, str]:
+    if item.conversation is None:
+        raise ValueError("an encoded item without its conversation: encode it with VisionRewardEngine.encode")
+    return item.conversation
+
+
+def openai_messages(prompt: Any, reply: str) -> list[dict[str, Any]]:
+    """A (prompt, reply) item as an OpenAI client sends it: each image part an `image_url` whose `data:` URI
+    holds the decoded picture as PNG (lossless: the same pixels), the reply the last, assistant message."""
+    from rmspec.vision.images import decode_image, png_data_uri
+
+    messages: list[dict[str, Any]] = (
+        [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    )
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            message["content"] = [
+                {"type": "image_url", "image_url": {"url": png_data_uri(decode_image(part.get("image")))}}
+                if isinstance(part, Mapping) and part.get("type") in IMAGE_TYPES
+                else dict(part)
+                for part in content
+            ]
+    return [*messages, {"role": "assistant", "content": reply}]
 
 
 def with_image_parts(prompt: Any, images: Sequence[Any], placeholder: str | None = None) -> Any:
@@ -224,8 +283,16 @@ class VisionRewardKind(RewardKind):
         raise TypeError("a vision reward model reads conversations with images (the chat routes), not token ids")
 
     def encode_with_images(self, engine: Any, prompt: Any, reply: str, images: list[Any]) -> list[Any]:
-        """A served conversation (rmspec.serve.chat.image_conversation put a picture mark where each part was)."""
-        return list(engine.encode([(with_image_parts(prompt, images), reply)]))
+        """A served conversation (rmspec.serve.chat.image_conversation put a picture mark where each part was).
+        On an engine that renders whole conversations (vLLM), one rmspec would cut, or longer than max_length
+        with its visual tokens, is WholeTooLong: vLLM scores it whole or not at all, and refuses past its length."""
+        encoded = list(engine.encode([(with_image_parts(prompt, images), reply)]))
+        if engine.whole_length is not None:
+            for item in encoded:
+                length = engine.positions(item)
+                if item.truncated or length > engine.max_length:
+                    raise WholeTooLong(length, engine.max_length)
+        return encoded
 
     # ------------------------------------------------------------------ rmspec score
 
