@@ -11,8 +11,19 @@ trained on written verdicts, judged on held-out pairs of words never trained on,
     python bench/judge_vs_trl.py --trainer trl --seed 0 --at 25,50,100
     # the table of every point recorded so far (mean ± standard error across seeds)
     python bench/judge_vs_trl.py --table
+    # the demo preference pairs (issue 50 item 3): the Bradley-Terry runs' split, judged beside their accuracy
+    python bench/judge_vs_trl.py --task demo --base
+    python bench/judge_vs_trl.py --task demo --trainer rmspec --seed 0 --at 40,80 --max-length 320
 
-Every call adds its figures to --json (bench/results/judge_learning_words.json) and keeps what is there.
+Every call adds its figures to --json (bench/results/judge_learning_words.json; with --task demo,
+bench/results/judge_learning_demo.json) and keeps what is there.
+
+--task demo: the pairs of rmspec/data/demo/preferences.jsonl split as bench/trl_vs_rmspec.py splits them for
+bench/results/quality_vs_trl.md (specs/quickstart.yaml's data section: 10% held out by family, split seed
+0, with SmolLM2's tokenizer; trl_vs_rmspec.prepare_data). Training: every training pair (2873) in both orders;
+held out: the same fixed 200 validation pairs the Bradley-Terry runs are scored on. The pairs' text is
+the file's (the prompt is one user turn); the judge sees it whole (--max-length above the longest
+conversation, 269 tokens), the Bradley-Terry runs saw at most 256 tokens per response.
 
 The same rows for both trainers: each training pair is written in both orders as a conversation (user: the
 judge prompt, assistant: "(A)"/"(B)"); rmspec trains on it with `approach: generative, method: sft`
@@ -161,6 +172,23 @@ def pairs(held: bool, n: int, seed: int, task: str = "repeat") -> list[dict]:
     ]
 
 
+def demo_pairs(model: str, folder: Path) -> tuple[list[dict], list[dict]]:
+    """(training pairs, the 200 held-out pairs) of the demo preferences, split as quality_vs_trl.md's runs."""
+    from datasets import load_from_disk
+    from trl_vs_rmspec import SPEC, prepare_data
+
+    prepare_data(folder / "demo", {"model": model, "spec": str(SPEC), "eval_rows": 200})
+
+    def rows(split: str) -> list[dict]:
+        out = []
+        for r in load_from_disk(str(folder / "demo" / split)):
+            (turn,) = r["prompt_messages"]  # the demo prompts are one user turn each
+            out.append({"id": r["id"], "prompt": turn["content"], "chosen": r["chosen"], "rejected": r["rejected"]})
+        return out
+
+    return rows("train"), rows("validation")
+
+
 def load(model_dir: Path):
     import transformers
 
@@ -214,6 +242,7 @@ def train_rmspec(args, base: Path, folder: Path, train: list[dict], held: list[d
     data = write_jsonl(folder / "sft.jsonl", sft_rows(train))
     at = args.at
     spec = sft_spec(args, data, folder, at).replace("validation_fraction: 0.05", "validation_fraction: null")
+    spec = spec.replace("max_length: 128", f"max_length: {args.max_length}")
     seconds = run(spec, folder, "sft")
     final = folder / "sft" / "model"
     loss = dict(step_losses(folder / "sft"))
@@ -258,7 +287,7 @@ def train_trl(args, base: Path, folder: Path, train: list[dict], held: list[dict
         use_cpu=True,
         gradient_checkpointing=False,
         completion_only_loss=True,
-        max_length=128,
+        max_length=args.max_length,
         logging_steps=5,
         save_strategy="no",
         report_to=[],
@@ -294,7 +323,7 @@ def train_trl(args, base: Path, folder: Path, train: list[dict], held: list[dict
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trainer", choices=("rmspec", "trl"))
-    parser.add_argument("--task", choices=("repeat", "animal"), default="repeat")
+    parser.add_argument("--task", choices=("repeat", "animal", "demo"), default="repeat")
     parser.add_argument("--direct", action="store_true")
     parser.add_argument("--base", action="store_true")
     parser.add_argument("--table", action="store_true")
@@ -302,13 +331,22 @@ def main() -> None:
     parser.add_argument("--at", default="25,50,100")
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--train", type=int, default=400, help="training pairs (each written in both orders)")
-    parser.add_argument("--held", type=int, default=50, help="held-out pairs (each judged in both orders)")
+    parser.add_argument(
+        "--train", type=int, default=400, help="training pairs (each written in both orders; demo: all of them)"
+    )
+    parser.add_argument("--held", type=int, default=50, help="held-out pairs (each judged in both orders; demo: 200)")
+    parser.add_argument("--max-length", type=int, default=128, help="tokens per training conversation")
     parser.add_argument("--model", default="packaged:smollm2-135m-instruct")
-    parser.add_argument("--json", default=str(REPO / "bench" / "results" / "judge_learning_words.json"))
+    parser.add_argument("--json", help="default: bench/results/judge_learning_words.json (demo: _demo.json)")
     args = parser.parse_args()
     args.at = sorted(int(s) for s in args.at.split(","))
-    store = Path(args.json)
+    if args.task == "demo":
+        args.held = 200
+        if args.direct:
+            parser.error("--direct asks the word tasks' questions; the demo pairs have none")
+    store = Path(
+        args.json or REPO / "bench" / "results" / f"judge_learning_{'demo' if args.task == 'demo' else 'words'}.json"
+    )
     record = json.loads(store.read_text()) if store.exists() else {"points": []}
     if args.table:
         print(table(record, args.held))
@@ -317,7 +355,6 @@ def main() -> None:
 
     torch.set_num_threads(1)
     command = "python bench/judge_vs_trl.py " + " ".join(sys.argv[1:])
-    held = pairs(True, args.held, 99, args.task)
 
     def save() -> None:
         store.write_text(json.dumps(record, indent=1) + "\n")
@@ -341,6 +378,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         base = base_model_dir(args.model, folder)
+        if args.task == "demo":
+            train, held = demo_pairs(args.model, folder)
+        else:
+            train, held = pairs(False, args.train, args.seed, args.task), pairs(True, args.held, 99, args.task)
         record["machine"] = f"{platform.machine()}, {os.cpu_count()} shared CPU cores, torch {torch.__version__}"
         if args.direct:
             record[f"direct_{args.task}"] = {
@@ -356,7 +397,6 @@ def main() -> None:
             args.trainer = "base"
             add(0, judged(model, tok, held))
             return
-        train = pairs(False, args.train, args.seed, args.task)
         (train_rmspec if args.trainer == "rmspec" else train_trl)(args, base, folder, train, held, add)
 
 
