@@ -71,8 +71,12 @@ def test_the_plan_sizes_a_rank_of_the_split_row(plans):
     assert two["memory_per_device_gb"]["activations"] == cp["activations_per_rank_gb"]
     assert two["memory_per_device_gb"]["total"] == cp["total_per_rank_gb"]
     assert cp["total_per_rank_gb"] < one["memory_per_device_gb"]["total"]
-    # forward all-gather and backward reduce-scatter: (N-1)/N of each layer's keys and values, twice
-    traffic = 2 * shape["num_layers"] * 0.5 * rows * 2 * width * kv_dim * 4 * two["gradient_accumulation_steps"] / GIB
+    # forward all-gather and backward reduce-scatter: (N-1)/N of each layer's keys and values, twice, and once
+    # more for gradient checkpointing's recompute
+    passes = 3 if two["gradient_checkpointing"] else 2
+    assert cp["kv_passes_per_micro_step"] == passes
+    traffic = passes * shape["num_layers"] * 0.5 * rows * 2 * width * kv_dim * 4 * two["gradient_accumulation_steps"]
+    traffic /= GIB
     assert cp["communication_gb_per_step"] == pytest.approx(traffic, abs=1e-3)
     assert cp["groups"] == 1
     assert Plan.from_json(two).to_json() == two  # plan.json keeps the section (rmspec run PLAN reads it)

@@ -11,8 +11,19 @@ fp32 master weights):
   and a reduce-scatter of the gradients;
 - fsdp_full_shard(_offload), deepspeed_zero3(_offload): per micro step, the parameters gathered
   twice (forward and again in backward) and the gradients reduce-scattered (ZeRO-3's 1.5x of DDP).
+Context parallelism (hardware.context_parallel: N, rmspec.train.context_parallel) adds its own traffic,
+inside each group of N consecutive ranks: every attention layer all-gathers the group's keys and values
+(after RoPE, at the key/value heads: kv_dim = kv_heads x head_dim per token) in the forward, the
+backward sends their gradients back (a reduce-scatter on NCCL), and gradient checkpointing's recompute
+gathers them once more. Each of these passes moves (N-1)/N of the whole row's keys and values through
+every rank's link (context_parallel_bytes):
+    passes x layers x (N-1)/N x rows x 2 x width x kv_dim x bytes per element, per micro step,
+passes 2 (forward, backward) or 3 with checkpointing, rows the micro batch's rows, width the row padded
+to 2N chunks, times the gradient accumulation steps. The group's link is the node's when it fits on one
+node (groups are consecutive ranks: rmspec.train.context_parallel_run.layout), else it crosses nodes.
 Nothing is assumed to overlap with compute, so the added time is an upper bound. Only GPU plans with
-more than one process are modelled (CPU processes share one machine's memory).
+more than one process are modelled (CPU processes share one machine's memory): a CPU plan's
+context-parallel section still states the bytes, its time estimate adds nothing.
 
 BANDWIDTH is the one-direction bandwidth per device that a ring sees on each link type.
 """
@@ -81,20 +92,87 @@ def communication(
     }
 
 
-def with_communication(estimate: dict[str, Any], comm: dict[str, Any] | None) -> dict[str, Any]:
-    """The time estimate with the communication time added to each step (unchanged when None)."""
-    if comm is None:
+def context_parallel_bytes(
+    *,
+    degree: int,
+    num_layers: int,
+    kv_dim: int,
+    rows_per_micro_step: int,
+    width: int,
+    bytes_per_element: int,
+    checkpointing: bool,
+    gradient_accumulation_steps: int,
+) -> float:
+    """Bytes each rank of a context-parallel group sends (and receives) per optimizer step for its keys and
+    values: the forward all-gather, the backward's reduce-scatter of their gradients and, with gradient
+    checkpointing, the recompute's all-gather, each (N-1)/N of every layer's keys and values of the whole
+    row (``width`` tokens, padded to 2N chunks), per micro step."""
+    if degree <= 1:
+        return 0.0
+    passes = 3 if checkpointing else 2
+    per_pass = num_layers * (degree - 1) / degree * rows_per_micro_step * 2 * width * kv_dim * bytes_per_element
+    return passes * per_pass * gradient_accumulation_steps
+
+
+def context_parallel_communication(
+    *,
+    moved_bytes: float,
+    degree: int,
+    gpus_per_node: int,
+    nodes: int,
+    is_gpu: bool,
+    interconnect: str,
+    checkpointing: bool,
+    row_tokens: int,
+) -> dict[str, Any] | None:
+    """The time of ``moved_bytes`` (context_parallel_bytes, for rows of ``row_tokens`` padded) per step on
+    the group's link; None when nothing is modelled (no split, or CPU processes, as for communication)."""
+    if degree <= 1 or not is_gpu:
+        return None
+    within = gpus_per_node % degree == 0  # consecutive ranks: every group on one node
+    if within:
+        link = (
+            "within one node" if nodes == 1 else "within one node (timed at hardware.interconnect, the plan's one link)"
+        )
+    else:
+        link = "across nodes (a group spans nodes)"
+    bandwidth = BANDWIDTH_GB_S[interconnect]
+    passes = "forward, recompute (checkpointing) and backward" if checkpointing else "forward and backward"
+    return {
+        "interconnect": interconnect,
+        "bandwidth_gb_per_s": bandwidth,
+        "link": link,
+        "within_node": within,
+        "row_tokens": row_tokens,
+        "pattern": f"keys and values of every layer, {passes}, each (N-1)/N of the row's, per micro step",
+        "bytes_per_step": round(moved_bytes),
+        "seconds_per_step": round(moved_bytes / (bandwidth * 1e9), 4),
+    }
+
+
+def with_communication(
+    estimate: dict[str, Any], comm: dict[str, Any] | None, context_parallel: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The time estimate with the communication time added to each step: the strategy's gradient and
+    parameter traffic (``comm``) and the context-parallel groups' key/value traffic (``context_parallel``);
+    unchanged when both are None."""
+    added = [c for c in (comm, context_parallel) if c is not None]
+    if not added:
         return estimate
     out = dict(estimate)
     compute = out["seconds_per_step"]
     out["compute_seconds_per_step"] = compute
-    out["seconds_per_step"] = round(compute + comm["seconds_per_step"], 4)
-    out["communication"] = comm
+    out["seconds_per_step"] = round(compute + sum(c["seconds_per_step"] for c in added), 4)
+    if comm is not None:
+        out["communication"] = comm
+    if context_parallel is not None:
+        out["context_parallel_communication"] = context_parallel
     if out.get("steps_per_epoch"):
         out["seconds_per_epoch"] = round(out["steps_per_epoch"] * out["seconds_per_step"], 1)
+    link = added[0]
     out["note"] = out["note"].replace(
         "compute only (communication not modelled)",
-        f"compute + communication over {comm['interconnect']} ({comm['bandwidth_gb_per_s']:g} GB/s, "
+        f"compute + communication over {link['interconnect']} ({link['bandwidth_gb_per_s']:g} GB/s, "
         "no overlap assumed)",
     )
     return out

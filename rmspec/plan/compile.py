@@ -25,8 +25,8 @@ from rmspec import approaches
 from rmspec.errors import PlanError
 from rmspec.gguf_source import cache_dir, describe, gguf_config, spec_gguf_source
 from rmspec.packaged import resolve_model_path
-from rmspec.plan.communication import communication, with_communication
-from rmspec.plan.context_parallel import context_parallel_of, rank_share, split_row
+from rmspec.plan.communication import communication, context_parallel_communication, with_communication
+from rmspec.plan.context_parallel import context_parallel_of, kv_traffic_bytes, rank_share, split_row, split_tokens
 from rmspec.plan.context_parallel_auto import choose_degree
 from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
 from rmspec.plan.fields import Sequences, batch_fields, memory_fields, raise_nothing_fits, strategy_fields
@@ -140,7 +140,16 @@ def compile_plan(
         spec, shape, precision.compute, choice.micro_batch, hw.num_processes, choice.memory.total, hw.usable_gb
     )
     launch = launch_fields(spec, run, hw, shape, choice, precision)
-    estimate, trained, trainable = _estimate(loaded, host, hw, shape, declared, base, seqs, choice, precision, visual)
+    estimate, trained, trainable = _estimate(
+        loaded, host, hw, shape, declared, base, seqs, choice, precision, visual, cp
+    )
+    cp_traffic = estimate.get("context_parallel_communication")
+    if cp_section is not None and cp_section.get("chosen") and cp_traffic:
+        # a rank's key/value bytes per step grow as N - 1 (its (N-1)/N of N / processes of the batch's rows)
+        cp_section["chosen"] += (
+            f"; the smallest N moves the least keys and values: {cp_traffic['bytes_per_step'] / 1e9:.1f} GB per rank, "
+            f"~{cp_traffic['seconds_per_step']:.2f} s per step over {cp_traffic['interconnect']} (in the time line)"
+        )
     liger = liger_decision(
         spec.training.liger_kernel,
         is_gpu=hw.is_gpu,
@@ -291,9 +300,20 @@ def _fit(
 
 
 def _estimate(
-    loaded, host, hw, shape: ModelShape, declared, base: TrainingShape, seqs: Sequences, choice, precision, visual=None
+    loaded,
+    host,
+    hw,
+    shape: ModelShape,
+    declared,
+    base: TrainingShape,
+    seqs: Sequences,
+    choice,
+    precision,
+    visual=None,
+    cp: int = 1,
 ):
-    """(the time estimate with its communication, trained parameters, trainable parameters)."""
+    """(the time estimate with its communication, trained parameters, trainable parameters). ``cp``: the
+    context-parallel degree, whose groups' key/value traffic is added at the estimate's row length."""
     spec, training, lora, rung = loaded.spec, loaded.spec.training, loaded.spec.model.lora, choice.rung
     rows, rows_how = data_rows(spec.data, loaded.base_dir)
     split = spec.data.split
@@ -344,7 +364,24 @@ def _estimate(
         master_fp32=precision.master_fp32,
         gradient_accumulation_steps=choice.grad_accum,
     )
-    return with_communication(estimate, traffic), trained, trainable
+    row = estimate["tokens_per_sequence"]  # time's row length (a guessed mean, or the bound), as compute's
+    cp_traffic = context_parallel_communication(  # hardware.context_parallel: the groups' keys and values
+        moved_bytes=kv_traffic_bytes(
+            shape,
+            replace(base, micro_batch=choice.micro_batch, checkpointing=rung.checkpointing),
+            degree=cp,
+            row_tokens=row,
+            grad_accum=choice.grad_accum,
+        ),
+        degree=cp,
+        gpus_per_node=hw.gpus_per_node,
+        nodes=hw.nodes,
+        is_gpu=hw.is_gpu,
+        interconnect=hw.interconnect,
+        checkpointing=rung.checkpointing,
+        row_tokens=split_tokens(row, cp)[0],
+    )
+    return with_communication(estimate, traffic, cp_traffic), trained, trainable
 
 
 def _step_separator(spec, model_path: str, hub_cache: Path | None):

@@ -11,9 +11,11 @@ prompt-once mask. Per rank, against one process holding the whole row:
   values, which the gather consumes and nothing keeps;
 - the mask slice: [rows, 1, width / N, width] in the compute dtype, one per attention layer type, instead of
   width x width;
-- communication per optimizer step: the forward all-gather receives (N-1)/N of the gathered keys and values
-  in each layer, the backward's reduce-scatter sends as much: 2 x layers x (N-1)/N x rows x 2 x width x
-  kv_dim bytes per micro step (gloo's backward is an all-reduce, about twice that).
+- communication per optimizer step (rmspec.plan.communication.context_parallel_bytes): the forward all-gather
+  receives (N-1)/N of the gathered keys and values in each layer, the backward's reduce-scatter sends as
+  much, and gradient checkpointing's recompute gathers them again: (2 or 3) x layers x (N-1)/N x rows x 2 x
+  width x kv_dim bytes per micro step (gloo's backward is an all-reduce, about twice that). The time
+  estimate adds it on GPU plans (communication.context_parallel_communication), at its own row length.
 Model states are the plan's (the group's processes each hold what the strategy gives them). Pure: no torch.
 """
 
@@ -23,6 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from rmspec.errors import PlanError
+from rmspec.plan.communication import context_parallel_bytes
 from rmspec.plan.memory import (
     GIB,
     MemoryEstimate,
@@ -67,10 +70,20 @@ def check(degree: int, **facts: Any) -> None:
         )
 
 
-def _kv_bytes(shape: ModelShape, t: TrainingShape, width: int) -> float:
-    """Keys and values of ``width`` tokens in one layer, for every row of the micro batch."""
-    rows = t.micro_batch * t.seqs_per_example
-    return float(rows * 2 * width * shape.kv_dim * (4 if t.precision == "fp32" else 2))
+def kv_traffic_bytes(shape: ModelShape, t: TrainingShape, *, degree: int, row_tokens: int, grad_accum: int) -> float:
+    """Bytes each rank moves per optimizer step for the group's keys and values (forward gather, backward
+    reduce-scatter, checkpointing's recompute gather) at ``t``'s micro batch and checkpointing, rows of
+    ``row_tokens`` padded to 2 x ``degree`` chunks."""
+    return context_parallel_bytes(
+        degree=degree,
+        num_layers=shape.num_layers,
+        kv_dim=shape.kv_dim,
+        rows_per_micro_step=t.micro_batch * t.seqs_per_example,
+        width=split_tokens(row_tokens, degree)[0],
+        bytes_per_element=4 if t.precision == "fp32" else 2,
+        checkpointing=t.checkpointing,
+        gradient_accumulation_steps=grad_accum,
+    )
 
 
 def split_tokens(row_tokens: int, degree: int) -> tuple[int, int]:
@@ -130,7 +143,7 @@ def context_parallel_section(
     width, local = split_tokens(row_tokens, degree)
     adjusted, extra = per_rank_memory(shape, t, memory, degree=degree, row_tokens=row_tokens)
     whole = replace(t, seq_len=row_tokens)
-    traffic = 2 * shape.num_layers * (degree - 1) / degree * _kv_bytes(shape, t, width) * grad_accum
+    traffic = kv_traffic_bytes(shape, t, degree=degree, row_tokens=row_tokens, grad_accum=grad_accum)
     gb = lambda b: round(b / GIB, 3)  # noqa: E731
     return {
         "degree": degree,
@@ -148,6 +161,9 @@ def context_parallel_section(
         "mask_one_process_gb": gb(packed_mask_bytes(whole)),
         "total_per_rank_gb": gb(adjusted.total),
         "communication_gb_per_step": gb(traffic),
+        # the key/value collectives per layer and micro step: forward gather, backward reduce-scatter, and the
+        # recompute's gather with gradient checkpointing
+        "kv_passes_per_micro_step": 3 if t.checkpointing else 2,
         # the groups are the data-parallel processes: examples per optimizer step
         "examples_per_step": micro_batch * grad_accum * (num_processes // degree),
         # what `rmspec run` does with it: trains it, or refuses with this reason (run_refusal)

@@ -35,7 +35,8 @@ def render_context_parallel(console: Console, cp: dict[str, Any], head: Text) ->
         Text(INDENT)
         + Text(
             f"communication {cp['communication_gb_per_step']:.2f} GB per rank per step (keys and values "
-            "all-gathered forward, reduce-scattered backward)"
+            f"all-gathered forward{', again in the recompute' if cp.get('kv_passes_per_micro_step') == 3 else ''}, "
+            "reduce-scattered backward; the time line adds it on GPUs)"
         )
     )
     console.print(

@@ -279,6 +279,18 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
                 f"{comm['interconnect']} at {comm['bandwidth_gb_per_s']:g} GB/s ({comm['pattern']})"
             )
         )
+    cp_comm = est.get("context_parallel_communication")
+    if cp_comm:  # hardware.context_parallel (rmspec.plan.communication.context_parallel_communication)
+        took = cp_comm["seconds_per_step"]
+        shown = f"{took * 1000:.0f} ms" if took < 1 else _duration(took)
+        console.print(
+            Text(" " * 15)
+            + Text(
+                f"context parallel ~{shown} per step: {cp_comm['bytes_per_step'] / 1e9:.2f} GB per rank over "
+                f"{cp_comm['interconnect']} at {cp_comm['bandwidth_gb_per_s']:g} GB/s, {cp_comm['link']}: "
+                f"{cp_comm['pattern']}, rows of {cp_comm['row_tokens']:,} tokens"
+            )
+        )
     console.print(Text(" " * 15) + Text(assumption, style="dim"))
     console.print()
 
