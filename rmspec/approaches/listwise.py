@@ -82,12 +82,22 @@ class ListwiseApproach(Approach):
     head = SCORE_HEAD
     sequences_per_example = None  # N: from the data (the plan reads the lists)
     shared_prefix = True
+    trains_split = True  # rmspec.train.listwise through context_parallel_run (tests/test_context_parallel_listwise.py)
     packed_row = "listwise training: each prompt computed once, one row [prompt | r_1 | ... | r_N]"
     trainer = "rmspec.train.factory:listwise"
     evaluation = "rmspec.evaluate.approach_validation:evaluate_lists"
     validation_metrics = ("pair_accuracy", "kendall_tau")
     template = "listwise.yaml"
     demo_data = "ranked"
+
+    def split_refusal(self, section: Any) -> str | None:
+        # Every listwise option trains split: the split forward gives each rank every list's K rewards whole,
+        # and the loss (Plackett-Luce, its top_k, the centring term) reads only those rewards, so each rank
+        # computes the one-process loss (tests/test_context_parallel_listwise.py trains top_k and the centring
+        # term split). A new option that adds outputs (another head, an LM term) must refuse here until tested.
+        if section.loss != "plackett_luce":
+            return f"approach.loss {section.loss!r} is not trained split in this version (plackett_luce is)"
+        return None
 
     def plan_notes(self, spec: Any, n_list: int | None, list_how: str | None) -> list[str]:
         return [

@@ -235,8 +235,11 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
     """Head outputs [responses, num_labels] at the last token of every response of ``rows`` (the whole
     batch, identical on every rank of ``group``), each rank computing its two chunks of every row.
 
-    The equal of prefix_mask.packed_head_outputs in one process; ``model`` must run
-    ``ATTENTION_NAME`` (use_context_parallel_attention)."""
+    The equal of prefix_mask.packed_head_outputs in one process, in the order of ``rows.ends`` (group order,
+    then response order): a pair's chosen and rejected, or a ranked list's K responses, each read on the rank
+    that holds its last token, wherever the row's cut puts it. ``model`` must run ``ATTENTION_NAME``
+    (use_context_parallel_attention). The one split forward: rmspec.train.context_parallel_run.split_head_outputs
+    calls it for every approach that trains split."""
     config = model_config(model)
     if attention_implementation(config) != ATTENTION_NAME:
         raise ContextParallelError(
@@ -270,9 +273,3 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
     held = (at >= 0)[:, None]
     values = torch.where(held, per_token[end_row, at.clamp(min=0)], torch.zeros((), dtype=per_token.dtype))
     return sum_over_ranks(values, group)
-
-
-def pair_rewards(model: Any, rows: PackedRows, group: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(chosen, rejected) rewards of packed pairs (PackedPairCollator's rows) under context parallelism."""
-    scores = head_outputs(model, rows, group)[:, 0]
-    return scores[0::2], scores[1::2]

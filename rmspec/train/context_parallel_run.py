@@ -4,9 +4,11 @@ The world of accelerate's processes is cut into groups of N consecutive ranks (r
 A group is one data-parallel replica that holds each row split over its N ranks:
 - every rank of a group draws the same batches: accelerate's batch sharder is told the groups, not the
   processes (``shard_over_groups``), so the seeded sampler's order is dealt to the groups;
-- the forward is rmspec.train.context_parallel.pair_rewards over the group's own process group (a gloo or
+- the forward is rmspec.train.context_parallel.head_outputs over the group's own process group (a gloo or
   NCCL group of its own, apart from DDP's, so the attention's collectives never interleave with DDP's
-  gradient buckets on one communicator);
+  gradient buckets on one communicator), through ``split_head_outputs``: one reward per response of the
+  packed batch, in the order of its read points, whatever the approach reads from them (Bradley-Terry's
+  pairs: ``split_pair_rewards``; listwise's ranked lists: rmspec.train.listwise.list_rewards);
 - the group's parameter gradients ADD UP to one process's, while DDP averages over every process: the loss
   backpropagates N times over (``sum_over_group``: its value unchanged, what the Trainer logs), so DDP's
   mean over N x G processes is the mean over the G groups of each group's whole gradient;
@@ -119,18 +121,27 @@ def split_step(model: Any, groups: Groups) -> Iterator[None]:
         yield
 
 
-def split_pair_rewards(
-    model: Any, inputs: dict[str, torch.Tensor], groups: Groups
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(chosen, rejected) rewards of a PackedPairCollator batch (the same on every rank of the group), each
-    row split over the group."""
-    from rmspec.train.context_parallel import pair_rewards
+def split_head_outputs(model: Any, inputs: dict[str, torch.Tensor], groups: Groups) -> torch.Tensor:
+    """Head outputs [responses, num_labels] of a packed batch (PackedPairCollator's or PackedListCollator's:
+    the same on every rank of the group), each row split over the group: the equal of
+    prefix_mask.packed_head_outputs, one output per read point (``packed_ends``) in its order, on every rank.
+    The one split forward every approach that trains split reads its rewards from."""
+    from rmspec.train.context_parallel import head_outputs
     from rmspec.train.packing import is_packed, packed_rows
 
     if not is_packed(inputs):
         raise ValueError("context parallelism splits prompt-once rows: this batch is not packed")
     with split_attention(model):
-        return pair_rewards(model, packed_rows(inputs), groups.group)
+        return head_outputs(model, packed_rows(inputs), groups.group)
+
+
+def split_pair_rewards(
+    model: Any, inputs: dict[str, torch.Tensor], groups: Groups
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen, rejected) rewards of a PackedPairCollator batch (the same on every rank of the group), each
+    row split over the group: the read points alternate chosen, rejected."""
+    scores = split_head_outputs(model, inputs, groups)[:, 0]
+    return scores[0::2], scores[1::2]
 
 
 def attach(trainer: Any, model: Any, degree: int) -> None:
@@ -147,7 +158,9 @@ def attach(trainer: Any, model: Any, degree: int) -> None:
     # ensembles) or an SFT term is not split until it says so and is tested.
     splits_rows = getattr(trainer, "splits_rows", None)
     if splits_rows is None or not splits_rows():
-        problem = f"{type(trainer).__name__} is not trained split in this version (plain Bradley-Terry is)"
+        problem = (
+            f"{type(trainer).__name__} is not trained split in this version (plain Bradley-Terry and listwise are)"
+        )
     elif packing != SHARED_PREFIX:
         problem = f"the rows are not prompt-once here ({why})"
     if problem is None:

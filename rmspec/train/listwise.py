@@ -10,6 +10,11 @@ the layout pairs use): each response attends to the prompt and to itself, its po
 from the prompt's end, and its reward is read at its last token, so the rewards equal the N
 separate sequences' (tests/test_packing_listwise.py). `list_index` then points into the responses'
 ends in the same order.
+
+Split (hardware.context_parallel: N): each packed row is cut over the N ranks of a group and the K rewards
+of every list come back whole on each rank (rmspec.train.context_parallel_run.split_head_outputs, the one
+split forward Bradley-Terry reads its pairs from too); the loss is the one-process loss, backpropagated N
+times over so the group's gradients add up (tests/test_context_parallel_listwise.py).
 """
 
 from __future__ import annotations
@@ -93,10 +98,16 @@ class PackedListCollator:
         }
 
 
-def list_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def list_rewards(model: Any, inputs: dict[str, torch.Tensor], split: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(rewards [B, N_max], mask [B, N_max]) from one forward pass over every response (N sequences
-    per prompt, or the packed rows of PackedListCollator)."""
-    if is_packed(inputs):
+    per prompt, or the packed rows of PackedListCollator), each packed row split over the context-parallel
+    group ``split`` (rmspec.train.context_parallel_run.Groups) where one is given: the same K rewards per
+    list on every rank of the group, read on the rank that holds each response's last token."""
+    if split is not None:
+        from rmspec.train.context_parallel_run import split_head_outputs
+
+        flat = split_head_outputs(model, inputs, split)[:, 0]
+    elif is_packed(inputs):
         flat = packed_head_outputs(model, packed_rows(inputs))[:, 0]
     else:
         flat = forward_scores(model, inputs["input_ids"], inputs["attention_mask"], inputs.get("token_type_ids"))[:, 0]
@@ -114,12 +125,24 @@ class ListwiseTrainer(ScoreTrainer):
         self.top_k = top_k
         self.center_rewards_coefficient = center_rewards_coefficient
 
+    def splits_rows(self) -> bool:
+        """Whether hardware.context_parallel can split this trainer's rows (rmspec.train.context_parallel_run.attach):
+        the loss reads only the rewards, which every rank of the group holds whole, so top_k and the centring
+        term train split as they do in one process (tests/test_context_parallel_listwise.py)."""
+        return type(self) is ListwiseTrainer
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        rewards, mask = list_rewards(model, inputs)
+        # training splits each row over the context-parallel group; evaluation runs whole rows
+        split = self.context_parallel if model.training else None
+        rewards, mask = list_rewards(model, inputs, split)
         scores = inputs["list_scores"]
         loss = plackett_luce_loss(rewards, scores, mask, self.top_k)
         if self.center_rewards_coefficient:
             loss = loss + self.center_rewards_coefficient * (rewards[mask] ** 2).mean()
+        if split is not None:
+            from rmspec.train.context_parallel_run import sum_over_group
+
+            loss = sum_over_group(loss, split.degree)  # the group's gradients add up to one process's
         if model.training:
             metrics = ranking_metrics(rewards, scores, mask)
             self.record({"accuracy": metrics["pair_accuracy"], "kendall_tau": metrics["kendall_tau"]})
