@@ -379,7 +379,11 @@ def test_a_conversation_past_max_length_with_its_visual_tokens_is_refused_before
     scorer = engine_folder.scorer
     kind = of(scorer)
     big = decode_image(uri(gradient(1, (256, 256))))  # 16 visual tokens at the run's bounds
-    assert scorer.whole_length.tokens(256, 256) == 16
+    # 16 visual tokens by the Qwen2-VL rule at the run's bounds, plus <|vision_start|> and <|vision_end|>
+    from rmspec.vision.tokens import VisualSettings
+
+    assert VisualSettings(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS).tokens(256, 256) == 16
+    assert scorer.image_positions(big) == 16 + 2
 
     def prompt(words: int) -> list[dict]:
         return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "red " * words}]}]

@@ -113,7 +113,12 @@ def to_vllm(
         host = export_vllm(folder, path, scorer)
     client = "prm_client.py (per-step rewards)" if steps else "openrlhf_reward.py"
     if host.images is not None:  # a vision-language reward model (rmspec.export.vllm_vision): no text client
-        client = f"pixel bounds {host.images['min_pixels']}-{host.images['max_pixels']}"
+        images = host.images
+        client = (
+            f"pixel bounds {images['min_pixels']}-{images['max_pixels']}"
+            if "min_pixels" in images
+            else f"{images['family']} processor settings as trained"
+        )
     click.echo(f"wrote {path} ({host.architecture} for vLLM): serve.sh, README.md, {client}", err=True)
     if not check:
         return

@@ -113,19 +113,17 @@ def write_model_folder(model_dir: Path, out: Path, link: bool = False) -> None:
 
 
 def image_flags(host: Hosting) -> list[str]:
-    """A vision-language reward model's vLLM flags: the run's pixel bounds (the visual tokens training used)
-    and no video (rmspec reads none); nothing for a text model."""
+    """A vision-language reward model's vLLM flags: the run's pixel bounds where the family resizes by them (the
+    visual tokens training used) and no video (rmspec reads none); nothing for a text model."""
     if host.images is None:
         return []
+    no_video = ["--limit-mm-per-prompt", json.dumps({"video": 0}, separators=(",", ":"))]
+    if "min_pixels" not in host.images:  # resized by the folder's processor_config.json alone
+        return no_video
     bounds: dict[str, Any] = {"min_pixels": host.images["min_pixels"], "max_pixels": host.images["max_pixels"]}
     if host.images.get("backend") == "pil":  # the resize rmspec used, not torchvision's (rmspec.export.vllm_vision)
         bounds["use_fast"] = False
-    return [
-        "--mm-processor-kwargs",
-        json.dumps(bounds, separators=(",", ":")),
-        "--limit-mm-per-prompt",
-        json.dumps({"video": 0}, separators=(",", ":")),
-    ]
+    return ["--mm-processor-kwargs", json.dumps(bounds, separators=(",", ":")), *no_video]
 
 
 def pooler_config(host: Hosting, normalize: bool = False) -> str:
@@ -179,7 +177,8 @@ def serve_script(host: Hosting) -> str:
         else ""
     )
     flags = image_flags(host)
-    images = f" \\\n  {flags[0]} '{flags[1]}' {flags[2]} '{flags[3]}'" if flags else ""
+    pairs = [f"{flag} '{value}'" for flag, value in zip(flags[::2], flags[1::2])]  # each flag and its JSON value
+    images = f" \\\n  {' '.join(pairs)}" if pairs else ""
     return f"""#!/usr/bin/env bash
 # Start vLLM {host.vllm_version} on this folder as a pooling reward model (written by `rmspec export --to vllm`).
 {bos}#   RMSPEC_VLLM_PYTHON  the python of vLLM's environment (default: python)

@@ -115,12 +115,9 @@ def vision_host(scorer: Any, target: str, model: Path) -> Any:
     resizes its pictures within the run's pixel bounds, so rmspec sends conversations, not token ids."""
     from rmspec.export.vllm_hosting import hosting
     from rmspec.export.vllm_vision import vision_folder
-    from rmspec.vision.tokens import settings_of
 
     host = vision_folder(Path(target), model, scorer, hosting(Path(target), scorer), link=True)
-    scorer.whole_length = settings_of(model)  # the folder's resize rule: a conversation past max_length is a 400
-    if scorer.whole_length is None:
-        raise RmspecError(f"{model}: no image processor settings vLLM resizes by", "re-export the run")
+    scorer.whole = True  # a conversation past max_length with its visual tokens is a 400, not a failed batch
     return host
 
 
@@ -139,7 +136,7 @@ def attach(
     """Start vLLM's server on the model folder `model` (the engine's cache, or an exported folder: `export
     --check` of a process reward model) and make it `scorer`'s engine (scorer.backend, a VllmEngine): float32
     on a CPU engine, bfloat16 on a GPU one for `auto` (rmspec.export.check_dtype), eager on a CPU; `images`: a
-    vision-language model's pixel bounds (rmspec.export.vllm_vision.image_bounds), passed to vLLM. The line
+    vision-language model's image settings (rmspec.export.vllm_vision.image_settings), its flags to vLLM. The line
     that says so (`who` starts it); RmspecError (exit 2) with the end of vLLM's log where it does not start."""
     from rmspec.export.check_dtype import choose, cpu_flags, engine_device
     from rmspec.export.vllm import serve_command

