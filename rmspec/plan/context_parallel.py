@@ -137,9 +137,11 @@ def context_parallel_section(
     grad_accum: int,
     micro_batch: int,
     refused: str | None = None,
+    trained: str = "",
 ) -> dict[str, Any]:
     """The plan's ``context_parallel`` section (GiB per rank): ``t`` and ``memory`` are the plan's, fitted at
-    the rank's share of a row of ``row_tokens``; the one-process figures are the same row unsplit."""
+    the rank's share of a row of ``row_tokens``; the one-process figures are the same row unsplit. ``trained``:
+    the approach's packed row, as `rmspec run` trains it split (its declaration's packed_row)."""
     width, local = split_tokens(row_tokens, degree)
     adjusted, extra = per_rank_memory(shape, t, memory, degree=degree, row_tokens=row_tokens)
     whole = replace(t, seq_len=row_tokens)
@@ -169,7 +171,7 @@ def context_parallel_section(
         # what `rmspec run` does with it: trains it, or refuses with this reason (run_refusal)
         "run": f"planned only: rmspec run refuses it ({refused})"
         if refused
-        else "rmspec run trains it: Bradley-Terry, prompt-once rows, the groups as the data-parallel replicas",
+        else f"rmspec run trains it: {trained or 'prompt-once rows'}, the groups as the data-parallel replicas",
         "run_refused": refused,
     }
 
@@ -213,8 +215,9 @@ def run_refusal(spec: Any, strategy: str) -> str | None:
 
     declared = approaches.get(spec.approach.kind)
     if not declared.trains_split:
-        trained = ", ".join(n for n in approaches.names() if approaches.get(n).trains_split)
-        return f"approach {spec.approach.kind!r} is sized but not trained split in this version ({trained} is)"
+        trained = [n for n in approaches.names() if approaches.get(n).trains_split]
+        verb = "is" if len(trained) == 1 else "are"
+        return f"approach {spec.approach.kind!r} is sized but not trained split in this version ({', '.join(trained)} {verb})"
     option = declared.split_refusal(spec.approach)
     if option is not None:
         return option
@@ -239,6 +242,8 @@ def context_parallel_of(
     replicas), its accumulation keeping training.global_batch_size examples per optimizer step."""
     if cp == 1:
         return None
+    from rmspec import approaches
+
     refusal = run_refusal(spec, choice.rung.strategy)
     t = replace(fitted, micro_batch=choice.micro_batch, checkpointing=choice.rung.checkpointing)
     section = context_parallel_section(
@@ -251,6 +256,7 @@ def context_parallel_of(
         grad_accum=choice.grad_accum,
         micro_batch=choice.micro_batch,
         refused=refusal,
+        trained=approaches.get(spec.approach.kind).packed_row,
     )
     choice.memory = per_rank_memory(shape, t, choice.memory, degree=cp, row_tokens=base.seq_len)[0]
     check_fits(section, hw.usable_gb)

@@ -160,7 +160,8 @@ class HardwareSpec(Section):
     interconnect: Literal["nvlink", "pcie", "infiniband", "ethernet"] = Field(
         "nvlink",
         description="Link between GPUs; informs the time estimate (gradient and parameter traffic of multi-GPU "
-        "plans at nvlink 450, pcie 25, infiniband 50, ethernet 12.5 GB/s each way), not the strategy.",
+        "plans, and context parallelism's key and value traffic, at nvlink 450, pcie 25, infiniband 50, ethernet "
+        "12.5 GB/s each way), not the strategy.",
     )
     headroom: float = Field(
         0.1, ge=0, lt=0.9, description="Fraction of device memory kept free for fragmentation and kernels."
