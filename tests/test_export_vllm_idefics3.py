@@ -26,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -40,6 +39,7 @@ transformers = need("transformers")
 
 from helpers.serve_process import REPO, ServeProcess  # noqa: E402
 from helpers.tiny_families import build_generation_checkpoint  # noqa: E402
+from helpers.vllm_pictures import assert_served_as_scored  # noqa: E402
 
 pytestmark = pytest.mark.slow
 TOL = 1e-4
@@ -175,18 +175,7 @@ def test_serve_engine_vllm_answers_pictures_with_rmspec_scores_reward(exported, 
     server = ServeProcess(exported.run, "--engine", "vllm", "--vllm-python", engine_python, timeout=900)
     try:
         assert "engine vllm (Idefics3ForSequenceClassification" in server.log()
-        got = [server.post("/classify", body) for body in bodies]
-        assert all(status == 200 for status, _, _ in got), got
-        classify = [body["data"][0]["probs"][0] for _, body, _ in got]
-        pooled = [server.post("/pooling", {**b, "task": "classify"})[1]["data"][0]["data"][0] for b in bodies]
-        with ThreadPoolExecutor(8) as pool:
-            together = [r[1]["data"][0]["probs"][0] for r in pool.map(lambda b: server.post("/classify", b), bodies)]
-        print({"classify": max(abs(a - b) for a, b in zip(classify, expected))})
-        for values in (classify, pooled, together):
-            assert values == pytest.approx(expected, abs=TOL)
         long = {"messages": chat(rows[0], "red " * 300), "use_activation": False}
-        status, body, _ = server.post("/classify", long)
-        assert status == 400 and "--engine torch" in json.dumps(body), body
-        assert server.post("/classify", bodies[0])[0] == 200
+        assert_served_as_scored(server, bodies, expected, long, TOL)
     finally:
         server.stop()

@@ -40,7 +40,6 @@ import os
 import random
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -538,24 +537,14 @@ def test_serve_engine_vllm_answers_pictures_with_rmspec_scores_reward(exported, 
     `rmspec score`'s normalised reward (the server normalises by default); a conversation past max_length with
     its visual tokens is a 400 naming --engine torch, and the next request is answered."""
     from helpers.serve_process import ServeProcess
+    from helpers.vllm_pictures import assert_served_as_scored
 
     server = ServeProcess(exported.run, "--engine", "vllm", "--vllm-python", engine_python, timeout=900)
     try:
         assert "engine vllm (Qwen2VLForSequenceClassification" in server.log()
         expected = [row["reward_normalized"] for row in scored]
         bodies = [{"messages": chat(*row), "use_activation": False} for row in held_out()]
-        got = [server.post("/classify", body) for body in bodies]
-        assert all(status == 200 for status, _, _ in got), got
-        classify = [body["data"][0]["probs"][0] for _, body, _ in got]
-        pooled = [server.post("/pooling", {**body, "task": "classify"})[1]["data"][0]["data"][0] for body in bodies]
-        with ThreadPoolExecutor(8) as pool:
-            together = [r[1]["data"][0]["probs"][0] for r in pool.map(lambda b: server.post("/classify", b), bodies)]
-        print({"classify": max(abs(a - b) for a, b in zip(classify, expected))})
-        for values in (classify, pooled, together):
-            assert values == pytest.approx(expected, abs=TOL)
         long = {"messages": chat("red " * 300, gradient(1, (256, 256)), "ok"), "use_activation": False}
-        status, body, _ = server.post("/classify", long)
-        assert status == 400 and "--engine torch" in json.dumps(body), body
-        assert server.post("/classify", bodies[0])[0] == 200
+        assert_served_as_scored(server, bodies, expected, long, TOL)
     finally:
         server.stop()
