@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ import torch
 
 from helpers.models import build_model
 from helpers.runs import metrics_rows, rmspec
+from helpers.serve_process import free_port
 
 VOCAB, PAD, TOL = 97, 0, 1e-5
 TOP_K, CENTER = 3, 0.05
@@ -128,12 +128,6 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
         dist.barrier()
     finally:
         dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

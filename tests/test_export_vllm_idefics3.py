@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from helpers.ci import missing, need
+from helpers.runs import rmspec
 from helpers.vllm_env import VLLM_PYTHON  # noqa: E402
 
 torch = need("torch")
@@ -59,17 +57,6 @@ output: {dir: runs/idefics3, report: []}
 """
 
 
-def rmspec(*args: str, cwd: Path = REPO, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rmspec", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
-    )
-
-
 def tensors(path: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
@@ -86,11 +73,11 @@ def exported(tmp_path_factory):
     write_colour_pairs(folder, "train", 8, seed=1, size=40)
     write_colour_pairs(folder, "heldout", 4, seed=2, size=70)  # 70 px: split into 2 x 2 tiles + the global view
     (folder / "spec.yaml").write_text(SPEC)
-    done = rmspec("run", "spec.yaml", cwd=folder)
+    done = rmspec("run", "spec.yaml", cwd=folder, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     run = folder / "runs" / "idefics3"
     out = folder / "vllm"
-    done = rmspec("export", str(run), "--to", "vllm", "-o", str(out))
+    done = rmspec("export", str(run), "--to", "vllm", "-o", str(out), cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Idefics3ForSequenceClassification" in done.stderr and "Traceback" not in done.stderr
     return SimpleNamespace(folder=folder, run=run, out=out, said=done.stderr)
@@ -135,7 +122,17 @@ def engine_python() -> str:
 def test_check_sends_the_held_out_pairs_with_their_pictures(exported, engine_python):
     out = exported.folder / "checked"
     done = rmspec(
-        "export", str(exported.run), "--to", "vllm", "-o", str(out), "--check", "--vllm-python", engine_python
+        "export",
+        str(exported.run),
+        "--to",
+        "vllm",
+        "-o",
+        str(out),
+        "--check",
+        "--vllm-python",
+        engine_python,
+        cwd=REPO,
+        timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "parity passed" in done.stdout and "Traceback" not in done.stderr
@@ -162,7 +159,7 @@ def test_serve_engine_vllm_answers_pictures_with_rmspec_scores_reward(exported, 
             for row, side in sides
         )
     )
-    done = rmspec("score", str(exported.run), str(scored_in), "--out", str(exported.folder / "scored.jsonl"))
+    done = rmspec("score", str(exported.run), str(scored_in), "--out", str(exported.folder / "scored.jsonl"), cwd=REPO)
     assert done.returncode == 0, done.stderr[-2000:]
     expected = [json.loads(x)["reward_normalized"] for x in (exported.folder / "scored.jsonl").read_text().splitlines()]
 
