@@ -119,10 +119,10 @@ conversation at a time. Mean of {args.repeats} repeats ± standard error. The th
 
 The front door's cost (`--engine vllm` / vLLM direct): {door[1]:.2f}x at 1 client, {door[32]:.2f}x at 32 clients.
 
-Machine: {before["cpu"]}, {before["cores"]} cores **shared with about eight other engineers' builds and tests**
-(1-minute load average {before["load_1m"]:.1f} at the start, {after["load_1m"]:.1f} at the end), so the figures
-are noisy and only their ratios in one run mean much; the three servers ran one after the other, each under
-whatever load the others put on the machine then. vLLM runs eager (`--enforce-eager`: torch.compile's warm-up
+Machine: {before["cpu"]}, {before["cores"]} cores shared with other sessions' work when there is any
+(1-minute load average {before["load_1m"]:.1f} at the start, {after["load_1m"]:.1f} at the end: the load says how
+busy it was), so the figures are noisy and only their ratios in one run mean much; the three servers ran one after
+the other, each under whatever load there was then. vLLM runs eager (`--enforce-eager`: torch.compile's warm-up
 takes minutes on this CPU), in float32, its CPU worker binding one core; `rmspec serve` runs with
 `OMP_NUM_THREADS=1`. `--engine vllm` sends vLLM the token ids rmspec encodes, one request per dynamic batch
 (up to 256 texts). No GPU was lent to this task: GPU figures are not measured.
