@@ -40,6 +40,11 @@ def _count(n: int | float) -> str:
     return str(int(n))
 
 
+def _step_time(seconds: float) -> str:
+    """A per-step time: milliseconds under a second, else as _duration writes it."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else _duration(seconds)
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown"
@@ -270,8 +275,7 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
         )
     comm = est.get("communication")
     if comm:  # hardware.interconnect (rmspec.plan.communication)
-        took = comm["seconds_per_step"]
-        shown = f"{took * 1000:.0f} ms" if took < 1 else _duration(took)
+        shown = _step_time(comm["seconds_per_step"])
         console.print(
             Text(" " * 15)
             + Text(
@@ -281,8 +285,7 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
         )
     cp_comm = est.get("context_parallel_communication")
     if cp_comm:  # hardware.context_parallel (rmspec.plan.communication.context_parallel_communication)
-        took = cp_comm["seconds_per_step"]
-        shown = f"{took * 1000:.0f} ms" if took < 1 else _duration(took)
+        shown = _step_time(cp_comm["seconds_per_step"])
         console.print(
             Text(" " * 15)
             + Text(
