@@ -353,7 +353,8 @@ def test_a_conversation_goes_to_vllm_whole_with_its_pictures_as_png(engine_folde
     the very pixels rmspec decoded, the reply last."""
     from PIL import Image
 
-    from rmspec.inference.scorers.vision_reward import conversation_of, openai_messages
+    from rmspec.inference.scorers.vision_prompts import openai_messages
+    from rmspec.inference.scorers.vision_reward import conversation_of
     from rmspec.vision.images import decode_image
 
     picture = decode_image(uri(gradient(3, (90, 60))))
@@ -372,7 +373,7 @@ def test_a_conversation_past_max_length_with_its_visual_tokens_is_refused_before
     under it in text ids but over it with its picture's 16 visual tokens, and one rmspec would cut, are
     WholeTooLong (serve answers 400), not a batch vLLM fails; a short one passes."""
     from rmspec.inference.scorers import of
-    from rmspec.inference.scorers.vision_reward import WholeTooLong
+    from rmspec.inference.scorers.vision_prompts import WholeTooLong
     from rmspec.vision.images import decode_image
 
     scorer = engine_folder.scorer
@@ -399,7 +400,7 @@ def test_a_conversation_past_max_length_with_its_visual_tokens_is_refused_before
 
 
 def with_picture(prompt: list[dict], picture) -> list[dict]:
-    from rmspec.inference.scorers.vision_reward import with_image_parts
+    from rmspec.inference.scorers.vision_prompts import with_image_parts
 
     return with_image_parts(prompt, [picture])
 

@@ -48,7 +48,7 @@ def validation_pairs(rows: Sequence[dict[str, Any]], pattern: str) -> tuple[Any,
             continue
         prompt, a, b = found.groups()
         if row.get("images"):  # a VLM judge's rows: the `<image>` placeholders take the row's images, in order
-            from rmspec.inference.scorers.vision_reward import with_image_parts
+            from rmspec.inference.scorers.vision_prompts import with_image_parts
 
             prompt = with_image_parts(prompt, row["images"])
         examples.append(

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rmspec.inference.encoding import Encoded
 from rmspec.inference.engine import RewardEngine
-from rmspec.inference.scorers.vision_reward import WholeTooLong
+from rmspec.inference.scorers.vision_prompts import WholeTooLong
 from rmspec.serve.chat import check_layout, conversation, split_reply
 from rmspec.serve.request_io import ApiError, check_items, check_tokens, parse, read_json
 from rmspec.serve.service import Service, activation

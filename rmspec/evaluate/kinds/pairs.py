@@ -40,7 +40,7 @@ def pair_examples(rows: list[dict[str, Any]], source: str, preset: str | None) -
     from rmspec.approaches.bradley_terry import BradleyTerry
     from rmspec.data.presets import RowMapper
     from rmspec.data.records import Reject
-    from rmspec.inference.scorers.vision_reward import with_image_parts
+    from rmspec.inference.scorers.vision_prompts import with_image_parts
     from rmspec.spec.data import MappingSpec
 
     columns = list(rows[0])
