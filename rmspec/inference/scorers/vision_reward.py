@@ -77,6 +77,7 @@ class VisionRewardEngine:
     # With a backend that renders whole conversations (vLLM, started with max_length as its model length): each
     # served conversation is measured with its visual tokens (`positions`), to refuse one it would refuse
     whole: bool = False
+    positions_by_size: dict[tuple[int, ...], int] = field(default_factory=dict)  # image_positions' counts
 
     @property
     def tokenizer(self) -> Any:
@@ -133,9 +134,14 @@ class VisionRewardEngine:
         return len(item.ids) + sum(self.image_positions(image) - 1 for image in item.images)
 
     def image_positions(self, image: Any) -> int:
-        """The tokens one picture's image text becomes (its pad or placeholder expanded by the processor)."""
-        encoded = self.processor(text=[self.image_text], images=[[image]], add_special_tokens=False)
-        return len(encoded["input_ids"][0])
+        """The tokens one picture's image text becomes (its pad or placeholder expanded by the processor). The
+        expansion depends only on the picture's size, so the processor runs once per size (a served request's
+        pictures are counted on the event path: repeated sizes cost nothing)."""
+        size = tuple(image.size)
+        if size not in self.positions_by_size:
+            encoded = self.processor(text=[self.image_text], images=[[image]], add_special_tokens=False)
+            self.positions_by_size[size] = len(encoded["input_ids"][0])
+        return self.positions_by_size[size]
 
     def score_groups(
         self, groups: Sequence[tuple[Any, Sequence[str]]], batch_size: int | None = None
