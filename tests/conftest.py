@@ -26,6 +26,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # (43 -> 29 s to /health, bench/results/ci_durations.md). vLLM keeps the separate worker on a CPU to bind
 # OpenMP threads to cores, which the tests' one-thread engines do not need.
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+if os.environ.get("RMSPEC_TEST_PROCESS_LOG"):
+    # Each Python process the tests start logs its command and seconds (tests/helpers/process_log).
+    _log_site = str(Path(__file__).parent / "helpers" / "process_log")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_log_site, os.environ.get("PYTHONPATH")]))
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # An xdist worker starts with COLUMNS=80 and LINES=24, which one process does not have; the commands the
     # tests start in a pipe would take them for the terminal's width (test_compare_in_a_pipe_...).
