@@ -34,6 +34,9 @@ class EngineDown(Exception):
 
 class InferenceEngine(Protocol):
     name: str  # "torch" or "vllm": said at start and in /health
+    # How many of the server's dynamic batches it takes side by side (rmspec.serve.batcher): 1 where the
+    # batches share this process's cores (torch), more where an engine in its own process batches on its own.
+    batches_at_once: int
 
     def outputs(
         self,
@@ -62,6 +65,7 @@ class TorchEngine:
     length-sorted batches, as training and `rmspec eval` do)."""
 
     name = "torch"
+    batches_at_once = 1
 
     def __init__(self, model: Any, pad_token_id: int):
         self.model, self.pad_token_id = model, pad_token_id

@@ -209,6 +209,10 @@ class VllmEngine:
     rmspec's layout ends the sequence), every output per sequence back, in input order."""
 
     name = "vllm"
+    # Batches in flight at once: vLLM's scheduler batches concurrent requests itself, so while one batch is
+    # computed the next is already parsed and queued there, and the engine is not idle while rmspec hands
+    # results back (bench/results/serve_engines.md).
+    batches_at_once = 4
 
     def __init__(self, process: VllmProcess, model: str, dtype: str, started_in: float):
         self.process, self.model, self.dtype, self.started_in = process, model, dtype, started_in

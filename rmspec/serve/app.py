@@ -164,7 +164,7 @@ def create_app(service: Service, *, token: str | None = None, shutdown_timeout: 
     async def health() -> Any:
         batcher = service.batcher
         read = getattr(service.engine, "read_point", None)
-        backend: Any = getattr(service.engine, "backend", None)  # an engine rmspec started (vLLM), else torch
+        backend: Any = service.backend
         down = backend.failure() if backend is not None else None
         if down is not None:
             return JSONResponse({"status": "engine down", "engine": backend.name, "reason": down}, status_code=503)

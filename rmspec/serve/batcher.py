@@ -3,7 +3,9 @@
 RL trainers send one sample per request (OpenRLHF does), so one forward pass per request leaves
 the hardware idle. Requests put their items in one queue; a single worker takes what is waiting
 (up to a token budget, after at most `max_wait` for more to arrive), runs one scoring call in a
-dedicated thread, and hands each request its results. While a batch runs, the next one gathers.
+dedicated thread, and hands each request its results. While a batch runs, the next one gathers; an
+engine in another process that batches on its own (vLLM) takes `batches_at_once` batches side by side,
+so it is never idle while this process hands results back and sends the next batch.
 
 A text's score does not depend on its batch: the engine pads on the right with an attention mask
 and sorts by length inside the call, as training and `rmspec eval` do (tested).
@@ -64,6 +66,7 @@ class Batcher:
         max_queue: int = 4096,
         on_batch: Callable[[int, int, float], None] | None = None,
         chunk: int = 32,
+        batches_at_once: int = 1,
     ):
         self.run, self.cost = run, cost
         self.max_batch_tokens, self.max_batch_items = max_batch_tokens, max_batch_items
@@ -74,8 +77,11 @@ class Batcher:
         self._waiting = 0  # items queued, not yet in a batch
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmspec-batch")
-        self.in_flight = 0  # items in the batch being computed
+        self.batches_at_once = max(1, batches_at_once)
+        self._executor = ThreadPoolExecutor(max_workers=self.batches_at_once, thread_name_prefix="rmspec-batch")
+        self._running: set[asyncio.Task] = set()  # batches being computed
+        self._slot_free: asyncio.Event | None = None
+        self.in_flight = 0  # items in the batches being computed
         self.on_cancel: Callable[[int], None] | None = None  # (items dropped) when a client has gone
 
     @property
@@ -83,7 +89,7 @@ class Batcher:
         return self._waiting
 
     def start(self) -> None:
-        self._wakeup = asyncio.Event()
+        self._wakeup, self._slot_free = asyncio.Event(), asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._worker())
 
     async def stop(self, timeout: float | None = None) -> None:
@@ -92,6 +98,8 @@ class Batcher:
         deadline = None if timeout is None else time.perf_counter() + timeout
         while (self._jobs or self.in_flight) and (deadline is None or time.perf_counter() < deadline):
             await asyncio.sleep(0.01)
+        for task in list(self._running):  # past the timeout: the batches still running are abandoned
+            task.cancel()
         for job in list(self._jobs):
             if not job.future.done():
                 job.future.set_exception(QueueFull("the server is shutting down"))
@@ -174,8 +182,11 @@ class Batcher:
 
     async def _worker(self) -> None:
         loop = asyncio.get_running_loop()
-        assert self._wakeup is not None
+        assert self._wakeup is not None and self._slot_free is not None
         while True:
+            while len(self._running) >= self.batches_at_once:
+                self._slot_free.clear()
+                await self._slot_free.wait()
             if not self._jobs:
                 self._wakeup.clear()
                 await self._wakeup.wait()
@@ -195,32 +206,39 @@ class Batcher:
             batch = self._take()
             if not batch:
                 continue
-            items = [job.items[i] for job, i in batch]
-            self.in_flight = len(items)
-            started = time.perf_counter()
-            try:
-                results, computed = await self._run(loop, batch, items)
-                error = None
-            except Exception as exc:  # the batch fails: its requests get the error, the server lives on
-                results, computed, error = None, items, exc
-            finally:
-                self.in_flight = 0
-            if self.on_batch is not None and computed:
-                self.on_batch(len(computed), sum(self.cost(x) for x in computed), time.perf_counter() - started)
-            for k, (job, i) in enumerate(batch):
-                if job.future.done():
-                    continue
-                if error is not None:
-                    job.future.set_exception(error)
-                    continue
-                assert results is not None, "a batch without an error has its results"
-                job.results[i] = results[k]
-                job.finished += 1
-                if job.finished == len(job.items):
-                    job.future.set_result(job.results)
-            # A failed job may still have items queued: drop them.
+            self.in_flight += len(batch)  # counted now: stop() must not see the batch neither queued nor running
+            self._running.add(loop.create_task(self._compute(loop, batch)))
+
+    async def _compute(self, loop: Any, batch: list[tuple[_Job, int]]) -> None:
+        """One batch: computed, then each request handed its results (or the batch's error)."""
+        items = [job.items[i] for job, i in batch]
+        started = time.perf_counter()
+        try:
+            results, computed = await self._run(loop, batch, items)
+            error = None
+        except Exception as exc:  # the batch fails: its requests get the error, the server lives on
+            results, computed, error = None, items, exc
+        finally:
+            self.in_flight -= len(items)
+            self._running.discard(asyncio.current_task())
+            assert self._slot_free is not None
+            self._slot_free.set()  # after the discard: the worker counts the running batches when it wakes
+        if self.on_batch is not None and computed:
+            self.on_batch(len(computed), sum(self.cost(x) for x in computed), time.perf_counter() - started)
+        for k, (job, i) in enumerate(batch):
+            if job.future.done():
+                continue
             if error is not None:
-                failed = {id(job) for job, _ in batch}
-                for job in [j for j in self._jobs if id(j) in failed]:
-                    self._waiting -= len(job.items) - job.done
-                    self._jobs.remove(job)
+                job.future.set_exception(error)
+                continue
+            assert results is not None, "a batch without an error has its results"
+            job.results[i] = results[k]
+            job.finished += 1
+            if job.finished == len(job.items):
+                job.future.set_result(job.results)
+        # A failed job may still have items queued: drop them.
+        if error is not None:
+            failed = {id(job) for job, _ in batch}
+            for job in [j for j in self._jobs if id(j) in failed]:
+                self._waiting -= len(job.items) - job.done
+                self._jobs.remove(job)

@@ -159,6 +159,12 @@ class Service:
         """A generative judge: OpenAI chat completions only."""
         return self.kind.generates
 
+    @property
+    def backend(self) -> Any:
+        """The engine rmspec started for the scorer (vLLM: rmspec serve --engine vllm), or None where the
+        scorer computes with torch in this process."""
+        return getattr(self.engine, "backend", None)
+
     def make_batcher(self, on_batch=None) -> Batcher:
         lim = self.limits
         run = self._generate_batch if self.is_judge else self._score_batch
@@ -172,6 +178,7 @@ class Service:
             max_queue=lim.max_queue,
             on_batch=on_batch,
             chunk=self.batch_size,
+            batches_at_once=self.backend.batches_at_once if self.backend is not None else 1,
         )
         return self.batcher
 
