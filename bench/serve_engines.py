@@ -8,7 +8,10 @@ each posting one conversation at a time. vLLM direct runs with `--enforce-eager`
 on a CPU, so the two differ only by rmspec's front door (HTTP, encoding, batching, the second hop). Start-up is
 the time from the command to /health answering 200. The rewards of the three are compared (largest difference).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py [--model DIR] [--repeats 2] [--write]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py [--model DIR] [--repeats 2] [--before REV] [--write]
+
+`--before REV` adds a row, `rmspec serve --engine vllm` as commit REV has it (a git worktree of REV serving its
+own code, the same venv), so a change to the front door is measured beside the code before it, in one run.
 
 The vLLM python comes from $RMSPEC_VLLM_PYTHON or /opt/rmspec-vllm/bin/python (.ci/install_vllm.sh).
 """
@@ -37,7 +40,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(REPO)}")
+    parser.add_argument("--before", metavar="REV", help="also serve --engine vllm from commit REV (a worktree)")
     args = parser.parse_args()
+    names = NAMES + ((f"serve --engine vllm at {args.before}",) if args.before else ())
 
     from transformers import AutoTokenizer
     from vllm_throughput import build_model, conversations, machine, measure
@@ -76,10 +81,17 @@ def main() -> None:
                 rewards[name] = got
                 print(f"{name:>20} clients={clients:>2}: {rate:8.1f} rewards/s", flush=True)
 
-    for name, engine in ((NAMES[0], "torch"), (NAMES[1], "vllm")):
+    servers = [(NAMES[0], "torch", REPO), (NAMES[1], "vllm", REPO)]
+    if args.before:
+        baseline = work / "before"
+        subprocess.run(["git", "worktree", "add", "--detach", str(baseline), args.before], cwd=REPO, check=True)
+        servers.append((names[3], "vllm", baseline))
+    for name, engine, checkout in servers:
         t0 = time.monotonic()
         # one torch thread for rmspec's process, as docs/score_and_serve.md advises on shared cores
-        server = ServeProcess(model, "--no-normalize", "--engine", engine, env={"OMP_NUM_THREADS": "1"}, timeout=900)
+        server = ServeProcess(
+            model, "--no-normalize", "--engine", engine, env={"OMP_NUM_THREADS": "1"}, timeout=900, cwd=checkout
+        )
         starts[name] = time.monotonic() - t0
         try:
             run_cells(name, server.url, str(model))
@@ -90,7 +102,9 @@ def main() -> None:
     with running_server(command, work / "vllm.log", timeout=900) as url:
         starts[NAMES[2]] = time.monotonic() - t0
         run_cells(NAMES[2], url, str(export))
-    diff = max(abs(a - b) for name in NAMES[1:] for a, b in zip(rewards[name], rewards[NAMES[0]]))
+    diff = max(abs(a - b) for name in names[1:] for a, b in zip(rewards[name], rewards[NAMES[0]]))
+    if args.before:
+        subprocess.run(["git", "worktree", "remove", "--force", str(work / "before")], cwd=REPO, check=False)
     after = machine()
 
     def mean(name: str, clients: int) -> float:
@@ -101,23 +115,30 @@ def main() -> None:
         se = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0
         return f"{statistics.mean(xs):.1f} ± {se:.1f}"
 
-    table = "\n".join(f"| {name} | {starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in NAMES)
+    table = "\n".join(f"| {name} | {starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in names)
     door = {c: mean(NAMES[1], c) / mean(NAMES[2], c) for c in (1, 32)}
+    door_before = (
+        f" At {args.before} (the row above it): "
+        + ", ".join(f"{mean(names[3], c) / mean(NAMES[2], c):.2f}x at {c} client{'s' * (c > 1)}" for c in (1, 32))
+        + "."
+        if args.before
+        else ""
+    )
     report = f"""# rewards/s: `rmspec serve --engine torch`, `--engine vllm` and vLLM direct (issue 48)
 
-`HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py --repeats {args.repeats} --write`
+`HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py --repeats {args.repeats}{" --before " + args.before if args.before else ""} --write`
 
 Model: {"`" + str(args.model) + "`" if args.model else "seeded Qwen2ForSequenceClassification, 4 layers, hidden 256, head_dim 64, ChatML"}, fp32.
 Requests: {args.requests} conversations (seed 0) sent as verl sends them (`/classify`, template applied as text,
 `use_activation: false`), {min(lengths)}-{max(lengths)} tokens (mean {statistics.mean(lengths):.0f}); each client posts one
-conversation at a time. Mean of {args.repeats} repeats ± standard error. The three gave the same rewards
+conversation at a time. Mean of {args.repeats} repeats ± standard error. The servers gave the same rewards
 (largest difference from `--engine torch`: {diff:.2g}).
 
 | server | start (to /health) | 1 client (rewards/s) | 32 clients (rewards/s) |
 |---|---|---|---|
 {table}
 
-The front door's cost (`--engine vllm` / vLLM direct): {door[1]:.2f}x at 1 client, {door[32]:.2f}x at 32 clients.
+The front door's cost (`--engine vllm` / vLLM direct): {door[1]:.2f}x at 1 client, {door[32]:.2f}x at 32 clients.{door_before}
 
 Machine: {before["cpu"]}, {before["cores"]} cores shared with other sessions' work when there is any
 (1-minute load average {before["load_1m"]:.1f} at the start, {after["load_1m"]:.1f} at the end: the load says how
@@ -125,7 +146,7 @@ busy it was), so the figures are noisy and only their ratios in one run mean muc
 the other, each under whatever load there was then. vLLM runs eager (`--enforce-eager`: torch.compile's warm-up
 takes minutes on this CPU), in float32, its CPU worker binding one core; `rmspec serve` runs with
 `OMP_NUM_THREADS=1`. `--engine vllm` sends vLLM the token ids rmspec encodes, one request per dynamic batch
-(up to 256 texts). No GPU was lent to this task: GPU figures are not measured.
+(up to 256 texts), up to 4 batches in flight at once since 1e1a4c6 (one at a time before). No GPU was lent to this task: GPU figures are not measured.
 """
     print(report)
     if args.write:

@@ -23,14 +23,21 @@ def free_port() -> int:
 
 
 class ServeProcess:
-    def __init__(self, target: Path | str, *args: str, env: dict[str, str] | None = None, timeout: float = 180.0):
+    def __init__(
+        self,
+        target: Path | str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        timeout: float = 180.0,
+        cwd: Path = REPO,  # another checkout (a bench's baseline) serves its own code
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"rmspec-serve-{self.port}.log"
         self._log = self.log_path.open("w")
         full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1", **(env or {})}
         argv = [sys.executable, "-m", "rmspec", "serve", str(target), "--port", str(self.port), *args]
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO)
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
