@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmspec.annotate.exports import FIRST, SECOND, TIE, Task
+from rmspec.annotate.source import PAIRWISE, POINTWISE
 from rmspec.errors import DataError
 
 POLICIES = ("majority", "unanimous", "all")
@@ -80,7 +81,7 @@ def aggregate(tasks: list[Task], policy: str = "majority", ties: str = "drop") -
         "annotations_valid": ann["valid"],
         "annotations_cancelled": ann["cancelled"],
         "annotations_invalid": ann["invalid"],
-        "votes": {k: ann[k] for k in (FIRST, SECOND, TIE)} if any(t.kind == "pairwise" for t in tasks) else None,
+        "votes": {k: ann[k] for k in (FIRST, SECOND, TIE)} if any(t.kind == PAIRWISE for t in tasks) else None,
         "rows_written": len(out.rows),
         "ties_kept": sum(1 for r in out.rows if r.get("tie")),
     }
@@ -112,7 +113,7 @@ def _task_rows(task: Task, policy: str, ties: str, out: Imported) -> tuple[list[
     valid = [a for a in live if not a.error]
     if not valid:
         return [], "no_valid_annotation", "; ".join(sorted({a.error or "" for a in live}))
-    if task.kind == "pointwise":
+    if task.kind == POINTWISE:
         return _pointwise_rows(task, valid, policy)
     return _pairwise_rows(task, valid, policy, ties, out)
 

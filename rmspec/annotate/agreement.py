@@ -25,6 +25,7 @@ from collections import Counter
 from typing import Any
 
 from rmspec.annotate.exports import FIRST, SECOND, TIE, Task
+from rmspec.annotate.source import PAIRWISE, POINTWISE
 from rmspec.errors import DataError
 
 CATEGORIES = (FIRST, SECOND, TIE)
@@ -35,7 +36,7 @@ def labels_by_task(tasks: list[Task]) -> dict[Any, dict[str, str]]:
     """task id -> {annotator: preference}, valid pairwise annotations only."""
     out: dict[Any, dict[str, str]] = {}
     for task in tasks:
-        if task.error or task.kind != "pairwise":
+        if task.error or task.kind != PAIRWISE:
             continue
         votes = {
             a.annotator: a.preference for a in task.annotations if not a.cancelled and not a.error and a.preference
@@ -159,7 +160,7 @@ def model_agreement(labels: dict[Any, dict[str, str]], scores: dict[Any, tuple[f
 
 
 def agreement(tasks: list[Task], model_scores: dict[Any, tuple[float, float]] | None = None) -> dict[str, Any]:
-    if any(t.kind == "pointwise" for t in tasks if not t.error):
+    if any(t.kind == POINTWISE for t in tasks if not t.error):
         raise DataError(
             "agreement is computed on pairwise preferences; this export holds pointwise ratings",
             "export a pairwise project (rmspec annotate export of a bradley_terry spec or a file of pairs)",

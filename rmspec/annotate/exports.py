@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.annotate.label_config import PAIRWISE_NAME, TIE_CHOICE, TIE_NAME
+from rmspec.annotate.source import PAIRWISE, POINTWISE, PROCESS
 from rmspec.annotate.tasks import ATTRIBUTES_FIELD, ID_FIELD, KIND_FIELD, PROMPT_FIELD, SCALE_FIELD, SWAP_FIELD
 from rmspec.errors import DataError
 
@@ -175,7 +176,7 @@ def _json_min_tasks(rows: list[dict[str, Any]]) -> list[Task]:
 
 
 def _controls(kind: Any, row: dict[str, Any]) -> list[str]:
-    names = list(row.get(ATTRIBUTES_FIELD) or []) if kind == "pointwise" else [PAIRWISE_NAME, TIE_NAME]
+    names = list(row.get(ATTRIBUTES_FIELD) or []) if kind == POINTWISE else [PAIRWISE_NAME, TIE_NAME]
     known = set(names) | MIN_RESERVED | {"prompt", "response", "response_a", "response_b"}
     # Any other key that is not a data field rmspec wrote is an unknown control: keep it so it is rejected.
     extra = [k for k in row if k not in known and not k.startswith("rmspec_")]
@@ -201,14 +202,14 @@ def _task(task_id: Any, data: dict[str, Any], meta: dict[str, Any]) -> Task:
     source_id = meta.get(ID_FIELD, data.get(ID_FIELD))
     kind = meta.get(KIND_FIELD, data.get(KIND_FIELD))
     task = Task(task_id, str(source_id) if source_id is not None else "", kind or "", data)
-    if source_id is None or kind not in ("pairwise", "pointwise", "process"):
+    if source_id is None or kind not in (PAIRWISE, POINTWISE, PROCESS):
         task.error = (
             f"task {task_id} has no {ID_FIELD}/{KIND_FIELD} in meta or data: not made by `rmspec annotate export`"
         )
         return task
-    if kind == "process":  # per-step tasks: recognised, so the import can say it does not read them yet
+    if kind == PROCESS:  # per-step tasks: recognised, so the import can say it does not read them yet
         return task
-    if kind == "pairwise":
+    if kind == PAIRWISE:
         given = [v for v in (meta.get(SWAP_FIELD), data.get(SWAP_FIELD)) if v is not None]
         swaps = {v for v in given if isinstance(v, bool)}
         if len(swaps) != 1 or len(swaps) < len(set(map(str, given))):
@@ -228,9 +229,9 @@ def _read_result(task: Task, record: Annotation, result: Any) -> None:
     if not isinstance(result, list):
         record.error = f"result is {type(result).__name__}, expected a list"
         return
-    if task.kind == "pairwise":
+    if task.kind == PAIRWISE:
         _pairwise(task, record, result)
-    elif task.kind == "pointwise":
+    elif task.kind == POINTWISE:
         _pointwise(task, record, result)
     # process: first_error results are not read yet (`annotate import` refuses such an export)
 
