@@ -342,6 +342,7 @@ def test_bad_vllm_environments_exit_2_without_traceback(tmp_path):
         str(tmp_path / "nope"),
     )
     assert missing_python.returncode == 2 and "no vLLM environment" in missing_python.stderr
+    assert not (tmp_path / "a").exists()  # refused before the model loads and the folder is written
     broken = tmp_path / "broken-python"
     broken.write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named vllm' >&2\nexit 1\n")
     broken.chmod(0o755)

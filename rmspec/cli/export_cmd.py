@@ -81,6 +81,10 @@ def to_vllm(
     rows_path = Path(rows) if rows else None
     if rows_path is not None and not rows_path.is_file():
         raise RmspecError(f"--check-rows {rows}: no such file", "give a JSONL file of held-out conversations")
+    if check:  # before the model loads and the folder is written: a missing environment costs nothing
+        from rmspec.inference.engine_vllm import vllm_python
+
+        vllm_python(python)
     scorer = load_scorer(folder)
     from rmspec.inference import scorers
 
