@@ -171,18 +171,22 @@ def test_a_rank_that_does_not_fit_is_refused_with_the_figures():
 
 def test_run_refuses_what_is_not_trained_split(tmp_path):
     # Bradley-Terry on prompt-once rows under DDP trains split, with or without gradient checkpointing
-    # (tests/test_context_parallel_run.py); LoRA is sized by the plan and refused by run.
-    sets = [*CPU2, "hardware.context_parallel=2", "model.lora={r: 8}"]
+    # (tests/test_context_parallel_run.py), and so does LoRA (tests/test_context_parallel_lora.py); an ensemble
+    # is sized by the plan and refused by run.
+    sets = [*CPU2, "hardware.context_parallel=2", "approach.ensemble={members: 2}"]
     planned = rmspec("plan", str(DECODER), "--json", sets=sets)
     assert planned.returncode == 0, planned.stderr
-    assert "model.lora" in json.loads(planned.stdout)["context_parallel"]["run_refused"]
+    assert "approach.ensemble" in json.loads(planned.stdout)["context_parallel"]["run_refused"]
+    with_lora = [*CPU2, "hardware.context_parallel=2", "model.lora={r: 8}"]
+    planned = rmspec("plan", str(DECODER), "--json", sets=with_lora)
+    assert planned.returncode == 0 and json.loads(planned.stdout)["context_parallel"]["run_refused"] is None
     with_checkpointing = [*CPU2, "hardware.context_parallel=2", "training.gradient_checkpointing=on"]
     planned = rmspec("plan", str(DECODER), "--json", sets=with_checkpointing)
     assert planned.returncode == 0 and json.loads(planned.stdout)["context_parallel"]["run_refused"] is None
     done = rmspec("run", str(DECODER), sets=[*sets, f"output.dir={tmp_path}/run"])
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
-    assert "planned only for this spec: model.lora" in out and "Traceback" not in out
+    assert "planned only for this spec: approach.ensemble" in out and "Traceback" not in out
     assert not (tmp_path / "run").exists()
 
 
@@ -192,7 +196,6 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
         ({"kind": "pointwise"}, "approach 'pointwise' is sized but not trained split"),
         ({"sft_weight": 0.1}, "approach.sft_weight"),
         ({"ensemble": {"heads": 4}}, "approach.ensemble"),
-        ({"lora": {"r": 8}}, "model.lora"),
         ({"strategy": "fsdp_full_shard_offload"}, "strategy 'fsdp_full_shard_offload'"),
         ({"strategy": "deepspeed_zero3"}, "strategy 'deepspeed_zero3'"),
     ],
@@ -207,4 +210,5 @@ def test_run_refusal_names_each_option_not_wired(change, reason):
     assert why is not None and reason in why
     plain = SimpleNamespace(kind="bradley_terry", sft_weight=0.0, ensemble=None, length_debias=None)
     for strategy in ("ddp", "fsdp_shard_grad_op", "fsdp_full_shard"):  # trained split (test_fsdp_variants.py)
-        assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=None)), strategy) is None
+        for lora in (None, {"r": 8}):  # LoRA trains split too (test_context_parallel_lora.py)
+            assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=lora)), strategy) is None

@@ -208,9 +208,10 @@ SPLIT_STRATEGIES = ("single", "ddp", "fsdp_shard_grad_op", "fsdp_full_shard")
 
 def run_refusal(spec: Any, strategy: str) -> str | None:
     """Why `rmspec run` cannot train this context-parallel plan in this version, or None. The plan still
-    sizes what it refuses: only Bradley-Terry on prompt-once rows is wired and tested, under DDP or FSDP,
-    with or without gradient checkpointing (tests/test_context_parallel_run.py, tests/test_fsdp_variants.py);
-    the rest would need its own forward split and its own test."""
+    sizes what it refuses: the approaches that train split (Bradley-Terry and listwise on prompt-once rows) are
+    wired and tested, under DDP or FSDP, with or without gradient checkpointing, full fine-tuning or LoRA
+    (tests/test_context_parallel_run.py, test_context_parallel_lora.py, tests/test_fsdp_variants.py); the rest
+    would need its own forward split and its own test."""
     from rmspec import approaches
 
     declared = approaches.get(spec.approach.kind)
@@ -221,8 +222,6 @@ def run_refusal(spec: Any, strategy: str) -> str | None:
     option = declared.split_refusal(spec.approach)
     if option is not None:
         return option
-    if spec.model.lora is not None:
-        return "model.lora is not trained split in this version (full fine-tuning is)"
     if strategy not in SPLIT_STRATEGIES:
         return (
             f"strategy {strategy!r}: the groups train under {', '.join(SPLIT_STRATEGIES)} in this version "
