@@ -193,6 +193,7 @@ SPY = """
 import os, sys
 if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_CP_SPY"):
     import json
+    import torch
     import torch.distributed as dist
     from rmspec.train import context_parallel as cp
 
@@ -207,7 +208,7 @@ if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_C
         lists = rows.group.reshape(-1)[rows.ends].tolist()
         held = [[g, int(e) in mine] for g, e in zip(lists, ends.tolist())]
         with open(os.path.join(os.environ["RMSPEC_TEST_CP_SPY"], f"rank{rank}.jsonl"), "a") as fh:
-            fh.write(json.dumps({"width": width, "held": held}) + "\\n")
+            fh.write(json.dumps({"width": width, "held": held, "training": torch.is_grad_enabled()}) + "\\n")
         return whole(model, rows, group)
 
     cp.head_outputs = head_outputs
@@ -294,15 +295,29 @@ def test_a_listwise_run_split_over_two_processes_equals_one(runs):
     status = json.loads((runs["cp"] / "status.json").read_text())
     assert (status["world_size"], status["global_batch_size"], status["state"]) == (2, 4, "completed")
     assert {"eval/rm/accuracy", "eval/rm/kendall_tau"} <= set(status["metrics"])
+    # The final evaluation split the validation lists too (8 lists in one batch, filled to 16 with repeats that
+    # count in no figure; tests/test_context_parallel_eval.py for pairs): the one process's figures, as far as the
+    # weights are (mean reward 1.3e-5 relative apart: 3 steps at rate 0.1), and to float noise the one-process
+    # scoring of this run's own saved model (rmspec.evaluate's per-list rewards, eval/validation.jsonl)
+    single = json.loads((runs["one"] / "status.json").read_text())["metrics"]
+    figures = [k for k in single if k.startswith("eval/") and not k.endswith(("runtime", "per_second"))]
+    assert {"eval/rm/loss", "eval/rm/accuracy", "eval/rm/ranked_pairs"} <= set(figures)
+    for key in figures:
+        assert status["metrics"][key] == pytest.approx(single[key], rel=1e-4), key
+    scored = [json.loads(line) for line in (runs["cp"] / "eval" / "validation.jsonl").read_text().splitlines()]
+    rewards = [r for row in scored for r in row["rewards"]]
+    assert status["metrics"]["eval/rm/mean_reward"] == pytest.approx(sum(rewards) / len(rewards), abs=1e-6)
 
 
 def test_the_run_split_lists_over_both_ranks_and_padded_odd_widths(runs):
     """What the split forward saw (the spy): the 6 micro batches of the 3 steps, each rank the same rows; a
-    list with read points on both ranks; an odd width."""
-    calls = {
+    list with read points on both ranks; an odd width. The final evaluation's batch is split too (no gradient)."""
+    spied = {
         r: [json.loads(line) for line in (runs["spied"] / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)
     }
+    calls = {r: [c for c in spied[r] if c["training"]] for r in spied}
     assert len(calls[0]) == len(calls[1]) == 6
+    assert [len(spied[r]) - 6 for r in spied] == [1, 1]  # the validation's one batch, evaluated split
     assert [c["width"] for c in calls[0]] == [c["width"] for c in calls[1]]
     assert any(w % 2 for w in (c["width"] for c in calls[0])), "no odd width"
     both = 0

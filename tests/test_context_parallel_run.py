@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.context_parallel import assert_pairs_evaluated_as_one_process
 from helpers.models import build_model
 from helpers.polling import kill_trainer_at_checkpoint
 from helpers.runs import make_run_spec, metrics_rows, rmspec
@@ -116,6 +117,9 @@ def test_two_processes_splitting_each_row_train_as_one(runs):
     for row in (r for r in metrics_rows(runs["cp"]) if "train/rm/loss" in r):
         assert (row["num_tokens"], row["episode"]) == (one_rows[row["step"]]["num_tokens"], row["step"] * 4)
     assert sum(r.get("event") == "train_begin" for r in metrics_rows(runs["cp"])) == 1
+    # the final evaluation split over the group: the one process's figures as far as 3 steps at rate 0.1 keep the
+    # weights (rewards 2e-5 relative apart), its own saved model's one-process scoring to 1e-6 (measured 1.1e-7)
+    assert_pairs_evaluated_as_one_process(runs["cp"], runs["one"], rel=1e-4)
 
 
 def test_two_groups_killed_after_a_checkpoint_resume_equal(runs):
@@ -129,6 +133,9 @@ def test_two_groups_killed_after_a_checkpoint_resume_equal(runs):
     assert (status["world_size"], status["global_batch_size"]) == (4, 4)
     assert (status["micro_batch_size"], status["gradient_accumulation_steps"]) == (1, 2)
     _assert_same_training(runs["killed"], runs["one"])
+    # its final evaluation is split over the 2 groups too: 12 validation pairs, one batch of 16 per group (group
+    # 0's filled with 4 repeats, group 1's all repeats), each pair counted once (tests/test_context_parallel_eval.py)
+    assert_pairs_evaluated_as_one_process(runs["killed"], runs["one"], rel=1e-4)
 
 
 def test_the_sharder_deals_each_batch_to_every_rank_of_one_group():

@@ -99,6 +99,36 @@ class MetricsTrainer(Trainer):
 
         return shard_over_groups(loader, self.context_parallel)  # a group's ranks split the same rows
 
+    # hardware.context_parallel: evaluation and prediction split each row over the group as training does
+    # (the compute_loss of a trainer that splits rows passes its group whether or not the model trains)
+    def get_eval_dataloader(self, eval_dataset=None):
+        return self._dealt_to_groups(super().get_eval_dataloader(eval_dataset))
+
+    def get_test_dataloader(self, test_dataset):
+        return self._dealt_to_groups(super().get_test_dataloader(test_dataset))
+
+    def _dealt_to_groups(self, loader):
+        if self.context_parallel is None:
+            return loader
+        from rmspec.train.context_parallel_run import shard_over_groups
+
+        return shard_over_groups(loader, self.context_parallel)
+
+    def evaluation_loop(self, *args, **kwargs):
+        """The Trainer's loop; under context parallelism its gather keeps one rank's outputs per group (the
+        group's ranks evaluated the same rows), so each row counts once. The loop itself resets the gather."""
+        if self.context_parallel is None:
+            return super().evaluation_loop(*args, **kwargs)
+        import functools
+
+        from rmspec.train.context_parallel_run import gather_over_groups
+
+        self.gather_function = functools.partial(gather_over_groups, self.accelerator, self.context_parallel)
+        try:
+            return super().evaluation_loop(*args, **kwargs)
+        finally:
+            self.gather_function = self.accelerator.gather_for_metrics  # as the loop leaves it
+
     def _get_train_sampler(self, train_dataset=None):
         dataset = train_dataset if train_dataset is not None else self.train_dataset
         if not self.group_by_length:
@@ -167,6 +197,9 @@ class ScoreTrainer(MetricsTrainer):
         inputs = self._prepare_inputs(inputs)
         with torch.no_grad():
             loss, out = self.compute_loss(model, inputs, return_outputs=True)
+            own = self._own_rows()
+            if own is not None:  # the batch ends in repeats: its loss is its own rows', as in one process
+                loss = self.first_rows_loss(out, inputs, own)
         if prediction_loss_only:
             return loss.detach(), None, None
         predictions, labels = self.eval_outputs(out, inputs)
@@ -175,3 +208,17 @@ class ScoreTrainer(MetricsTrainer):
     def eval_outputs(self, out: dict, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """(predictions, labels) for compute_metrics."""
         raise NotImplementedError
+
+    def _own_rows(self) -> int | None:
+        """Under context parallelism, how many rows of this evaluation batch are the dataset's own where the rest
+        are accelerate's even-batch repeats (rmspec.train.context_parallel_run.rows_not_repeated); None: all."""
+        if self.context_parallel is None:
+            return None
+        from rmspec.train.context_parallel_run import rows_not_repeated
+
+        return rows_not_repeated(self.accelerator.gradient_state, self.context_parallel, self.args.eval_batch_size)
+
+    def first_rows_loss(self, out: dict, inputs: dict, rows: int) -> torch.Tensor:
+        """The loss of the batch's first ``rows`` rows from compute_loss's outputs ``out`` (a trainer that splits
+        rows over a context-parallel group: its last evaluation batch may end in repeats)."""
+        raise NotImplementedError(f"{type(self).__name__} does not evaluate split")

@@ -85,17 +85,10 @@ class BradleyTerryTrainer(ScoreTrainer):
         if self.sft_weight:
             chosen, rejected, lm_loss = self._rewards_and_lm_loss(model, inputs)
         else:
-            # training splits each row over the context-parallel group; evaluation runs whole rows
-            split = self.context_parallel if model.training else None
-            chosen, rejected = pair_rewards(model, inputs, split)
-        margin = inputs["margin"].to(chosen.dtype) if self.margin_mode != "none" else None
+            # each row split over the context-parallel group where there is one, in training and evaluation
+            chosen, rejected = pair_rewards(model, inputs, self.context_parallel)
         tie = inputs.get("tie")
-        if self.tie is not None:
-            loss = davidson_loss(chosen, rejected, tie, self.tie.log_nu, self.center_rewards_coefficient)
-        else:
-            loss = margin_bradley_terry_loss(
-                chosen, rejected, margin, self.margin_mode, center_coefficient=self.center_rewards_coefficient
-            )
+        loss = self.pair_loss(chosen, rejected, self._margin(inputs), tie)
         if self.sft_weight:
             loss = sft_regularized_loss(loss, lm_loss, self.sft_weight)
         if self.context_parallel is not None and model.training:
@@ -112,6 +105,32 @@ class BradleyTerryTrainer(ScoreTrainer):
         if return_outputs:
             return loss, {"chosen": chosen, "rejected": rejected, "tie": tie}
         return loss
+
+    def pair_loss(
+        self, chosen: torch.Tensor, rejected: torch.Tensor, margin: torch.Tensor | None, tie: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The pairs' loss from their rewards (margins and ties where the approach reads them)."""
+        if self.tie is not None:
+            return davidson_loss(chosen, rejected, tie, self.tie.log_nu, self.center_rewards_coefficient)
+        return margin_bradley_terry_loss(
+            chosen,
+            rejected,
+            None if margin is None else margin.to(chosen.dtype),
+            self.margin_mode,
+            center_coefficient=self.center_rewards_coefficient,
+        )
+
+    def _margin(self, inputs: dict) -> torch.Tensor | None:
+        return inputs["margin"] if self.margin_mode != "none" else None
+
+    def first_rows_loss(self, out: dict, inputs: dict, rows: int) -> torch.Tensor:
+        margin, tie = self._margin(inputs), out["tie"]
+        return self.pair_loss(
+            out["chosen"][:rows],
+            out["rejected"][:rows],
+            None if margin is None else margin[:rows],
+            None if tie is None else tie[:rows],
+        )
 
     def _rewards_and_lm_loss(self, model, inputs):
         """One forward over the 2B sequences: rewards from the score head, and the LM loss of the

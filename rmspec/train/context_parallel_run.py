@@ -13,7 +13,12 @@ A group is one data-parallel replica that holds each row split over its N ranks:
   backpropagates N times over (``sum_over_group``: its value unchanged, what the Trainer logs), so DDP's
   mean over N x G processes is the mean over the G groups of each group's whole gradient;
 - figures summed over processes (tokens trained on) count each group once (``data_parallel_size``).
-Evaluation stays data-parallel on whole rows: without an active group the attention is plain SDPA.
+Evaluation (the validation split, during training and the final one) is split the same way: the evaluation and
+prediction loaders are dealt to the groups (``shard_over_groups``), each batch's forward is the same split forward
+with no backward, and the Trainer's gather keeps one rank's outputs per group (``gather_over_groups``), so each
+row counts once; the last batches' repeats that keep the groups in step count in no loss (``rows_not_repeated``),
+so the metrics are a one-process evaluation's. The run-level evaluation after the model is saved
+(rmspec.evaluate: validation diagnostics, benchmarks) loads it in one process and scores whole rows.
 """
 
 from __future__ import annotations
@@ -69,6 +74,37 @@ def shard_over_groups(dataloader: Any, groups: Groups) -> Any:
     return dataloader
 
 
+def gather_over_groups(accelerator: Any, groups: Groups, data: Any) -> Any:
+    """accelerate's ``gather_for_metrics`` for a loader dealt to the groups (the Trainer's evaluation gather):
+    ``data`` (tensors, the same on every rank of a group) gathered from every process, the first rank's kept in
+    each group (its ranks evaluated the same rows), then the last batch's repeats dropped as gather_for_metrics
+    drops them (the loader's ``remainder`` counts the groups' batches: the sharder was told the groups)."""
+    from accelerate.utils import recursively_apply
+
+    def one_per_group(t: torch.Tensor) -> torch.Tensor:
+        per_rank = t.shape[0] // (groups.count * groups.degree)
+        kept = t.reshape(groups.count, groups.degree, per_rank, *t.shape[1:])[:, 0]
+        return kept.reshape(groups.count * per_rank, *t.shape[1:])
+
+    kept = recursively_apply(one_per_group, accelerator.gather(data))
+    state = accelerator.gradient_state
+    if state.end_of_dataloader and state.remainder > 0:
+        kept = recursively_apply(lambda t: t[: state.remainder], kept)
+    return kept
+
+
+def rows_not_repeated(gradient_state: Any, groups: Groups, batch_size: int) -> int | None:
+    """How many rows of this group's evaluation batch are the dataset's own, where they are fewer than the batch:
+    accelerate's even batches fill the last step's batches with repeats of the first rows (the dataset's own rows
+    first, group after group: the ``remainder`` of the last step), and the loss of a batch is its rows' mean, so the
+    loss of the last batch is its own rows' only, as one process computes it. None where every row is its own,
+    or none is (a batch of repeats only: the gather drops all of it)."""
+    if not gradient_state.end_of_dataloader or gradient_state.remainder <= 0:
+        return None
+    own = min(max(gradient_state.remainder - groups.index * batch_size, 0), batch_size)
+    return own if 0 < own < batch_size else None
+
+
 def sum_over_group(loss: torch.Tensor, degree: int) -> torch.Tensor:
     """``loss`` with its value kept and its gradient ``degree`` times over (DDP's mean then sums the group)."""
     return loss + (degree - 1) * (loss - loss.detach())
@@ -92,7 +128,7 @@ def prepare_model(model: Any, degree: int) -> Groups:
 
 @contextlib.contextmanager
 def split_attention(model: Any) -> Iterator[None]:
-    """``model`` on the context-parallel attention for one training step, then back on its own: evaluation,
+    """``model`` on the context-parallel attention for one training step or split forward, then back on its own:
     the checkpoints' and the final model's config.json keep the implementation it was loaded with."""
     from rmspec.inference.prefix_mask import attention_implementation, model_config
     from rmspec.train.context_parallel import ATTENTION_NAME
@@ -125,7 +161,7 @@ def split_head_outputs(model: Any, inputs: dict[str, torch.Tensor], groups: Grou
     """Head outputs [responses, num_labels] of a packed batch (PackedPairCollator's or PackedListCollator's:
     the same on every rank of the group), each row split over the group: the equal of
     prefix_mask.packed_head_outputs, one output per read point (``packed_ends``) in its order, on every rank.
-    The one split forward every approach that trains split reads its rewards from."""
+    The one split forward every approach that trains split reads its rewards from, training and evaluating."""
     from rmspec.train.context_parallel import head_outputs
     from rmspec.train.packing import is_packed, packed_rows
 

@@ -14,7 +14,8 @@ ends in the same order.
 Split (hardware.context_parallel: N): each packed row is cut over the N ranks of a group and the K rewards
 of every list come back whole on each rank (rmspec.train.context_parallel_run.split_head_outputs, the one
 split forward Bradley-Terry reads its pairs from too); the loss is the one-process loss, backpropagated N
-times over so the group's gradients add up (tests/test_context_parallel_listwise.py).
+times over so the group's gradients add up (tests/test_context_parallel_listwise.py). Evaluation splits the
+rows the same way, with no backward (tests/test_context_parallel_eval.py).
 """
 
 from __future__ import annotations
@@ -132,14 +133,12 @@ class ListwiseTrainer(ScoreTrainer):
         return type(self) is ListwiseTrainer
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        # training splits each row over the context-parallel group; evaluation runs whole rows
-        split = self.context_parallel if model.training else None
+        # each row split over the context-parallel group where there is one, in training and evaluation
+        split = self.context_parallel
         rewards, mask = list_rewards(model, inputs, split)
         scores = inputs["list_scores"]
-        loss = plackett_luce_loss(rewards, scores, mask, self.top_k)
-        if self.center_rewards_coefficient:
-            loss = loss + self.center_rewards_coefficient * (rewards[mask] ** 2).mean()
-        if split is not None:
+        loss = self.list_loss(rewards, scores, mask)
+        if split is not None and model.training:
             from rmspec.train.context_parallel_run import sum_over_group
 
             loss = sum_over_group(loss, split.degree)  # the group's gradients add up to one process's
@@ -149,6 +148,16 @@ class ListwiseTrainer(ScoreTrainer):
         if return_outputs:
             return loss, {"rewards": rewards, "scores": scores, "mask": mask}
         return loss
+
+    def list_loss(self, rewards: torch.Tensor, scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The lists' loss from their rewards [B, N_max] (Plackett-Luce, top_k, the centring term)."""
+        loss = plackett_luce_loss(rewards, scores, mask, self.top_k)
+        if self.center_rewards_coefficient:
+            loss = loss + self.center_rewards_coefficient * (rewards[mask] ** 2).mean()
+        return loss
+
+    def first_rows_loss(self, out: dict, inputs: dict, rows: int) -> torch.Tensor:
+        return self.list_loss(out["rewards"][:rows], out["scores"][:rows], out["mask"][:rows])
 
     def eval_outputs(self, out, inputs):
         # [B, N, 3]: the evaluation loop pads dim 1 with -100 across batches of different N, so the
