@@ -12,7 +12,8 @@
    processes run with glibc's MALLOC_MMAP_THRESHOLD_ fixed (every tensor over it mapped and unmapped on its
    own), which shows how much of the ru_maxrss rise is the heap keeping freed memory;
 2. cap: the longest prompt-once pair whose measured peak rise per rank stays under --cap-mib, N = 1 and
-   N = 2, by bisection at 512-token resolution between --cap-lo and --cap-hi;
+   N = 2 (--degrees: one of them, so each can take its own --cap-lo/--cap-hi), by bisection at 512-token
+   resolution between --cap-lo and --cap-hi (both measured first; lo must come out under, hi over);
 3. speed: one prompt-once packed row (prompt = length - 2 x response, two responses, rmspec's pack_groups
    and packed_head_outputs) against the two sequences TRL runs ([prompt+chosen, prompt+rejected] as a batch of
    2 through the model's own forward), forward + backward of the Bradley-Terry loss, N = 1, --repeats times.
@@ -21,6 +22,7 @@
     ... plan --lengths 4096 8192 --tensors --census
     ... plan --lengths 4096 8192 --tensors --mmap-threshold 131072
     ... cap --cap-mib 1024 --cap-lo 4096 --cap-hi 8192
+    ... cap --cap-mib 1024 --degrees 2 --cap-lo 8192 --cap-hi 12288
     ... speed --lengths 4096 8192 --repeats 3 --response 256
 
 Each part appends its rows to bench/results/context_parallel_acceptance.jsonl with the load before and after.
@@ -239,8 +241,6 @@ def tensors_row(n: int, length: int, ranks: list[dict]) -> dict:
 
 
 def cmd_plan(args) -> None:
-    if args.mmap_threshold:  # read by glibc at the start of each (spawned) rank process
-        os.environ["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
     for length in args.lengths:
         for n in args.degrees:
             if args.tensors:
@@ -260,16 +260,17 @@ def cmd_plan(args) -> None:
 
 
 def cmd_cap(args) -> None:
-    for n in (1, 2):
+    mmap = {"malloc_mmap_threshold": args.mmap_threshold} if args.mmap_threshold else {}
+    for n in args.degrees:
         lo, hi = args.cap_lo, args.cap_hi  # lo assumed under the cap, hi over it: checked first
         for length in (lo, hi):
             m = measure(n, length, args.steps)
-            emit({"part": "cap", "cap_mib": args.cap_mib, **m, "under": m["peak_mib_per_rank"] < args.cap_mib})
+            emit({"part": "cap", "cap_mib": args.cap_mib, **m, "under": m["peak_mib_per_rank"] < args.cap_mib, **mmap})
         while hi - lo > 512:
             mid = (lo + hi) // 2 // 512 * 512
             m = measure(n, mid, args.steps)
             under = m["peak_mib_per_rank"] < args.cap_mib
-            emit({"part": "cap", "cap_mib": args.cap_mib, **m, "under": under})
+            emit({"part": "cap", "cap_mib": args.cap_mib, **m, "under": under, **mmap})
             lo, hi = (mid, hi) if under else (lo, mid)
 
 
@@ -365,10 +366,12 @@ def main() -> None:
         "--mmap-threshold",
         type=int,
         default=0,
-        help="plan: fix glibc's mmap threshold (bytes) in the rank processes, so freed tensors go back to the "
+        help="plan and cap: fix glibc's mmap threshold (bytes) in the rank processes, so freed tensors go back to the "
         "system at once instead of staying in the heap (the allocator's slack in ru_maxrss)",
     )
     args = p.parse_args()
+    if args.mmap_threshold:  # read by glibc at the start of each (spawned) rank process
+        os.environ["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
     emit({"part": args.part, "start": " ".join(sys.argv[1:]), "uptime": os.popen("uptime").read().strip()})
     {"plan": cmd_plan, "cap": cmd_cap, "speed": cmd_speed}[args.part](args)
     emit({"part": args.part, "end": True, "uptime": os.popen("uptime").read().strip()})

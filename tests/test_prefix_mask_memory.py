@@ -73,3 +73,39 @@ def test_under_autocast_the_mask_takes_the_compute_dtype():
             patch.setattr(prefix_mask, "additive_mask", lambda ok, dtype: ok)
             as_bool = packed_head_outputs(model, rows)[:, 0].float()
     assert torch.allclose(scores, as_bool, atol=2e-2), (scores, as_bool)  # bf16 compute
+
+
+def test_a_context_parallel_rank_saves_one_mask_slice_for_every_layer():
+    """The split forward (rmspec.train.context_parallel.head_outputs) makes its rank's mask slice once per step
+    and every layer's SDPA keeps that one tensor for backward (one storage, not one per layer), so a rank's
+    quadratic term is one [width/N, width] float mask (rmspec.plan.memory.packed_mask_bytes at the rank's share;
+    bench/results/context_parallel_acceptance.md section 2). A gloo group of one process runs the same path."""
+    import socket
+
+    import torch.distributed as dist
+
+    from rmspec.train import context_parallel as cp
+
+    model = _model()
+    rows = pack_groups([Group(list(range(1, 41)), [list(range(41, 51)), list(range(51, 63))])], 0)
+    width = cp.pad_columns(rows, 2).input_ids.shape[1]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        cp.use_context_parallel_attention(model)
+        masks: list[torch.Tensor] = []
+
+        def keep(saved: torch.Tensor) -> torch.Tensor:
+            if saved.dim() == 4 and tuple(saved.shape[-2:]) == (width, width):
+                masks.append(saved)
+            return saved
+
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda saved: saved):
+            cp.head_outputs(model, rows)
+    finally:
+        dist.destroy_process_group()
+    assert len(masks) == 4, f"{len(masks)} masks saved by 4 layers"
+    assert all(m.dtype == torch.float32 for m in masks)
+    assert len({m.untyped_storage().data_ptr() for m in masks}) == 1, "a mask copy per layer"
