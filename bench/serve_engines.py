@@ -8,10 +8,12 @@ each posting one conversation at a time. vLLM direct runs with `--enforce-eager`
 on a CPU, so the two differ only by rmspec's front door (HTTP, encoding, batching, the second hop). Start-up is
 the time from the command to /health answering 200. The rewards of the three are compared (largest difference).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py [--model DIR] [--repeats 2] [--before REV] [--write]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py [--model DIR] [--repeats 2] [--before REV]
+        [--also "SERVE ARGS"]... [--write]
 
 `--before REV` adds a row, `rmspec serve --engine vllm` as commit REV has it (a git worktree of REV serving its
 own code, the same venv), so a change to the front door is measured beside the code before it, in one run.
+`--also "ARGS"` adds a row `rmspec serve --engine vllm ARGS` (an option's effect, e.g. `--max-wait-ms 0`).
 
 The vLLM python comes from $RMSPEC_VLLM_PYTHON or /opt/rmspec-vllm/bin/python (.ci/install_vllm.sh).
 """
@@ -41,8 +43,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(REPO)}")
     parser.add_argument("--before", metavar="REV", help="also serve --engine vllm from commit REV (a worktree)")
+    parser.add_argument("--also", action="append", default=[], metavar="ARGS", help="also serve --engine vllm ARGS")
     args = parser.parse_args()
-    names = NAMES + ((f"serve --engine vllm at {args.before}",) if args.before else ())
 
     from transformers import AutoTokenizer
     from vllm_throughput import build_model, conversations, machine, measure
@@ -81,16 +83,26 @@ def main() -> None:
                 rewards[name] = got
                 print(f"{name:>20} clients={clients:>2}: {rate:8.1f} rewards/s", flush=True)
 
-    servers = [(NAMES[0], "torch", REPO), (NAMES[1], "vllm", REPO)]
+    # (row name, engine, checkout serving it, extra serve arguments); vLLM direct is the last row
+    servers = [(NAMES[0], "torch", REPO, []), (NAMES[1], "vllm", REPO, [])]
+    servers += [(f"{NAMES[1]} {extra}", "vllm", REPO, extra.split()) for extra in args.also]
     if args.before:
         baseline = work / "before"
         subprocess.run(["git", "worktree", "add", "--detach", str(baseline), args.before], cwd=REPO, check=True)
-        servers.append((names[3], "vllm", baseline))
-    for name, engine, checkout in servers:
+        servers.append((f"{NAMES[1]} at {args.before}", "vllm", baseline, []))
+    names = [name for name, *_ in servers] + [NAMES[2]]
+    for name, engine, checkout, extra in servers:
         t0 = time.monotonic()
         # one torch thread for rmspec's process, as docs/score_and_serve.md advises on shared cores
         server = ServeProcess(
-            model, "--no-normalize", "--engine", engine, env={"OMP_NUM_THREADS": "1"}, timeout=900, cwd=checkout
+            model,
+            "--no-normalize",
+            "--engine",
+            engine,
+            *extra,
+            env={"OMP_NUM_THREADS": "1"},
+            timeout=900,
+            cwd=checkout,
         )
         starts[name] = time.monotonic() - t0
         try:
@@ -116,17 +128,15 @@ def main() -> None:
         return f"{statistics.mean(xs):.1f} ± {se:.1f}"
 
     table = "\n".join(f"| {name} | {starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in names)
-    door = {c: mean(NAMES[1], c) / mean(NAMES[2], c) for c in (1, 32)}
-    door_before = (
-        f" At {args.before} (the row above it): "
-        + ", ".join(f"{mean(names[3], c) / mean(NAMES[2], c):.2f}x at {c} client{'s' * (c > 1)}" for c in (1, 32))
-        + "."
-        if args.before
-        else ""
+    doors = "".join(
+        f"\n- `{name}`: {mean(name, 1) / mean(NAMES[2], 1):.2f}x at 1 client, "
+        f"{mean(name, 32) / mean(NAMES[2], 32):.2f}x at 32 clients"
+        for name, engine, *_ in servers
+        if engine == "vllm"
     )
     report = f"""# rewards/s: `rmspec serve --engine torch`, `--engine vllm` and vLLM direct (issue 48)
 
-`HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py --repeats {args.repeats}{" --before " + args.before if args.before else ""} --write`
+`HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py --repeats {args.repeats}{" --before " + args.before if args.before else ""}{"".join(f' --also "{a}"' for a in args.also)} --write`
 
 Model: {"`" + str(args.model) + "`" if args.model else "seeded Qwen2ForSequenceClassification, 4 layers, hidden 256, head_dim 64, ChatML"}, fp32.
 Requests: {args.requests} conversations (seed 0) sent as verl sends them (`/classify`, template applied as text,
@@ -138,11 +148,11 @@ conversation at a time. Mean of {args.repeats} repeats ± standard error. The se
 |---|---|---|---|
 {table}
 
-The front door's cost (`--engine vllm` / vLLM direct): {door[1]:.2f}x at 1 client, {door[32]:.2f}x at 32 clients.{door_before}
+The front door's cost (rewards/s against vLLM direct's):{doors}
 
 Machine: {before["cpu"]}, {before["cores"]} cores shared with other sessions' work when there is any
 (1-minute load average {before["load_1m"]:.1f} at the start, {after["load_1m"]:.1f} at the end: the load says how
-busy it was), so the figures are noisy and only their ratios in one run mean much; the three servers ran one after
+busy it was), so the figures are noisy and only their ratios in one run mean much; the servers ran one after
 the other, each under whatever load there was then. vLLM runs eager (`--enforce-eager`: torch.compile's warm-up
 takes minutes on this CPU), in float32, its CPU worker binding one core; `rmspec serve` runs with
 `OMP_NUM_THREADS=1`. `--engine vllm` sends vLLM the token ids rmspec encodes, one request per dynamic batch
