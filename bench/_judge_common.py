@@ -100,3 +100,85 @@ def mean_se(values: list[float]) -> str:
     if len(values) < 2:
         return f"{values[0]:.3f}"
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values) / len(values) ** 0.5:.3f}"
+
+
+def letter_tokens(tok: Any) -> tuple[list[int], int, int]:
+    """(the reply's ids before the letter, A's id, B's id): "(A)" and "(B)" tokenized as the trained reply is,
+    their common prefix (SmolLM2: "(") and the first id where they differ."""
+    a, b = (tok(f"({x})", add_special_tokens=False)["input_ids"] for x in "AB")
+    k = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    return list(a[:k]), a[k], b[k]
+
+
+def letter_probabilities(model: Any, tok: Any, held: list[dict], approach: Any, batch_size: int = 8) -> dict:
+    """The judge's probability of each letter at the verdict position, both orders of every held-out pair: one
+    forward of prompt + the reply's ids before the letter ("("), no generation. For each prompt,
+    P(correct) = P(correct letter) / (P(A) + P(B)). Figures (prefixed p_): the mean P(correct) over all
+    prompts, with its standard error over the pairs (a pair's two orders averaged, so the two correlated
+    prompts of a pair count once); per order; "both": the share of pairs where the correct letter is the more
+    probable in both orders; "pair": where it is on average over the two orders (position bias cancelled);
+    "a": the mean P(A) / (P(A) + P(B)) (0.5: no position bias in probability); "letters": the mean
+    P(A) + P(B) (the mass on the two letters); "open": the mean probability of the reply's first id ("(")
+    at the reply's start (the format). "correct_by_pair": each pair's P(correct) in the first and the
+    swapped order."""
+    import torch
+
+    from rmspec.train.judge_grpo import judge_rows
+
+    pairs_ = [
+        {
+            "id": r["id"],
+            "prompt_messages": [{"role": "user", "content": r["prompt"]}],
+            "chosen": r["chosen"],
+            "rejected": r["rejected"],
+        }
+        for r in held
+    ]
+    rows = judge_rows(pairs_, approach, seed=0)
+    prefix, tok_a, tok_b = letter_tokens(tok)
+    prompts = [ids + prefix for ids in _prompt_ids_of(tok, [r["prompt"] for r in rows])]
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    p_a, p_b, p_open = [0.0] * len(prompts), [0.0] * len(prompts), [0.0] * len(prompts)
+    decoder, head = model.base_model, model.get_output_embeddings()
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            width = max(len(prompts[i]) for i in batch)
+            ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):  # right padding: the real tokens keep positions 0..n-1
+                ids[row, : len(prompts[i])] = torch.tensor(prompts[i])
+                mask[row, : len(prompts[i])] = 1
+            hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+            ends = torch.tensor([len(prompts[i]) for i in batch])
+            rows_ = torch.arange(len(batch))
+            verdict = head(hidden[rows_, ends - 1]).float().softmax(-1)  # the letter's position
+            opening = head(hidden[rows_, ends - 1 - len(prefix)]).float().softmax(-1)  # the reply's first id
+            for row, i in enumerate(batch):
+                p_a[i], p_b[i] = verdict[row, tok_a].item(), verdict[row, tok_b].item()
+                p_open[i] = opening[row, prefix[0]].item() if prefix else 1.0
+    correct = [(pa if r["gold"] == "A" else pb) / (pa + pb) for pa, pb, r in zip(p_a, p_b, rows)]
+    first, swapped = correct[::2], correct[1::2]  # judge_rows: the two orders of a pair adjacent
+    pair_means = [(x + y) / 2 for x, y in zip(first, swapped)]
+    n = len(pair_means)
+    return {
+        "p_correct": statistics.mean(correct),
+        "p_correct_se": statistics.stdev(pair_means) / n**0.5,
+        "p_correct_first": statistics.mean(first),
+        "p_correct_swapped": statistics.mean(swapped),
+        "p_both": sum(x > 0.5 and y > 0.5 for x, y in zip(first, swapped)) / n,
+        "p_pair": sum(m > 0.5 for m in pair_means) / n,
+        "p_a": statistics.mean(pa / (pa + pb) for pa, pb in zip(p_a, p_b)),
+        "p_letters": statistics.mean(pa + pb for pa, pb in zip(p_a, p_b)),
+        "p_open": statistics.mean(p_open),
+        # each pair's P(correct) in the first and the swapped order, for other figures later
+        "p_correct_by_pair": {r["pair"]: [round(x, 4), round(y, 4)] for r, x, y in zip(rows[::2], first, swapped)},
+    }
+
+
+def _prompt_ids_of(tok: Any, texts: list[str]) -> list[list[int]]:
+    """The judge prompts' ids as greedy judging renders them (rmspec's prompt layout, generation prompt)."""
+    from rmspec.inference.encoding import make_layout
+    from rmspec.inference.judge import _prompt_ids
+
+    return _prompt_ids(make_layout(tok), tok, texts)

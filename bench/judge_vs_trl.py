@@ -14,6 +14,11 @@ trained on written verdicts, judged on held-out pairs of words never trained on,
     # the demo preference pairs (issue 50 item 3): the Bradley-Terry runs' split, judged beside their accuracy
     python bench/judge_vs_trl.py --task demo --base
     python bench/judge_vs_trl.py --task demo --trainer rmspec --seed 0 --at 40,80 --max-length 320
+    # issue 50 item 5: also the letter probabilities at the verdict position (--probs; p_* figures), keeping the
+    # trained judge (--keep DIR); a kept judge measured again, or the base model's probabilities alone
+    python bench/judge_vs_trl.py --task demo --trainer rmspec --seed 0 --at 40 --max-length 320 --probs --keep DIR
+    python bench/judge_vs_trl.py --task demo --trainer rmspec --seed 0 --at 40 --judge DIR/sft/model --probs-only
+    python bench/judge_vs_trl.py --task demo --base --probs-only
 
 Every call adds its figures to --json (bench/results/judge_learning_words.json; with --task demo,
 bench/results/judge_learning_demo.json) and keeps what is there.
@@ -33,6 +38,11 @@ learned pieces, completion_only_loss=True), so prompt, loss tokens, learning rat
 steps, optimizer (fused AdamW), clipping and seed are the same; the order rows are drawn in is each
 trainer's own. Held-out judging is bench/_judge_common's (greedy, both orders, rmspec's prompt layout and
 verdict rule) for both. Run with one torch thread (OMP_NUM_THREADS=1).
+
+--probs: where greedy verdicts only show the more probable letter, the letter probabilities show how far the
+judge is from 50/50: for each held-out prompt, one forward of the prompt and the reply's "(" gives P(A) and
+P(B) at the verdict position, and P(correct) = P(correct letter) / (P(A) + P(B))
+(bench/_judge_common.letter_probabilities); --table then prints them per point.
 """
 
 from __future__ import annotations
@@ -48,7 +58,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _judge_common import REPO, judge_model, run, write_jsonl
+from _judge_common import REPO, judge_model, letter_probabilities, run, write_jsonl
 from judge_learning import checkpoint_model, sft_spec, step_losses
 from judge_smollm2 import (
     approach_for_eval,
@@ -197,8 +207,13 @@ def load(model_dir: Path):
     return tok, transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
 
 
-def judged(model, tok, held: list[dict]) -> dict[str, float]:
-    return judge_model(model, tok, held, approach_for_eval(), 8)
+def judged(model, tok, held: list[dict], args=None) -> dict:
+    """The greedy figures (unless --probs-only) and, with --probs, the letter probabilities (p_*)."""
+    probs_only = bool(args and args.probs_only)
+    figures = {} if probs_only else judge_model(model, tok, held, approach_for_eval(), 8)
+    if args and (args.probs or probs_only):
+        figures |= letter_probabilities(model, tok, held, approach_for_eval())
+    return figures
 
 
 def direct(model_dir: Path, held: list[dict], task: str) -> dict:
@@ -251,7 +266,7 @@ def train_rmspec(args, base: Path, folder: Path, train: list[dict], held: list[d
             final if step == at[-1] else checkpoint_model(folder / "sft" / "checkpoints" / f"checkpoint-{step}", final)
         )
         tok, model = load(model_dir)
-        add(step, judged(model, tok, held), seconds=seconds if step == at[-1] else None, losses=loss)
+        add(step, judged(model, tok, held, args), seconds=seconds if step == at[-1] else None, losses=loss)
 
 
 def train_trl(args, base: Path, folder: Path, train: list[dict], held: list[dict], add) -> None:
@@ -303,10 +318,13 @@ def train_trl(args, base: Path, folder: Path, train: list[dict], held: list[dict
 
         def on_step_end(self, _args, state, control, model=None, **kw):
             if state.global_step in args.at:
-                model.eval()
-                figures = judged(model, tok, held)
-                model.train()
                 done = state.global_step == args.at[-1]
+                if done and args.keep:  # the judge itself, saved first: --judge measures it again without training
+                    model.save_pretrained(folder / "trl" / "model")
+                    tok.save_pretrained(folder / "trl" / "model")
+                model.eval()
+                figures = judged(model, tok, held, args)
+                model.train()
                 add(state.global_step, figures, seconds=time.monotonic() - started if done else None, losses=dict(loss))
 
     model.train()
@@ -337,6 +355,18 @@ def main() -> None:
     parser.add_argument("--held", type=int, default=50, help="held-out pairs (each judged in both orders; demo: 200)")
     parser.add_argument("--max-length", type=int, default=128, help="tokens per training conversation")
     parser.add_argument("--model", default="packaged:smollm2-135m-instruct")
+    parser.add_argument(
+        "--probs",
+        action="store_true",
+        help="also the letter probabilities at the verdict position (one forward per prompt; p_* figures)",
+    )
+    parser.add_argument("--probs-only", action="store_true", help="the letter probabilities, no greedy verdicts")
+    parser.add_argument(
+        "--keep", help="work in this folder (kept: the trained judge, its checkpoints) not a temporary one"
+    )
+    parser.add_argument(
+        "--judge", help="measure the judge in this model folder (trainer, seed and step from --trainer, --seed, --at)"
+    )
     parser.add_argument("--json", help="default: bench/results/judge_learning_words.json (demo: _demo.json)")
     args = parser.parse_args()
     args.at = sorted(int(s) for s in args.at.split(","))
@@ -350,6 +380,11 @@ def main() -> None:
     record = json.loads(store.read_text()) if store.exists() else {"points": []}
     if args.table:
         print(table(record, args.held))
+        if any("p_correct" in p for p in record["points"]):
+            print()
+            print(probability_table(record))
+            print()
+            print(family_table(record))
         return
     import torch
 
@@ -376,7 +411,8 @@ def main() -> None:
         print(json.dumps({k: v for k, v in point.items() if k != "train_losses"}), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+        folder = Path(args.keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         base = base_model_dir(args.model, folder)
         if args.task == "demo":
             train, held = demo_pairs(args.model, folder)
@@ -395,15 +431,75 @@ def main() -> None:
         if args.base:
             tok, model = load(base)
             args.trainer = "base"
-            add(0, judged(model, tok, held))
+            add(0, judged(model, tok, held, args))
+            return
+        if args.judge:
+            tok, model = load(Path(args.judge))
+            add(args.at[-1], judged(model, tok, held, args))
             return
         (train_rmspec if args.trainer == "rmspec" else train_trl)(args, base, folder, train, held, add)
+
+
+def probability_table(record: dict) -> str:
+    """The points with letter probabilities, one row each: P(correct) = P(correct letter) / (P(A) + P(B)) at the
+    verdict position, mean over both orders of every held-out pair ± its standard error over the pairs."""
+    lines = [
+        "| trainer | steps | seed | P(correct) | first order | swapped order | correct more probable in both orders | "
+        "on average over the orders | P(A)/(P(A)+P(B)) | its range over the prompts | P(A)+P(B) | P('(') | load |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in sorted(  # load: when the probabilities were measured (p_load where the greedy run's differs)
+        (p for p in record["points"] if "p_correct" in p),
+        key=lambda p: (p["trainer"] != "base", p["trainer"], p["step"]),
+    ):
+        seed = "-" if p["trainer"] == "base" else str(p["seed"])
+        # P(A) / (P(A) + P(B)) of each prompt: P(correct) in the first order (A is correct), 1 - it in the swapped
+        p_a = [x for first, swapped in p["p_correct_by_pair"].values() for x in (first, 1 - swapped)]
+        lines.append(
+            f"| {p['trainer']} | {p['step']} | {seed} | {p['p_correct']:.4f} ± {p['p_correct_se']:.4f} | "
+            f"{p['p_correct_first']:.4f} | {p['p_correct_swapped']:.4f} | {p['p_both']:.3f} | {p['p_pair']:.3f} | "
+            f"{p['p_a']:.4f} | {min(p_a):.3f}-{max(p_a):.3f} | {p['p_letters']:.4f} | {p['p_open']:.4f} | "
+            f"{p.get('p_load', p['load']):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def family_table(record: dict) -> str:
+    """Per point with letter probabilities (demo pairs): P(correct), both orders averaged, per family of the
+    held-out pairs (rmspec/data/demo/preferences.jsonl's `family`), and P(the longer response): the mean
+    probability, of the two letters, of the one whose response has more characters (0.5: no length cue)."""
+    demo = {
+        r["id"]: r
+        for r in map(json.loads, (REPO / "rmspec" / "data" / "demo" / "preferences.jsonl").read_text().splitlines())
+    }
+    points = [p for p in record["points"] if "p_correct_by_pair" in p]
+    families = sorted({demo[i]["family"] for p in points for i in p["p_correct_by_pair"]})
+    lines = [
+        "| trainer | steps | seed | " + " | ".join(f"{f} (n)" for f in families) + " | P(the longer response) |",
+        "|---|---:|---|" + "---:|" * (len(families) + 1),
+    ]
+    for p in points:
+        cells, longer = [], []
+        for family in families:
+            pairs_ = {i: v for i, v in p["p_correct_by_pair"].items() if demo[i]["family"] == family}
+            cells.append(f"{statistics.mean(sum(v) / 2 for v in pairs_.values()):.3f} ({len(pairs_)})")
+        for i, v in p["p_correct_by_pair"].items():
+            if len(demo[i]["chosen"]) != len(demo[i]["rejected"]):
+                chosen_longer = len(demo[i]["chosen"]) > len(demo[i]["rejected"])
+                longer.append(sum(v) / 2 if chosen_longer else 1 - sum(v) / 2)
+        seed = "-" if p["trainer"] == "base" else str(p["seed"])
+        lines.append(
+            f"| {p['trainer']} | {p['step']} | {seed} | " + " | ".join(cells) + f" | {statistics.mean(longer):.3f} |"
+        )
+    return "\n".join(lines)
 
 
 def table(record: dict, held: int) -> str:
     """Mean ± standard error across seeds where there are several, else the binomial one over held-out pairs."""
     groups: dict[tuple[str, int], list[dict]] = {}
     for p in record["points"]:
+        if "first" not in p:  # a point of letter probabilities only (--probs-only)
+            continue
         groups.setdefault((p["trainer"], p["step"]), []).append(p)
     lines = [
         "| trainer | steps | seeds | first order | swapped order | mean of orders | both orders right | letter A | unparsed | load |",
