@@ -97,3 +97,19 @@ def test_the_server_takes_as_many_batches_at_once_as_its_engine(tmp_path):
     scorer.backend = VllmEngine(process=None, model="m", dtype="float32", started_in=0.0)  # type: ignore[arg-type]
     batcher = Service(scorer, model_name="m").make_batcher()
     assert batcher.batches_at_once == VllmEngine.batches_at_once > 1
+
+
+def test_the_first_request_waits_as_long_as_its_engine_needs_unless_told(tmp_path):
+    """torch waits 5 ms for company (fuller forward passes); vLLM batches concurrent requests itself, so its front
+    door does not wait; --max-wait-ms (Limits.max_wait_ms) wins over either."""
+    from helpers.models import build_model
+    from rmspec.inference.engine import load_scorer
+    from rmspec.inference.engine_vllm import VllmEngine
+    from rmspec.serve.service import Limits, Service
+
+    scorer = load_scorer(build_model("llama", tmp_path / "m"))
+    assert Service(scorer, model_name="m").make_batcher().max_wait == pytest.approx(0.005)
+    assert Service(scorer, model_name="m", limits=Limits(max_wait_ms=2)).make_batcher().max_wait == pytest.approx(0.002)
+    scorer.backend = VllmEngine(process=None, model="m", dtype="float32", started_in=0.0)  # type: ignore[arg-type]
+    assert Service(scorer, model_name="m").make_batcher().max_wait == 0.0
+    assert Service(scorer, model_name="m", limits=Limits(max_wait_ms=2)).make_batcher().max_wait == pytest.approx(0.002)

@@ -77,9 +77,9 @@ from rmspec.serve import (  # light: constants only, the arithmetic beside them
 @click.option(
     "--max-wait-ms",
     type=click.FloatRange(min=0),
-    default=5.0,
-    show_default=True,
-    help="How long the first request of a batch waits for others to join it.",
+    default=None,
+    help="How long the first request of a batch waits for others to join it (default: 5 with the torch engine; "
+    "0 with vllm, which batches concurrent requests itself).",
 )
 @click.option(
     "--batch-size",
@@ -196,7 +196,7 @@ def serve(
     max_items: int,
     max_queue: int,
     max_batch_tokens: int,
-    max_wait_ms: float,
+    max_wait_ms: float | None,
     batch_size: int | None,
     segments: str,
     shutdown_timeout: float,

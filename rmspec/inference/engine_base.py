@@ -37,6 +37,10 @@ class InferenceEngine(Protocol):
     # How many of the server's dynamic batches it takes side by side (rmspec.serve.batcher): 1 where the
     # batches share this process's cores (torch), more where an engine in its own process batches on its own.
     batches_at_once: int
+    # How long the first request of a dynamic batch waits for others to join it (rmspec serve --max-wait-ms
+    # overrides): a wait makes torch's forward passes fuller, and only adds latency where the engine batches
+    # concurrent requests itself.
+    batch_wait_ms: float
 
     def outputs(
         self,
@@ -66,6 +70,7 @@ class TorchEngine:
 
     name = "torch"
     batches_at_once = 1
+    batch_wait_ms = 5.0
 
     def __init__(self, model: Any, pad_token_id: int):
         self.model, self.pad_token_id = model, pad_token_id

@@ -213,6 +213,7 @@ class VllmEngine:
     # computed the next is already parsed and queued there, and the engine is not idle while rmspec hands
     # results back (bench/results/serve_engines.md).
     batches_at_once = 4
+    batch_wait_ms = 0.0  # vLLM batches what arrives: a wait in front of it was most of a lone client's extra time
 
     def __init__(self, process: VllmProcess, model: str, dtype: str, started_in: float):
         self.process, self.model, self.dtype, self.started_in = process, model, dtype, started_in

@@ -30,7 +30,7 @@ class Limits:
     max_queue: int = MAX_ITEMS  # items waiting across requests before 503
     max_batch_tokens: int = 16384
     max_batch_items: int = 256
-    max_wait_ms: float = 5.0
+    max_wait_ms: float | None = None  # None: the engine's own wait (InferenceEngine.batch_wait_ms)
     # one image's encoded bytes (rmspec.vision.images.DEFAULT_MAX_BYTES): 413 above
     max_image_bytes: int = 32 * 1024 * 1024
     allow_image_urls: bool = False  # fetch http(s) image_url parts (off: only data: URIs, 400 otherwise)
@@ -165,6 +165,15 @@ class Service:
         scorer computes with torch in this process."""
         return getattr(self.engine, "backend", None)
 
+    @property
+    def batch_wait_ms(self) -> float:
+        """How long the first request of a dynamic batch waits for others: --max-wait-ms, else the engine's."""
+        from rmspec.inference.engine_base import TorchEngine
+
+        if self.limits.max_wait_ms is not None:
+            return self.limits.max_wait_ms
+        return float(self.backend.batch_wait_ms if self.backend is not None else TorchEngine.batch_wait_ms)
+
     def make_batcher(self, on_batch=None) -> Batcher:
         lim = self.limits
         run = self._generate_batch if self.is_judge else self._score_batch
@@ -174,7 +183,7 @@ class Service:
             cost,
             max_batch_tokens=lim.max_batch_tokens,
             max_batch_items=lim.max_batch_items,
-            max_wait=lim.max_wait_ms / 1000.0,
+            max_wait=self.batch_wait_ms / 1000.0,
             max_queue=lim.max_queue,
             on_batch=on_batch,
             chunk=self.batch_size,
