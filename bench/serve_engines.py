@@ -146,7 +146,7 @@ def main() -> None:
     )
     report = f"""# rewards/s: `rmspec serve --engine torch`, `--engine vllm` and vLLM direct (issue 48)
 
-`HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py --repeats {args.repeats}{" --before " + args.before if args.before else ""}{"".join(f' --also "{a}"' for a in args.also)} --write`
+`HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py --repeats {args.repeats}{" --before " + args.before if args.before else ""}{" --smollm2" if args.smollm2 else ""}{"".join(f' --also "{a}"' for a in args.also)} --write{" --out " + args.out if args.out != str(RESULTS) else ""}`
 
 Model: {"`" + str(args.model) + "`" if args.model else "SmolLM2-135M-Instruct (30 layers, hidden 576) with a fresh score head" if args.smollm2 else "seeded Qwen2ForSequenceClassification, 4 layers, hidden 256, head_dim 64, ChatML"}, fp32.
 Requests: {args.requests} conversations (seed 0) sent as verl sends them (`/classify`, template applied as text,
@@ -166,7 +166,8 @@ busy it was), so the figures are noisy and only their ratios in one run mean muc
 the other, each under whatever load there was then. vLLM runs eager (`--enforce-eager`: torch.compile's warm-up
 takes minutes on this CPU), in float32, its CPU worker binding one core; `rmspec serve` runs with
 `OMP_NUM_THREADS=1`. `--engine vllm` sends vLLM the token ids rmspec encodes, one request per dynamic batch
-(up to 256 texts), up to 4 batches in flight at once since 1e1a4c6 (one at a time before). No GPU was lent to this task: GPU figures are not measured.
+(up to 256 texts), up to 4 batches in flight at once since 1e1a4c6 (one at a time before), and since the commit
+after it with no wait for company before a batch (`--max-wait-ms` 0: 5 before). No GPU was lent to this task: GPU figures are not measured.
 """
     print(report)
     if args.write:
