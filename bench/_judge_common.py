@@ -52,14 +52,9 @@ def held_out_accuracy(model_dir: Path, held: list[dict], approach: Any, max_new_
     return judge_model(model, tok, held, approach, max_new_tokens)
 
 
-def judge_model(model: Any, tok: Any, held: list[dict], approach: Any, max_new_tokens: int) -> dict[str, float]:
-    """held_out_accuracy of a model already loaded (in eval mode; tok with a pad token)."""
-    from rmspec.inference.encoding import make_layout
-    from rmspec.inference.judge import _prompt_ids, generate
-    from rmspec.train.judge_grpo import judge_rows, rule_from_spec
-    from rmspec.train.judge_reward import parse
-
-    pairs_ = [
+def as_pairs(held: list[dict]) -> list[dict]:
+    """Held-out rows (prompt, chosen, rejected) as the pairs rmspec.train.judge_grpo.judge_rows takes."""
+    return [
         {
             "id": r["id"],
             "prompt_messages": [{"role": "user", "content": r["prompt"]}],
@@ -68,7 +63,16 @@ def judge_model(model: Any, tok: Any, held: list[dict], approach: Any, max_new_t
         }
         for r in held
     ]
-    rows = judge_rows(pairs_, approach, seed=0)
+
+
+def judge_model(model: Any, tok: Any, held: list[dict], approach: Any, max_new_tokens: int) -> dict[str, float]:
+    """held_out_accuracy of a model already loaded (in eval mode; tok with a pad token)."""
+    from rmspec.inference.encoding import make_layout
+    from rmspec.inference.judge import _prompt_ids, generate
+    from rmspec.train.judge_grpo import judge_rows, rule_from_spec
+    from rmspec.train.judge_reward import parse
+
+    rows = judge_rows(as_pairs(held), approach, seed=0)
     texts = generate(model, tok, _prompt_ids(make_layout(tok), tok, [r["prompt"] for r in rows]), max_new_tokens)
     rule = rule_from_spec(approach)
     right = [parse(t, rule) == r["gold"] for t, r in zip(texts, rows)]
@@ -125,16 +129,7 @@ def letter_probabilities(model: Any, tok: Any, held: list[dict], approach: Any, 
 
     from rmspec.train.judge_grpo import judge_rows
 
-    pairs_ = [
-        {
-            "id": r["id"],
-            "prompt_messages": [{"role": "user", "content": r["prompt"]}],
-            "chosen": r["chosen"],
-            "rejected": r["rejected"],
-        }
-        for r in held
-    ]
-    rows = judge_rows(pairs_, approach, seed=0)
+    rows = judge_rows(as_pairs(held), approach, seed=0)
     prefix, tok_a, tok_b = letter_tokens(tok)
     prompts = [ids + prefix for ids in _prompt_ids_of(tok, [r["prompt"] for r in rows])]
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))

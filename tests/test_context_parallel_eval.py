@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.context_parallel import assert_pairs_evaluated_as_one_process
+from helpers.context_parallel import assert_pairs_evaluated_as_one_process, split_spec
 from helpers.models import build_model
-from helpers.runs import make_run_spec, metrics_rows, rmspec
+from helpers.runs import metrics_rows, rmspec
 
 TRAINING = (
     "  max_steps: 1\n  micro_batch_size: 2\n  eval_steps: 1\n  optimizer: sgd\n  max_grad_norm: 1000.0\n"
@@ -61,13 +61,9 @@ if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_C
 
 
 def _spec(tmp: Path, name: str, procs: int, model: Path) -> Path:
-    spec = make_run_spec(tmp, name=name, training=TRAINING, batch=4, procs=procs, rows=60, model=model)
-    text = spec.read_text().replace("learning_rate: 3.0e-3", "learning_rate: 0.1")
-    text = text.replace("benchmarks: []}", f"benchmarks: [], batch_size: {EVAL_BATCH}}}")
-    if procs > 1:
-        text = text.replace(f"gpus_per_node: {procs}}}", f"gpus_per_node: {procs}, context_parallel: {procs}}}")
-    spec.write_text(text)
-    return spec
+    return split_spec(
+        tmp, name, procs, model, TRAINING, {"benchmarks: []}": f"benchmarks: [], batch_size: {EVAL_BATCH}}}"}
+    )
 
 
 @pytest.fixture(scope="module")

@@ -11,21 +11,18 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
+from helpers.context_parallel import split_spec
 from helpers.models import build_model
-from helpers.runs import make_run_spec, metrics_rows, rmspec
+from helpers.runs import metrics_rows, rmspec
 
 TRAINING = "  max_steps: 3\n  micro_batch_size: 2\n  optimizer: sgd\n  max_grad_norm: 1000.0"
 LORA = "  lora: {r: 4, alpha: 8, dropout: 0.0, target_modules: [q_proj, v_proj]}"
 
 
 def _lora_spec(tmp: Path, name: str, procs: int, model: Path) -> Path:
-    spec = make_run_spec(tmp, name=name, training=TRAINING, batch=4, procs=procs, rows=60, model=model)
-    text = spec.read_text().replace("logging_steps: 2", "logging_steps: 1").replace("3.0e-3", "0.1")
-    text = text.replace(f"model: {{name_or_path: {model}}}", f"model:\n  name_or_path: {model}\n{LORA}")
-    if procs > 1:
-        text = text.replace(f"gpus_per_node: {procs}}}", f"gpus_per_node: {procs}, context_parallel: {procs}}}")
-    spec.write_text(text)
-    return spec
+    model_line = f"model: {{name_or_path: {model}}}"
+    edits = {"logging_steps: 2": "logging_steps: 1", model_line: f"model:\n  name_or_path: {model}\n{LORA}"}
+    return split_spec(tmp, name, procs, model, TRAINING, edits)
 
 
 @pytest.fixture(scope="module")

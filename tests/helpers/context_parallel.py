@@ -1,4 +1,5 @@
-"""Checks shared by the context-parallel run tests: a run's final evaluation against one process's."""
+"""Shared by the context-parallel run tests: the spec of a tiny run split over its processes, and a run's final
+evaluation against one process's."""
 
 from __future__ import annotations
 
@@ -7,7 +8,25 @@ from pathlib import Path
 
 import pytest
 
+from helpers.runs import make_run_spec
+
 TIMING = ("runtime", "per_second")
+
+
+def split_spec(
+    tmp: Path, name: str, procs: int, model: Path, training: str, edits: dict[str, str] | None = None
+) -> Path:
+    """helpers.runs' tiny run (60 pairs, batches of 4, learning rate 0.1) on ``procs`` processes, all one
+    context-parallel group where there are 2 or more; ``edits`` replace text in the spec as written."""
+    spec = make_run_spec(tmp, name=name, training=training, batch=4, procs=procs, rows=60, model=model)
+    text = spec.read_text().replace("learning_rate: 3.0e-3", "learning_rate: 0.1")
+    if procs > 1:
+        text = text.replace(f"gpus_per_node: {procs}}}", f"gpus_per_node: {procs}, context_parallel: {procs}}}")
+    for old, new in (edits or {}).items():
+        assert old in text, old
+        text = text.replace(old, new)
+    spec.write_text(text)
+    return spec
 
 
 def final_evaluation(run: Path) -> dict[str, float]:
