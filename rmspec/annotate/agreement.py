@@ -24,8 +24,8 @@ import warnings
 from collections import Counter
 from typing import Any
 
-from rmspec.annotate.exports import FIRST, SECOND, TIE, Task
-from rmspec.annotate.source import PAIRWISE, POINTWISE
+from rmspec.annotate import kinds
+from rmspec.annotate.records import FIRST, SECOND, TIE, Task
 from rmspec.errors import DataError
 
 CATEGORIES = (FIRST, SECOND, TIE)
@@ -33,10 +33,10 @@ CODE = {c: i for i, c in enumerate(CATEGORIES)}
 
 
 def labels_by_task(tasks: list[Task]) -> dict[Any, dict[str, str]]:
-    """task id -> {annotator: preference}, valid pairwise annotations only."""
+    """task id -> {annotator: preference}, valid annotations of a kind with preferences (pairwise) only."""
     out: dict[Any, dict[str, str]] = {}
     for task in tasks:
-        if task.error or task.kind != PAIRWISE:
+        if task.error or not kinds.of(task.kind).preferences:
             continue
         votes = {
             a.annotator: a.preference for a in task.annotations if not a.cancelled and not a.error and a.preference
@@ -160,9 +160,11 @@ def model_agreement(labels: dict[Any, dict[str, str]], scores: dict[Any, tuple[f
 
 
 def agreement(tasks: list[Task], model_scores: dict[Any, tuple[float, float]] | None = None) -> dict[str, Any]:
-    if any(t.kind == POINTWISE for t in tasks if not t.error):
+    refusals = [kinds.of(t.kind).agreement_refusal for t in tasks if not t.error]
+    refusal = next((r for r in refusals if r), None)  # a kind agreement cannot compare (pointwise ratings)
+    if refusal:
         raise DataError(
-            "agreement is computed on pairwise preferences; this export holds pointwise ratings",
+            f"agreement is computed on pairwise preferences; {refusal}",
             "export a pairwise project (rmspec annotate export of a bradley_terry spec or a file of pairs)",
         )
     labels = labels_by_task(tasks)

@@ -18,50 +18,17 @@ After parsing, a pairwise preference is "first" / "second" / "tie" in the SOURCE
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmspec.annotate.label_config import PAIRWISE_NAME, TIE_CHOICE, TIE_NAME
-from rmspec.annotate.source import PAIRWISE, POINTWISE, PROCESS
-from rmspec.annotate.tasks import ATTRIBUTES_FIELD, ID_FIELD, KIND_FIELD, PROMPT_FIELD, SCALE_FIELD, SWAP_FIELD
+from rmspec.annotate import kinds
+from rmspec.annotate.records import ID_FIELD, KIND_FIELD, Annotation, Task
 from rmspec.errors import DataError
 
-FIRST, SECOND, TIE = "first", "second", "tie"
 EXPORT_HINT = (
     "export the project from Label Studio as JSON (Export > JSON, or GET /api/projects/ID/export?exportType=JSON) "
     "or JSON_MIN; its tasks must come from `rmspec annotate export`"
 )
-
-
-@dataclass
-class Annotation:
-    annotator: str
-    annotation_id: Any = None
-    cancelled: bool = False
-    preference: str | None = None  # pairwise, source order: first / second / tie
-    ratings: dict[str, float] | None = None  # pointwise, on the spec's scale
-    error: str | None = None  # why this annotation is unusable
-
-
-@dataclass
-class Task:
-    task_id: Any
-    source_id: str
-    kind: str
-    data: dict[str, Any]
-    swapped: bool = False
-    annotations: list[Annotation] = field(default_factory=list)
-    error: str | None = None  # the task itself is unusable (not an rmspec task, swap unknown)
-
-    @property
-    def prompt(self) -> Any:
-        return self.data.get(PROMPT_FIELD) or self.data.get("prompt", "")
-
-    def responses(self) -> tuple[str, str]:
-        """(first, second) in source order."""
-        a, b = self.data.get("response_a", ""), self.data.get("response_b", "")
-        return (b, a) if self.swapped else (a, b)
 
 
 def load_export(path: str | Path) -> list[Task]:
@@ -175,8 +142,9 @@ def _json_min_tasks(rows: list[dict[str, Any]]) -> list[Task]:
     return list(tasks.values())
 
 
-def _controls(kind: Any, row: dict[str, Any]) -> list[str]:
-    names = list(row.get(ATTRIBUTES_FIELD) or []) if kind == POINTWISE else [PAIRWISE_NAME, TIE_NAME]
+def _controls(kind_name: Any, row: dict[str, Any]) -> list[str]:
+    kind = kinds.get(kind_name)
+    names = kind.controls(row) if kind else []  # no known kind: every column rmspec did not write is a result
     known = set(names) | MIN_RESERVED | {"prompt", "response", "response_a", "response_b"}
     # Any other key that is not a data field rmspec wrote is an unknown control: keep it so it is rejected.
     extra = [k for k in row if k not in known and not k.startswith("rmspec_")]
@@ -202,26 +170,14 @@ def _task(task_id: Any, data: dict[str, Any], meta: dict[str, Any]) -> Task:
     source_id = meta.get(ID_FIELD, data.get(ID_FIELD))
     kind = meta.get(KIND_FIELD, data.get(KIND_FIELD))
     task = Task(task_id, str(source_id) if source_id is not None else "", kind or "", data)
-    if source_id is None or kind not in (PAIRWISE, POINTWISE, PROCESS):
+    task_kind = kinds.get(kind)
+    if source_id is None or task_kind is None:
         task.error = (
             f"task {task_id} has no {ID_FIELD}/{KIND_FIELD} in meta or data: not made by `rmspec annotate export`"
         )
         return task
-    if kind == PROCESS:  # per-step tasks: recognised, so the import can say it does not read them yet
-        return task
-    if kind == PAIRWISE:
-        given = [v for v in (meta.get(SWAP_FIELD), data.get(SWAP_FIELD)) if v is not None]
-        swaps = {v for v in given if isinstance(v, bool)}
-        if len(swaps) != 1 or len(swaps) < len(set(map(str, given))):
-            task.error = f"task {task_id}: {SWAP_FIELD} is missing, not true/false, or contradictory ({sorted(map(str, given))}): the A/B order cannot be undone"
-            return task
-        task.swapped = swaps.pop()
-        if not isinstance(data.get("response_a"), str) or not isinstance(data.get("response_b"), str):
-            task.error = f"task {task_id}: data lacks response_a/response_b"
-    else:
-        scale, attrs = data.get(SCALE_FIELD), data.get(ATTRIBUTES_FIELD)
-        if not (isinstance(scale, list) and len(scale) == 2 and isinstance(attrs, list) and attrs):
-            task.error = f"task {task_id}: data lacks {SCALE_FIELD}/{ATTRIBUTES_FIELD}"
+    # a kind not read yet (process) is still recognised, so the import can say it does not read it
+    task_kind.check_task(task, meta)
     return task
 
 
@@ -229,75 +185,5 @@ def _read_result(task: Task, record: Annotation, result: Any) -> None:
     if not isinstance(result, list):
         record.error = f"result is {type(result).__name__}, expected a list"
         return
-    if task.kind == PAIRWISE:
-        _pairwise(task, record, result)
-    elif task.kind == POINTWISE:
-        _pointwise(task, record, result)
-    # process: first_error results are not read yet (`annotate import` refuses such an export)
-
-
-def _pairwise(task: Task, record: Annotation, result: list[Any]) -> None:
-    picks: set[str] = set()
-    for item in result:
-        if not isinstance(item, dict):
-            record.error = "a result item is not an object"
-            return
-        name, value = item.get("from_name"), item.get("value")
-        if name == PAIRWISE_NAME:
-            selected = value.get("selected") if isinstance(value, dict) else None
-            if selected is None:
-                record.error = f"{PAIRWISE_NAME}: value.selected is missing"
-                return
-            if selected not in ("left", "right"):
-                record.error = f"{PAIRWISE_NAME}: value.selected must be left or right, got {selected!r}"
-                return
-            shown_first = selected == "left"  # left = response A
-            picks.add(FIRST if shown_first != task.swapped else SECOND)
-        elif name == TIE_NAME:
-            choices = value.get("choices") if isinstance(value, dict) else None
-            if choices != [TIE_CHOICE]:
-                record.error = f"{TIE_NAME}: value.choices must be [{TIE_CHOICE!r}], got {choices!r}"
-                return
-            picks.add(TIE)
-        else:
-            record.error = f"unknown from_name {name!r} (the label config has {PAIRWISE_NAME!r} and {TIE_NAME!r})"
-            return
-    if not picks:
-        record.error = "empty result: neither a choice nor a tie"
-    elif len(picks) > 1:
-        record.error = f"conflicting result: {' and '.join(sorted(picks))}"
-    else:
-        record.preference = picks.pop()
-
-
-def _pointwise(task: Task, record: Annotation, result: list[Any]) -> None:
-    attrs = list(task.data[ATTRIBUTES_FIELD])
-    low, high = task.data[SCALE_FIELD]
-    stars = int(high - low) + 1
-    ratings: dict[str, float] = {}
-    for item in result:
-        if not isinstance(item, dict):
-            record.error = "a result item is not an object"
-            return
-        name, value = item.get("from_name"), item.get("value")
-        if not isinstance(name, str) or name not in attrs:
-            record.error = f"unknown from_name {name!r} (the label config rates {', '.join(attrs)})"
-            return
-        rating = value.get("rating") if isinstance(value, dict) else None
-        if (
-            isinstance(rating, bool)
-            or not isinstance(rating, (int, float))
-            or rating != int(rating)
-            or not 1 <= rating <= stars
-        ):
-            record.error = f"{name}: value.rating must be a whole number of stars from 1 to {stars}, got {rating!r}"
-            return
-        if name in ratings and ratings[name] != low + rating - 1:
-            record.error = f"{name}: rated twice with different values"
-            return
-        ratings[name] = low + rating - 1
-    missing = [a for a in attrs if a not in ratings]
-    if missing:
-        record.error = f"no rating for {', '.join(missing)}"
-        return
-    record.ratings = ratings
+    # a kind not read yet (process) leaves the result unread: `annotate import` refuses such an export
+    kinds.of(task.kind).read_result(task, record, result)

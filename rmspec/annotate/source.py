@@ -1,6 +1,6 @@
 """The rows to label: a spec's data after mapping and filters, or a file of rows.
 
-An item is a plain dict:
+An item is a plain dict (from a spec's rows: each task kind's `item`, rmspec.annotate.kinds):
 
 - pairwise: `id`, `group`, `prompt` (a string, or a list of {role, content} for a conversation),
   `first`, `second` (the two responses in source order) and `label`: "first" when the source
@@ -18,14 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from rmspec import approaches, rows
+from rmspec.annotate import kinds
+from rmspec.annotate.kinds import PAIRWISE
+from rmspec.annotate.kinds.base import TaskKind
 from rmspec.errors import DataError
-from rmspec.spec.approach import PAIRS as ROW_PAIRS
-from rmspec.spec.approach import SCORED as ROW_SCORED
-from rmspec.spec.approach import STEPS as ROW_STEPS
 
-PAIRWISE, POINTWISE, PROCESS = "pairwise", "pointwise", "process"
-# The rows an approach trains on (rmspec.spec.approach) -> the annotation task they make.
-EXPORTABLE: dict[str, str] = {ROW_PAIRS: PAIRWISE, ROW_SCORED: POINTWISE, ROW_STEPS: PROCESS}
 SPEC_SUFFIXES = (".yaml", ".yml")
 
 
@@ -34,7 +31,7 @@ class Source:
 
     def __init__(
         self,
-        kind: str,
+        kind: str,  # a task kind's name (rmspec.annotate.kinds)
         items: list[dict[str, Any]],
         attributes: list[str] | None = None,
         scale: tuple[float, float] | None = None,
@@ -45,6 +42,10 @@ class Source:
         self.attributes = attributes or []
         self.scale = scale
         self.origin = origin
+
+    @property
+    def task_kind(self) -> TaskKind:
+        return kinds.of(self.kind)
 
 
 def load_source(path: str | Path, sets: tuple[str, ...] = ()) -> Source:
@@ -65,7 +66,7 @@ def prompt_value(messages: list[dict[str, str]]) -> str | list[dict[str, str]]:
 
 def exportable_approaches() -> list[str]:
     """The approaches whose rows make annotation tasks (the registry's order)."""
-    return [name for name in approaches.names() if approaches.get(name).rows in EXPORTABLE]
+    return [name for name in approaches.names() if approaches.get(name).rows in kinds.BY_ROWS]
 
 
 def _from_spec(path: Path, sets: tuple[str, ...]) -> Source:
@@ -74,7 +75,7 @@ def _from_spec(path: Path, sets: tuple[str, ...]) -> Source:
 
     loaded = load_spec(path, sets)
     approach = loaded.spec.approach
-    task = EXPORTABLE.get(approach.row_kind)
+    task = kinds.BY_ROWS.get(approach.row_kind)
     if task is None:
         raise DataError(
             f"{path}: approach {approach.kind} has no pairs, scores or steps to label",
@@ -92,19 +93,9 @@ def _from_spec(path: Path, sets: tuple[str, ...]) -> Source:
             "group": row.get("group") or "",
             "prompt": prompt_value(row["prompt_messages"] or []),
         }
-        if task == POINTWISE:
-            items.append({**base, "response": row["response"], "scores": list(row["scores"])})
-        elif task == PROCESS:
-            labels = row.get("step_labels")
-            items.append({**base, "steps": list(row["steps"]), "step_labels": list(labels) if labels else None})
-        else:
-            items.append({**base, "first": row["chosen"], "second": row["rejected"], "label": "first"})
-    if task == POINTWISE:
-        scored: Any = approach  # a section with attributes and a scale (rows of scores)
-        return Source(POINTWISE, items, list(scored.attributes), (scored.scale.min, scored.scale.max), str(path))
-    if task == PROCESS:
-        return Source(PROCESS, items, origin=str(path))
-    return Source(PAIRWISE, items, origin=str(path))
+        items.append({**base, **task.item(row)})
+    attributes, scale = task.rating(approach)
+    return Source(task.name, items, attributes, scale, str(path))
 
 
 def read_rows(path: Path) -> list[tuple[int, Any]]:

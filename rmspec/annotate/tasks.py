@@ -14,17 +14,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from rmspec.annotate.label_config import pairwise_config, pointwise_config, process_config, render_prompt
-from rmspec.annotate.source import PAIRWISE, PROCESS, Source
-
-ID_FIELD, SWAP_FIELD, KIND_FIELD = "rmspec_id", "rmspec_swap", "rmspec_kind"
-PROMPT_FIELD, SCALE_FIELD, ATTRIBUTES_FIELD, LABEL_FIELD = (
-    "rmspec_prompt",
-    "rmspec_scale",
-    "rmspec_attributes",
-    "rmspec_label",
-)
-STEP_LABELS_FIELD = "rmspec_step_labels"
+from rmspec.annotate.label_config import render_prompt
+from rmspec.annotate.records import ID_FIELD, KIND_FIELD, PROMPT_FIELD, SWAP_FIELD
+from rmspec.annotate.source import Source
 
 
 def swaps(n: int, seed: int) -> list[bool]:
@@ -39,28 +31,16 @@ def make_tasks(
 ) -> list[dict[str, Any]]:
     """Tasks for every item of ``source``; ``selection`` (id -> scores) goes into meta for the audit."""
     selection = selection or {}
+    kind = source.task_kind
     tasks = []
     flags = swaps(len(source.items), seed)
     for item, swapped in zip(source.items, flags):
         data: dict[str, Any] = {"prompt": render_prompt(item["prompt"]), ID_FIELD: item["id"], KIND_FIELD: source.kind}
         if not isinstance(item["prompt"], str):
             data[PROMPT_FIELD] = item["prompt"]  # the conversation itself, for the training rows
-        if source.kind == PAIRWISE:
-            a, b = (item["second"], item["first"]) if swapped else (item["first"], item["second"])
-            data.update(response_a=a, response_b=b, **{SWAP_FIELD: swapped})
-            if item.get("label"):
-                data[LABEL_FIELD] = item["label"]  # the source's own label, for `disagree` audits
-        elif source.kind == PROCESS:  # one paragraph per step, numbered as the annotator counts them
-            data["steps"] = [{"step": f"step {i + 1}", "text": s} for i, s in enumerate(item["steps"])]
-            if item.get("step_labels") is not None:
-                data[STEP_LABELS_FIELD] = [int(v) for v in item["step_labels"]]  # the source's, for audits
-        else:
-            assert source.scale is not None  # a pointwise source has its rating scale (load_source)
-            data.update(
-                response=item["response"], **{SCALE_FIELD: list(source.scale), ATTRIBUTES_FIELD: source.attributes}
-            )
+        data.update(kind.task_data(item, swapped, source.attributes, source.scale))
         meta = {ID_FIELD: item["id"], KIND_FIELD: source.kind, "group": item.get("group", "")}
-        if source.kind == PAIRWISE:
+        if kind.swaps:
             meta[SWAP_FIELD] = swapped
         if item["id"] in selection:
             meta["rmspec_selection"] = selection[item["id"]]
@@ -69,12 +49,7 @@ def make_tasks(
 
 
 def label_config(source: Source) -> str:
-    if source.kind == PAIRWISE:
-        return pairwise_config()
-    if source.kind == PROCESS:
-        return process_config()
-    assert source.scale is not None  # a pointwise source has its rating scale (load_source)
-    return pointwise_config(source.attributes, source.scale)
+    return source.task_kind.label_config(source.attributes, source.scale)
 
 
 def write_export(
