@@ -71,13 +71,16 @@ def test_a_failing_batch_fails_its_requests_only():
 
 
 def test_stop_waits_for_the_batches_running_side_by_side():
-    engine = Engine(seconds=0.3)
+    engine = Engine(seconds=1.0)
 
     async def main():
         batcher = Batcher(engine.run, lambda x: 1, max_batch_items=1, max_wait=0.001, batches_at_once=2)
         batcher.start()
         pending = [asyncio.ensure_future(batcher.submit([k])) for k in (1, 2)]
-        await asyncio.sleep(0.1)  # both batches are running now
+        for _ in range(200):  # until both batches run (at once: the engine's calls last 1 s each)
+            if engine.running == 2:
+                break
+            await asyncio.sleep(0.01)
         assert batcher.in_flight == 2 and engine.running == 2
         started = time.perf_counter()
         await batcher.stop(timeout=5)
