@@ -47,10 +47,6 @@ ALLOWED_FILES = {
     "rmspec/data/tokenize.py": ROW_SHAPE,
     "rmspec/plan/estimate.py": "the length estimate reads the rows' text columns (pairs, scored responses): row shapes",
     "rmspec/render/data_view.py": "data_report.json's `approach` is the row shape the data stage wrote (rmspec.data.summarize)",
-    "rmspec/annotate/aggregate.py": "annotation task kinds (pairwise, pointwise, process labels), not approaches",
-    "rmspec/annotate/agreement.py": "annotation task kinds, not approaches",
-    "rmspec/annotate/exports.py": "annotation task kinds, not approaches",
-    "rmspec/cli/annotate_cmd.py": "annotation task kinds, not approaches",
 }
 ALLOWED_LINES = {
     (

@@ -84,7 +84,8 @@ def export(
     SOURCE is a spec (its data after mapping and filters) or a JSONL/JSON file of rows with prompt and
     chosen/rejected (labelled) or response_a/response_b (unlabelled).
     """
-    from rmspec.annotate.source import PAIRWISE, load_source
+    from rmspec.annotate import kinds
+    from rmspec.annotate.source import load_source
     from rmspec.annotate.tasks import write_export
 
     if push_url and not project:
@@ -99,7 +100,7 @@ def export(
     selection = None
     audit: list[dict] = []
     if criterion:
-        if src.kind != PAIRWISE:
+        if not kinds.of(src.kind).preferences:  # the selection ranks pairs by the model's margin
             raise RmspecError(f"--select works on pairs; this source holds {src.kind} rows", "export without --select")
         from rmspec.annotate.select import load_engine, scored_pairs, select
 
@@ -225,11 +226,13 @@ def import_(
     as_json: bool,
 ) -> None:
     """Turn a Label Studio export (JSON or JSON_MIN) into training pairs, with a rejects file."""
+    from rmspec.annotate import kinds
     from rmspec.annotate.aggregate import aggregate
     from rmspec.rundir import atomic_write_text
 
     tasks = _load_tasks(export_file, from_url, project_id, token_env, export_type)
-    if any(t.kind == "process" for t in tasks):
+    unread = {t.kind for t in tasks if (kind := kinds.get(t.kind)) is not None and not kind.reads}
+    if unread:  # a kind recognised but not read yet (process): said, instead of rows with empty responses
         raise RmspecError(
             "this export holds per-step (process) tasks; `annotate import` turns pairwise and "
             "pointwise labels into rows, not first_error labels yet",
