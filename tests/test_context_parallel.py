@@ -35,17 +35,9 @@ VOCAB, PAD, TOL = 97, 0, 1e-5
 def tiny(kind: str):
     from transformers import AutoModelForSequenceClassification, LlamaConfig, Qwen2Config
 
-    common = dict(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        pad_token_id=PAD,
-        num_labels=1,
-    )
+    from helpers.models import TINY_DECODER
+
+    common = dict(TINY_DECODER, vocab_size=VOCAB, max_position_embeddings=4096, pad_token_id=PAD, num_labels=1)
     if kind == "llama":
         config = LlamaConfig(**common)
     else:  # layer 0 full, layer 1 sliding window 300: the mask goes in as a dict per layer type

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.models import build_model
+from helpers.models import build_model, tiny_llama_config
 from helpers.runs import metrics_rows, rmspec
 from helpers.serve_process import free_port
 
@@ -37,19 +37,9 @@ TOP_K, CENTER = 3, 0.05
 
 
 def tiny():
-    from transformers import AutoModelForSequenceClassification, LlamaConfig
+    from transformers import AutoModelForSequenceClassification
 
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        pad_token_id=PAD,
-        num_labels=1,
-    )
+    config = tiny_llama_config(vocab_size=VOCAB, max_position_embeddings=512, pad_token_id=PAD, num_labels=1)
     torch.manual_seed(0)
     return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa").train()
 

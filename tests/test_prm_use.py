@@ -19,21 +19,11 @@ SEP = " w79"
 
 @pytest.fixture(scope="module")
 def prm_dir(tmp_path_factory) -> Path:
-    from helpers.models import build_tokenizer
+    from helpers.models import build_tokenizer, tiny_llama_config
 
     folder = tmp_path_factory.mktemp("prm_use")
     tok = build_tokenizer(folder, unk=True)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        num_labels=2,
-        pad_token_id=0,
-    )
+    config = tiny_llama_config(vocab_size=len(tok), num_labels=2, pad_token_id=0)
     torch.manual_seed(1)
     model = transformers.AutoModelForTokenClassification.from_config(config)
     with torch.no_grad():  # scores spread around 0.5, so predictions differ between steps

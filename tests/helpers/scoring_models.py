@@ -48,15 +48,14 @@ def build_tiny_bert(directory: Path) -> Path:
 
 def build_tiny_llama_chat(directory: Path) -> Path:
     """A 2-layer Llama reward model whose tokenizer carries a chat template."""
+    from helpers.models import tiny_llama_config
+
     tokenizer = _tokenizer()
     tokenizer.chat_template = CHAT_TEMPLATE
-    config = transformers.LlamaConfig(
+    config = tiny_llama_config(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        intermediate_size=64,
         max_position_embeddings=256,
         num_labels=1,
         pad_token_id=tokenizer.pad_token_id,
@@ -93,20 +92,10 @@ def build_trl_style_prm(folder: Path, seed: int) -> Path:
     import torch
     import transformers
 
-    from helpers.models import build_tokenizer
+    from helpers.models import build_tokenizer, tiny_llama_config
 
     tok = build_tokenizer(folder, unk=True)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        num_labels=2,
-        pad_token_id=0,
-    )
+    config = tiny_llama_config(vocab_size=len(tok), num_labels=2, pad_token_id=0)
     torch.manual_seed(seed)
     model = transformers.AutoModelForTokenClassification.from_config(config)
     with torch.no_grad():
