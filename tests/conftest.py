@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,12 @@ if os.environ.get("RMSPEC_TEST_PROCESS_LOG"):
     # Each Python process the tests start logs its command and seconds (tests/helpers/process_log).
     _log_site = str(Path(__file__).parent / "helpers" / "process_log")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_log_site, os.environ.get("PYTHONPATH")]))
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # A suite started in the background by a script (`make test &`, a shell without job control) ignores
+    # SIGINT, and every command the tests start would inherit that: `rmspec run` would never see the Ctrl-C
+    # the interrupt tests send it (they timed out so). A handler is reset to the default in a child (exec),
+    # an ignored signal is not, so this makes each command start as a terminal's foreground job does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # An xdist worker starts with COLUMNS=80 and LINES=24, which one process does not have; the commands the
     # tests start in a pipe would take them for the terminal's width (test_compare_in_a_pipe_...).

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers.models import build_model
-from helpers.polling import _wait_for, kill_trainer_at_checkpoint, start_run
+from helpers.polling import _wait_for, kill_trainer, kill_trainer_at_checkpoint, start_run
 from helpers.runs import make_run_spec, metrics_rows, rmspec
 
 TRAINING = "  max_steps: 30\n  save_steps: 10\n  save_total_limit: 5\n  group_by_length: true"
@@ -69,6 +69,7 @@ def test_ctrl_c_saves_a_checkpoint_and_stops_cleanly(tmp_path, model_dir):
     finally:
         if proc.poll() is None:
             proc.kill()
+        kill_trainer(run)
     assert proc.returncode == 130, out
     status = json.loads((run / "status.json").read_text())
     assert status["state"] == "interrupted"

@@ -22,7 +22,7 @@ import yaml
 
 from helpers.ci import need
 from helpers.models import build_model
-from helpers.polling import _wait_for
+from helpers.polling import _wait_for, kill_trainer
 from helpers.runs import make_run_spec, rmspec
 
 optuna = need("optuna")
@@ -251,6 +251,7 @@ def test_ctrl_c_stops_the_trial_with_a_checkpoint_and_the_sweep_with_the_resume_
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        kill_trainer(metrics.parent)
     assert proc.returncode == 130, out
     assert "rmspec sweep --resume sw" in out
     status = json.loads((tmp_path / "sw" / "trials" / "000" / "status.json").read_text())

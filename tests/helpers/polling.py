@@ -36,6 +36,18 @@ def start_run(spec: Path, cwd: Path) -> subprocess.Popen:
     )
 
 
+def kill_trainer(run: Path) -> None:
+    """SIGKILL a run's trainer (status.json's pid) with the processes of its session, if it still runs: for a
+    test's cleanup. The trainer has a session of its own (rmspec.launch.local), so killing `rmspec run` leaves
+    it training; a failed interrupt test once left one at full CPU for the rest of the suite."""
+    try:
+        group = os.getpgid(json.loads((run / "status.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError):  # no status yet, or the trainer is gone
+        return
+    if group != os.getpgrp():  # never the tests' own group
+        os.killpg(group, signal.SIGKILL)
+
+
 def kill_trainer_at_checkpoint(spec: Path, cwd: Path, run: Path, step: int, timeout: float = 300) -> int:
     """Start `rmspec run SPEC`, SIGKILL its trainer (rank 0, status.json's pid; not the parent) once
     RUN/checkpoints/checkpoint-STEP is complete, and return the parent's exit code."""
@@ -47,3 +59,4 @@ def kill_trainer_at_checkpoint(spec: Path, cwd: Path, run: Path, step: int, time
     finally:
         if proc.poll() is None:
             proc.kill()
+        kill_trainer(run)
