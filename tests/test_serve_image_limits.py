@@ -273,19 +273,10 @@ def judge_run(run: Path) -> Path:
     import torch
     import transformers
 
-    from helpers.models import tiny_llama_config
-    from rmspec.packaged import resolve_model_path
+    from helpers.models import tiny_judge_parts
 
     repo = Path(__file__).parents[1]
-    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2"))
-    tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
-    config = tiny_llama_config(
-        vocab_size=tokenizer.vocab_size,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    tokenizer, config = tiny_judge_parts("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}")
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(config).save_pretrained(run / "model")
     tokenizer.save_pretrained(run / "model")

