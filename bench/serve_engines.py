@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--model", help="a model folder or run directory (default: a seeded 4-layer Qwen2)")
     parser.add_argument("--smollm2", action="store_true", help="SmolLM2-135M-Instruct with a fresh score head")
     parser.add_argument("--out", default=str(RESULTS), help="the results file --write writes")
-    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--requests", type=int, default=640)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(REPO)}")
     parser.add_argument("--before", metavar="REV", help="also serve --engine vllm from commit REV (a worktree)")
@@ -103,14 +103,15 @@ def main() -> None:
     names = [name for name, *_ in servers] + [NAMES[2]]
     for name, engine, checkout, extra in servers:
         t0 = time.monotonic()
-        # one torch thread for rmspec's process, as docs/score_and_serve.md advises on shared cores
+        # One torch thread for the torch engine, as docs/score_and_serve.md advises on shared cores. Not for
+        # `--engine vllm`: vLLM's engine inherits rmspec's environment, and vLLM direct runs without it.
         server = ServeProcess(
             model,
             "--no-normalize",
             "--engine",
             engine,
             *extra,
-            env={"OMP_NUM_THREADS": "1"},
+            env={"OMP_NUM_THREADS": "1"} if engine == "torch" else {},
             timeout=900,
             cwd=checkout,
         )
@@ -164,10 +165,11 @@ Machine: {before["cpu"]}, {before["cores"]} cores shared with other sessions' wo
 (1-minute load average {before["load_1m"]:.1f} at the start, {after["load_1m"]:.1f} at the end: the load says how
 busy it was), so the figures are noisy and only their ratios in one run mean much; the servers ran one after
 the other, each under whatever load there was then. vLLM runs eager (`--enforce-eager`: torch.compile's warm-up
-takes minutes on this CPU), in float32, its CPU worker binding one core; `rmspec serve` runs with
-`OMP_NUM_THREADS=1`. `--engine vllm` sends vLLM the token ids rmspec encodes, one request per dynamic batch
-(up to 256 texts), up to 4 batches in flight at once since 1e1a4c6 (one at a time before), and since the commit
-after it with no wait for company before a batch (`--max-wait-ms` 0: 5 before). No GPU was lent to this task: GPU figures are not measured.
+takes minutes on this CPU), in float32; `rmspec serve --engine torch` runs with `OMP_NUM_THREADS=1`, `--engine vllm`
+and vLLM direct in the bench's own environment (the engine rmspec starts inherits rmspec's). `--engine vllm` sends
+vLLM the token ids rmspec encodes, one request per dynamic batch (up to 256 texts), with no wait for company before
+a batch (`--max-wait-ms` 0 since 08521c4: 5 before), one batch in flight (1e1a4c6 to be807c5: up to 4, which split
+the same requests into smaller batches). No GPU was lent to this task: GPU figures are not measured.
 """
     print(report)
     if args.write:

@@ -95,7 +95,8 @@ def test_stop_waits_for_the_batches_running_side_by_side():
 
 
 def test_the_server_takes_as_many_batches_at_once_as_its_engine(tmp_path):
-    """torch in the server's process: one batch at a time; a vLLM engine rmspec started: its own figure."""
+    """The server's batcher takes its engine's figure: torch 1 (it shares the server's cores), vLLM 1 (more
+    split the requests into smaller batches: bench/results/serve_engines.md), and an engine saying 3, 3."""
     from helpers.models import build_model
     from rmspec.inference.engine import load_scorer
     from rmspec.inference.engine_vllm import VllmEngine
@@ -104,8 +105,9 @@ def test_the_server_takes_as_many_batches_at_once_as_its_engine(tmp_path):
     scorer = load_scorer(build_model("llama", tmp_path / "m"))
     assert Service(scorer, model_name="m").make_batcher().batches_at_once == 1
     scorer.backend = VllmEngine(process=None, model="m", dtype="float32", started_in=0.0)  # type: ignore[arg-type]
-    batcher = Service(scorer, model_name="m").make_batcher()
-    assert batcher.batches_at_once == VllmEngine.batches_at_once > 1
+    assert Service(scorer, model_name="m").make_batcher().batches_at_once == VllmEngine.batches_at_once == 1
+    scorer.backend.batches_at_once = 3  # type: ignore[union-attr]
+    assert Service(scorer, model_name="m").make_batcher().batches_at_once == 3
 
 
 def test_the_first_request_waits_as_long_as_its_engine_needs_unless_told(tmp_path):

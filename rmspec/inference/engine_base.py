@@ -34,8 +34,8 @@ class EngineDown(Exception):
 
 class InferenceEngine(Protocol):
     name: str  # "torch" or "vllm": said at start and in /health
-    # How many of the server's dynamic batches it takes side by side (rmspec.serve.batcher): 1 where the
-    # batches share this process's cores (torch), more where an engine in its own process batches on its own.
+    # How many of the server's dynamic batches it takes side by side (rmspec.serve.batcher): 1 for torch (the
+    # batches share this process's cores) and for vLLM's CPU engine (measured: bench/results/serve_engines.md).
     batches_at_once: int
     # How long the first request of a dynamic batch waits for others to join it (rmspec serve --max-wait-ms
     # overrides): a wait makes torch's forward passes fuller, and only adds latency where the engine batches

@@ -209,10 +209,11 @@ class VllmEngine:
     rmspec's layout ends the sequence), every output per sequence back, in input order."""
 
     name = "vllm"
-    # Batches in flight at once: vLLM's scheduler batches concurrent requests itself, so while one batch is
-    # computed the next is already parsed and queued there, and the engine is not idle while rmspec hands
-    # results back (bench/results/serve_engines.md).
-    batches_at_once = 4
+    # One batch in flight, as torch: what arrives while vLLM computes it goes out as the next batch, whole.
+    # Several in flight split the same requests into smaller batches, and vLLM's CPU worker spends more per
+    # reward on small steps: at 32 clients 4 in flight gave about 140 rewards/s, 2 about 205, 1 about 240, vLLM
+    # direct about 295 (640 requests, 5 repeats each; bench/results/serve_engines.md). Not measured on a GPU.
+    batches_at_once = 1
     batch_wait_ms = 0.0  # vLLM batches what arrives: a wait in front of it was most of a lone client's extra time
 
     def __init__(self, process: VllmProcess, model: str, dtype: str, started_in: float):

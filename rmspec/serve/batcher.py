@@ -3,9 +3,9 @@
 RL trainers send one sample per request (OpenRLHF does), so one forward pass per request leaves
 the hardware idle. Requests put their items in one queue; a single worker takes what is waiting
 (up to a token budget, after at most `max_wait` for more to arrive), runs one scoring call in a
-dedicated thread, and hands each request its results. While a batch runs, the next one gathers; an
-engine in another process that batches on its own (vLLM) takes `batches_at_once` batches side by side,
-so it is never idle while this process hands results back and sends the next batch.
+dedicated thread, and hands each request its results. While a batch runs, the next one gathers.
+`batches_at_once` lets an engine take several batches side by side; both engines take one (for vLLM's
+CPU engine several split the same requests into smaller, costlier steps: bench/results/serve_engines.md).
 
 A text's score does not depend on its batch: the engine pads on the right with an attention mask
 and sorts by length inside the call, as training and `rmspec eval` do (tested).
