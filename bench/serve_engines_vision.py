@@ -1,0 +1,194 @@
+"""Benchmark (issue 48 item 6): rewards per second of `rmspec serve --engine torch`, `--engine vllm` and vLLM
+direct on a vision-language reward model, in one run: the vision row of bench/serve_engines.py.
+
+The model is the one tests/test_export_vllm_idefics3.py runs in vLLM's CPU build (the only vision family whose
+vLLM model imports there without torchvision): a tiny Idefics3 (text hidden 256, head_dim 64, a 56 px tower),
+trained 2 steps by `rmspec run` on coloured pictures and exported by `rmspec export --to vllm`. Each request is
+one conversation with its picture (an OpenAI `image_url` part, a PNG as a data URI) posted to `/classify` with
+`use_activation: false`, by 1 and by 32 concurrent clients, each posting one conversation at a time. Pictures of
+70 px are split into 2 x 2 tiles plus a global view, as training split them. vLLM direct is the export's
+serve.sh with `--enforce-eager`, as `--engine vllm` starts it on a CPU. The rewards of the three are compared.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines_vision.py [--requests 160] [--repeats 3] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+RESULTS = REPO / "bench" / "results" / "serve_engines_vision.md"
+NAMES = ("serve --engine torch", "serve --engine vllm", "vLLM direct")
+SPEC = """\
+version: 1
+name: idefics3
+model: {name_or_path: base}
+data:
+  source: {kind: files, paths: [train.jsonl]}
+  mapping: {preset: pairs}
+  split: {validation_source: {kind: files, paths: [heldout.jsonl]}}
+approach: {kind: bradley_terry}
+training: {max_steps: 2, learning_rate: 3.0e-3, global_batch_size: 4, max_length: 256, logging_steps: 1, seed: 0}
+eval: {validation: false, benchmarks: []}
+hardware: {device: cpu}
+output: {dir: runs/idefics3, report: []}
+"""
+
+
+def trained_run(work: Path) -> Path:
+    """The tiny Idefics3 reward run (tests/test_export_vllm_idefics3.py's), trained here."""
+    from helpers.tiny_families import build_generation_checkpoint
+    from rmspec.vision.demo import write_colour_pairs
+
+    build_generation_checkpoint("idefics3", work / "base", seed=0, hidden=256)
+    write_colour_pairs(work, "train", 8, seed=1, size=40)
+    write_colour_pairs(work, "heldout", 4, seed=2, size=70)
+    (work / "spec.yaml").write_text(SPEC)
+    done = subprocess.run(
+        [sys.executable, "-m", "rmspec", "run", "spec.yaml"], cwd=work, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return work / "runs" / "idefics3"
+
+
+def bodies(work: Path, n: int) -> list[dict]:
+    """n conversations (n/2 pairs of 70 px pictures, both answers), each with its picture as a data URI."""
+    from rmspec.vision.demo import write_colour_pairs
+
+    rows = [
+        json.loads(x) for x in write_colour_pairs(work, "requests", n // 2, seed=3, size=70).read_text().splitlines()
+    ]
+
+    def chat(row: dict, reply: str) -> list[dict]:
+        data = base64.b64encode((work / row["images"][0]).read_bytes()).decode()
+        image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + data}}
+        content = [image if part["type"] == "image" else part for part in row["prompt"][0]["content"]]
+        return [{"role": "user", "content": content}, {"role": "assistant", "content": reply}]
+
+    return [
+        {"messages": chat(row, row[side]), "use_activation": False} for row in rows for side in ("chosen", "rejected")
+    ]
+
+
+def measure(url: str, model: str, requests: list[dict], clients: int) -> tuple[float, list[float]]:
+    """(rewards per second, rewards in input order) for all requests sent by `clients` threads."""
+    from vllm_throughput import post
+
+    def one(body: dict) -> float:
+        return post(url + "/classify", {"model": model, **body})["data"][0]["probs"][0]
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        rewards = list(pool.map(one, requests))
+    return len(requests) / (time.perf_counter() - start), rewards
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=160)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(REPO)}")
+    args = parser.parse_args()
+
+    from vllm_throughput import machine
+
+    from helpers.serve_process import ServeProcess, free_port
+    from rmspec.export.vllm_check import running_server, vllm_python
+
+    os.environ["RMSPEC_VLLM_PYTHON"] = vllm_python(None)
+    work = Path(tempfile.mkdtemp(prefix="rmspec-engines-vision-"))
+    run = trained_run(work)
+    export = work / "vllm"
+    done = subprocess.run(
+        [sys.executable, "-m", "rmspec", "export", str(run), "--to", "vllm", "-o", str(export)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    requests = bodies(work, args.requests)
+    before = machine()
+    results: dict[str, dict[int, list[float]]] = {}
+    rewards: dict[str, list[float]] = {}
+    starts: dict[str, float] = {}
+
+    def run_cells(name: str, url: str, served_as: str) -> None:
+        measure(url, served_as, requests[:8], 1)  # warm-up
+        for clients in (1, 32):
+            for _ in range(args.repeats):
+                rate, got = measure(url, served_as, requests, clients)
+                results.setdefault(name, {}).setdefault(clients, []).append(rate)
+                rewards[name] = got
+                print(f"{name:>20} clients={clients:>2}: {rate:8.1f} rewards/s", flush=True)
+
+    for name, engine in zip(NAMES[:2], ("torch", "vllm")):
+        t0 = time.monotonic()
+        # the torch engine on one torch thread (docs/score_and_serve.md on shared cores); vLLM in the bench's own
+        # environment, as vLLM direct runs
+        env = {"OMP_NUM_THREADS": "1"} if engine == "torch" else {}
+        server = ServeProcess(run, "--no-normalize", "--engine", engine, env=env, timeout=900)
+        starts[name] = time.monotonic() - t0
+        try:
+            run_cells(name, server.url, str(run))
+        finally:
+            server.stop()
+    t0 = time.monotonic()
+    command = ["bash", str(export / "serve.sh"), "--port", str(free_port()), "--enforce-eager"]
+    with running_server(command, work / "vllm.log", timeout=900) as url:
+        starts[NAMES[2]] = time.monotonic() - t0
+        run_cells(NAMES[2], url, str(export))
+    after = machine()
+    diff = max(abs(a - b) for name in NAMES[1:] for a, b in zip(rewards[name], rewards[NAMES[0]]))
+    spread = max(rewards[NAMES[0]]) - min(rewards[NAMES[0]])
+
+    def mean(name: str, clients: int) -> float:
+        return statistics.mean(results[name][clients])
+
+    def cell(name: str, clients: int) -> str:
+        xs = results[name][clients]
+        se = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0
+        return f"{statistics.mean(xs):.1f} ± {se:.1f}"
+
+    table = "\n".join(f"| {name} | {starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in NAMES)
+    report = f"""# rewards/s on a vision-language reward model: `rmspec serve --engine torch`, `--engine vllm` and vLLM direct (issue 48)
+
+`HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines_vision.py --requests {args.requests} --repeats {args.repeats} --write`
+
+Model: a tiny Idefics3 reward model (text hidden 256, head_dim 64, a 56 px vision tower; tests/test_export_vllm_idefics3.py's),
+trained 2 steps by `rmspec run` on coloured pictures, fp32. Requests: {len(requests)} conversations, each one 70 px picture
+(2 x 2 tiles and a global view) as a PNG data URI in an `image_url` part, posted to `/classify` with
+`use_activation: false`; each client posts one conversation at a time. Mean of {args.repeats} repeats ± standard error.
+The servers gave the same rewards (largest difference from `--engine torch`: {diff:.2g}; the rewards span {spread:.3g}).
+
+| server | start (to /health) | 1 client (rewards/s) | 32 clients (rewards/s) |
+|---|---|---|---|
+{table}
+
+The front door's cost (rewards/s against vLLM direct's): {mean(NAMES[1], 1) / mean(NAMES[2], 1):.2f}x at 1 client,
+{mean(NAMES[1], 32) / mean(NAMES[2], 32):.2f}x at 32 clients. `--engine vllm` against `--engine torch`:
+{mean(NAMES[1], 1) / mean(NAMES[0], 1):.2f}x at 1 client, {mean(NAMES[1], 32) / mean(NAMES[0], 32):.2f}x at 32.
+
+Machine: {before["cpu"]}, {before["cores"]} cores (1-minute load average {before["load_1m"]:.1f} at the start,
+{after["load_1m"]:.1f} at the end). The servers ran one after the other. vLLM runs eager, in float32. Behind rmspec,
+a vision-language model's conversations go to vLLM whole with their decoded pictures (token ids carry no pictures),
+up to 32 at a time; rmspec decodes and checks each picture first (its image limits). The torch engine runs with
+`OMP_NUM_THREADS=1`, the vLLM rows in the bench's environment. No GPU was lent to this task: GPU figures are not measured.
+"""
+    print(report)
+    if args.write:
+        RESULTS.write_text(report)
+
+
+if __name__ == "__main__":
+    main()
