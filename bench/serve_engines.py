@@ -147,7 +147,7 @@ def main() -> None:
     )
     report = f"""# rewards/s: `rmspec serve --engine torch`, `--engine vllm` and vLLM direct (issue 48)
 
-`HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py --repeats {args.repeats}{" --before " + args.before if args.before else ""}{" --smollm2" if args.smollm2 else ""}{"".join(f' --also "{a}"' for a in args.also)} --write{" --out " + args.out if args.out != str(RESULTS) else ""}`
+`HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py --repeats {args.repeats}{f" --requests {args.requests}" if args.requests != 640 else ""}{" --before " + args.before if args.before else ""}{" --smollm2" if args.smollm2 else ""}{"".join(f' --also "{a}"' for a in args.also)} --write{" --out " + args.out if args.out != str(RESULTS) else ""}`
 
 Model: {"`" + str(args.model) + "`" if args.model else "SmolLM2-135M-Instruct (30 layers, hidden 576) with a fresh score head" if args.smollm2 else "seeded Qwen2ForSequenceClassification, 4 layers, hidden 256, head_dim 64, ChatML"}, fp32.
 Requests: {args.requests} conversations (seed 0) sent as verl sends them (`/classify`, template applied as text,
