@@ -1,7 +1,7 @@
-"""math-verify in the pool: an input that runs past the limit is counted `timeout` within the
-limit plus one second, its worker is replaced (and its process is gone), and another call is answered
-meanwhile in under a second (the issue's measured case: math-verify alone takes 5 s and returns
-False). A replacement that fails to start leaves the pool usable; close() during a check gives the
+"""math-verify in the pool: an input that runs past the limit is counted `timeout` at the limit (within
+a few seconds on a loaded machine, not the minutes it would run), its worker is replaced (and its process is
+gone), and another call is answered meanwhile, while the first still hangs (the issue's measured case:
+math-verify alone takes 5 s and returns False). A replacement that fails to start leaves the pool usable; close() during a check gives the
 caller PoolClosed; workers that cannot import math-verify fail every call loudly (issue 41 #3, #4)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ HANG = ("$1$", "\\boxed{9^{9^{9^{9^{9}}}}}")  # math-verify: "Timeout during com
 
 
 def test_timeout_is_counted_and_other_calls_go_on():
-    limit = 1.5
+    limit = 3.0  # room on a loaded machine: the other call must end while the hanging one still runs
     pool = MathPool(workers=2, limit_s=limit)
     try:
         # both workers started and warm (their start-up is never charged to a call)
@@ -39,10 +39,11 @@ def test_timeout_is_counted_and_other_calls_go_on():
         started = time.monotonic()
         other = pool.check("$\\frac{1}{2}$", "$0.5$")
         other_seconds = time.monotonic() - started
+        hanging = thread.is_alive()  # the other call did not wait for the hanging one to end
         thread.join(timeout=30)
-        assert other.value == 1.0 and other_seconds < 1.0, other_seconds
+        assert other.value == 1.0 and hanging and other_seconds < limit, other_seconds
         assert result["outcome"].reason == "timeout", result
-        assert result["seconds"] < limit + 1.0, result["seconds"]
+        assert result["seconds"] < limit + 3.0, result["seconds"]  # stopped at its limit, not run to the end
         assert pool.replaced == 1
         # the replacement worker answers (after its own start-up)
         assert pool.check("$4$", "$\\boxed{4}$").value == 1.0

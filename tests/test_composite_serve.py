@@ -141,7 +141,7 @@ def test_exported_openrlhf_reward_func(served, tmp_path):
 
 def test_timeout_counted_while_server_answers(tmp_path):
     need("fastapi")
-    limit = 1.5
+    limit = 3.0  # room on a loaded machine: the quick request must end while the hanging one still runs
     run = write_composite_run(tmp_path / "run", composite_section(math_timeout=limit))
     proc = ServeProcess(run)
     try:
@@ -164,11 +164,12 @@ def test_timeout_counted_while_server_answers(tmp_path):
             "/get_reward", {"query": ["q" + fmt.format("$3$")], "prompts": ["q"], "labels": ["3"]}
         )
         quick = time.monotonic() - started
+        hanging = thread.is_alive()  # the quick request did not wait for the hanging one to end
         thread.join(timeout=60)
-        assert status == 200 and body["rewards"] == [1.0] and quick < 1.0, (status, body, quick)
+        assert status == 200 and body["rewards"] == [1.0] and hanging and quick < limit, (status, body, quick)
         assert answer["body"]["extra_logs"]["math_timeout"] == [1.0], answer
         assert answer["body"]["rewards"] == [0.0]  # on_failure value 0.0, counted, not a silent 0
-        assert answer["seconds"] < limit + 1.0, answer["seconds"]
+        assert answer["seconds"] < limit + 3.0, answer["seconds"]  # stopped at its limit, not run to the end
         _, text = proc.get("/metrics")
         assert metric(text, "rmspec_component_failures_total", component="math", reason="timeout") == 1.0
     finally:
