@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--also", action="append", default=[], metavar="ARGS", help="also serve --engine vllm ARGS")
     args = parser.parse_args()
 
+    from _serve_cells import Cells
     from transformers import AutoTokenizer
     from vllm_throughput import build_model, conversations, machine, measure
 
@@ -80,18 +81,8 @@ def main() -> None:
     ]
     lengths = [len(tok(t)["input_ids"]) for t in texts]
     before = machine()
-    results: dict[str, dict[int, list[float]]] = {}
-    rewards: dict[str, list[float]] = {}
+    cells = Cells(measure, texts, args.repeats)
     starts: dict[str, float] = {}
-
-    def run_cells(name: str, url: str, served_as: str) -> None:
-        measure(url, served_as, texts[:8], 1)  # warm-up
-        for clients in (1, 32):
-            for _ in range(args.repeats):
-                rate, got = measure(url, served_as, texts, clients)
-                results.setdefault(name, {}).setdefault(clients, []).append(rate)
-                rewards[name] = got
-                print(f"{name:>20} clients={clients:>2}: {rate:8.1f} rewards/s", flush=True)
 
     # (row name, engine, checkout serving it, extra serve arguments); vLLM direct is the last row
     servers = [(NAMES[0], "torch", REPO, []), (NAMES[1], "vllm", REPO, [])]
@@ -117,27 +108,19 @@ def main() -> None:
         )
         starts[name] = time.monotonic() - t0
         try:
-            run_cells(name, server.url, str(model))
+            cells.run(name, server.url, str(model))
         finally:
             server.stop()
     t0 = time.monotonic()
     command = ["bash", str(export / "serve.sh"), "--port", str(free_port()), "--enforce-eager"]
     with running_server(command, work / "vllm.log", timeout=900) as url:
         starts[NAMES[2]] = time.monotonic() - t0
-        run_cells(NAMES[2], url, str(export))
-    diff = max(abs(a - b) for name in names[1:] for a, b in zip(rewards[name], rewards[NAMES[0]]))
+        cells.run(NAMES[2], url, str(export))
+    diff = cells.largest_difference(names[1:], NAMES[0])
     if args.before:
         subprocess.run(["git", "worktree", "remove", "--force", str(work / "before")], cwd=REPO, check=False)
     after = machine()
-
-    def mean(name: str, clients: int) -> float:
-        return statistics.mean(results[name][clients])
-
-    def cell(name: str, clients: int) -> str:
-        xs = results[name][clients]
-        se = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0
-        return f"{statistics.mean(xs):.1f} ± {se:.1f}"
-
+    cell, mean = cells.cell, cells.mean
     table = "\n".join(f"| {name} | {starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in names)
     doors = "".join(
         f"\n- `{name}`: {mean(name, 1) / mean(NAMES[2], 1):.2f}x at 1 client, "

@@ -18,7 +18,6 @@ import argparse
 import base64
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -102,6 +101,7 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(REPO)}")
     args = parser.parse_args()
 
+    from _serve_cells import Cells
     from vllm_throughput import machine
 
     from helpers.serve_process import ServeProcess, free_port
@@ -119,18 +119,8 @@ def main() -> None:
     assert done.returncode == 0, done.stderr
     requests = bodies(work, args.requests)
     before = machine()
-    results: dict[str, dict[int, list[float]]] = {}
-    rewards: dict[str, list[float]] = {}
+    cells = Cells(measure, requests, args.repeats)
     starts: dict[str, float] = {}
-
-    def run_cells(name: str, url: str, served_as: str) -> None:
-        measure(url, served_as, requests[:8], 1)  # warm-up
-        for clients in (1, 32):
-            for _ in range(args.repeats):
-                rate, got = measure(url, served_as, requests, clients)
-                results.setdefault(name, {}).setdefault(clients, []).append(rate)
-                rewards[name] = got
-                print(f"{name:>20} clients={clients:>2}: {rate:8.1f} rewards/s", flush=True)
 
     for name, engine in zip(NAMES[:2], ("torch", "vllm")):
         t0 = time.monotonic()
@@ -140,25 +130,18 @@ def main() -> None:
         server = ServeProcess(run, "--no-normalize", "--engine", engine, env=env, timeout=900)
         starts[name] = time.monotonic() - t0
         try:
-            run_cells(name, server.url, str(run))
+            cells.run(name, server.url, str(run))
         finally:
             server.stop()
     t0 = time.monotonic()
     command = ["bash", str(export / "serve.sh"), "--port", str(free_port()), "--enforce-eager"]
     with running_server(command, work / "vllm.log", timeout=900) as url:
         starts[NAMES[2]] = time.monotonic() - t0
-        run_cells(NAMES[2], url, str(export))
+        cells.run(NAMES[2], url, str(export))
     after = machine()
-    diff = max(abs(a - b) for name in NAMES[1:] for a, b in zip(rewards[name], rewards[NAMES[0]]))
-    spread = max(rewards[NAMES[0]]) - min(rewards[NAMES[0]])
-
-    def mean(name: str, clients: int) -> float:
-        return statistics.mean(results[name][clients])
-
-    def cell(name: str, clients: int) -> str:
-        xs = results[name][clients]
-        se = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0
-        return f"{statistics.mean(xs):.1f} ± {se:.1f}"
+    diff = cells.largest_difference(list(NAMES[1:]), NAMES[0])
+    spread = max(cells.rewards[NAMES[0]]) - min(cells.rewards[NAMES[0]])
+    cell, mean = cells.cell, cells.mean
 
     table = "\n".join(f"| {name} | {starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in NAMES)
     report = f"""# rewards/s on a vision-language reward model: `rmspec serve --engine torch`, `--engine vllm` and vLLM direct (issue 48)
