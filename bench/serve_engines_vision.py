@@ -30,36 +30,6 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 RESULTS = REPO / "bench" / "results" / "serve_engines_vision.md"
 NAMES = ("serve --engine torch", "serve --engine vllm", "vLLM direct")
-SPEC = """\
-version: 1
-name: idefics3
-model: {name_or_path: base}
-data:
-  source: {kind: files, paths: [train.jsonl]}
-  mapping: {preset: pairs}
-  split: {validation_source: {kind: files, paths: [heldout.jsonl]}}
-approach: {kind: bradley_terry}
-training: {max_steps: 2, learning_rate: 3.0e-3, global_batch_size: 4, max_length: 256, logging_steps: 1, seed: 0}
-eval: {validation: false, benchmarks: []}
-hardware: {device: cpu}
-output: {dir: runs/idefics3, report: []}
-"""
-
-
-def trained_run(work: Path) -> Path:
-    """The tiny Idefics3 reward run (tests/test_export_vllm_idefics3.py's), trained here."""
-    from helpers.tiny_families import build_generation_checkpoint
-    from rmspec.vision.demo import write_colour_pairs
-
-    build_generation_checkpoint("idefics3", work / "base", seed=0, hidden=256)
-    write_colour_pairs(work, "train", 8, seed=1, size=40)
-    write_colour_pairs(work, "heldout", 4, seed=2, size=70)
-    (work / "spec.yaml").write_text(SPEC)
-    done = subprocess.run(
-        [sys.executable, "-m", "rmspec", "run", "spec.yaml"], cwd=work, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return work / "runs" / "idefics3"
 
 
 def bodies(work: Path, n: int) -> list[dict]:
@@ -105,11 +75,12 @@ def main() -> None:
     from vllm_throughput import machine
 
     from helpers.serve_process import ServeProcess, free_port
+    from helpers.vllm_pictures import train_idefics3
     from rmspec.export.vllm_check import running_server, vllm_python
 
     os.environ["RMSPEC_VLLM_PYTHON"] = vllm_python(None)
     work = Path(tempfile.mkdtemp(prefix="rmspec-engines-vision-"))
-    run = trained_run(work)
+    run = train_idefics3(work)
     export = work / "vllm"
     done = subprocess.run(
         [sys.executable, "-m", "rmspec", "export", str(run), "--to", "vllm", "-o", str(export)],

@@ -36,25 +36,10 @@ torch = need("torch")
 transformers = need("transformers")
 
 from helpers.serve_process import REPO, ServeProcess  # noqa: E402
-from helpers.tiny_families import build_generation_checkpoint  # noqa: E402
-from helpers.vllm_pictures import assert_served_as_scored  # noqa: E402
+from helpers.vllm_pictures import assert_served_as_scored, train_idefics3  # noqa: E402
 
 pytestmark = pytest.mark.slow
 TOL = 1e-4
-SPEC = """\
-version: 1
-name: idefics3
-model: {name_or_path: base}
-data:
-  source: {kind: files, paths: [train.jsonl]}
-  mapping: {preset: pairs}
-  split: {validation_source: {kind: files, paths: [heldout.jsonl]}}
-approach: {kind: bradley_terry}
-training: {max_steps: 2, learning_rate: 3.0e-3, global_batch_size: 4, max_length: 256, logging_steps: 1, seed: 0}
-eval: {validation: true, benchmarks: []}
-hardware: {device: cpu}
-output: {dir: runs/idefics3, report: []}
-"""
 
 
 def tensors(path: Path) -> dict[str, torch.Tensor]:
@@ -66,16 +51,8 @@ def tensors(path: Path) -> dict[str, torch.Tensor]:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """The run, trained once, and its vLLM folder (written without vLLM)."""
-    from rmspec.vision.demo import write_colour_pairs
-
     folder = tmp_path_factory.mktemp("idefics3")
-    build_generation_checkpoint("idefics3", folder / "base", seed=0, hidden=256)
-    write_colour_pairs(folder, "train", 8, seed=1, size=40)
-    write_colour_pairs(folder, "heldout", 4, seed=2, size=70)  # 70 px: split into 2 x 2 tiles + the global view
-    (folder / "spec.yaml").write_text(SPEC)
-    done = rmspec("run", "spec.yaml", cwd=folder, timeout=900)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    run = folder / "runs" / "idefics3"
+    run = train_idefics3(folder)
     out = folder / "vllm"
     done = rmspec("export", str(run), "--to", "vllm", "-o", str(out), cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
