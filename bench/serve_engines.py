@@ -8,7 +8,7 @@ each posting one conversation at a time. vLLM direct runs with `--enforce-eager`
 on a CPU, so the two differ only by rmspec's front door (HTTP, encoding, batching, the second hop). Start-up is
 the time from the command to /health answering 200. The rewards of the three are compared (largest difference).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py [--model DIR | --smollm2] [--repeats 2] [--before REV]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines.py [--model DIR | --smollm2] [--requests 640] [--repeats 2] [--before REV]
         [--also "SERVE ARGS"]... [--write [--out FILE]]
 
 `--before REV` adds a row, `rmspec serve --engine vllm` as commit REV has it (a git worktree of REV serving its
@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,8 +53,7 @@ def main() -> None:
     from transformers import AutoTokenizer
     from vllm_throughput import build_model, conversations, machine, measure
 
-    from helpers.serve_process import ServeProcess, free_port
-    from rmspec.export.vllm_check import running_server, vllm_python
+    from rmspec.export.vllm_check import vllm_python
 
     python = vllm_python(None)
     os.environ["RMSPEC_VLLM_PYTHON"] = python
@@ -82,7 +80,6 @@ def main() -> None:
     lengths = [len(tok(t)["input_ids"]) for t in texts]
     before = machine()
     cells = Cells(measure, texts, args.repeats)
-    starts: dict[str, float] = {}
 
     # (row name, engine, checkout serving it, extra serve arguments); vLLM direct is the last row
     servers = [(NAMES[0], "torch", REPO, []), (NAMES[1], "vllm", REPO, [])]
@@ -93,35 +90,14 @@ def main() -> None:
         servers.append((f"{NAMES[1]} at {args.before}", "vllm", baseline, []))
     names = [name for name, *_ in servers] + [NAMES[2]]
     for name, engine, checkout, extra in servers:
-        t0 = time.monotonic()
-        # One torch thread for the torch engine, as docs/score_and_serve.md advises on shared cores. Not for
-        # `--engine vllm`: vLLM's engine inherits rmspec's environment, and vLLM direct runs without it.
-        server = ServeProcess(
-            model,
-            "--no-normalize",
-            "--engine",
-            engine,
-            *extra,
-            env={"OMP_NUM_THREADS": "1"} if engine == "torch" else {},
-            timeout=900,
-            cwd=checkout,
-        )
-        starts[name] = time.monotonic() - t0
-        try:
-            cells.run(name, server.url, str(model))
-        finally:
-            server.stop()
-    t0 = time.monotonic()
-    command = ["bash", str(export / "serve.sh"), "--port", str(free_port()), "--enforce-eager"]
-    with running_server(command, work / "vllm.log", timeout=900) as url:
-        starts[NAMES[2]] = time.monotonic() - t0
-        cells.run(NAMES[2], url, str(export))
+        cells.serve(name, model, engine, *extra, cwd=checkout)
+    cells.direct(NAMES[2], export, work / "vllm.log")
     diff = cells.largest_difference(names[1:], NAMES[0])
     if args.before:
         subprocess.run(["git", "worktree", "remove", "--force", str(work / "before")], cwd=REPO, check=False)
     after = machine()
     cell, mean = cells.cell, cells.mean
-    table = "\n".join(f"| {name} | {starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in names)
+    table = "\n".join(f"| {name} | {cells.starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in names)
     doors = "".join(
         f"\n- `{name}`: {mean(name, 1) / mean(NAMES[2], 1):.2f}x at 1 client, "
         f"{mean(name, 32) / mean(NAMES[2], 32):.2f}x at 32 clients"

@@ -74,9 +74,8 @@ def main() -> None:
     from _serve_cells import Cells
     from vllm_throughput import machine
 
-    from helpers.serve_process import ServeProcess, free_port
     from helpers.vllm_pictures import train_idefics3
-    from rmspec.export.vllm_check import running_server, vllm_python
+    from rmspec.export.vllm_check import vllm_python
 
     os.environ["RMSPEC_VLLM_PYTHON"] = vllm_python(None)
     work = Path(tempfile.mkdtemp(prefix="rmspec-engines-vision-"))
@@ -91,30 +90,16 @@ def main() -> None:
     requests = bodies(work, args.requests)
     before = machine()
     cells = Cells(measure, requests, args.repeats)
-    starts: dict[str, float] = {}
 
     for name, engine in zip(NAMES[:2], ("torch", "vllm")):
-        t0 = time.monotonic()
-        # the torch engine on one torch thread (docs/score_and_serve.md on shared cores); vLLM in the bench's own
-        # environment, as vLLM direct runs
-        env = {"OMP_NUM_THREADS": "1"} if engine == "torch" else {}
-        server = ServeProcess(run, "--no-normalize", "--engine", engine, env=env, timeout=900)
-        starts[name] = time.monotonic() - t0
-        try:
-            cells.run(name, server.url, str(run))
-        finally:
-            server.stop()
-    t0 = time.monotonic()
-    command = ["bash", str(export / "serve.sh"), "--port", str(free_port()), "--enforce-eager"]
-    with running_server(command, work / "vllm.log", timeout=900) as url:
-        starts[NAMES[2]] = time.monotonic() - t0
-        cells.run(NAMES[2], url, str(export))
+        cells.serve(name, run, engine)
+    cells.direct(NAMES[2], export, work / "vllm.log")
     after = machine()
     diff = cells.largest_difference(list(NAMES[1:]), NAMES[0])
     spread = max(cells.rewards[NAMES[0]]) - min(cells.rewards[NAMES[0]])
     cell, mean = cells.cell, cells.mean
 
-    table = "\n".join(f"| {name} | {starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in NAMES)
+    table = "\n".join(f"| {name} | {cells.starts[name]:.0f} s | {cell(name, 1)} | {cell(name, 32)} |" for name in NAMES)
     report = f"""# rewards/s on a vision-language reward model: `rmspec serve --engine torch`, `--engine vllm` and vLLM direct (issue 48)
 
 `HF_HUB_OFFLINE=1 .venv/bin/python bench/serve_engines_vision.py --requests {args.requests} --repeats {args.repeats} --write`
