@@ -5,8 +5,10 @@ Requeued, it resumes from its last complete checkpoint; cancelled, it says so an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -89,6 +91,23 @@ def _wait_for(predicate, timeout: float, what: str, cluster) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}\n{cluster.logs()}")
+
+
+def _stop_workers(job: str) -> list[int]:
+    """SIGSTOP the job's training processes (both "nodes" live on this host): those torch elastic
+    started, found by the SLURM_JOB_ID and LOCAL_RANK in their environment."""
+    stopped = []
+    for entry in Path("/proc").iterdir():
+        try:
+            environ = set((entry / "environ").read_bytes().split(b"\0")) if entry.name.isdigit() else set()
+        except OSError:  # gone, or not ours to read
+            continue
+        if f"SLURM_JOB_ID={job}".encode() in environ and any(v.startswith(b"LOCAL_RANK=") for v in environ):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGSTOP)
+                stopped.append(int(entry.name))
+    assert len(stopped) >= 2, f"expected a worker on each node of job {job}, found {stopped}"
+    return stopped
 
 
 def _scores(model_dir: Path, texts: list[str]) -> list[float]:
@@ -207,7 +226,7 @@ def test_requeue_resumes_from_the_last_checkpoint_and_submit_follows_it(work, re
         stderr=subprocess.STDOUT,
         text=True,
     )
-    job = None
+    job, stopped = None, []
     try:
         _wait_for(lambda: _status(run).get("slurm_job_id"), 60, "the submitted job id", slurm_cluster)
         job = _status(run)["slurm_job_id"]
@@ -218,9 +237,17 @@ def test_requeue_resumes_from_the_last_checkpoint_and_submit_follows_it(work, re
             slurm_cluster,
         )
         assert _status(run)["state"] == "running"
+        # The workers are stopped first: on a fast CI machine the 120 steps left ran out (in about a second)
+        # before the requeue's SIGTERM came, and the job resumed from checkpoint-160. slurmd sends every
+        # process of the job SIGCONT and then SIGTERM, so the requeue lands mid-run. (`scontrol suspend`
+        # would not do: slurmd SIGKILLs a suspended job instead of terminating it nicely.)
+        stopped = _stop_workers(job)
         slurm_cluster.run("scontrol", "requeue", job)
         out, _ = parent.communicate(timeout=400)
     finally:
+        for pid in stopped:  # were slurmd's SIGCONT lost, nothing is left stopped
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
         if parent.poll() is None:
             parent.kill()
         if job:
