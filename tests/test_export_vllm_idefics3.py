@@ -126,8 +126,27 @@ def picture(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
 
 
+def variants(folder: Path, row: dict) -> list[dict]:
+    """The row's picture as two a client may send that vLLM, given their own bytes, would read as other pixels
+    than rmspec does (tests/test_vision_sendable.py): half transparent (vLLM paints it white, rmspec drops the
+    alpha) and an upright 70 x 40 crop saved as a JPEG whose EXIF says to rotate it (vLLM rotates, rmspec does not)."""
+    from PIL import Image
+
+    source = Image.open(folder / row["images"][0]).convert("RGB")
+    alpha = Image.new("L", source.size, 255)
+    alpha.paste(0, (0, 0, source.width // 2, source.height))
+    transparent = source.convert("RGBA")
+    transparent.putalpha(alpha)
+    transparent.save(folder / "transparent.png")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    source.crop((0, 0, 70, 40)).save(folder / "rotated.jpg", exif=exif.tobytes())
+    return [{**row, "images": [name]} for name in ("transparent.png", "rotated.jpg")]
+
+
 def test_serve_engine_vllm_answers_pictures_with_rmspec_scores_reward(exported, engine_python):
     rows = [json.loads(line) for line in (exported.folder / "heldout.jsonl").read_text().splitlines()]
+    rows += variants(exported.folder, rows[0])
     scored_in = exported.folder / "rows.jsonl"
     sides = [(row, side) for row in rows for side in ("chosen", "rejected")]
     scored_in.write_text(
@@ -150,6 +169,7 @@ def test_serve_engine_vllm_answers_pictures_with_rmspec_scores_reward(exported, 
     try:
         assert "engine vllm (Idefics3ForSequenceClassification" in server.log()
         long = {"messages": chat(rows[0], "red " * 300), "use_activation": False}
+        # the last 4 bodies: the variants, re-encoded from rmspec's pixels (the others go on as their own bytes)
         assert_served_as_scored(server, bodies, expected, long, TOL)
     finally:
         server.stop()

@@ -10,7 +10,8 @@ order, and refuses before the expensive step:
 3. every header (rmspec.vision.images.open_image: the allowed formats' decoders only, no pixel
    decoded): one picture over the per-image pixel limit, or all of them over the request's
    ``--max-request-megapixels``, is a 413 naming the flag, before any pixel is decoded;
-4. then the pixels, decoded.
+4. then the pixels, decoded; a picture whose own bytes decode to the same pixels anywhere keeps them
+   (rmspec.vision.images.keep_source), so `--engine vllm` sends them on instead of re-encoding it.
 
 The whole of it runs in the service's image pool (:data:`WORKERS` threads, rmspec.serve.service),
 never on the event loop: a slow download or a large picture does not delay /health or any other
@@ -44,7 +45,7 @@ def read_images(parts: list[Part], limits: Any, reserve: Any = None) -> list[Any
     flag otherwise. `reserve(pixels)`, called once every header is read and before any pixel is
     decoded, takes the request's share of the server's pixel budget (Service.pictures; a 503 when
     the server holds too many already). Blocking: call it off the event loop (Service.off_loop)."""
-    from rmspec.vision.images import DEFAULT_MAX_PIXELS, ImageReject, encoded_image, load_image, open_image
+    from rmspec.vision.images import DEFAULT_MAX_PIXELS, ImageReject, encoded_image, keep_source, load_image, open_image
 
     if len(parts) > limits.max_images:
         raise ApiError(
@@ -77,13 +78,13 @@ def read_images(parts: list[Part], limits: Any, reserve: Any = None) -> list[Any
                 f"{budget:,} decoded pixels per request (the server's --max-request-megapixels raises it)",
                 part.where,
             )
-        opened.append((part, image, name))
+        opened.append((part, image, name, data))
     if reserve is not None:
         reserve(total)
     out = []
-    for part, image, name in opened:
+    for part, image, name, data in opened:
         try:
-            out.append(load_image(image, name))
+            out.append(keep_source(image, load_image(image, name), data))
         except ImageReject as exc:
             raise _refusal(part.where, exc, limits, False) from None
     return out

@@ -50,8 +50,9 @@ def placeholders(prompt: Any) -> tuple[Any, list[Any]]:
 
 def openai_messages(prompt: Any, reply: str) -> list[dict[str, Any]]:
     """A (prompt, reply) item as an OpenAI client sends it: each image part an `image_url` whose `data:` URI
-    holds the decoded picture as PNG (lossless: the same pixels), the reply the last, assistant message."""
-    from rmspec.vision.images import decode_image, png_data_uri
+    holds the decoded picture (rmspec.vision.images.sendable_uri: the request's own bytes where they decode to the
+    same pixels, else a lossless PNG), the reply the last, assistant message."""
+    from rmspec.vision.images import decode_image, sendable_uri
 
     messages: list[dict[str, Any]] = (
         [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
@@ -60,7 +61,7 @@ def openai_messages(prompt: Any, reply: str) -> list[dict[str, Any]]:
         content = message.get("content")
         if isinstance(content, list):
             message["content"] = [
-                {"type": "image_url", "image_url": {"url": png_data_uri(decode_image(part.get("image")))}}
+                {"type": "image_url", "image_url": {"url": sendable_uri(decode_image(part.get("image")))}}
                 if isinstance(part, Mapping) and part.get("type") in IMAGE_TYPES
                 else dict(part)
                 for part in content
