@@ -120,8 +120,9 @@ The front door's cost (rewards/s against vLLM direct's): {mean(NAMES[1], 1) / me
 
 Machine: {before["cpu"]}, {before["cores"]} cores (1-minute load average {before["load_1m"]:.1f} at the start,
 {after["load_1m"]:.1f} at the end). The servers ran one after the other. vLLM runs eager, in float32. Behind rmspec,
-a vision-language model's conversations go to vLLM whole with their decoded pictures (token ids carry no pictures),
-up to 32 at a time; rmspec decodes and checks each picture first (its image limits). The torch engine runs with
+a vision-language model's conversations go to vLLM whole (token ids carry no pictures), up to 32 at a time; rmspec
+decodes and checks each picture first (its image limits), then sends it on as its own bytes where vLLM decodes them
+to the same pixels (these PNGs do), else re-encoded. The torch engine runs with
 `OMP_NUM_THREADS=1`, the vLLM rows in the bench's environment. No GPU was lent to this task: GPU figures are not measured.
 """
     print(report)
