@@ -193,7 +193,7 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"kind": "pointwise"}, "approach 'pointwise' is sized but not trained split"),
+        ({"kind": "process"}, "approach 'process' is sized but not trained split"),
         ({"sft_weight": 0.1}, "approach.sft_weight"),
         ({"ensemble": {"heads": 4}}, "approach.ensemble"),
         ({"strategy": "fsdp_full_shard_offload"}, "strategy 'fsdp_full_shard_offload'"),
@@ -212,3 +212,78 @@ def test_run_refusal_names_each_option_not_wired(change, reason):
     for strategy in ("ddp", "fsdp_shard_grad_op", "fsdp_full_shard"):  # trained split (test_fsdp_variants.py)
         for lora in (None, {"r": 8}):  # LoRA trains split too (test_context_parallel_lora.py)
             assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=lora)), strategy) is None
+    for kind in (
+        "listwise",
+        "pointwise",
+    ):  # tests/test_context_parallel_listwise.py, test_context_parallel_pointwise.py
+        section = SimpleNamespace(kind=kind, loss="plackett_luce")
+        assert run_refusal(SimpleNamespace(approach=section, model=SimpleNamespace(lora=None)), "ddp") is None
+
+
+# pointwise on the decoder quickstart's model: one scored response per example, the demo's HelpSteer2 rows
+POINTWISE = [
+    *CPU2,
+    "approach={kind: pointwise, attributes: [helpfulness, verbosity]}",
+    "data.source.paths=[../rmspec/data/demo/scored.jsonl]",
+    "data.mapping={preset: helpsteer2}",
+    "data.split={validation_fraction: 0.1, seed: 0}",
+    "data.filters=[{kind: drop_empty}, {kind: max_length, policy: truncate_prompt_left}]",
+    "eval.benchmarks=[]",
+    "training.packing=auto",
+]
+
+
+def test_pointwise_is_packed_only_where_its_rows_are_split():
+    sets = [*POINTWISE, "training.micro_batch_size=4", "training.max_length=2048"]
+    one = rmspec("plan", str(DECODER), "--json", sets=sets)
+    two = rmspec("plan", str(DECODER), "--json", sets=[*sets, "hardware.context_parallel=2"])
+    assert one.returncode == 0, one.stderr
+    assert two.returncode == 0, two.stderr
+    one, two = json.loads(one.stdout), json.loads(two.stdout)
+    # one process: padded sequences, as before the split was built
+    assert "context_parallel" not in one and one["packing"] == "off"
+    assert (
+        one["packing_reason"]
+        == "auto: approach pointwise: one sequence per example, no prompt shared between sequences"
+    )
+    # split: each example one packed row of its one sequence (max_length: no prompt-once row bound to read)
+    assert two["packing"] == "shared_prefix" and "split by hardware.context_parallel" in two["packing_reason"]
+    assert two["packing_tokens"] is None and two["sequences_per_example"] == 1
+    cp = two["context_parallel"]
+    assert cp["run_refused"] is None and cp["run"].startswith("rmspec run trains it: pointwise")
+    width = math.ceil(two["max_length"] / 4) * 4
+    assert (cp["row_tokens"], cp["padded_tokens"], cp["tokens_per_rank"]) == (two["max_length"], width, width // 2)
+    shape, rows = two["model"]["shape"], two["micro_batch_size"]
+    q_dim = shape["num_attention_heads"] * shape["head_dim"]
+    layers = 1 if two["gradient_checkpointing"] else shape["num_layers"]  # one layer's, recomputed, with checkpointing
+    assert cp["gathered_kv_gb"] == pytest.approx(layers * rows * 2 * width * q_dim * 4 / GIB, abs=1e-3)
+    assert cp["mask_per_rank_gb"] == pytest.approx(rows * (width // 2) * width * 4 / GIB, abs=1e-3)
+    assert two["memory_per_device_gb"]["total"] == cp["total_per_rank_gb"]
+    # the one-process figures are the padded sequence one process trains (no mask; keys and values at the KV heads,
+    # where a packed row's are repeated to the query heads), the one-process plan's own
+    assert (one["strategy"], one["gradient_checkpointing"]) == (two["strategy"], two["gradient_checkpointing"])
+    assert cp["activations_one_process_gb"] == one["memory_per_device_gb"]["activations"]
+    assert cp["mask_one_process_gb"] == 0 < cp["mask_per_rank_gb"]
+    assert cp["activations_one_process_gb"] / 2 < cp["activations_per_rank_gb"] < cp["activations_one_process_gb"]
+    off = rmspec("plan", str(DECODER), sets=[*POINTWISE, "hardware.context_parallel=2", "training.packing=off"])
+    assert off.returncode == 2 and "prompt-once rows" in off.stdout + off.stderr
+
+
+def test_auto_splits_pointwise_rows_where_a_padded_one_does_not_fit():
+    # 16,384 tokens with checkpointing on 2 processes of 5.75 GB: one padded sequence needs 5.3 GB per process, a
+    # rank's half of the packed row (its mask slice and gathered keys and values included) 5.0 GB
+    sets = [
+        *POINTWISE,
+        "hardware.cpu_memory_gb=11.5",
+        "training.max_length=16384",
+        "training.gradient_checkpointing=on",
+    ]
+    done = rmspec("plan", str(DECODER), "--json", sets=sets)
+    assert done.returncode == 0, done.stderr
+    planned = json.loads(done.stdout)
+    cp = planned["context_parallel"]
+    assert cp["degree"] == 2 and planned["packing"] == "shared_prefix" and cp["run_refused"] is None
+    assert "needs 5.3 GB per process at N=1" in cp["chosen"] and cp["total_per_rank_gb"] <= planned["device_usable_gb"]
+    assert cp["mask_per_rank_gb"] > 0 and cp["mask_one_process_gb"] == 0
+    whole = rmspec("plan", str(DECODER), sets=[*sets, "hardware.context_parallel=1"])
+    assert whole.returncode == 2 and "nothing fits" in whole.stdout + whole.stderr

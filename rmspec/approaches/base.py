@@ -43,6 +43,9 @@ class Approach:
     packed_row: str = ""  # with shared_prefix: the packed row, as the plan's reason says it
     causal_lm: bool = False  # needs a decoder (an encoder is refused by validate and plan)
     trains_split: bool = False  # hardware.context_parallel: `rmspec run` splits its rows (else sized, refused at run)
+    # hardware.context_parallel above 1 packs its rows though shared_prefix is False: one response per group of
+    # prefix_mask's layout, which the split forward reads; one process keeps its padded sequences (nothing shared)
+    packs_when_split: bool = False
 
     # ---- training (rmspec.train)
     trainer: str  # "module:function(spec, model, tokenizer, common, packed, validation) -> Trainer"

@@ -1,9 +1,10 @@
 """Pointwise: one head output per attribute, regressed on absolute scores (HelpSteer2), or an
 ordinal classifier over the integer scale.
 
-Trained by rmspec.train.pointwise; validation scores each response with the saved model: MAE and
-Pearson correlation per attribute. `rmspec init --approach pointwise` trains offline on the
-shipped rmspec/data/demo/scored.jsonl.
+Trained by rmspec.train.pointwise (split over a context-parallel group too: each example one packed
+row); validation scores each response with the saved model: MAE and Pearson correlation per
+attribute. `rmspec init --approach pointwise` trains offline on the shipped
+rmspec/data/demo/scored.jsonl.
 """
 
 from __future__ import annotations
@@ -107,6 +108,11 @@ class PointwiseApproach(Approach):
     scorer = ScorerKind.POINTWISE  # one output per attribute
     description = "absolute scores per attribute, regression or ordinal"
     head = SCORE_HEAD
+    # hardware.context_parallel: each example one packed row of one response (one process keeps padded sequences),
+    # split through the forward pairs and lists use (rmspec.train.pointwise, tests/test_context_parallel_pointwise.py)
+    packs_when_split = True
+    trains_split = True
+    packed_row = "pointwise: each example one row [prompt + response], its scores read at its last token"
     trainer = "rmspec.train.factory:pointwise"
     evaluation = "rmspec.evaluate.approach_validation:evaluate_scores"
     template = "pointwise.yaml"

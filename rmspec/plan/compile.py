@@ -107,7 +107,8 @@ def compile_plan(
     sft = needs_a_decoder(spec, declared, shape.architecture)  # an LM term beside the score head
     precision = choose_precision(spec.model.dtype, hw, spec.model.lora is not None)
     attn, attn_reason = _attention(spec.model.attn_implementation)
-    seqs = _sequences(loaded, declared, shape, attn, sft)
+    cp_setting = spec.hardware.context_parallel
+    seqs = _sequences(loaded, declared, shape, attn, sft, split=cp_setting != "auto" and int(cp_setting) > 1)
     run = RunDir(run_dir_of(spec))
     visual = qwen_visual_plan(spec, shape, model_path, run.data_report)  # a Qwen2-VL family VLM, else None
     seqs = with_visual_tokens(seqs, visual)
@@ -122,10 +123,15 @@ def compile_plan(
         hw,
         spec.training,
         attn=attn,
-        packed=seqs.packed,
+        # split rows are packed: pointwise's only then (plan_packing's split), so auto may split them too
+        packed=plan_packing(spec.training.packing, declared, shape.architecture, attn, sft, split=True)[0]
+        == SHARED_PREFIX,
         has_lora=spec.model.lora is not None,
         packed_list=seqs.n_list if seqs.packed and seqs.lists else None,
     )
+    if cp > 1 and not seqs.packed:  # auto split the rows of an approach packed only when split (pointwise)
+        seqs = _sequences(loaded, declared, shape, attn, sft, split=True)
+        base = replace(base, packed=seqs.packed)  # its row is the same one sequence, now under prefix_mask's mask
     fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes)  # a rank's share where cp > 1
     held = rank_share(shape, fitted, cp, base.seq_len)  # a rank's gathered keys/values and mask slice, judged too
     choice = _fit(spec.training, shape, fitted, hw, spec.model.lora is not None, seqs, held, hw.num_processes // cp)
@@ -215,11 +221,12 @@ def _attention(setting: str) -> tuple[str, str]:
     return setting, "model.attn_implementation in the spec"
 
 
-def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool) -> Sequences:
+def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool, split: bool = False) -> Sequences:
+    """``split``: hardware.context_parallel above 1 (pointwise packs its rows only then)."""
     spec, training = loaded.spec, loaded.spec.training
     lists = declared.sequences_per_example is None
     n_list, list_how = list_size(spec, loaded.base_dir) if lists else (None, None)
-    packing, packing_reason = plan_packing(training.packing, declared, shape.architecture, attn, sft)
+    packing, packing_reason = plan_packing(training.packing, declared, shape.architecture, attn, sft, split)
     vlm = shape.extra.get("vision_model_type")
     if packing == SHARED_PREFIX and vlm:  # a VLM's image pairs pack with M-RoPE where that is built
         refusal = packing_refusal(vlm)
@@ -233,7 +240,8 @@ def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool) -> Seq
             if refusal is not None
             else (SHARED_PREFIX, f"{packing_reason}; a VLM ({vlm}): each image encoded once per pair, M-RoPE positions")
         )
-    if packing != SHARED_PREFIX:
+    if packing != SHARED_PREFIX or not declared.shared_prefix:
+        # pointwise's packed row is its one sequence (no prompt shared): bound by training.max_length as unpacked
         return Sequences(lists, n_list, list_how, packing, packing_reason)
     if lists:  # one row [prompt | r_1 | ... | r_N] per prompt
         assert n_list is not None, "list_size ran above for an approach of N sequences per example"

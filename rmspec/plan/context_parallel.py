@@ -138,13 +138,16 @@ def context_parallel_section(
     micro_batch: int,
     refused: str | None = None,
     trained: str = "",
+    one_process_packed: bool = True,
 ) -> dict[str, Any]:
     """The plan's ``context_parallel`` section (GiB per rank): ``t`` and ``memory`` are the plan's, fitted at
-    the rank's share of a row of ``row_tokens``; the one-process figures are the same row unsplit. ``trained``:
-    the approach's packed row, as `rmspec run` trains it split (its declaration's packed_row)."""
+    the rank's share of a row of ``row_tokens``; the one-process figures are the same row unsplit, packed as one
+    process trains it (``one_process_packed``: pointwise's rows are packed only when split, so one process holds
+    a padded sequence with no mask). ``trained``: the approach's packed row, as `rmspec run` trains it split (its
+    declaration's packed_row)."""
     width, local = split_tokens(row_tokens, degree)
     adjusted, extra = per_rank_memory(shape, t, memory, degree=degree, row_tokens=row_tokens)
-    whole = replace(t, seq_len=row_tokens)
+    whole = replace(t, seq_len=row_tokens, packed=one_process_packed)
     traffic = kv_traffic_bytes(shape, t, degree=degree, row_tokens=row_tokens, grad_accum=grad_accum)
     gb = lambda b: round(b / GIB, 3)  # noqa: E731
     return {
@@ -196,7 +199,7 @@ def split_row(cp: int, base: TrainingShape, shape: ModelShape, attn: str, packed
         return base
     vision = bool(shape.extra.get("vision_model_type"))
     check(cp, architecture=shape.architecture, attn=attn, packed=packed, num_processes=processes, vision=vision)
-    return replace(base, seq_len=split_tokens(base.seq_len, cp)[1])
+    return replace(base, packed=True, seq_len=split_tokens(base.seq_len, cp)[1])
 
 
 # The strategies a context-parallel run trains under. FSDP shards every parameter over all the processes
@@ -208,10 +211,12 @@ SPLIT_STRATEGIES = ("single", "ddp", "fsdp_shard_grad_op", "fsdp_full_shard")
 
 def run_refusal(spec: Any, strategy: str) -> str | None:
     """Why `rmspec run` cannot train this context-parallel plan in this version, or None. The plan still
-    sizes what it refuses: the approaches that train split (Bradley-Terry and listwise on prompt-once rows) are
-    wired and tested, under DDP or FSDP, with or without gradient checkpointing, full fine-tuning or LoRA
-    (tests/test_context_parallel_run.py, test_context_parallel_lora.py, tests/test_fsdp_variants.py); the rest
-    would need its own forward split and its own test."""
+    sizes what it refuses: the approaches that train split are wired and tested (Bradley-Terry on prompt-once
+    rows under DDP or FSDP, with or without gradient checkpointing, full fine-tuning or LoRA:
+    tests/test_context_parallel_run.py, test_context_parallel_lora.py, tests/test_fsdp_variants.py; listwise
+    and pointwise (rows of one response each) under DDP: test_context_parallel_listwise.py,
+    test_context_parallel_pointwise.py); the rest would need its own reading of the split forward and its own
+    test."""
     from rmspec import approaches
 
     declared = approaches.get(spec.approach.kind)
@@ -243,6 +248,7 @@ def context_parallel_of(
         return None
     from rmspec import approaches
 
+    declared = approaches.get(spec.approach.kind)
     refusal = run_refusal(spec, choice.rung.strategy)
     t = replace(fitted, micro_batch=choice.micro_batch, checkpointing=choice.rung.checkpointing)
     section = context_parallel_section(
@@ -255,7 +261,8 @@ def context_parallel_of(
         grad_accum=choice.grad_accum,
         micro_batch=choice.micro_batch,
         refused=refusal,
-        trained=approaches.get(spec.approach.kind).packed_row,
+        trained=declared.packed_row,
+        one_process_packed=declared.shared_prefix,  # split rows are packed; one process packs only a shared prompt
     )
     choice.memory = per_rank_memory(shape, t, choice.memory, degree=cp, row_tokens=base.seq_len)[0]
     check_fits(section, hw.usable_gb)

@@ -183,15 +183,18 @@ class HardwareSpec(Section):
 
     context_parallel: PositiveInt | Literal["auto"] = Field(
         "auto",
-        description="Split each prompt-once row (prompt, then chosen and rejected, or a ranked list) across this "
+        description="Split each packed row (prompt, then chosen and rejected; a prompt and a ranked list; a pointwise "
+        "example) across this "
         "many processes: each holds two chunks of it, gathers the keys and values, and attends under rmspec's "
         "own mask, exactly (docs/long_context.md). auto: 1 where a whole row fits one device, else the plan picks "
         "the smallest divisor of the processes whose share of a row fits, and says why with the figures (or "
         "refuses with them). A number must divide the number of processes (gpus_per_node x nodes); above 1 it "
-        "needs a decoder, prompt-once packing and model.attn_implementation auto, sdpa or eager. `rmspec plan` sizes "
-        "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry under "
-        "DDP or FSDP (shard_grad_op, full_shard), with or without gradient checkpointing, and refuses, with the "
-        "reason, what is only planned (other approaches, LoRA, FSDP offload, DeepSpeed).",
+        "needs a decoder, packing (training.packing auto or shared_prefix) and model.attn_implementation auto, sdpa "
+        "or eager. `rmspec plan` sizes "
+        "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry, "
+        "listwise and pointwise under DDP or FSDP (shard_grad_op, full_shard), with or without gradient "
+        "checkpointing or LoRA, and refuses, with the reason, what is only planned (other approaches and options, "
+        "FSDP offload, DeepSpeed).",
     )
     slurm: SlurmSpec | None = Field(
         None,

@@ -43,13 +43,17 @@ class ScoresCollator:
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         ids, mask = pad_right([r["input_ids"] for r in rows], self.pad_token_id, self.pad_to_multiple_of)
-        scores = torch.tensor(
-            [[float("nan") if v is None else float(v) for v in r["scores"]] for r in rows], dtype=torch.float32
-        )
-        batch = {"input_ids": ids, "attention_mask": mask, "scores": scores}
+        batch = {"input_ids": ids, "attention_mask": mask, "scores": score_targets(rows)}
         if rows and rows[0].get("token_type_ids") is not None:
             batch["token_type_ids"] = pad_right([r["token_type_ids"] for r in rows], 0, self.pad_to_multiple_of)[0]
         return batch
+
+
+def score_targets(rows: list[dict[str, Any]]) -> torch.Tensor:
+    """scores [B, attributes] of pointwise rows, NaN where an attribute is unscored (padded or packed alike)."""
+    return torch.tensor(
+        [[float("nan") if v is None else float(v) for v in r["scores"]] for r in rows], dtype=torch.float32
+    )
 
 
 @dataclass

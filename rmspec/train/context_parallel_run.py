@@ -8,7 +8,8 @@ A group is one data-parallel replica that holds each row split over its N ranks:
   NCCL group of its own, apart from DDP's, so the attention's collectives never interleave with DDP's
   gradient buckets on one communicator), through ``split_head_outputs``: one reward per response of the
   packed batch, in the order of its read points, whatever the approach reads from them (Bradley-Terry's
-  pairs: ``split_pair_rewards``; listwise's ranked lists: rmspec.train.listwise.list_rewards);
+  pairs: ``split_pair_rewards``; listwise's ranked lists: rmspec.train.listwise.list_rewards; pointwise's
+  examples, one packed response each: rmspec.train.pointwise.score_outputs);
 - the group's parameter gradients ADD UP to one process's, while DDP averages over every process: the loss
   backpropagates N times over (``sum_over_group``: its value unchanged, what the Trainer logs), so DDP's
   mean over N x G processes is the mean over the G groups of each group's whole gradient;
@@ -158,8 +159,8 @@ def split_step(model: Any, groups: Groups) -> Iterator[None]:
 
 
 def split_head_outputs(model: Any, inputs: dict[str, torch.Tensor], groups: Groups) -> torch.Tensor:
-    """Head outputs [responses, num_labels] of a packed batch (PackedPairCollator's or PackedListCollator's:
-    the same on every rank of the group), each row split over the group: the equal of
+    """Head outputs [responses, num_labels] of a packed batch (PackedPairCollator's, PackedListCollator's or
+    PackedScoresCollator's: the same on every rank of the group), each row split over the group: the equal of
     prefix_mask.packed_head_outputs, one output per read point (``packed_ends``) in its order, on every rank.
     The one split forward every approach that trains split reads its rewards from, training and evaluating."""
     from rmspec.train.context_parallel import head_outputs
@@ -195,10 +196,11 @@ def attach(trainer: Any, model: Any, degree: int) -> None:
     splits_rows = getattr(trainer, "splits_rows", None)
     if splits_rows is None or not splits_rows():
         problem = (
-            f"{type(trainer).__name__} is not trained split in this version (plain Bradley-Terry and listwise are)"
+            f"{type(trainer).__name__} is not trained split in this version "
+            "(plain Bradley-Terry, listwise and pointwise are)"
         )
     elif packing != SHARED_PREFIX:
-        problem = f"the rows are not prompt-once here ({why})"
+        problem = f"the rows are not packed here ({why})"
     if problem is None:
         try:
             trainer.context_parallel = prepare_model(model, degree)

@@ -54,10 +54,12 @@ def build_trainer(
     train: Any,
     validation: Any | None,
     callbacks: list | None = None,
+    split: bool = False,
 ):
+    """``split``: the plan splits each row over a context-parallel group (hardware.context_parallel above 1)."""
     approach = approaches.of(spec)
     sft = approach.uses_lm_head(spec.approach) and approach.head != LM_HEAD  # an LM term beside the score head
-    packing, packing_reason = packing_path(spec.training.packing, approach, model.config, sft)
+    packing, packing_reason = packing_path(spec.training.packing, approach, model.config, sft, split)
     if has_images(train) and packing == SHARED_PREFIX:  # image rows: prompt-once packing with M-RoPE, where it applies
         why = why_not_packable(model.config)  # ODIN and ensembles pack too (rmspec.train.heads.pair_outputs)
         packing, packing_reason = (
@@ -133,11 +135,12 @@ def listwise(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool, 
 
 def pointwise(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool, validation: Any) -> Any:
     from rmspec.approaches.pointwise import bins
-    from rmspec.train.pointwise import PointwiseTrainer, pointwise_metrics
+    from rmspec.train.pointwise import PackedScoresCollator, PointwiseTrainer, pointwise_metrics
 
     approach = spec.approach
     prompts = list(validation["prompt"]) if validation is not None and "prompt" in validation.column_names else None
-    collator: Any = ScoresCollator(tokenizer.pad_token_id)
+    # packed only where the rows are split (packing_path's split): one process keeps its padded sequences
+    collator: Any = PackedScoresCollator(tokenizer.pad_token_id) if packed else ScoresCollator(tokenizer.pad_token_id)
     if has_images(common["train_dataset"]):
         collator = VisionScoresCollator(vision_encoder(model, tokenizer, spec.model.vision))
     return PointwiseTrainer(

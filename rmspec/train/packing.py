@@ -71,15 +71,16 @@ def packed_pair_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[to
 # ---------------------------------------------------------------- which path
 
 
-def packing_path(setting: str, approach: Any, config: Any, sft: bool = False) -> tuple[str, str]:
+def packing_path(setting: str, approach: Any, config: Any, sft: bool = False, split: bool = False) -> tuple[str, str]:
     """(path, reason) at run time, from the spec's training.packing and the loaded model's config:
     the plan's rules (rmspec.plan.packing) applied to what the model is. ``shared_prefix`` where
-    it cannot apply is an error (exit 2) with the fix."""
+    it cannot apply is an error (exit 2) with the fix. ``split``: the plan splits each row over a
+    context-parallel group (pointwise rows are packed only then)."""
     from rmspec.inference.prefix_mask import attention_implementation, is_causal
     from rmspec.plan.packing import plan_packing
 
     architecture = "decoder" if is_causal(config) else "encoder"
-    return plan_packing(setting, approach, architecture, attention_implementation(config), sft)
+    return plan_packing(setting, approach, architecture, attention_implementation(config), sft, split)
 
 
 def packed_length(chosen: list[int], rejected: list[int]) -> int:

@@ -1,17 +1,68 @@
-"""Pointwise training: regression on one or several attributes, or ordinal classification."""
+"""Pointwise training: regression on one or several attributes, or ordinal classification.
+
+One process: each example [prompt + response] is its own sequence of a padded batch (ScoresCollator).
+
+Split (hardware.context_parallel: N): each example becomes a packed row of one response (PackedScoresCollator:
+rmspec.inference.prefix_mask's layout, several short examples to a row, never seeing each other), cut over the N
+ranks of a group; its head outputs (every attribute, or every ordinal bin) are read at its last token on the rank
+that holds it and come back whole on each rank (rmspec.train.context_parallel_run.split_head_outputs, the one split
+forward Bradley-Terry and listwise read too). The loss is the one-process loss, backpropagated N times over so the
+group's gradients add up (tests/test_context_parallel_pointwise.py). Evaluation splits the rows the same way.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split_shared_prefix
 from rmspec.train.base_trainer import ScoreTrainer
+from rmspec.train.collators import score_targets
 from rmspec.train.losses import masked_mse, ordinal_expectation, ordinal_loss
+from rmspec.train.packing import is_packed, packed_rows
 from rmspec.train.rewards import forward_scores
 from rmspec.vision.collate import vision_inputs
+
+
+@dataclass
+class PackedScoresCollator:
+    """Pointwise batches as packed rows: each example one group of one response (split_shared_prefix keeps its
+    last token as the response, where the head is read), several short ones to a row; the packed keys as
+    PackedPairCollator's (``packed_ends`` [B]: example k's last token), plus scores [B, attributes]. Used where
+    hardware.context_parallel splits the rows, whose split forward reads packed rows only."""
+
+    pad_token_id: int
+    several_per_row: bool = True
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        groups = [split_shared_prefix([list(r["input_ids"])]) for r in rows]
+        packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
+        return {
+            "input_ids": packed.input_ids,
+            "position_ids": packed.position_ids,
+            "packed_group": packed.group,
+            "packed_branch": packed.branch,
+            "packed_ends": packed.ends,
+            "scores": score_targets(rows),
+        }
+
+
+def score_outputs(model: Any, inputs: dict[str, torch.Tensor], split: Any = None) -> torch.Tensor:
+    """Head outputs [examples, outputs] of a pointwise batch: a padded one (ScoresCollator's, images included),
+    or a packed one (PackedScoresCollator's), each row split over the context-parallel group ``split``
+    (rmspec.train.context_parallel_run.Groups) where one is given: the same outputs on every rank of the group."""
+    if split is not None:
+        from rmspec.train.context_parallel_run import split_head_outputs
+
+        return split_head_outputs(model, inputs, split)
+    if is_packed(inputs):
+        return packed_head_outputs(model, packed_rows(inputs))
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    return forward_scores(model, ids, mask, inputs.get("token_type_ids"), vision_inputs(inputs))
 
 
 class PointwiseTrainer(ScoreTrainer):
@@ -21,20 +72,35 @@ class PointwiseTrainer(ScoreTrainer):
         self.bins = bins
         self.low = low
 
+    def splits_rows(self) -> bool:
+        """Whether hardware.context_parallel can split this trainer's rows (rmspec.train.context_parallel_run.attach):
+        the loss reads only the head outputs at each example's last token, which every rank of the group holds
+        whole, so regression, the ordinal objective and several attributes train split as in one process."""
+        return type(self) is PointwiseTrainer
+
     def predictions(self, logits: torch.Tensor) -> torch.Tensor:
         """Predicted score per attribute ([batch, attributes])."""
         if self.objective == "ordinal":
             return ordinal_expectation(logits, self.bins, self.low)
         return logits
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        ids, mask = inputs["input_ids"], inputs["attention_mask"]
-        logits = forward_scores(model, ids, mask, inputs.get("token_type_ids"), vision_inputs(inputs))
-        target = inputs["scores"].to(logits.dtype)
+    def score_loss(self, logits: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """The batch's loss from its head outputs [B, outputs] and scores [B, attributes] (NaN: unscored)."""
+        target = scores.to(logits.dtype)
         if self.objective == "ordinal":
-            loss = ordinal_loss(logits, target, self.bins, self.low)
-        else:
-            loss = masked_mse(logits, target)
+            return ordinal_loss(logits, target, self.bins, self.low)
+        return masked_mse(logits, target)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        # each row split over the context-parallel group where there is one, in training and evaluation
+        split = self.context_parallel
+        logits = score_outputs(model, inputs, split)
+        target = inputs["scores"].to(logits.dtype)
+        loss = self.score_loss(logits, inputs["scores"])
+        if split is not None and model.training:
+            from rmspec.train.context_parallel_run import sum_over_group
+
+            loss = sum_over_group(loss, split.degree)  # the group's gradients add up to one process's
         if model.training:
             pred = self.predictions(logits.detach()).float()
             mask = ~torch.isnan(target)
@@ -42,6 +108,9 @@ class PointwiseTrainer(ScoreTrainer):
             n = mask.sum().clamp(min=1).item()
             self.record({"mse": (err**2).sum().item() / n, "mae": err.abs().sum().item() / n})
         return (loss, {"logits": logits}) if return_outputs else loss
+
+    def first_rows_loss(self, out: dict, inputs: dict, rows: int) -> torch.Tensor:
+        return self.score_loss(out["logits"][:rows], inputs["scores"][:rows])
 
     def eval_outputs(self, out, inputs):
         return self.predictions(out["logits"]).float(), inputs["scores"].float()

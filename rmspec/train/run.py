@@ -207,7 +207,7 @@ def _train(run: RunDir, plan: Plan, state: Any, interrupt: Any, resume: bool) ->
         from transformers import EarlyStoppingCallback
 
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=early.patience))
-    trainer = build_trainer(spec, model, tokenizer, args, prepared.train, validation, callbacks)
+    trainer = build_trainer(spec, model, tokenizer, args, prepared.train, validation, callbacks, split=degree > 1)
     trainer.decay_ratio = spec.training.decay_ratio
     if plan.context_parallel:  # each row split over a group of ranks (docs/long_context.md)
         from rmspec.train.context_parallel_run import attach

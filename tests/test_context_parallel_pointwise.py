@@ -1,0 +1,325 @@
+"""Pointwise (scores per attribute, regression) split over 2 gloo ranks equals one process.
+
+Under hardware.context_parallel each example becomes a packed row of one response (PackedScoresCollator), split
+through the forward Bradley-Terry and listwise read (rmspec.train.context_parallel_run.split_head_outputs); one
+process keeps its padded sequences (ScoresCollator). Both parts hold the split to that padded one process, on a
+tiny Llama (2 layers, hidden 32, fp32):
+
+- The split forward itself (``score_outputs`` with a context-parallel group, the trainer's path) on a packed batch
+  against the padded forward of the same examples in one process: every rank's [B, 2] head outputs, the loss (an
+  unscored attribute skipped) and the gradient of every parameter (the two ranks' summed), each within 1e-5. The
+  batch holds one example long enough to fill its row alone (an odd width, padded to 4 chunks), the others sharing
+  a row, one of a single token; read points fall on both ranks.
+- ``rmspec run`` with hardware.context_parallel: 2 on 2 processes (one group, gradient checkpointing on) against
+  the same spec on one process (padded batches, no checkpointing), 3 steps of 4 examples (micro batch 2,
+  accumulation 2), SGD with clipping out of reach (tests/test_context_parallel_run.py says why): every step's loss
+  within 1e-5, the gradient norms within 5e-5 relative, the final weights within 1e-5, and the final evaluation's
+  figures. A sitecustomize on the children's PYTHONPATH (test only) records each split forward, so the test shows
+  the run did split examples over both ranks and padded an odd width.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers.models import build_model, tiny_llama_config
+from helpers.runs import metrics_rows, rmspec
+from helpers.serve_process import free_port
+
+VOCAB, PAD, TOL = 97, 0, 1e-5
+
+
+def test_pointwise_rows_are_packed_only_where_they_are_split():
+    from transformers import BertConfig
+
+    from rmspec.train.packing import OFF, SHARED_PREFIX, packing_path
+
+    decoder = tiny_llama_config()
+    decoder._attn_implementation = "sdpa"
+    assert packing_path("auto", "pointwise", decoder)[0] == OFF  # one process: padded, as before
+    path, why = packing_path("auto", "pointwise", decoder, split=True)
+    assert path == SHARED_PREFIX and "split by hardware.context_parallel" in why
+    assert packing_path("off", "pointwise", decoder, split=True)[0] == OFF
+    assert packing_path("auto", "pointwise", BertConfig(), split=True)[0] == OFF  # an encoder never packs
+
+
+# ---------------------------------------------------------------- the split forward, 2 gloo ranks
+
+
+def tiny():
+    from transformers import AutoModelForSequenceClassification
+
+    config = tiny_llama_config(vocab_size=VOCAB, max_position_embeddings=512, pad_token_id=PAD, num_labels=2)
+    torch.manual_seed(0)
+    return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa").train()
+
+
+def examples() -> list[dict]:
+    """One example of 141 tokens (its own row: width 141, odd), five short ones sharing the second row (one of a
+    single token); two attributes, one unscored (None) on one example."""
+    g = torch.Generator().manual_seed(5)
+    rows = []
+    for n in (141, 57, 40, 23, 9, 1):
+        ids = torch.randint(1, VOCAB, (n,), generator=g).tolist()
+        rows.append({"input_ids": ids, "scores": (4 * torch.rand(2, generator=g)).tolist()})
+    rows[2]["scores"][1] = None
+    return rows
+
+
+def worker(rank: int, world: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+
+    from rmspec.train.collators import ScoresCollator
+    from rmspec.train.context_parallel import balanced_columns
+    from rmspec.train.context_parallel_run import prepare_model
+    from rmspec.train.losses import masked_mse
+    from rmspec.train.pointwise import PackedScoresCollator, score_outputs
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        batch = PackedScoresCollator(PAD)(examples())
+        model = tiny()
+        groups = prepare_model(model, world)  # the trainer's path: check, register, the group
+        outputs = score_outputs(model, batch, groups)
+        loss = masked_mse(outputs, batch["scores"])
+        loss.backward()
+        every = [torch.empty_like(outputs) for _ in range(world)]
+        dist.all_gather(every, outputs.detach())  # each rank's outputs, compared below
+        for p in model.parameters():
+            dist.reduce(p.grad, dst=0)  # the group's gradients add up to one process's
+        if rank == 0:
+            # one process as it trains pointwise: padded sequences, the model's own pooling at the last token
+            padded = ScoresCollator(PAD)(examples())
+            reference = tiny()
+            want = score_outputs(reference, padded)
+            want_loss = masked_mse(want, padded["scores"])
+            want_loss.backward()
+            grads = {
+                name: (float((p.grad - q.grad).abs().max()), float(q.grad.abs().max()))
+                for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters(), strict=True)
+            }
+            width = batch["input_ids"].shape[1]
+            padded_width = width + (-width % (2 * world))
+            owner = {c: r for r in range(world) for c in balanced_columns(padded_width, world, r).tolist()}
+            result = {
+                "outputs": [float((o - want.detach()).abs().max()) for o in every],
+                "output_scale": float(want.detach().abs().max()),
+                "loss": abs(loss.item() - want_loss.item()),
+                "loss_value": want_loss.item(),
+                "grads": grads,
+                "width": width,
+                "rows": int(batch["input_ids"].shape[0]),
+                "holders": [owner[e % width] for e in batch["packed_ends"].tolist()],
+                "unscored": int(torch.isnan(batch["scores"]).sum()),
+            }
+            Path(out).write_text(json.dumps(result))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> dict:
+    import torch.multiprocessing as mp
+
+    out = tmp_path_factory.mktemp("cp-pointwise") / "results.json"
+    mp.start_processes(worker, args=(2, free_port(), str(out)), nprocs=2, start_method="spawn", join=True)
+    result = json.loads(out.read_text())
+    print("split pointwise forward: outputs", result["outputs"], "loss", result["loss"],
+          "grads", max(d for d, _ in result["grads"].values()))  # fmt: skip
+    return result
+
+
+def test_the_batch_covers_what_it_claims(measured):
+    assert measured["width"] == 141  # odd: padded to 4 chunks
+    assert measured["rows"] == 2  # the five short examples share a row
+    assert sorted(set(measured["holders"])) == [0, 1]  # read points on both ranks
+    assert measured["unscored"] == 1
+
+
+def test_split_scores_loss_and_gradients_equal_one_padded_process(measured):
+    assert measured["output_scale"] > 0 and measured["loss_value"] > 0
+    assert max(measured["outputs"]) <= TOL, measured["outputs"]  # every rank holds every example's outputs
+    assert measured["loss"] <= TOL
+    assert measured["grads"], "no parameter compared"
+    for name, (diff, scale) in measured["grads"].items():
+        assert scale > 0, f"{name}: no gradient reached it in one process"
+        assert diff <= TOL, f"{name} gradient differs by {diff} (largest {scale})"
+
+
+# ---------------------------------------------------------------- rmspec run, 1 process against 2 split
+
+SPEC = """version: 1
+name: {name}
+model: {{name_or_path: {model}}}
+data:
+  source: {{kind: files, paths: [scored.jsonl]}}
+  mapping: {{preset: helpsteer2}}
+  split: {{validation_fraction: 0.2, seed: 0}}
+approach: {{kind: pointwise, attributes: [helpfulness, verbosity]}}
+training:
+  learning_rate: 0.01
+  global_batch_size: 4
+  micro_batch_size: 2
+  max_length: 64
+  max_steps: 3
+  logging_steps: 1
+  save_steps: 3
+  optimizer: sgd
+  max_grad_norm: 1000.0
+  gradient_checkpointing: {checkpointing}
+  seed: 7
+hardware: {{device: cpu, gpus_per_node: {procs}{cp}}}
+eval: {{validation: true, benchmarks: []}}
+output: {{dir: {out}}}
+"""
+
+# TEST ONLY, on the children's PYTHONPATH: in rmspec's training processes, record every split forward's width,
+# whether the rank holds each example's read point, and whether it holds any of each example's tokens.
+SPY = """
+import os, sys
+if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_CP_SPY"):
+    import json
+    import torch
+    import torch.distributed as dist
+    from rmspec.train import context_parallel as cp
+
+    whole = cp.head_outputs
+
+    def head_outputs(model, rows, group=None):
+        size, rank = dist.get_world_size(group), dist.get_rank(group)
+        width = rows.input_ids.shape[1]
+        padded = cp.pad_columns(rows, 2 * size)
+        mine = cp.balanced_columns(padded.input_ids.shape[1], size, rank)
+        ends = (padded.ends % padded.input_ids.shape[1]).tolist()
+        held = [int(e) in set(mine.tolist()) for e in ends]
+        touched = set(padded.group[:, mine].reshape(-1).tolist())
+        examples = rows.group.reshape(-1)[rows.ends].tolist()
+        record = {"width": width, "held": held, "touched": [g in touched for g in examples],
+                  "training": torch.is_grad_enabled()}
+        with open(os.path.join(os.environ["RMSPEC_TEST_CP_SPY"], f"rank{rank}.jsonl"), "a") as fh:
+            fh.write(json.dumps(record) + "\\n")
+        return whole(model, rows, group)
+
+    cp.head_outputs = head_outputs
+"""
+
+ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
+
+
+def write_scored(path: Path, n: int = 40) -> None:
+    """Learnable scores in the tiny vocabulary, HelpSteer2's layout: helpfulness is how many w1 the response holds,
+    verbosity how many w2; a short prompt, so two examples of a micro batch share a packed row."""
+    rng = random.Random(0)
+    words = lambda k: " ".join(f"w{rng.randint(10, 70)}" for _ in range(k))  # noqa: E731
+    with path.open("w") as fh:
+        for i in range(n):
+            scores = {a: rng.randint(0, 4) for a in ATTRIBUTES}
+            parts = ["w1"] * scores["helpfulness"] + ["w2"] * scores["verbosity"] + words(rng.randint(1, 6)).split()
+            rng.shuffle(parts)
+            row = {"id": f"s{i}", "prompt": words(rng.randint(1, 7)), "response": " ".join(parts), **scores}
+            fh.write(json.dumps(row) + "\n")
+
+
+def _spec(tmp: Path, name: str, procs: int, model: Path, degree: int = 1) -> Path:
+    spec = tmp / f"{name}.yaml"
+    cp = f", context_parallel: {degree}" if degree > 1 else ""
+    # the split run recomputes each layer's split forward in the backward (gradient checkpointing), as the
+    # pairs' and lists' tests do; the one process runs without, on its padded batches
+    checkpointing = '"on"' if degree > 1 else '"off"'
+    spec.write_text(
+        SPEC.format(name=name, model=model, procs=procs, cp=cp, out=tmp / "runs" / name, checkpointing=checkpointing)
+    )
+    return spec
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("cp-pointwise-run")
+    write_scored(tmp / "scored.jsonl")
+    model = build_model("llama", tmp / "model-src")
+    site, spied = tmp / "site", tmp / "spied"
+    site.mkdir()
+    spied.mkdir()
+    (site / "sitecustomize.py").write_text(SPY)
+    one, cp = _spec(tmp, "one", 1, model), _spec(tmp, "cp", 2, model, 2)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+        mp.setenv("RMSPEC_TEST_CP_SPY", str(spied))
+        for spec in (one, cp):
+            done = rmspec("run", str(spec), cwd=tmp, timeout=600)
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return {"one": tmp / "runs" / "one", "cp": tmp / "runs" / "cp", "spied": spied, "model": model}
+
+
+def _losses(run: Path) -> dict[int, tuple[float, float]]:
+    rows = [r for r in metrics_rows(run) if "train/rm/loss" in r]
+    steps = [r["step"] for r in rows]
+    assert len(set(steps)) == len(steps), f"a step logged twice in {run}: {steps}"
+    return {r["step"]: (r["train/rm/loss"], r["grad_norm"]) for r in rows}
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_a_pointwise_run_split_over_two_processes_equals_one(runs):
+    want, got = _losses(runs["one"]), _losses(runs["cp"])
+    assert sorted(got) == sorted(want) == [1, 2, 3]
+    for step, (loss, norm) in want.items():
+        assert got[step][0] == pytest.approx(loss, abs=1e-5), step
+        # the group's gradients summed, not averaged (a factor 2 off)
+        assert got[step][1] == pytest.approx(norm, rel=5e-5), step
+    a, b = _weights(runs["one"] / "model"), _weights(runs["cp"] / "model")
+    assert sorted(a) == sorted(b)
+    worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+    start = _weights(runs["model"])  # the backbone before training: equal weights mean equal training, not none
+    same = {k: k if k in start else k.removeprefix("model.") for k in a}
+    moved = max((a[k].float() - start[s].float()).abs().max().item() for k, s in same.items() if s in start)
+    print(f"pointwise split: losses {got}, against {want}; largest weight difference {worst:.2e}, moved {moved:.2e}")
+    assert worst <= 1e-5 < moved
+    plan = json.loads((runs["cp"] / "plan.json").read_text())
+    assert plan["context_parallel"]["degree"] == 2 and plan["context_parallel"]["run_refused"] is None
+    assert plan["packing"] == "shared_prefix"  # packed because split
+    assert json.loads((runs["one"] / "plan.json").read_text())["packing"] == "off"  # one process: padded, as before
+    assert plan["gradient_checkpointing"] is True  # recomputed in the backward, attending split there too
+    status = json.loads((runs["cp"] / "status.json").read_text())
+    assert (status["world_size"], status["global_batch_size"], status["state"]) == (2, 4, "completed")
+    # The final evaluation split the validation examples too (one batch on each rank: the spy below), with the
+    # one process's figures, as far as the weights are (the repeats that fill the groups' batches count in none)
+    single = json.loads((runs["one"] / "status.json").read_text())["metrics"]
+    figures = [k for k in single if k.startswith("eval/") and not k.endswith(("runtime", "per_second"))]
+    assert {"eval/rm/loss", "eval/rm/mse", "eval/rm/helpfulness/mae", "eval/rm/verbosity/pearson"} <= set(figures)
+    for key in figures:
+        assert status["metrics"][key] == pytest.approx(single[key], rel=1e-4, abs=1e-6), key
+
+
+def test_the_run_split_examples_over_both_ranks_and_padded_odd_widths(runs):
+    """What the split forward saw (the spy): the 6 micro batches of the 3 steps, each rank the same rows, each
+    example's read point on one rank, read points on both ranks, examples whose tokens lie on both ranks, an odd
+    width. The final evaluation's batch is split too (no gradient)."""
+    spied = {
+        r: [json.loads(line) for line in (runs["spied"] / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)
+    }
+    calls = {r: [c for c in spied[r] if c["training"]] for r in spied}
+    assert len(calls[0]) == len(calls[1]) == 6
+    assert [len(spied[r]) - 6 for r in spied] == [1, 1]  # the validation's one batch, evaluated split
+    assert [c["width"] for c in calls[0]] == [c["width"] for c in calls[1]]
+    assert any(c["width"] % 2 for c in calls[0]), "no odd width"
+    held = {0: 0, 1: 0}
+    spanning = 0
+    for c0, c1 in zip(calls[0], calls[1], strict=True):
+        assert all(a != b for a, b in zip(c0["held"], c1["held"], strict=True))  # one holder each
+        held[0] += sum(c0["held"])
+        held[1] += sum(c1["held"])
+        spanning += sum(a and b for a, b in zip(c0["touched"], c1["touched"], strict=True))
+    assert held[0] > 0 and held[1] > 0, held
+    assert spanning > 0, "no example had tokens on both ranks"
