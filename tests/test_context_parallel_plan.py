@@ -193,7 +193,7 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"kind": "process"}, "approach 'process' is sized but not trained split"),
+        ({"kind": "generative"}, "approach 'generative' is sized but not trained split"),
         ({"sft_weight": 0.1}, "approach.sft_weight"),
         ({"ensemble": {"heads": 4}}, "approach.ensemble"),
         ({"strategy": "fsdp_full_shard_offload"}, "strategy 'fsdp_full_shard_offload'"),
@@ -212,10 +212,8 @@ def test_run_refusal_names_each_option_not_wired(change, reason):
     for strategy in ("ddp", "fsdp_shard_grad_op", "fsdp_full_shard"):  # trained split (test_fsdp_variants.py)
         for lora in (None, {"r": 8}):  # LoRA trains split too (test_context_parallel_lora.py)
             assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=lora)), strategy) is None
-    for kind in (
-        "listwise",
-        "pointwise",
-    ):  # tests/test_context_parallel_listwise.py, test_context_parallel_pointwise.py
+    # tests/test_context_parallel_listwise.py, test_context_parallel_pointwise.py, test_context_parallel_process.py
+    for kind in ("listwise", "pointwise", "process"):
         section = SimpleNamespace(kind=kind, loss="plackett_luce")
         assert run_refusal(SimpleNamespace(approach=section, model=SimpleNamespace(lora=None)), "ddp") is None
 
@@ -287,3 +285,26 @@ def test_auto_splits_pointwise_rows_where_a_padded_one_does_not_fit():
     assert cp["mask_per_rank_gb"] > 0 and cp["mask_one_process_gb"] == 0
     whole = rmspec("plan", str(DECODER), sets=[*sets, "hardware.context_parallel=1"])
     assert whole.returncode == 2 and "nothing fits" in whole.stdout + whole.stderr
+
+
+def test_a_process_reward_model_is_packed_only_where_its_rows_are_split():
+    sets = [
+        *CPU2,
+        "approach={kind: process}",
+        "data.source.paths=[../rmspec/data/demo/prm_steps.jsonl]",
+        "data.mapping={preset: stepwise}",
+        "data.split={validation_fraction: 0.1, seed: 0}",
+        "data.filters=[{kind: drop_empty}]",
+        "eval.benchmarks=[]",
+        "training.packing=auto",
+    ]
+    one = rmspec("plan", str(DECODER), "--json", sets=sets)
+    two = rmspec("plan", str(DECODER), "--json", sets=[*sets, "hardware.context_parallel=2"])
+    assert one.returncode == 0, one.stderr
+    assert two.returncode == 0, two.stderr
+    one, two = json.loads(one.stdout), json.loads(two.stdout)
+    assert "context_parallel" not in one and one["packing"] == "off"
+    assert two["packing"] == "shared_prefix" and two["packing_tokens"] is None
+    cp = two["context_parallel"]
+    assert cp["run_refused"] is None and cp["run"].startswith("rmspec run trains it: process")
+    assert cp["mask_one_process_gb"] == 0 and cp["row_tokens"] == two["max_length"]

@@ -117,6 +117,11 @@ class ProcessApproach(Approach):
     scorer = ScorerKind.PROCESS
     description = "a process reward model: one reward per reasoning step"
     head = TOKEN_HEAD
+    # hardware.context_parallel: each example one packed row read at every labelled token (one process keeps padded
+    # sequences), split through the forward the others use (rmspec.train.process, tests/test_context_parallel_process.py)
+    packs_when_split = True
+    trains_split = True
+    packed_row = "process: each example one row [prompt + steps], P(correct) read at the last token of every step"
     trainer = "rmspec.train.factory:process"
     auto_model = "token_classification"
     lora_task = "TOKEN_CLS"

@@ -123,13 +123,13 @@ def compile_plan(
         hw,
         spec.training,
         attn=attn,
-        # split rows are packed: pointwise's only then (plan_packing's split), so auto may split them too
+        # split rows are packed: pointwise's and process's only then (plan_packing's split), so auto may split them too
         packed=plan_packing(spec.training.packing, declared, shape.architecture, attn, sft, split=True)[0]
         == SHARED_PREFIX,
         has_lora=spec.model.lora is not None,
         packed_list=seqs.n_list if seqs.packed and seqs.lists else None,
     )
-    if cp > 1 and not seqs.packed:  # auto split the rows of an approach packed only when split (pointwise)
+    if cp > 1 and not seqs.packed:  # auto split the rows of an approach packed only when split (pointwise, process)
         seqs = _sequences(loaded, declared, shape, attn, sft, split=True)
         base = replace(base, packed=seqs.packed)  # its row is the same one sequence, now under prefix_mask's mask
     fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes)  # a rank's share where cp > 1
@@ -222,7 +222,7 @@ def _attention(setting: str) -> tuple[str, str]:
 
 
 def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool, split: bool = False) -> Sequences:
-    """``split``: hardware.context_parallel above 1 (pointwise packs its rows only then)."""
+    """``split``: hardware.context_parallel above 1 (pointwise and process pack their rows only then)."""
     spec, training = loaded.spec, loaded.spec.training
     lists = declared.sequences_per_example is None
     n_list, list_how = list_size(spec, loaded.base_dir) if lists else (None, None)
@@ -241,7 +241,7 @@ def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool, split:
             else (SHARED_PREFIX, f"{packing_reason}; a VLM ({vlm}): each image encoded once per pair, M-RoPE positions")
         )
     if packing != SHARED_PREFIX or not declared.shared_prefix:
-        # pointwise's packed row is its one sequence (no prompt shared): bound by training.max_length as unpacked
+        # pointwise's and process's packed row is its one sequence (no prompt shared): bound by training.max_length as unpacked
         return Sequences(lists, n_list, list_how, packing, packing_reason)
     if lists:  # one row [prompt | r_1 | ... | r_N] per prompt
         assert n_list is not None, "list_size ran above for an approach of N sequences per example"

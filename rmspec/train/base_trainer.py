@@ -55,6 +55,9 @@ class MetricsTrainer(Trainer):
     # Trainer.__init__ sets it (transformers is untyped here): the annotation lets mypy type the
     # reads in create_scheduler before its assignment there.
     lr_scheduler: Any
+    # hardware.context_parallel above 1: this process's group (set by rmspec.train.context_parallel_run.attach);
+    # None on the class too, for a trainer made without __init__ to call compute_loss alone (tests/test_prm_train.py)
+    context_parallel: Any = None
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         kind = str(getattr(self.args.lr_scheduler_type, "value", self.args.lr_scheduler_type))

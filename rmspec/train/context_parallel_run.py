@@ -9,7 +9,8 @@ A group is one data-parallel replica that holds each row split over its N ranks:
   gradient buckets on one communicator), through ``split_head_outputs``: one reward per response of the
   packed batch, in the order of its read points, whatever the approach reads from them (Bradley-Terry's
   pairs: ``split_pair_rewards``; listwise's ranked lists: rmspec.train.listwise.list_rewards; pointwise's
-  examples, one packed response each: rmspec.train.pointwise.score_outputs);
+  examples, one packed response each: rmspec.train.pointwise.score_outputs; process rewards, every labelled step of
+  each example: rmspec.train.process.step_logits);
 - the group's parameter gradients ADD UP to one process's, while DDP averages over every process: the loss
   backpropagates N times over (``sum_over_group``: its value unchanged, what the Trainer logs), so DDP's
   mean over N x G processes is the mean over the G groups of each group's whole gradient;
@@ -197,7 +198,7 @@ def attach(trainer: Any, model: Any, degree: int) -> None:
     if splits_rows is None or not splits_rows():
         problem = (
             f"{type(trainer).__name__} is not trained split in this version "
-            "(plain Bradley-Terry, listwise and pointwise are)"
+            "(plain Bradley-Terry, listwise, pointwise and process are)"
         )
     elif packing != SHARED_PREFIX:
         problem = f"the rows are not packed here ({why})"

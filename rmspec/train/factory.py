@@ -154,10 +154,11 @@ def pointwise(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool,
 
 
 def process(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool, validation: Any) -> Any:
-    from rmspec.train.process import ProcessTrainer, StepCollator, process_metrics
+    from rmspec.train.process import PackedStepCollator, ProcessTrainer, StepCollator, process_metrics
 
+    # packed only where the rows are split (packing_path's split): one process keeps its padded sequences
     return ProcessTrainer(
-        data_collator=StepCollator(tokenizer.pad_token_id),
+        data_collator=PackedStepCollator(tokenizer.pad_token_id) if packed else StepCollator(tokenizer.pad_token_id),
         train_on=spec.approach.train_on,
         compute_metrics=process_metrics(spec.approach.threshold),
         **common,

@@ -3,6 +3,13 @@
 The loss is the token-classification cross-entropy of TRL's PRMTrainer (mean over the labelled
 tokens of the batch; every other token is -100). `train_on: last_step` keeps only each row's
 last labelled token during training (an outcome model); evaluation always scores every step.
+
+Split (hardware.context_parallel: N): each example becomes a packed row of one response (PackedStepCollator,
+rmspec.inference.prefix_mask's layout, as pointwise's) whose read points are its labelled tokens, every step's
+last, not one per response: the split forward (rmspec.train.context_parallel_run.split_head_outputs) reads the head
+at any flat index of the row, on the rank that holds it, so the steps come back whole on each rank from the one
+split forward pairs, lists and pointwise examples use (tests/test_context_parallel_process.py). One process keeps
+its padded batches.
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ import torch.nn.functional as F
 
 from rmspec.evaluate.scoring_rules import first_error
 from rmspec.inference.padding import pad_right
+from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split_shared_prefix
 from rmspec.inference.process import correct_probability as _probability
 from rmspec.train.base_trainer import ScoreTrainer
+from rmspec.train.packing import is_packed, packed_rows
 from rmspec.train.rewards import position_ids_from_mask
 
 IGNORE = -100
@@ -39,6 +48,77 @@ class StepCollator:
         if rows and rows[0].get("token_type_ids") is not None:
             batch["token_type_ids"] = pad_right([r["token_type_ids"] for r in rows], 0, self.pad_to_multiple_of)[0]
         return batch
+
+
+@dataclass
+class PackedStepCollator:
+    """Process batches as packed rows, where hardware.context_parallel splits them: each example one group of one
+    response (split_shared_prefix keeps its last token as the response), several short ones to a row; the packed
+    keys as PackedPairCollator's, with ``packed_ends`` [P] every labelled token (example order, then position: the
+    split forward's read points), ``step_labels`` [P] their labels, ``step_example`` [P] the example of each and
+    ``step_count`` [B] each example's labelled tokens."""
+
+    pad_token_id: int
+    several_per_row: bool = True
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        groups = [split_shared_prefix([list(r["input_ids"])]) for r in rows]
+        packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
+        reads: list[int] = []
+        labels: list[int] = []
+        example: list[int] = []
+        count: list[int] = []
+        for k, (r, last) in enumerate(zip(rows, packed.ends.tolist(), strict=True)):
+            first = last - len(r["input_ids"]) + 1  # an example's tokens lie together in its row, in order
+            steps = [(j, int(y)) for j, y in enumerate(r["labels"]) if int(y) != IGNORE]
+            reads += [first + j for j, _ in steps]
+            labels += [y for _, y in steps]
+            example += [k] * len(steps)
+            count.append(len(steps))
+        return {
+            "input_ids": packed.input_ids,
+            "position_ids": packed.position_ids,
+            "packed_group": packed.group,
+            "packed_branch": packed.branch,
+            "packed_ends": torch.tensor(reads, dtype=torch.long),
+            "step_labels": torch.tensor(labels, dtype=torch.long),
+            "step_example": torch.tensor(example, dtype=torch.long),
+            "step_count": torch.tensor(count, dtype=torch.long),
+        }
+
+
+def step_logits(model: Any, inputs: dict[str, torch.Tensor], split: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, labels): [B, T, 2] and [B, T] of a padded batch (every token), or [P, 2] and [P] at the labelled
+    tokens of a packed one (PackedStepCollator's), each row split over the context-parallel group ``split``
+    (rmspec.train.context_parallel_run.Groups) where one is given: the same on every rank of the group."""
+    if split is not None:
+        from rmspec.train.context_parallel_run import split_head_outputs
+
+        return split_head_outputs(model, inputs, split), inputs["step_labels"]
+    if is_packed(inputs):
+        return packed_head_outputs(model, packed_rows(inputs)), inputs["step_labels"]
+    mask = inputs["attention_mask"]
+    extra = {} if inputs.get("token_type_ids") is None else {"token_type_ids": inputs["token_type_ids"]}
+    logits = model(
+        input_ids=inputs["input_ids"], attention_mask=mask, position_ids=position_ids_from_mask(mask), **extra
+    ).logits
+    return logits, inputs["labels"]
+
+
+def last_point_only(labels: torch.Tensor, example: torch.Tensor) -> torch.Tensor:
+    """A packed batch's labels [P] with only each example's last labelled token kept (last_step_only's rule)."""
+    last = torch.ones_like(example, dtype=torch.bool)
+    last[:-1] = example[1:] != example[:-1]
+    return labels.masked_fill(~last, IGNORE)
+
+
+def by_example(values: torch.Tensor, inputs: dict[str, torch.Tensor], fill: float) -> torch.Tensor:
+    """A packed batch's per-step ``values`` [P] laid out [B, most steps], ``fill`` where an example has fewer."""
+    count, example = inputs["step_count"], inputs["step_example"]
+    place = torch.arange(example.numel(), device=example.device) - (torch.cumsum(count, 0) - count)[example]
+    out = torch.full((count.numel(), max(int(count.max()), 1)), fill, dtype=values.dtype, device=values.device)
+    out[example, place] = values
+    return out
 
 
 def last_step_only(labels: torch.Tensor) -> torch.Tensor:
@@ -65,16 +145,23 @@ class ProcessTrainer(ScoreTrainer):
         super().__init__(*args, **kwargs)
         self.train_on = train_on
 
+    def splits_rows(self) -> bool:
+        """Whether hardware.context_parallel can split this trainer's rows (rmspec.train.context_parallel_run.attach):
+        the loss reads only the head at the labelled tokens, which every rank of the group holds whole, so both
+        train_on settings train split as in one process (tests/test_context_parallel_process.py)."""
+        return type(self) is ProcessTrainer
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        mask = inputs["attention_mask"]
-        extra = {} if inputs.get("token_type_ids") is None else {"token_type_ids": inputs["token_type_ids"]}
-        logits = model(
-            input_ids=inputs["input_ids"], attention_mask=mask, position_ids=position_ids_from_mask(mask), **extra
-        ).logits
-        labels = inputs["labels"]
+        # each row split over the context-parallel group where there is one, in training and evaluation
+        split = self.context_parallel
+        logits, labels = step_logits(model, inputs, split)
         if model.training and self.train_on == "last_step":
-            labels = last_step_only(labels)
+            labels = last_point_only(labels, inputs["step_example"]) if is_packed(inputs) else last_step_only(labels)
         loss = step_loss(logits, labels)
+        if split is not None and model.training:
+            from rmspec.train.context_parallel_run import sum_over_group
+
+            loss = sum_over_group(loss, split.degree)  # the group's gradients add up to one process's
         if model.training:
             with torch.no_grad():
                 on = labels != IGNORE
@@ -86,10 +173,20 @@ class ProcessTrainer(ScoreTrainer):
                         "wrong_step_share": (gold == 0).float().mean().item() if gold.numel() else 0.0,
                     }
                 )
-        return (loss, {"logits": logits}) if return_outputs else loss
+        return (loss, {"logits": logits, "labels": labels}) if return_outputs else loss
+
+    def first_rows_loss(self, out: dict, inputs: dict, rows: int) -> torch.Tensor:
+        if not is_packed(inputs):
+            return step_loss(out["logits"][:rows], out["labels"][:rows])
+        keep = inputs["step_example"] < rows
+        return step_loss(out["logits"][keep], out["labels"][keep])
 
     def eval_outputs(self, out, inputs):
-        return correct_probability(out["logits"]), inputs["labels"]
+        if not is_packed(inputs):
+            return correct_probability(out["logits"]), inputs["labels"]
+        # [B, most steps] as the padded batch's [B, T] reads: process_metrics keeps the labelled places
+        probability = by_example(correct_probability(out["logits"]), inputs, float(IGNORE))
+        return probability, by_example(out["labels"], inputs, IGNORE)
 
 
 def process_metrics(threshold: float = 0.5):
