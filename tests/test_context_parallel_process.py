@@ -21,16 +21,21 @@ hidden 32, fp32, 2 labels):
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
 import pytest
 import torch
 
-from helpers.models import build_model, tiny_llama_config
-from helpers.runs import metrics_rows, rmspec
-from helpers.serve_process import free_port
+from helpers.models import tiny_llama_config
+from helpers.split_runs import (
+    assert_evaluated_as_one,
+    assert_split_equals_one,
+    on_two_ranks,
+    one_and_split,
+    read_on_both_ranks,
+    split_forwards,
+)
 
 VOCAB, PAD, TOL, IGNORE = 97, 0, 1e-5, -100
 
@@ -127,11 +132,7 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory) -> dict:
-    import torch.multiprocessing as mp
-
-    out = tmp_path_factory.mktemp("cp-process") / "results.json"
-    mp.start_processes(worker, args=(2, free_port(), str(out)), nprocs=2, start_method="spawn", join=True)
-    result = json.loads(out.read_text())
+    result = on_two_ranks(worker, tmp_path_factory.mktemp("cp-process"))
     print("split process forward: logits", result["logits"], "loss", result["loss"], "last", result["last"],
           "grads", max(d for d, _ in result["grads"].values()))  # fmt: skip
     return result
@@ -182,33 +183,6 @@ eval: {{validation: true, benchmarks: []}}
 output: {{dir: {out}}}
 """
 
-# TEST ONLY, on the children's PYTHONPATH: in rmspec's training processes, record every split forward's width and,
-# for each read point, its example and whether this rank holds it, one JSON line per call and rank.
-SPY = """
-import os, sys
-if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_CP_SPY"):
-    import json
-    import torch
-    import torch.distributed as dist
-    from rmspec.train import context_parallel as cp
-
-    whole = cp.head_outputs
-
-    def head_outputs(model, rows, group=None):
-        size, rank = dist.get_world_size(group), dist.get_rank(group)
-        width = rows.input_ids.shape[1]
-        padded = cp.pad_columns(rows, 2 * size)
-        mine = set(cp.balanced_columns(padded.input_ids.shape[1], size, rank).tolist())
-        ends = padded.ends % padded.input_ids.shape[1]
-        examples = rows.group.reshape(-1)[rows.ends].tolist()
-        held = [[g, int(e) in mine] for g, e in zip(examples, ends.tolist())]
-        with open(os.path.join(os.environ["RMSPEC_TEST_CP_SPY"], f"rank{rank}.jsonl"), "a") as fh:
-            fh.write(json.dumps({"width": width, "held": held, "training": torch.is_grad_enabled()}) + "\\n")
-        return whole(model, rows, group)
-
-    cp.head_outputs = head_outputs
-"""
-
 
 def write_steps(path: Path, n: int = 40) -> None:
     """Stepwise rows in the tiny vocabulary: 3 or 4 steps of a few words after a short prompt, a wrong step
@@ -226,95 +200,23 @@ def write_steps(path: Path, n: int = 40) -> None:
             )
 
 
-def _spec(tmp: Path, name: str, procs: int, model: Path, degree: int = 1) -> Path:
-    spec = tmp / f"{name}.yaml"
-    cp = f", context_parallel: {degree}" if degree > 1 else ""
-    # the split run recomputes each layer's split forward in the backward (gradient checkpointing), as the other
-    # approaches' tests do; the one process runs without, on its padded batches
-    checkpointing = '"on"' if degree > 1 else '"off"'
-    spec.write_text(
-        SPEC.format(name=name, model=model, procs=procs, cp=cp, out=tmp / "runs" / name, checkpointing=checkpointing)
-    )
-    return spec
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("cp-process-run")
     write_steps(tmp / "steps.jsonl")
-    model = build_model("llama", tmp / "model-src")
-    site, spied = tmp / "site", tmp / "spied"
-    site.mkdir()
-    spied.mkdir()
-    (site / "sitecustomize.py").write_text(SPY)
-    one, cp = _spec(tmp, "one", 1, model), _spec(tmp, "cp", 2, model, 2)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
-        mp.setenv("RMSPEC_TEST_CP_SPY", str(spied))
-        for spec in (one, cp):
-            done = rmspec("run", str(spec), cwd=tmp, timeout=600)
-            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return {"one": tmp / "runs" / "one", "cp": tmp / "runs" / "cp", "spied": spied, "model": model}
-
-
-def _losses(run: Path) -> dict[int, tuple[float, float]]:
-    rows = [r for r in metrics_rows(run) if "train/rm/loss" in r]
-    steps = [r["step"] for r in rows]
-    assert len(set(steps)) == len(steps), f"a step logged twice in {run}: {steps}"
-    return {r["step"]: (r["train/rm/loss"], r["grad_norm"]) for r in rows}
-
-
-def _weights(folder: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(str(folder / "model.safetensors"))
+    return one_and_split(tmp, SPEC)
 
 
 def test_a_process_run_split_over_two_processes_equals_one(runs):
-    want, got = _losses(runs["one"]), _losses(runs["cp"])
-    assert sorted(got) == sorted(want) == [1, 2, 3]
-    for step, (loss, norm) in want.items():
-        assert got[step][0] == pytest.approx(loss, abs=1e-5), step
-        # the group's gradients summed, not averaged (a factor 2 off)
-        assert got[step][1] == pytest.approx(norm, rel=5e-5), step
-    a, b = _weights(runs["one"] / "model"), _weights(runs["cp"] / "model")
-    assert sorted(a) == sorted(b)
-    worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
-    start = _weights(runs["model"])  # the backbone before training: equal weights mean equal training, not none
-    same = {k: k if k in start else k.removeprefix("model.") for k in a}
-    moved = max((a[k].float() - start[s].float()).abs().max().item() for k, s in same.items() if s in start)
-    print(f"process split: losses {got}, against {want}; largest weight difference {worst:.2e}, moved {moved:.2e}")
-    assert worst <= 1e-5 < moved
-    plan = json.loads((runs["cp"] / "plan.json").read_text())
-    assert plan["context_parallel"]["degree"] == 2 and plan["context_parallel"]["run_refused"] is None
+    plan, status = assert_split_equals_one(runs, "process")
     assert plan["packing"] == "shared_prefix"  # packed because split
     assert json.loads((runs["one"] / "plan.json").read_text())["packing"] == "off"  # one process: padded, as before
-    status = json.loads((runs["cp"] / "status.json").read_text())
-    assert (status["world_size"], status["global_batch_size"], status["state"]) == (2, 4, "completed")
     # The final evaluation split the validation rows too (one batch on each rank: the spy below), with the one
     # process's step metrics, as far as the weights are
-    single = json.loads((runs["one"] / "status.json").read_text())["metrics"]
-    figures = [k for k in single if k.startswith("eval/") and not k.endswith(("runtime", "per_second"))]
-    assert {"eval/rm/loss", "eval/rm/step_accuracy", "eval/rm/first_error_accuracy"} <= set(figures)
-    for key in figures:
-        assert status["metrics"][key] == pytest.approx(single[key], rel=1e-4, abs=1e-6), key
+    assert_evaluated_as_one(runs, status, {"eval/rm/loss", "eval/rm/step_accuracy", "eval/rm/first_error_accuracy"})
 
 
 def test_the_run_split_one_response_s_steps_over_both_ranks(runs):
     """What the split forward saw (the spy): the 6 micro batches of the 3 steps, each rank the same rows, each step
     read on one rank, an example whose steps were read on both ranks, an odd width; the final evaluation split too."""
-    spied = {
-        r: [json.loads(line) for line in (runs["spied"] / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)
-    }
-    calls = {r: [c for c in spied[r] if c["training"]] for r in spied}
-    assert len(calls[0]) == len(calls[1]) == 6
-    assert [len(spied[r]) - 6 for r in spied] == [1, 1]  # the validation's one batch, evaluated split
-    assert [c["width"] for c in calls[0]] == [c["width"] for c in calls[1]]
-    assert any(c["width"] % 2 for c in calls[0]), "no odd width"
-    both = 0
-    for c0, c1 in zip(calls[0], calls[1], strict=True):
-        assert [g for g, _ in c0["held"]] == [g for g, _ in c1["held"]]
-        assert all(a != b for (_, a), (_, b) in zip(c0["held"], c1["held"], strict=True))  # one holder each
-        examples = {g for g, _ in c0["held"]}
-        both += sum(len({h for g, h in c0["held"] if g == k}) == 2 for k in examples)
-    assert both > 0, "no example had steps read on both ranks"
+    assert read_on_both_ranks(split_forwards(runs)) > 0, "no example had steps read on both ranks"
