@@ -30,7 +30,7 @@ from rmspec.inference.padding import pad_right
 from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split_shared_prefix
 from rmspec.train.base_trainer import ScoreTrainer
 from rmspec.train.objectives.listwise import plackett_luce_loss, ranking_metrics
-from rmspec.train.packing import is_packed, packed_rows
+from rmspec.train.packing import is_packed, packed_batch, packed_rows
 from rmspec.train.rewards import forward_scores
 
 
@@ -88,15 +88,7 @@ class PackedListCollator:
         groups = [split_shared_prefix([list(ids) for ids in r["responses_input_ids"]]) for r in rows]
         packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
         index, scores = _list_targets(rows)
-        return {
-            "input_ids": packed.input_ids,
-            "position_ids": packed.position_ids,
-            "packed_group": packed.group,
-            "packed_branch": packed.branch,
-            "packed_ends": packed.ends,
-            "list_index": index,
-            "list_scores": scores,
-        }
+        return packed_batch(packed, list_index=index, list_scores=scores)
 
 
 def list_rewards(model: Any, inputs: dict[str, torch.Tensor], split: Any = None) -> tuple[torch.Tensor, torch.Tensor]:

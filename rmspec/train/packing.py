@@ -35,17 +35,16 @@ class PackedPairCollator:
         groups = [split_shared_prefix([list(r["chosen_input_ids"]), list(r["rejected_input_ids"])]) for r in rows]
         packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
         margin = torch.tensor([float(r.get("margin") or 0.0) for r in rows], dtype=torch.float32)
-        batch = {
-            "input_ids": packed.input_ids,
-            "position_ids": packed.position_ids,
-            "packed_group": packed.group,
-            "packed_branch": packed.branch,
-            "packed_ends": packed.ends,
-            "margin": margin,
-        }
+        batch = packed_batch(packed, margin=margin)
         if rows and "tie" in rows[0]:  # annotated ties (approach.ties: davidson)
             batch["tie"] = torch.tensor([bool(r["tie"]) for r in rows], dtype=torch.bool)
         return batch
+
+
+def packed_batch(packed: PackedRows, **extra: torch.Tensor) -> dict[str, torch.Tensor]:
+    """A packed collator's batch: ``packed`` under PACKED_KEYS (packed_rows reads them back), then ``extra``."""
+    rows = (packed.input_ids, packed.position_ids, packed.group, packed.branch, packed.ends)
+    return {**dict(zip(PACKED_KEYS, rows, strict=True)), **extra}
 
 
 def is_packed(inputs: dict[str, Any]) -> bool:

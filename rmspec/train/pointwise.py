@@ -23,7 +23,7 @@ from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split
 from rmspec.train.base_trainer import ScoreTrainer
 from rmspec.train.collators import score_targets
 from rmspec.train.losses import masked_mse, ordinal_expectation, ordinal_loss
-from rmspec.train.packing import is_packed, packed_rows
+from rmspec.train.packing import is_packed, packed_batch, packed_rows
 from rmspec.train.rewards import forward_scores
 from rmspec.vision.collate import vision_inputs
 
@@ -41,14 +41,7 @@ class PackedScoresCollator:
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         groups = [split_shared_prefix([list(r["input_ids"])]) for r in rows]
         packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
-        return {
-            "input_ids": packed.input_ids,
-            "position_ids": packed.position_ids,
-            "packed_group": packed.group,
-            "packed_branch": packed.branch,
-            "packed_ends": packed.ends,
-            "scores": score_targets(rows),
-        }
+        return packed_batch(packed, scores=score_targets(rows))
 
 
 def score_outputs(model: Any, inputs: dict[str, torch.Tensor], split: Any = None) -> torch.Tensor:

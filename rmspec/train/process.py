@@ -14,7 +14,7 @@ its padded batches.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from rmspec.inference.padding import pad_right
 from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split_shared_prefix
 from rmspec.inference.process import correct_probability as _probability
 from rmspec.train.base_trainer import ScoreTrainer
-from rmspec.train.packing import is_packed, packed_rows
+from rmspec.train.packing import is_packed, packed_batch, packed_rows
 from rmspec.train.rewards import position_ids_from_mask
 
 IGNORE = -100
@@ -75,16 +75,12 @@ class PackedStepCollator:
             labels += [y for _, y in steps]
             example += [k] * len(steps)
             count.append(len(steps))
-        return {
-            "input_ids": packed.input_ids,
-            "position_ids": packed.position_ids,
-            "packed_group": packed.group,
-            "packed_branch": packed.branch,
-            "packed_ends": torch.tensor(reads, dtype=torch.long),
-            "step_labels": torch.tensor(labels, dtype=torch.long),
-            "step_example": torch.tensor(example, dtype=torch.long),
-            "step_count": torch.tensor(count, dtype=torch.long),
-        }
+        return packed_batch(
+            replace(packed, ends=torch.tensor(reads, dtype=torch.long)),  # every labelled token a read point
+            step_labels=torch.tensor(labels, dtype=torch.long),
+            step_example=torch.tensor(example, dtype=torch.long),
+            step_count=torch.tensor(count, dtype=torch.long),
+        )
 
 
 def step_logits(model: Any, inputs: dict[str, torch.Tensor], split: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
