@@ -193,7 +193,7 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"kind": "generative"}, "approach 'generative' is sized but not trained split"),
+        ({"kind": "generative", "method": "grpo"}, "approach.method: grpo is not trained split"),
         ({"sft_weight": 0.1}, "approach.sft_weight"),
         ({"ensemble": {"heads": 4}}, "approach.ensemble"),
         ({"strategy": "fsdp_full_shard_offload"}, "strategy 'fsdp_full_shard_offload'"),
@@ -203,7 +203,9 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
 def test_run_refusal_names_each_option_not_wired(change, reason):
     from types import SimpleNamespace
 
-    approach = SimpleNamespace(kind=change.get("kind", "bradley_terry"), sft_weight=change.get("sft_weight", 0.0))
+    approach = SimpleNamespace(
+        kind=change.get("kind", "bradley_terry"), sft_weight=change.get("sft_weight", 0.0), method=change.get("method")
+    )
     approach.ensemble, approach.length_debias = change.get("ensemble"), None
     spec = SimpleNamespace(approach=approach, model=SimpleNamespace(lora=change.get("lora")))
     why = run_refusal(spec, change.get("strategy", "ddp"))
@@ -212,9 +214,10 @@ def test_run_refusal_names_each_option_not_wired(change, reason):
     for strategy in ("ddp", "fsdp_shard_grad_op", "fsdp_full_shard"):  # trained split (test_fsdp_variants.py)
         for lora in (None, {"r": 8}):  # LoRA trains split too (test_context_parallel_lora.py)
             assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=lora)), strategy) is None
-    # tests/test_context_parallel_listwise.py, test_context_parallel_pointwise.py, test_context_parallel_process.py
-    for kind in ("listwise", "pointwise", "process"):
-        section = SimpleNamespace(kind=kind, loss="plackett_luce")
+    # tests/test_context_parallel_listwise.py, test_context_parallel_pointwise.py, test_context_parallel_process.py,
+    # test_context_parallel_generative.py (a judge trained by SFT; by GRPO refused above)
+    for kind in ("listwise", "pointwise", "process", "generative"):
+        section = SimpleNamespace(kind=kind, loss="plackett_luce", method="sft")
         assert run_refusal(SimpleNamespace(approach=section, model=SimpleNamespace(lora=None)), "ddp") is None
 
 
@@ -308,3 +311,41 @@ def test_a_process_reward_model_is_packed_only_where_its_rows_are_split():
     cp = two["context_parallel"]
     assert cp["run_refused"] is None and cp["run"].startswith("rmspec run trains it: process")
     assert cp["mask_one_process_gb"] == 0 and cp["row_tokens"] == two["max_length"]
+
+
+JUDGE = [
+    *CPU2,
+    "data.source.paths=[../rmspec/data/demo/judge_messages.jsonl]",
+    "data.mapping={preset: messages}",
+    "data.split={validation_fraction: 0.1, seed: 0}",
+    "data.filters=[{kind: drop_empty}]",
+    "eval.benchmarks=[]",
+    "training.packing=auto",
+]
+
+
+def test_a_generative_judge_is_packed_only_where_its_rows_are_split():
+    sets = [*JUDGE, "approach={kind: generative}", "training.micro_batch_size=2", "training.max_length=2048"]
+    one = rmspec("plan", str(DECODER), "--json", sets=sets)
+    two = rmspec("plan", str(DECODER), "--json", sets=[*sets, "hardware.context_parallel=2"])
+    assert one.returncode == 0, one.stderr
+    assert two.returncode == 0, two.stderr
+    one, two = json.loads(one.stdout), json.loads(two.stdout)
+    assert "context_parallel" not in one and one["packing"] == "off"
+    assert two["packing"] == "shared_prefix" and two["packing_tokens"] is None and two["sequences_per_example"] == 1
+    cp = two["context_parallel"]
+    assert cp["run_refused"] is None and cp["run"].startswith("rmspec run trains it: generative")
+    assert cp["mask_one_process_gb"] == 0 < cp["mask_per_rank_gb"] and cp["row_tokens"] == two["max_length"]
+    # the one-process figures are the padded sequence one process trains; a rank holds about half its activations
+    assert cp["activations_one_process_gb"] == one["memory_per_device_gb"]["activations"]
+    assert cp["activations_one_process_gb"] / 2 < cp["activations_per_rank_gb"] < cp["activations_one_process_gb"]
+    # a judge trained by GRPO is sized split and refused by run, with the reason
+    grpo_sets = [
+        *CPU2,
+        "approach={kind: generative, method: grpo}",
+        "eval.benchmarks=[]",
+        "hardware.context_parallel=2",
+    ]
+    grpo = rmspec("plan", str(DECODER), "--json", sets=grpo_sets)  # the quickstart's pairs
+    assert grpo.returncode == 0, grpo.stderr
+    assert "approach.method: grpo is not trained split" in json.loads(grpo.stdout)["context_parallel"]["run_refused"]

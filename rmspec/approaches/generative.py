@@ -330,6 +330,14 @@ class GenerativeApproach(Approach):
     description = "a judge model writing verdicts"
     head = LM_HEAD
     causal_lm = True
+    # hardware.context_parallel (method sft): each example one packed row read by the LM head where the next token
+    # is a label (one process keeps padded sequences), split through the forward the others use
+    # (rmspec.train.generative, tests/test_context_parallel_generative.py)
+    packs_when_split = True
+    trains_split = True
+    packed_row = (
+        "generative: each example one row [judge prompt + verdict], the LM head read before every verdict token"
+    )
     trainer = "rmspec.train.factory:generative"
     metric_family = "sft"
     final_metrics = "rmspec.train.generative:final_metrics"
@@ -346,6 +354,14 @@ class GenerativeApproach(Approach):
 
     def config_extra(self, spec: Any) -> dict[str, Any]:
         return {"verdict_pattern": spec.approach.verdict_pattern}
+
+    def split_refusal(self, section: Any) -> str | None:
+        if section.method == "grpo":  # TRL's GRPOTrainer generates its rollouts and computes its own loss
+            return (
+                "approach.method: grpo is not trained split in this version (its rollouts are generated whole by "
+                "TRL's GRPOTrainer, which computes its own loss): write method: sft, or hardware.context_parallel: 1"
+            )
+        return None
 
     def image_refusal(self, section: Any) -> str | None:
         # method: sft reads messages rows with images through rmspec.vision.judge (the prompt's images

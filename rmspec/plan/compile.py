@@ -129,7 +129,8 @@ def compile_plan(
         has_lora=spec.model.lora is not None,
         packed_list=seqs.n_list if seqs.packed and seqs.lists else None,
     )
-    if cp > 1 and not seqs.packed:  # auto split the rows of an approach packed only when split (pointwise, process)
+    # auto split the rows of an approach packed only when split (pointwise, process, generative)
+    if cp > 1 and not seqs.packed:
         seqs = _sequences(loaded, declared, shape, attn, sft, split=True)
         base = replace(base, packed=seqs.packed)  # its row is the same one sequence, now under prefix_mask's mask
     fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes)  # a rank's share where cp > 1
@@ -222,7 +223,7 @@ def _attention(setting: str) -> tuple[str, str]:
 
 
 def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool, split: bool = False) -> Sequences:
-    """``split``: hardware.context_parallel above 1 (pointwise and process pack their rows only then)."""
+    """``split``: hardware.context_parallel above 1 (pointwise, process and generative pack their rows only then)."""
     spec, training = loaded.spec, loaded.spec.training
     lists = declared.sequences_per_example is None
     n_list, list_how = list_size(spec, loaded.base_dir) if lists else (None, None)

@@ -33,7 +33,7 @@ def need_at(degree: int, shape: ModelShape, base: TrainingShape, hw: HardwarePro
     """(whether `hardware.context_parallel: degree` plans, bytes per process/rank). Where the strategy ladder
     finds a rung, the bytes are that plan's (a rank's share with its gathered keys and values and mask slice);
     where none fits, the least any rung needs at the smallest micro batch."""
-    # a split row is a packed row (pointwise and process pack only when split: rmspec.plan.packing)
+    # a split row is a packed row (pointwise, process and generative pack only when split: rmspec.plan.packing)
     fitted = base if degree == 1 else replace(base, packed=True, seq_len=split_tokens(base.seq_len, degree)[1])
     fixed = None if training.micro_batch_size == "auto" else training.micro_batch_size
     held = rank_share(shape, fitted, degree, base.seq_len)

@@ -84,7 +84,7 @@ def batch_fields(training, hw, choice, base: TrainingShape, seqs: Sequences) -> 
                 "row_tokens_bound": seqs.row_bound,
                 "source": seqs.packed_how,
             }
-            if seqs.packed and seqs.row_bound is not None  # one sequence per packed row (pointwise, process): none
+            if seqs.packed and seqs.row_bound is not None  # one sequence per packed row: none
             else None
         ),
     }

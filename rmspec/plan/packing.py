@@ -1,5 +1,5 @@
 """Which path Bradley-Terry and listwise training take: shared-prefix rows (each prompt once) or
-two (N) sequences per prompt; and pointwise and process, whose rows are packed only where
+two (N) sequences per prompt; and pointwise, process and generative, whose rows are packed only where
 hardware.context_parallel splits them (one response per group: the layout the split forward reads).
 
 The plan decides from the spec and the model's shape, without torch; the trainer decides again
@@ -22,7 +22,7 @@ def plan_packing(
 ) -> tuple[str, str]:
     """(path, reason); ``shared_prefix`` where it cannot apply is a PlanError with the fix.
     `approach`: its declaration (rmspec.approaches) or name. ``split``: hardware.context_parallel above 1,
-    which packs the rows of an approach that declares packs_when_split (pointwise, process) though nothing is shared."""
+    which packs the rows of an approach that declares packs_when_split (pointwise, process, generative) though nothing is shared."""
     if isinstance(approach, str):
         approach = approaches.get(approach)
     if setting == OFF:

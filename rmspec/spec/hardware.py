@@ -184,7 +184,7 @@ class HardwareSpec(Section):
     context_parallel: PositiveInt | Literal["auto"] = Field(
         "auto",
         description="Split each packed row (prompt, then chosen and rejected; a prompt and a ranked list; a pointwise "
-        "or process example) across this "
+        "or process example; a judge's prompt and verdict) across this "
         "many processes: each holds two chunks of it, gathers the keys and values, and attends under rmspec's "
         "own mask, exactly (docs/long_context.md). auto: 1 where a whole row fits one device, else the plan picks "
         "the smallest divisor of the processes whose share of a row fits, and says why with the figures (or "
@@ -192,9 +192,9 @@ class HardwareSpec(Section):
         "needs a decoder, packing (training.packing auto or shared_prefix) and model.attn_implementation auto, sdpa "
         "or eager. `rmspec plan` sizes "
         "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry, "
-        "listwise, pointwise and process under DDP or FSDP (shard_grad_op, full_shard), with or without gradient "
-        "checkpointing or LoRA, and refuses, with the reason, what is only planned (other approaches and options, "
-        "FSDP offload, DeepSpeed).",
+        "listwise, pointwise, process and generative judges (method sft) under DDP or FSDP (shard_grad_op, "
+        "full_shard), with or without gradient checkpointing or LoRA, and refuses, with the reason, what is only "
+        "planned (other approaches and options, a judge trained by GRPO, FSDP offload, DeepSpeed).",
     )
     slurm: SlurmSpec | None = Field(
         None,

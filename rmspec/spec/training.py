@@ -99,9 +99,10 @@ class TrainingSpec(Section):
             "Compute each prompt once: one row [prompt | chosen | rejected] (listwise: [prompt | r_1 | ... | r_N]) "
             "where each response sees the prompt and itself (a 4D attention mask, positions restarting after the "
             "prompt). Exact for causal decoders. auto: on for Bradley-Terry and listwise decoders whose attention "
-            "takes a custom mask (sdpa, eager), and for pointwise and process ones only where hardware.context_parallel "
-            "splits the rows (each example a packed row of its own), off elsewhere (approach.sft_weight > 0, encoders, "
-            "flash-attention, generative, pointwise and process in one process), the plan says why; shared_prefix: "
+            "takes a custom mask (sdpa, eager), and for pointwise, process and generative (sft) ones only where "
+            "hardware.context_parallel splits the rows (each example a packed row of its own), off elsewhere "
+            "(approach.sft_weight > 0, encoders, "
+            "flash-attention, pointwise, process and generative in one process), the plan says why; shared_prefix: "
             "require it (an error where it cannot apply); off: two (N) sequences per pair (ranking)."
         ),
     )

@@ -34,6 +34,7 @@ import torch.distributed as dist
 
 from rmspec.inference.prefix_mask import (
     MASKED_ATTENTION,
+    NotPackable,
     PackedRows,
     additive_mask,
     allowed_by_layer_type,
@@ -231,13 +232,33 @@ def use_context_parallel_attention(model: Any) -> None:
 # ---------------------------------------------------------------- the forward pass
 
 
+def read_head(model: Any) -> tuple[torch.nn.Module, bool]:
+    """(the module whose per-token outputs are read, whether it is a causal LM's head): a reward model's score
+    head (prefix_mask.head_module), else the LM head of a causal LM (a generative judge: its logits at the
+    positions whose next token is a label)."""
+    try:
+        return head_module(model), False
+    except NotPackable:
+        inner = model
+        while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
+            inner = inner.module  # DistributedDataParallel
+        if hasattr(inner, "get_base_model"):
+            inner = inner.get_base_model()  # peft
+        lm_head = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None
+        if not isinstance(lm_head, torch.nn.Module):
+            raise
+        return lm_head, True
+
+
 def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tensor:
     """Head outputs [responses, num_labels] at the last token of every response of ``rows`` (the whole
     batch, identical on every rank of ``group``), each rank computing its two chunks of every row.
 
     The equal of prefix_mask.packed_head_outputs in one process, in the order of ``rows.ends`` (group order,
     then response order): a pair's chosen and rejected, or a ranked list's K responses, each read on the rank
-    that holds its last token, wherever the row's cut puts it. ``model`` must run ``ATTENTION_NAME``
+    that holds its last token, wherever the row's cut puts it (any flat index: a PRM's steps, the positions before a
+    judge's verdict tokens). The head is ``read_head``'s: a score head, or a causal LM's LM head, asked for logits
+    at this rank's read columns only (``logits_to_keep``). ``model`` must run ``ATTENTION_NAME``
     (use_context_parallel_attention). The one split forward: rmspec.train.context_parallel_run.split_head_outputs
     calls it for every approach that trains split."""
     config = model_config(model)
@@ -256,20 +277,32 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
     )
     masks = {k: v.to(device) for k, v in masks.items()} if isinstance(masks, dict) else masks.to(device)
     local = mine.local.to(device)
+    where = torch.full((width,), -1, dtype=torch.long, device=device)
+    where[local] = torch.arange(local.numel(), device=device)
+    end_row, end_col = rows.ends.to(device) // width, rows.ends.to(device) % width
+    at = where[end_col]  # each read point's local column, -1 on the rank that does not hold it
+    head, lm_head = read_head(model)
+    extra = {}
+    if lm_head:  # vocabulary logits only at the local columns this rank reads (transformers' logits_to_keep)
+        held = torch.unique(at[at >= 0])  # sorted
+        kept = held if held.numel() else torch.zeros(1, dtype=torch.long, device=device)
+        extra = {"logits_to_keep": kept}
+        at = torch.where(at >= 0, torch.searchsorted(kept, at.clamp(min=0)), at)
     captured: list[torch.Tensor] = []
-    handle = head_module(model).register_forward_hook(lambda _m, _i, out: captured.append(out))
+    handle = head.register_forward_hook(lambda _m, _i, out: captured.append(out))
     try:
         with active(group):
-            model(input_ids=rows.input_ids[:, local], attention_mask=masks, position_ids=rows.position_ids[:, local])
+            model(
+                input_ids=rows.input_ids[:, local],
+                attention_mask=masks,
+                position_ids=rows.position_ids[:, local],
+                **extra,
+            )
     finally:
         handle.remove()
     if not captured or captured[-1].dim() != 3:
         raise ContextParallelError("the score head does not see every token (it pools before the head)")
-    per_token = captured[-1]  # [rows, local columns, labels]
-    where = torch.full((width,), -1, dtype=torch.long, device=device)
-    where[local] = torch.arange(local.numel(), device=device)
-    end_row, end_col = rows.ends.to(device) // width, rows.ends.to(device) % width
-    at = where[end_col]
+    per_token = captured[-1]  # [rows, local columns (the LM head: the kept ones), labels or vocabulary]
     held = (at >= 0)[:, None]
     values = torch.where(held, per_token[end_row, at.clamp(min=0)], torch.zeros((), dtype=per_token.dtype))
     return sum_over_ranks(values, group)

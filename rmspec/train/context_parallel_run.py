@@ -10,7 +10,8 @@ A group is one data-parallel replica that holds each row split over its N ranks:
   packed batch, in the order of its read points, whatever the approach reads from them (Bradley-Terry's
   pairs: ``split_pair_rewards``; listwise's ranked lists: rmspec.train.listwise.list_rewards; pointwise's
   examples, one packed response each: rmspec.train.pointwise.score_outputs; process rewards, every labelled step of
-  each example: rmspec.train.process.step_logits);
+  each example: rmspec.train.process.step_logits; a generative judge's LM head before every verdict token:
+  rmspec.train.generative.GenerativeTrainer);
 - the group's parameter gradients ADD UP to one process's, while DDP averages over every process: the loss
   backpropagates N times over (``sum_over_group``: its value unchanged, what the Trainer logs), so DDP's
   mean over N x G processes is the mean over the G groups of each group's whole gradient;
@@ -198,7 +199,7 @@ def attach(trainer: Any, model: Any, degree: int) -> None:
     if splits_rows is None or not splits_rows():
         problem = (
             f"{type(trainer).__name__} is not trained split in this version "
-            "(plain Bradley-Terry, listwise, pointwise and process are)"
+            "(plain Bradley-Terry, listwise, pointwise, process and generative with method sft are)"
         )
     elif packing != SHARED_PREFIX:
         problem = f"the rows are not packed here ({why})"

@@ -170,9 +170,10 @@ def generative(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool
         from rmspec.train.judge_grpo import build_trainer as grpo_trainer
 
         return grpo_trainer(spec, model, tokenizer, common, packed, validation)
-    from rmspec.train.generative import GenerativeTrainer
+    from rmspec.train.generative import GenerativeTrainer, PackedLMCollator
 
-    collator: Any = LMCollator(tokenizer.pad_token_id)
+    # packed only where the rows are split (packing_path's split): one process keeps its padded sequences
+    collator: Any = PackedLMCollator(tokenizer.pad_token_id) if packed else LMCollator(tokenizer.pad_token_id)
     if has_images(common["train_dataset"]):  # a VLM judge: the prompt's images, the loss on the verdict
         from rmspec.vision.judge import VisionLMCollator
 

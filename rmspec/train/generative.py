@@ -1,13 +1,57 @@
 """Generative (SFT-based) judge: causal-LM loss on assistant tokens only; evaluation generates
-the verdict and parses it with the spec's pattern."""
+the verdict and parses it with the spec's pattern.
+
+Split (hardware.context_parallel: N): each example becomes a packed row of one response (PackedLMCollator,
+rmspec.inference.prefix_mask's layout, as pointwise's and process's) whose read points are the positions whose
+next token is a label; the one split forward (rmspec.train.context_parallel_run.split_head_outputs) reads the LM
+head there only (transformers' logits_to_keep: no vocabulary logits elsewhere), and the loss is the cross-entropy
+of those logits, normalised as the Trainer normalises the model's own loss (``num_items_in_batch``), so it
+equals the padded one process's (tests/test_context_parallel_generative.py). One process keeps its padded batches.
+The verdicts the final evaluation generates are written by the main process alone, on whole rows (judge_metrics).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
+from rmspec.inference.prefix_mask import pack_groups, split_shared_prefix
 from rmspec.train.base_trainer import MetricsTrainer
+from rmspec.train.packing import packed_batch
+
+IGNORE = -100
+
+
+@dataclass
+class PackedLMCollator:
+    """Judge batches as packed rows, where hardware.context_parallel splits them: each example one group of one
+    response (split_shared_prefix keeps its last token as the response), several short ones to a row; the packed
+    keys (packing.packed_batch), with ``packed_ends`` [P] every position whose next token is a label (example
+    order, then position: the split forward's read points) and ``labels`` [P] those next tokens, also as
+    ``shift_labels`` (what the Trainer counts for ``num_items_in_batch``: the padded batch's ``labels[..., 1:]``)."""
+
+    pad_token_id: int
+    several_per_row: bool = True
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        groups = [split_shared_prefix([list(r["input_ids"])]) for r in rows]
+        packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
+        reads: list[int] = []
+        targets: list[int] = []
+        for r, last in zip(rows, packed.ends.tolist(), strict=True):
+            first = last - len(r["input_ids"]) + 1  # an example's tokens lie together in its row, in order
+            labels = list(r["labels"])[: len(r["input_ids"])]
+            for j in range(len(labels) - 1):  # the logits at j predict the token at j + 1
+                if int(labels[j + 1]) != IGNORE:
+                    reads.append(first + j)
+                    targets.append(int(labels[j + 1]))
+        labels = torch.tensor(targets, dtype=torch.long)
+        ends = torch.tensor(reads, dtype=torch.long)
+        packed = type(packed)(packed.input_ids, packed.position_ids, packed.group, packed.branch, ends)
+        return packed_batch(packed, labels=labels, shift_labels=labels.clone())
 
 
 class GenerativeTrainer(MetricsTrainer):
@@ -16,7 +60,14 @@ class GenerativeTrainer(MetricsTrainer):
 
     loss_is_scaled_for_ga: bool | None = None  # back to the Trainer's own rule for model-computed losses
 
+    def splits_rows(self) -> bool:
+        """Whether hardware.context_parallel can split this trainer's rows (rmspec.train.context_parallel_run.attach):
+        text rows packed by PackedLMCollator (a VLM judge's pictures are not split)."""
+        return type(self) is GenerativeTrainer and isinstance(self.data_collator, PackedLMCollator)
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self.context_parallel is not None:
+            return self._split_loss(model, inputs, return_outputs, num_items_in_batch)
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
         if model.training:
             with torch.no_grad():
@@ -27,6 +78,52 @@ class GenerativeTrainer(MetricsTrainer):
                     hit = (logits.argmax(-1) == labels) & mask
                     self.record({"token_accuracy": hit.sum().item() / mask.sum().item()})
         return (loss, outputs) if return_outputs else loss
+
+    def _split_loss(self, model, inputs, return_outputs, num_items_in_batch):
+        """The Trainer's causal-LM loss (transformers' ForCausalLMLoss, then Trainer.compute_loss's scaling) from
+        the LM head's logits at the read points of a PackedLMCollator batch, each row split over the group. The
+        Trainer gathered ``num_items_in_batch`` over every process, each group's labels once per rank, and
+        multiplies by every process: the group's N cancel, so the expression is one process's."""
+        from rmspec.train.context_parallel_run import split_head_outputs, sum_over_group
+
+        split = self.context_parallel
+        logits = split_head_outputs(model, inputs, split)  # [P, vocabulary], the same on every rank of the group
+        loss = split_lm_loss(logits, inputs["labels"], num_items_in_batch)
+        if (
+            self.args.average_tokens_across_devices
+            and self.model_accepts_loss_kwargs
+            and num_items_in_batch is not None
+        ):
+            loss = loss * self.accelerator.num_processes
+        if model.training:
+            loss = sum_over_group(loss, split.degree)  # the group's gradients add up to one process's
+            with torch.no_grad():
+                labels = inputs["labels"]
+                if labels.numel():
+                    self.record({"token_accuracy": (logits.argmax(-1) == labels).float().mean().item()})
+        return (loss, {"logits": logits}) if return_outputs else loss
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        if self.context_parallel is None:
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
+        # split: the loss only (nothing reads a judge's evaluation logits; the verdicts are generated apart)
+        inputs = self._prepare_inputs(inputs)
+        count = self._get_num_items_in_batch([inputs], self.args.device)
+        with torch.no_grad(), self.compute_loss_context_manager():  # autocast where the Trainer's would be
+            loss = self.compute_loss(model, inputs, num_items_in_batch=count)
+        return loss.detach().mean(), None, None
+
+
+def split_lm_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: Any = None) -> torch.Tensor:
+    """transformers' ForCausalLMLoss on logits [P, vocabulary] already at the shifted positions, labels [P]: the
+    summed cross-entropy (in fp32) over ``num_items_in_batch`` where given, else the mean."""
+    reduction = "sum" if num_items_in_batch is not None else "mean"
+    loss = F.cross_entropy(logits.float(), labels, ignore_index=IGNORE, reduction=reduction)
+    if reduction == "sum":
+        if torch.is_tensor(num_items_in_batch):
+            num_items_in_batch = num_items_in_batch.to(loss.device)
+        loss = loss / num_items_in_batch
+    return loss
 
 
 def split_prompt(input_ids: list[int], labels: list[int]) -> tuple[list[int], list[int]]:

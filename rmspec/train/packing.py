@@ -74,7 +74,7 @@ def packing_path(setting: str, approach: Any, config: Any, sft: bool = False, sp
     """(path, reason) at run time, from the spec's training.packing and the loaded model's config:
     the plan's rules (rmspec.plan.packing) applied to what the model is. ``shared_prefix`` where
     it cannot apply is an error (exit 2) with the fix. ``split``: the plan splits each row over a
-    context-parallel group (pointwise and process rows are packed only then)."""
+    context-parallel group (pointwise, process and generative rows are packed only then)."""
     from rmspec.inference.prefix_mask import attention_implementation, is_causal
     from rmspec.plan.packing import plan_packing
 
