@@ -12,7 +12,7 @@ The verdicts the final evaluation generates are written by the main process alon
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -50,8 +50,7 @@ class PackedLMCollator:
                     targets.append(int(labels[j + 1]))
         labels = torch.tensor(targets, dtype=torch.long)
         ends = torch.tensor(reads, dtype=torch.long)
-        packed = type(packed)(packed.input_ids, packed.position_ids, packed.group, packed.branch, ends)
-        return packed_batch(packed, labels=labels, shift_labels=labels.clone())
+        return packed_batch(replace(packed, ends=ends), labels=labels, shift_labels=labels.clone())
 
 
 class GenerativeTrainer(MetricsTrainer):

@@ -47,13 +47,14 @@ if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_C
 """
 
 
-def one_and_split(tmp: Path, template: str, **fields: object) -> dict[str, Path]:
+def one_and_split(tmp: Path, template: str, causal: bool = False, **fields: object) -> dict[str, Path]:
     """`rmspec run` of the spec ``template`` (formatted with name, model, procs, cp, out, checkpointing and
     ``fields``) as "one" on one process and as "cp" on 2 processes with hardware.context_parallel: 2, on a tiny
-    Llama, with the SPY as the processes' sitecustomize.py: the runs, the spy's folder and the model. The split
+    Llama (a causal LM where ``causal``: a judge), with the SPY as the processes' sitecustomize.py: the runs, the
+    spy's folder and the model. The split
     run recomputes each layer's split forward in the backward (gradient checkpointing on); the one process runs
     without."""
-    model = build_model("llama", tmp / "model-src")
+    model = build_model("llama", tmp / "model-src", causal=causal)
     site, spied = tmp / "site", tmp / "spied"
     site.mkdir()
     spied.mkdir()
@@ -86,12 +87,12 @@ def on_two_ranks(worker: Callable[[int, int, int, str], None], folder: Path) -> 
     return json.loads(out.read_text())
 
 
-def losses(run: Path) -> dict[int, tuple[float, float]]:
-    """(loss, gradient norm) by step, each step logged once."""
-    rows = [r for r in metrics_rows(run) if "train/rm/loss" in r]
+def losses(run: Path, family: str = "rm") -> dict[int, tuple[float, float]]:
+    """(loss, gradient norm) by step, each step logged once; ``family``: the metrics' (rm, or sft for a judge)."""
+    rows = [r for r in metrics_rows(run) if f"train/{family}/loss" in r]
     steps = [r["step"] for r in rows]
     assert len(set(steps)) == len(steps), f"a step logged twice in {run}: {steps}"
-    return {r["step"]: (r["train/rm/loss"], r["grad_norm"]) for r in rows}
+    return {r["step"]: (r[f"train/{family}/loss"], r["grad_norm"]) for r in rows}
 
 
 def weights(folder: Path) -> dict:
@@ -100,11 +101,11 @@ def weights(folder: Path) -> dict:
     return load_file(str(folder / "model.safetensors"))
 
 
-def assert_split_equals_one(runs: dict[str, Path], what: str) -> tuple[dict, dict]:
+def assert_split_equals_one(runs: dict[str, Path], what: str, family: str = "rm") -> tuple[dict, dict]:
     """The split run trained as the one process did (3 steps: losses 1e-5, gradient norms 5e-5 relative, weights
     1e-5 while they moved further), under a plan that splits it over 2 ranks with the backward recomputing the
     split forward; returns (the split run's plan, its status)."""
-    want, got = losses(runs["one"]), losses(runs["cp"])
+    want, got = losses(runs["one"], family), losses(runs["cp"], family)
     assert sorted(got) == sorted(want) == [1, 2, 3]
     for step, (loss, norm) in want.items():
         assert got[step][0] == pytest.approx(loss, abs=1e-5), step
