@@ -18,9 +18,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rmspec.inference.prefix_mask import pack_groups, split_shared_prefix
 from rmspec.train.base_trainer import MetricsTrainer
-from rmspec.train.packing import packed_batch
+from rmspec.train.packing import pack_examples, packed_batch
 
 IGNORE = -100
 
@@ -37,12 +36,10 @@ class PackedLMCollator:
     several_per_row: bool = True
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        groups = [split_shared_prefix([list(r["input_ids"])]) for r in rows]
-        packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
+        packed, firsts = pack_examples(rows, self.pad_token_id, self.several_per_row)
         reads: list[int] = []
         targets: list[int] = []
-        for r, last in zip(rows, packed.ends.tolist(), strict=True):
-            first = last - len(r["input_ids"]) + 1  # an example's tokens lie together in its row, in order
+        for r, first in zip(rows, firsts, strict=True):
             labels = list(r["labels"])[: len(r["input_ids"])]
             for j in range(len(labels) - 1):  # the logits at j predict the token at j + 1
                 if int(labels[j + 1]) != IGNORE:

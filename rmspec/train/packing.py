@@ -47,6 +47,19 @@ def packed_batch(packed: PackedRows, **extra: torch.Tensor) -> dict[str, torch.T
     return {**dict(zip(PACKED_KEYS, rows, strict=True)), **extra}
 
 
+def pack_examples(
+    rows: list[dict[str, Any]], pad_token_id: int, several_per_row: bool = True
+) -> tuple[PackedRows, list[int]]:
+    """Rows that share no prompt (pointwise, process, a judge's), packed where hardware.context_parallel splits them:
+    each example's ``input_ids`` one group of one response (split_shared_prefix keeps its last token as the
+    response), several short ones to a row; with the flat index of each example's first token (its tokens lie
+    together in its row, in order), from which a collator places its read points."""
+    groups = [split_shared_prefix([list(r["input_ids"])]) for r in rows]
+    packed = pack_groups(groups, pad_token_id, several_per_row=several_per_row)
+    firsts = [last - len(r["input_ids"]) + 1 for r, last in zip(rows, packed.ends.tolist(), strict=True)]
+    return packed, firsts
+
+
 def is_packed(inputs: dict[str, Any]) -> bool:
     return "packed_ends" in inputs
 

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split_shared_prefix
+from rmspec.inference.prefix_mask import packed_head_outputs
 from rmspec.train.base_trainer import ScoreTrainer
 from rmspec.train.collators import score_targets
 from rmspec.train.losses import masked_mse, ordinal_expectation, ordinal_loss
-from rmspec.train.packing import is_packed, packed_batch, packed_rows
+from rmspec.train.packing import is_packed, pack_examples, packed_batch, packed_rows
 from rmspec.train.rewards import forward_scores
 from rmspec.vision.collate import vision_inputs
 
@@ -39,8 +39,7 @@ class PackedScoresCollator:
     several_per_row: bool = True
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        groups = [split_shared_prefix([list(r["input_ids"])]) for r in rows]
-        packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
+        packed, _ = pack_examples(rows, self.pad_token_id, self.several_per_row)
         return packed_batch(packed, scores=score_targets(rows))
 
 

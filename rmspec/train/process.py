@@ -23,10 +23,10 @@ import torch.nn.functional as F
 
 from rmspec.evaluate.scoring_rules import first_error
 from rmspec.inference.padding import pad_right
-from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split_shared_prefix
+from rmspec.inference.prefix_mask import packed_head_outputs
 from rmspec.inference.process import correct_probability as _probability
 from rmspec.train.base_trainer import ScoreTrainer
-from rmspec.train.packing import is_packed, packed_batch, packed_rows
+from rmspec.train.packing import is_packed, pack_examples, packed_batch, packed_rows
 from rmspec.train.rewards import position_ids_from_mask
 
 IGNORE = -100
@@ -62,14 +62,12 @@ class PackedStepCollator:
     several_per_row: bool = True
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        groups = [split_shared_prefix([list(r["input_ids"])]) for r in rows]
-        packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
+        packed, firsts = pack_examples(rows, self.pad_token_id, self.several_per_row)
         reads: list[int] = []
         labels: list[int] = []
         example: list[int] = []
         count: list[int] = []
-        for k, (r, last) in enumerate(zip(rows, packed.ends.tolist(), strict=True)):
-            first = last - len(r["input_ids"]) + 1  # an example's tokens lie together in its row, in order
+        for k, (r, first) in enumerate(zip(rows, firsts, strict=True)):
             steps = [(j, int(y)) for j, y in enumerate(r["labels"]) if int(y) != IGNORE]
             reads += [first + j for j, _ in steps]
             labels += [y for _, y in steps]
