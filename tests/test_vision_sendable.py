@@ -15,7 +15,9 @@ import io
 import numpy as np
 import pytest
 
-pytest.importorskip("PIL")
+from helpers.ci import need
+
+need("PIL")
 from PIL import Image, ImageOps  # noqa: E402
 
 from rmspec.inference.scorers.vision_prompts import openai_messages  # noqa: E402
