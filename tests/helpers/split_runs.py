@@ -47,9 +47,31 @@ if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_C
 """
 
 
-def one_and_split(tmp: Path, template: str, causal: bool = False, **fields: object) -> dict[str, Path]:
-    """`rmspec run` of the spec ``template`` (formatted with name, model, procs, cp, out, checkpointing and
-    ``fields``) as "one" on one process and as "cp" on 2 processes with hardware.context_parallel: 2, on a tiny
+# What follows each module's spec head (its data and approach): 3 SGD steps of 4 examples (micro batch 2,
+# accumulation 2), clipping out of reach, fields formatted by one_and_split.
+RUN = """training:
+  learning_rate: {learning_rate}
+  global_batch_size: 4
+  micro_batch_size: 2
+  max_length: 64
+  max_steps: 3
+  logging_steps: 1
+  save_steps: 3
+  optimizer: sgd
+  max_grad_norm: 1000.0
+  gradient_checkpointing: {checkpointing}
+  seed: 7
+hardware: {{device: cpu, gpus_per_node: {procs}{cp}}}
+eval: {{validation: true, benchmarks: []}}
+output: {{dir: {out}}}
+"""
+
+
+def one_and_split(
+    tmp: Path, head: str, causal: bool = False, learning_rate: float = 0.01, **fields: object
+) -> dict[str, Path]:
+    """`rmspec run` of the spec ``head`` + RUN (its data and approach, then the common training; formatted with
+    name, model, procs, cp, out, checkpointing, learning_rate and ``fields``) as "one" on one process and as "cp" on 2 processes with hardware.context_parallel: 2, on a tiny
     Llama (a causal LM where ``causal``: a judge), with the SPY as the processes' sitecustomize.py: the runs, the
     spy's folder and the model. The split
     run recomputes each layer's split forward in the backward (gradient checkpointing on); the one process runs
@@ -62,8 +84,15 @@ def one_and_split(tmp: Path, template: str, causal: bool = False, **fields: obje
     specs = []
     for name, procs, cp, checkpointing in (("one", 1, "", '"off"'), ("cp", 2, ", context_parallel: 2", '"on"')):
         out = tmp / "runs" / name
-        text = template.format(
-            name=name, model=model, procs=procs, cp=cp, out=out, checkpointing=checkpointing, **fields
+        text = (head + RUN).format(
+            name=name,
+            model=model,
+            procs=procs,
+            cp=cp,
+            out=out,
+            checkpointing=checkpointing,
+            learning_rate=learning_rate,
+            **fields,
         )
         specs.append(tmp / f"{name}.yaml")
         specs[-1].write_text(text)
@@ -85,6 +114,15 @@ def on_two_ranks(worker: Callable[[int, int, int, str], None], folder: Path) -> 
     out = folder / "results.json"
     mp.start_processes(worker, args=(2, free_port(), str(out)), nprocs=2, start_method="spawn", join=True)
     return json.loads(out.read_text())
+
+
+def assert_gradients_equal(grads: dict[str, list[float]], tol: float = 1e-5) -> None:
+    """Every parameter's gradient (name -> [largest difference from one process, largest one-process value]) reached
+    in one process and equal within ``tol`` split."""
+    assert grads, "no parameter compared"
+    for name, (diff, scale) in grads.items():
+        assert scale > 0, f"{name}: no gradient reached it in one process"
+        assert diff <= tol, f"{name} gradient differs by {diff} (largest {scale})"
 
 
 def losses(run: Path, family: str = "rm") -> dict[int, tuple[float, float]]:
