@@ -137,3 +137,35 @@ def test_an_approach_that_cannot_take_images_is_refused_with_the_reason(tmp_path
     assert caught.value.exit_code == 2
     # the hint names kinds that train on images (listwise's defaults do not) and the text-only way
     assert "to train on images write approach kind: " in caught.value.hint and "without its images" in caught.value.hint
+
+
+def test_pictures_read_as_stored_are_counted_and_said_in_the_report(tmp_path):
+    """A JPEG whose EXIF says to rotate it and a PNG with transparency are kept and read as stored (the pixels
+    Pillow's RGB gives), but counted in the data report's images section and said in a note, since vLLM and
+    transformers' load_image would read them otherwise (docs/multimodal.md); plain pictures leave no note."""
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees clockwise to display
+    rotated = io.BytesIO()
+    Image.new("RGB", (20, 10), (0, 0, 255)).save(rotated, format="JPEG", exif=exif.tobytes())
+    see_through = io.BytesIO()
+    Image.new("RGBA", (16, 16), (255, 0, 0, 0)).save(see_through, format="PNG")
+    rows = [
+        {"prompt": parts("Colour?"), "chosen": "a", "rejected": "b", "images": [uri(rotated.getvalue())]},
+        {"prompt": parts("Colour?"), "chosen": "c", "rejected": "d", "images": [uri(see_through.getvalue())]},
+        {"prompt": parts("Colour?"), "chosen": "e", "rejected": "f", "images": [uri(png((0, 255, 0)))]},
+    ]
+
+    def report_of(name: str, kept: list[dict]) -> dict:
+        write_jsonl(tmp_path / f"{name}.jsonl", kept)
+        loaded = make_spec(
+            tmp_path, {"source": {"kind": "files", "paths": [f"{name}.jsonl"]}, "mapping": {"preset": "pairs"}}
+        )
+        return prepare(loaded, bert_tokenizer(), cache_dir=tmp_path / f"cache-{name}").report.to_json()
+
+    report = report_of("mixed", rows)
+    assert report["rows_kept"] == 3
+    assert report["images"]["read_as_stored"] == {"exif_rotation": 1, "transparency": 1}
+    (note,) = [n for n in report["notes"] if n.startswith("images:")]
+    assert "1 with an EXIF rotation, 1 with transparency, read as stored" in note and "docs/multimodal.md" in note
+    plain = report_of("plain", rows[2:])
+    assert "read_as_stored" not in plain["images"] and not any(n.startswith("images:") for n in plain["notes"])

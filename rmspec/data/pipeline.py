@@ -29,7 +29,7 @@ from rmspec.data.split import require_validation, split_rows, validation_on
 from rmspec.data.summarize import summarize
 from rmspec.data.tokenize import TokenizeStage
 from rmspec.errors import DataError
-from rmspec.vision.tokens import run_settings
+from rmspec.vision.tokens import read_as_stored_note, run_settings
 from rmspec.vision.tokens import summary as image_summary
 
 
@@ -131,6 +131,8 @@ def prepare(
         # The processor's settings under model.vision's pixel bounds, as training reads the images.
         settings = run_settings(getattr(tokenizer, "name_or_path", None), loaded.spec.model.vision)
         report.images = image_summary([r or [] for r in refs], settings, ctx.visual)  # other families: measured
+        if report.images.get("read_as_stored"):  # pictures vLLM and viewers would show otherwise: said, not silent
+            report.notes.append(read_as_stored_note(report.images["read_as_stored"]))
     if data.is_mixture:
         drawn = {n: sources[n].rows_train for n in results}
         available = (

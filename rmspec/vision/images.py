@@ -131,6 +131,18 @@ SOURCE_FORMATS = ("PNG", "JPEG", "WEBP")
 _EXIF_ORIENTATION = 0x0112
 
 
+def stored_differently(image: Image.Image) -> tuple[str, ...]:
+    """What of an opened picture rmspec reads as stored where vLLM (and, for the rotation, transformers'
+    ``load_image``) would read other pixels: ``exif_rotation`` (they apply it, rmspec does not) and
+    ``transparency`` (rmspec drops the alpha and keeps the colours under it; vLLM paints those pixels white)."""
+    reasons = []
+    if image.getexif().get(_EXIF_ORIENTATION, 1) != 1:
+        reasons.append("exif_rotation")
+    if "A" in image.getbands() or "transparency" in image.info:
+        reasons.append("transparency")
+    return tuple(reasons)
+
+
 def keep_source(opened: Image.Image, decoded: Image.Image, data: bytes) -> Image.Image:
     """``decoded`` (:func:`load_image` of ``opened``, read from ``data``), keeping ``data`` as a data: URI where a
     reader that decodes it as vLLM does (EXIF orientation applied, transparency composited on white, then RGB)
@@ -138,12 +150,7 @@ def keep_source(opened: Image.Image, decoded: Image.Image, data: bytes) -> Image
     transparency and no EXIF rotation. Sending those bytes on (:func:`sendable_uri`) skips a PNG encoding that
     cost 0.4 to 250 ms a picture (70 to 1024 px; bench/results/picture_forwarding.md); any other picture is sent as
     a PNG of rmspec's pixels."""
-    if (
-        opened.format in SOURCE_FORMATS
-        and opened.mode in ("RGB", "L")
-        and "transparency" not in opened.info
-        and opened.getexif().get(_EXIF_ORIENTATION, 1) == 1
-    ):
+    if opened.format in SOURCE_FORMATS and opened.mode in ("RGB", "L") and not stored_differently(opened):
         assert opened.format is not None
         kind = opened.format.lower()
         decoded.info[SOURCE_URI] = f"data:image/{kind};base64," + base64.b64encode(data).decode("ascii")

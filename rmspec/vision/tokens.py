@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -247,15 +248,35 @@ def visual_count(
 
 
 def image_size(reference: str) -> tuple[int, int]:
-    """(width, height) of a checked image reference, from its header where it is a file."""
+    """(width, height) of a checked image reference, from its header."""
+    return image_header(reference)[0]
+
+
+def image_header(reference: str) -> tuple[tuple[int, int], tuple[str, ...]]:
+    """(width, height) of a checked image reference (a file, or a data: URI) and what of it rmspec reads as
+    stored where vLLM would not (rmspec.vision.images.stored_differently), from its header: no pixel decoded."""
+    import io
+
     from PIL import Image  # here, not at the top: the planner reads settings_of without Pillow
 
-    from rmspec.vision.images import decode_image
+    from rmspec.vision.images import encoded_image, stored_differently
 
-    if not reference.startswith("data:"):
-        with Image.open(reference) as image:
-            return image.size
-    return decode_image(reference).size
+    source: Any = io.BytesIO(encoded_image(reference)[0]) if reference.startswith("data:") else reference
+    with Image.open(source) as image:
+        return image.size, stored_differently(image)
+
+
+def read_as_stored_note(counts: dict[str, int]) -> str:
+    """The data report's note on the pictures rmspec reads as stored (summary's ``read_as_stored``)."""
+    found = ", ".join(
+        f"{n:,} with {'an EXIF rotation' if r == 'exif_rotation' else 'transparency'}" for r, n in counts.items()
+    )
+    return (
+        f"images: {found}, read as stored (no rotation applied; transparent pixels as the colours under them), "
+        "as in training, scoring and serving; vLLM and transformers' load_image rotate such pictures and vLLM "
+        "paints transparent pixels white, so rotate or flatten the files to train on what a viewer shows "
+        "(docs/multimodal.md)"
+    )
 
 
 def summary(images_per_row: list[list[str]], settings: VisualSettings | None, counter: Any = None) -> dict[str, Any]:
@@ -263,7 +284,8 @@ def summary(images_per_row: list[list[str]], settings: VisualSettings | None, co
     or ``counter``: the data stage's count, rmspec.data.source_stage.Context.visual, which measures
     the families the Qwen2-VL rule does not cover with their processor)."""
     counts = [len(refs) for refs in images_per_row]
-    sizes = [image_size(ref) for refs in images_per_row for ref in refs]
+    headers = [image_header(ref) for refs in images_per_row for ref in refs]
+    sizes = [size for size, _ in headers]
     out: dict[str, Any] = {
         "rows": len(counts),
         "rows_with_images": sum(1 for n in counts if n),
@@ -273,6 +295,9 @@ def summary(images_per_row: list[list[str]], settings: VisualSettings | None, co
             "max": max(counts, default=0),
         },
     }
+    stored = Counter(reason for _, reasons in headers for reason in reasons)
+    if stored:  # pictures vLLM would read otherwise (read_as_stored_note)
+        out["read_as_stored"] = dict(sorted(stored.items()))
     if sizes:
         widths, heights = [w for w, _ in sizes], [h for _, h in sizes]
         out["width"] = {"min": min(widths), "median": statistics.median(widths), "max": max(widths)}
