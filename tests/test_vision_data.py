@@ -166,6 +166,8 @@ def test_pictures_read_as_stored_are_counted_and_said_in_the_report(tmp_path):
     assert report["rows_kept"] == 3
     assert report["images"]["read_as_stored"] == {"exif_rotation": 1, "transparency": 1}
     (note,) = [n for n in report["notes"] if n.startswith("images:")]
-    assert "1 with an EXIF rotation, 1 with transparency, read as stored" in note and "docs/multimodal.md" in note
+    assert (
+        "1 with an EXIF rotation, 1 with transparency, read as stored" in note and "rotate or flatten the files" in note
+    )
     plain = report_of("plain", rows[2:])
     assert "read_as_stored" not in plain["images"] and not any(n.startswith("images:") for n in plain["notes"])

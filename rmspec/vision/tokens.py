@@ -275,7 +275,7 @@ def read_as_stored_note(counts: dict[str, int]) -> str:
         f"images: {found}, read as stored (no rotation applied; transparent pixels as the colours under them), "
         "as in training, scoring and serving; vLLM and transformers' load_image rotate such pictures and vLLM "
         "paints transparent pixels white, so rotate or flatten the files to train on what a viewer shows "
-        "(docs/multimodal.md)"
+        "(rmspec's multimodal guide: the pixels a picture is read as)"
     )
 
 
