@@ -22,13 +22,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from rmspec import approaches
-from rmspec.errors import PlanError
 from rmspec.gguf_source import cache_dir, describe, gguf_config, spec_gguf_source
 from rmspec.packaged import resolve_model_path
 from rmspec.plan.communication import communication, context_parallel_communication, with_communication
 from rmspec.plan.context_parallel import context_parallel_of, kv_traffic_bytes, rank_share, split_row, split_tokens
 from rmspec.plan.context_parallel_auto import choose_degree
-from rmspec.plan.estimate import data_rows, data_sequence_length, packed_lengths, time_estimate
+from rmspec.plan.estimate import data_rows, data_sequence_length, time_estimate
 from rmspec.plan.fields import Sequences, batch_fields, memory_fields, raise_nothing_fits, strategy_fields
 from rmspec.plan.grpo import grpo_notes, refuse_vllm_on_cpu
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
@@ -39,9 +38,10 @@ from rmspec.plan.liger import installed_model_types, liger_decision
 from rmspec.plan.memory import TrainingShape, lora_parameters
 from rmspec.plan.model_shape import ModelShape, shape_from_config
 from rmspec.plan.optimizer_state import planned_optimizer
-from rmspec.plan.packing import OFF, SHARED_PREFIX, plan_packing
+from rmspec.plan.packing import SHARED_PREFIX, plan_packing
 from rmspec.plan.plan import SCHEMA_VERSION, Plan, PlanModel
-from rmspec.plan.recipes import list_size, needs_a_decoder, packed_list_lengths, recipe_notes
+from rmspec.plan.recipes import needs_a_decoder, recipe_notes
+from rmspec.plan.sequences import sequences_of
 from rmspec.plan.shape_source import resolve_shape
 from rmspec.plan.strategy import choose, choose_precision, host_memory
 from rmspec.plan.vision import VisualPlan
@@ -54,7 +54,6 @@ from rmspec.plan.vision_steps import (
     with_visual_tokens,
 )
 from rmspec.rundir import RunDir
-from rmspec.vision.shapes import packing_refusal
 
 LORA_ROLES = {
     "q_proj": "q",
@@ -108,7 +107,7 @@ def compile_plan(
     precision = choose_precision(spec.model.dtype, hw, spec.model.lora is not None)
     attn, attn_reason = _attention(spec.model.attn_implementation)
     cp_setting = spec.hardware.context_parallel
-    seqs = _sequences(loaded, declared, shape, attn, sft, split=cp_setting != "auto" and int(cp_setting) > 1)
+    seqs = sequences_of(loaded, declared, shape, attn, sft, split=cp_setting != "auto" and int(cp_setting) > 1)
     run = RunDir(run_dir_of(spec))
     visual = qwen_visual_plan(spec, shape, model_path, run.data_report)  # a Qwen2-VL family VLM, else None
     seqs = with_visual_tokens(seqs, visual)
@@ -131,7 +130,7 @@ def compile_plan(
     )
     # auto split the rows of an approach packed only when split (pointwise, process, generative)
     if cp > 1 and not seqs.packed:
-        seqs = _sequences(loaded, declared, shape, attn, sft, split=True)
+        seqs = sequences_of(loaded, declared, shape, attn, sft, split=True)
         base = replace(base, packed=seqs.packed)  # its row is the same one sequence, now under prefix_mask's mask
     fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes)  # a rank's share where cp > 1
     held = rank_share(shape, fitted, cp, base.seq_len)  # a rank's gathered keys/values and mask slice, judged too
@@ -220,37 +219,6 @@ def _attention(setting: str) -> tuple[str, str]:
     if setting == "auto":
         return "sdpa", "auto: PyTorch SDPA (memory-efficient kernels, no seq x seq matrix kept)"
     return setting, "model.attn_implementation in the spec"
-
-
-def _sequences(loaded, declared, shape: ModelShape, attn: str, sft: bool, split: bool = False) -> Sequences:
-    """``split``: hardware.context_parallel above 1 (pointwise, process and generative pack their rows only then)."""
-    spec, training = loaded.spec, loaded.spec.training
-    lists = declared.sequences_per_example is None
-    n_list, list_how = list_size(spec, loaded.base_dir) if lists else (None, None)
-    packing, packing_reason = plan_packing(training.packing, declared, shape.architecture, attn, sft, split)
-    vlm = shape.extra.get("vision_model_type")
-    if packing == SHARED_PREFIX and vlm:  # a VLM's image pairs pack with M-RoPE where that is built
-        refusal = packing_refusal(vlm)
-        if refusal is not None and training.packing == SHARED_PREFIX:
-            raise PlanError(
-                f"training.packing: shared_prefix cannot apply: {refusal}",
-                hint="set training.packing: auto (or off) to train with one sequence per response",
-            )
-        packing, packing_reason = (
-            (OFF, f"auto: {refusal}")
-            if refusal is not None
-            else (SHARED_PREFIX, f"{packing_reason}; a VLM ({vlm}): each image encoded once per pair, M-RoPE positions")
-        )
-    if packing != SHARED_PREFIX or not declared.shared_prefix:
-        # pointwise's and process's packed row is its one sequence (no prompt shared): bound by training.max_length as unpacked
-        return Sequences(lists, n_list, list_how, packing, packing_reason)
-    if lists:  # one row [prompt | r_1 | ... | r_N] per prompt
-        assert n_list is not None, "list_size ran above for an approach of N sequences per example"
-        lengths = packed_list_lengths(spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length, n_list)
-    else:  # one row [prompt | chosen | rejected] per pair: memory from the row bound P + C + R
-        first = spec.data.mixture()[0]
-        lengths = packed_lengths(first.source, first.mapping, loaded.base_dir, training.max_length)
-    return Sequences(lists, n_list, list_how, packing, packing_reason, *lengths)
 
 
 def _training_shape(
