@@ -3,7 +3,7 @@
 One packed pair [prompt | chosen | rejected] (prompt 3/4 of the row, the responses 1/8 each) through a tiny
 Llama-shaped decoder built from a config (4 layers, hidden 256, 8 heads / 4 KV heads, fp32), forward and
 backward of the Bradley-Terry loss: N = 1 is rmspec's ordinary packed forward in one process
-(prefix_mask.packed_head_outputs), N = 2 is rmspec.train.context_parallel over 2 gloo processes on this
+(packed_forward.packed_head_outputs), N = 2 is rmspec.train.context_parallel over 2 gloo processes on this
 host. Each (N, length) runs in fresh processes: peak memory per rank is the rise of the process's peak
 resident set (ru_maxrss) over its resident set just before the first step (the model, torch and the
 batch already there), the largest over the ranks; tokens/s is the row's real tokens over the median of
@@ -68,7 +68,7 @@ def one_rank(rank: int, world: int, port: int, length: int, steps: int, out: str
     import torch
     import torch.nn.functional as F
 
-    from rmspec.inference.prefix_mask import packed_head_outputs
+    from rmspec.inference.packed_forward import packed_head_outputs
 
     torch.set_num_threads(1)
     if world > 1:

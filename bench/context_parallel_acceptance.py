@@ -153,7 +153,7 @@ def tensor_rank(rank: int, world: int, port: int, length: int, out: str, census:
     import torch.nn.functional as F
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    from rmspec.inference.prefix_mask import packed_head_outputs
+    from rmspec.inference.packed_forward import packed_head_outputs
 
     torch.set_num_threads(1)
     if world > 1:
@@ -279,7 +279,8 @@ def two_sequences(length: int, response: int, steps: int, packed: bool) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from rmspec.inference.prefix_mask import Group, pack_groups, packed_head_outputs
+    from rmspec.inference.packed_forward import packed_head_outputs
+    from rmspec.inference.prefix_mask import Group, pack_groups
 
     torch.set_num_threads(1)
     m = base.model()

@@ -334,7 +334,8 @@ def track(name: str) -> dict:
         autocast = single and c["precision"] == "bf16"  # one device: accelerate's autocast
         rows = None
         if c.get("packed"):  # one shared-prefix row per pair: prompt 3/5 of the row, two responses 1/5 each
-            from rmspec.inference.prefix_mask import Group, pack_groups, packed_head_outputs
+            from rmspec.inference.packed_forward import packed_head_outputs
+            from rmspec.inference.prefix_mask import Group, pack_groups
 
             response = c["seq"] // 5
             groups = [

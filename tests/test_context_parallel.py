@@ -1,7 +1,7 @@
 """Context parallelism (rmspec.train.context_parallel) is exact: 2 gloo processes equal one process.
 
 Each case builds the same tiny decoder (2 layers, hidden 32, fp32) in both ranks and in one process;
-the one-process side is rmspec's ordinary packed forward (prefix_mask.packed_head_outputs with SDPA and
+the one-process side is rmspec's ordinary packed forward (packed_forward.packed_head_outputs with SDPA and
 the whole row's mask), the other splits every row in 4 chunks over 2 ranks (two each), gathers keys and
 values and reads each reward on the rank that holds it. Compared: the rewards, the loss, and the
 gradient of every parameter (the two ranks' gradients summed), each within 1e-5.
@@ -91,27 +91,38 @@ CASES = {"long_pair": "llama", "split_read_points": "llama", "several_pairs": "l
 CASES |= {"ranked_list": "llama", "qwen2_window": "qwen2"}
 
 
+ATTENTIONS = {"masked": 10**9, "blocks": 128}  # block_attention.BLOCK: no row is wider / rows of several blocks
+RUNS = [(case, kind, how) for case, kind in CASES.items() for how in ATTENTIONS if kind == "llama" or how == "masked"]
+
+
 def worker(rank: int, world: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
-    from rmspec.inference.prefix_mask import packed_head_outputs
+    from rmspec.inference import block_attention, packed_forward
+    from rmspec.inference.packed_forward import packed_head_outputs
     from rmspec.train import context_parallel as cp
 
+    planned: list[int] = []
+    make_plan = packed_forward.block_plan
+    packed_forward.block_plan = lambda *a, **k: planned.append(1) or make_plan(*a, **k)  # type: ignore[misc]
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     results = {}
     try:
-        for case, kind in CASES.items():
+        for case, kind, attention in RUNS:
             rows, how = case_rows(case)
             model = tiny(kind)
             cp.use_context_parallel_attention(model)
+            block_attention.BLOCK, planned[:] = ATTENTIONS[attention], []
             cp_out = cp.head_outputs(model, rows)
             cp_loss = loss_of(cp_out, how)
             cp_loss.backward()
+            by_blocks = bool(planned)
             for p in model.parameters():
                 dist.reduce(p.grad, dst=0)  # the group's gradients add up to one process's
             if rank:
                 continue
-            reference = tiny(kind)  # one process: the ordinary packed forward, the whole row's mask
+            block_attention.BLOCK = ATTENTIONS["masked"]  # one process: the ordinary packed forward, whole mask
+            reference = tiny(kind)
             ref_out = packed_head_outputs(reference, rows)
             ref_loss = loss_of(ref_out, how)
             ref_loss.backward()
@@ -119,7 +130,7 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
             for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters(), strict=True):
                 grads[name] = (float((p.grad - q.grad).abs().max()), float(q.grad.abs().max()))
             ends = (rows.ends % rows.input_ids.shape[1]).tolist()
-            results[case] = {
+            results[f"{case}/{attention}"] = {
                 "rewards": float((cp_out - ref_out).abs().max().detach()),
                 "reward_scale": float(ref_out.abs().max().detach()),
                 "loss": abs(float(cp_loss) - float(ref_loss)),
@@ -128,6 +139,7 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
                 "ends": ends,
                 "n_rewards": int(ref_out.shape[0]),
                 "real_tokens": rows.real_tokens,
+                "by_blocks": by_blocks,
             }
         dist.barrier()
     finally:
@@ -154,9 +166,11 @@ def measured(tmp_path_factory) -> dict:
     return results
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_two_gloo_ranks_equal_one_process(measured, case):
-    result = measured[case]
+@pytest.mark.parametrize("case,attention", [(case, how) for case, _, how in RUNS])
+def test_two_gloo_ranks_equal_one_process(measured, case, attention):
+    """Split over 2 ranks, through the rank's mask slice or by blocks, against one process's whole-row mask."""
+    result = measured[f"{case}/{attention}"]
+    assert result["by_blocks"] == (attention == "blocks"), result["by_blocks"]
     assert result["rewards"] <= TOL, result
     assert result["loss"] <= TOL, result
     assert result["grads"], "no parameter compared"
@@ -167,13 +181,13 @@ def test_two_gloo_ranks_equal_one_process(measured, case):
 
 def test_the_cases_cover_what_they_claim(measured):
     """A long pair; read points on different ranks; odd lengths; several pairs; a list."""
-    assert measured["long_pair"]["real_tokens"] == 2558 and measured["long_pair"]["width"] == 2558
-    assert measured["split_read_points"]["width"] == 1001
-    width = measured["split_read_points"]["width"] + 3  # padded to 1,004 columns, chunks of 251
+    assert measured["long_pair/masked"]["real_tokens"] == 2558 and measured["long_pair/masked"]["width"] == 2558
+    assert measured["split_read_points/blocks"]["width"] == 1001
+    width = measured["split_read_points/blocks"]["width"] + 3  # padded to 1,004 columns, chunks of 251
     owner = {c: rank for rank in (0, 1) for c in balanced_columns(width, 2, rank).tolist()}
-    assert {owner[e] for e in measured["split_read_points"]["ends"]} == {0, 1}
-    assert measured["several_pairs"]["n_rewards"] == 10
-    assert measured["ranked_list"]["n_rewards"] == 4
+    assert {owner[e] for e in measured["split_read_points/blocks"]["ends"]} == {0, 1}
+    assert measured["several_pairs/blocks"]["n_rewards"] == 10
+    assert measured["ranked_list/blocks"]["n_rewards"] == 4
 
 
 def test_each_rank_holds_one_early_and_one_late_chunk():

@@ -11,13 +11,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rmspec.inference.packed_forward import packed_head_outputs
 from rmspec.inference.prefix_mask import (
     Group,
     NotPackable,
     allowed,
     check_packable,
     pack_groups,
-    packed_head_outputs,
     split_shared_prefix,
 )
 from rmspec.train.packing import PackedPairCollator, packed_pair_rewards

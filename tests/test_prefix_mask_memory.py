@@ -12,7 +12,8 @@ from helpers.ci import need
 torch = need("torch")
 transformers = need("transformers")
 
-from rmspec.inference.prefix_mask import Group, model_masks, pack_groups, packed_head_outputs  # noqa: E402
+from rmspec.inference.packed_forward import packed_head_outputs  # noqa: E402
+from rmspec.inference.prefix_mask import Group, model_masks, pack_groups  # noqa: E402
 
 
 def _model(layers: int = 4):
@@ -59,7 +60,7 @@ def test_every_layer_reads_one_saved_mask():
 def test_under_autocast_the_mask_takes_the_compute_dtype():
     """Mixed precision (fp32 weights, bf16 compute): the mask is made in bf16, the queries' dtype, so SDPA does
     not convert it per layer either; the rewards are the bool mask's under the same autocast."""
-    from rmspec.inference.prefix_mask import compute_dtype
+    from rmspec.inference.packed_forward import compute_dtype
 
     model = _model(layers=2)
     rows = pack_groups([Group(list(range(1, 21)), [list(range(21, 27)), list(range(27, 35))])], 0)

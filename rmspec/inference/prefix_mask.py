@@ -16,6 +16,8 @@ eager get the float mask (0 or the dtype's minimum, added to the scores), made o
 a bool mask, SDPA converts it to that float mask in every layer and keeps each layer's copy for the
 backward pass (a 4-layer model at 8,192 tokens peaked at 2,137 MiB with a bool mask, 1,234 MiB with one
 float mask: bench/results/prefix_mask_memory.md); every layer reads the one float tensor instead.
+The forward pass over such rows is rmspec.inference.packed_forward: rows wider than a block attend by blocks
+there on CPU (rmspec.inference.block_attention), with no mask tensor at all.
 Flash-attention 2 takes no arbitrary mask; flex attention wants a BlockMask: both are refused
 here (NotPackable), and callers keep the ordinary path. Sliding-window layers get the window
 applied on positions (the distance inside the unpacked sequence), as masking_utils' own
@@ -30,6 +32,7 @@ from typing import Any
 import torch
 
 MASKED_ATTENTION = ("sdpa", "eager")  # implementations that read a custom 4D mask
+PACKED_ATTENTION = "rmspec_packed"  # rmspec's own (rmspec.inference.packed_attention), a model's while switched
 
 
 class NotPackable(ValueError):
@@ -188,7 +191,7 @@ def check_packable(config: Any) -> None:
             f"{config.model_type} attends in both directions, so a prompt's states depend on the response after it"
         )
     impl = attention_implementation(config)
-    if impl not in MASKED_ATTENTION:
+    if impl not in (*MASKED_ATTENTION, PACKED_ATTENTION):
         raise NotPackable(f"attention {impl!r} takes no custom 4D mask (shared-prefix rows need sdpa or eager)")
 
 
@@ -239,67 +242,11 @@ def allowed_by_layer_type(
     return allowed(rows, window, queries=queries, keys=keys)
 
 
-# ---------------------------------------------------------------- the forward pass
-
-HEAD_NAMES = ("score", "classifier")
-
-
-def head_module(model: Any) -> torch.nn.Module:
-    """The score head of a sequence-classification model, through DDP and peft wrappers."""
-    inner = model
-    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
-        inner = inner.module  # DistributedDataParallel
-    if hasattr(inner, "get_base_model"):
-        inner = inner.get_base_model()  # peft: the head is a ModulesToSaveWrapper, called like the head
-    for name in HEAD_NAMES:
-        head = getattr(inner, name, None)
-        if isinstance(head, torch.nn.Module):
-            return head
-    raise NotPackable(f"{type(inner).__name__} has no score head ({' or '.join(HEAD_NAMES)})")
-
-
 def model_config(model: Any) -> Any:
     inner = model
     while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
         inner = inner.module
     return inner.config
-
-
-def compute_dtype(model: Any) -> torch.dtype:
-    """The dtype the attention computes in, which the mask takes so that SDPA need not convert it in every
-    layer: autocast's where it is on for the weights' device (mixed precision), else the weights'."""
-    weights = next(p for p in model.parameters())
-    kind = weights.device.type
-    if torch.is_autocast_enabled(kind):
-        return torch.get_autocast_dtype(kind)
-    return weights.dtype if weights.dtype.is_floating_point else torch.float32
-
-
-def packed_head_outputs(model: Any, rows: PackedRows) -> torch.Tensor:
-    """Head outputs [responses, num_labels] at the last token of every response of ``rows``.
-
-    The model runs whole (through its wrappers, so DDP and peft hooks fire as in any step); its
-    own pooling reads "the rightmost non-pad token" of each row, which in a packed row is not a
-    response end, so the head's per-token output is taken from a forward hook instead (the
-    sequence-classification heads of transformers are a linear layer applied to every token
-    before pooling) and gathered at the response ends.
-    """
-    config = model_config(model)
-    device = rows.input_ids.device
-    masks = model_masks(config, rows, compute_dtype(model))
-    masks = {k: v.to(device) for k, v in masks.items()} if isinstance(masks, dict) else masks.to(device)
-    captured: list[torch.Tensor] = []
-    handle = head_module(model).register_forward_hook(lambda _m, _i, out: captured.append(out))
-    try:
-        model(input_ids=rows.input_ids, attention_mask=masks, position_ids=rows.position_ids)
-    finally:
-        handle.remove()
-    if not captured:
-        raise NotPackable("the score head was not called on the token states")
-    per_token = captured[-1]
-    if per_token.dim() != 3:
-        raise NotPackable("the score head does not see every token (it pools before the head)")
-    return per_token.reshape(-1, per_token.shape[-1])[rows.ends.to(per_token.device)]
 
 
 def to_device(rows: PackedRows, device: Any) -> PackedRows:

@@ -17,7 +17,8 @@ from typing import Any
 
 def can_share_prompt(model: Any) -> bool:
     """A causal decoder with a score head and an attention that takes a custom mask."""
-    from rmspec.inference.prefix_mask import NotPackable, check_packable, head_module
+    from rmspec.inference.packed_forward import head_module
+    from rmspec.inference.prefix_mask import NotPackable, check_packable
 
     try:
         check_packable(model.config)
@@ -35,7 +36,8 @@ def grouped_head_outputs(
     import torch
 
     from rmspec.inference import progress
-    from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split_shared_prefix, to_device
+    from rmspec.inference.packed_forward import packed_head_outputs
+    from rmspec.inference.prefix_mask import pack_groups, split_shared_prefix, to_device
 
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")

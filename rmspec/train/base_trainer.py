@@ -155,12 +155,19 @@ class MetricsTrainer(Trainer):
 
     def training_step(self, model, inputs, *args, **kwargs):
         self._tokens_local += batch_tokens(inputs)
-        if self.context_parallel is None:
-            return super().training_step(model, inputs, *args, **kwargs)
-        from rmspec.train.context_parallel_run import split_step
+        if self.context_parallel is not None:
+            from rmspec.train.context_parallel_run import split_step
 
-        with split_step(model, self.context_parallel):  # the backward's recomputation attends split too
-            return super().training_step(model, inputs, *args, **kwargs)
+            with split_step(model, self.context_parallel):  # the backward's recomputation attends split too
+                return super().training_step(model, inputs, *args, **kwargs)
+        from rmspec.train.packing import attends_by_blocks
+
+        if attends_by_blocks(inputs):
+            from rmspec.inference.packed_attention import step
+
+            with step(model):  # a recomputed layer attends by blocks, as its forward did
+                return super().training_step(model, inputs, *args, **kwargs)
+        return super().training_step(model, inputs, *args, **kwargs)
 
     def record(self, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():

@@ -8,11 +8,13 @@ and values (after RoPE) are all-gathered over the group and the rank's queries a
 its slice of rmspec's own mask (prefix_mask.allowed: chosen and rejected see the prompt, never each other;
 sliding windows on positions), so every token's attention is the one a single process computes.
 
-The attention is a function registered with transformers' AttentionInterface under ``ATTENTION_NAME``:
-any decoder transformers loads runs it, no model class is patched. It computes with SDPA (an explicit
-float mask, made once for every layer: prefix_mask.additive_mask), so models loaded for ``sdpa`` or ``eager``
-take it; flash attention takes no custom mask and
-flex attention wants a BlockMask, both are refused (ContextParallelError) with the reason.
+The attention is rmspec's packed attention (rmspec.inference.packed_attention, registered with transformers'
+AttentionInterface under ``ATTENTION_NAME``): any decoder transformers loads runs it, no model class is
+patched. On CPU, a row wider than a block attends by blocks (rmspec.inference.block_attention: only the key
+ranges the mask allows, no mask tensor); elsewhere with SDPA through the rank's float mask slice, made once
+for every layer (prefix_mask.additive_mask). Models loaded for ``sdpa`` or ``eager`` take it; flash attention
+takes no custom mask and flex attention wants a BlockMask, both are refused (ContextParallelError) with the
+reason.
 
 Gradients flow through the collectives: the all-gather's backward sums the key/value gradients of every
 rank's queries and hands each rank its own chunk (a reduce-scatter); the rewards, read on the rank that
@@ -32,6 +34,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rmspec.inference.packed_attention import ATTENTION_NAME, gathering, register
+from rmspec.inference.packed_forward import block_plan_for, compute_dtype, head_module
 from rmspec.inference.prefix_mask import (
     MASKED_ATTENTION,
     NotPackable,
@@ -39,13 +43,10 @@ from rmspec.inference.prefix_mask import (
     additive_mask,
     allowed_by_layer_type,
     attention_implementation,
-    compute_dtype,
-    head_module,
     is_causal,
     model_config,
 )
 
-ATTENTION_NAME = "rmspec_context_parallel"
 SUPPORTED = MASKED_ATTENTION  # the implementations a model may be loaded with: sdpa, eager
 
 
@@ -153,55 +154,14 @@ def sum_over_ranks(x: torch.Tensor, group: Any = None) -> torch.Tensor:
     return _SumOverRanks.apply(x, group)
 
 
-# ---------------------------------------------------------------- the attention function
-
-_ACTIVE: list[Any] = []  # the group of the forward pass under way (a stack: one entry while active)
+# ---------------------------------------------------------------- the attention
 
 
 @contextlib.contextmanager
 def active(group: Any) -> Iterator[None]:
-    _ACTIVE.append(group)
-    try:
+    """A split forward (or training step) under way: every packed attention gathers the group's keys and values."""
+    with gathering(lambda t: gather_sequence(t, group)):
         yield
-    finally:
-        _ACTIVE.pop()
-
-
-def attention(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, Any]:
-    """transformers' attention interface: the rank's queries against the group's keys and values.
-
-    Outside a context-parallel forward pass (no group active) it is plain SDPA, so a model switched to it
-    still scores and evaluates in one process."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    for unsupported in ("softcap", "s_aux", "sinks"):
-        if kwargs.get(unsupported) is not None:
-            raise ContextParallelError(
-                f"this model's attention uses {unsupported}, which the SDPA-based context-parallel attention "
-                "does not compute; train it with hardware.context_parallel: 1"
-            )
-    if _ACTIVE:
-        group = _ACTIVE[-1]
-        key, value = gather_sequence(key, group), gather_sequence(value, group)
-        if attention_mask is None or attention_mask.shape[-1] != key.shape[2]:
-            raise ContextParallelError("a context-parallel forward needs the rank's mask slice against every key")
-    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-
-
-def register() -> None:
-    """Register ``ATTENTION_NAME`` with transformers (idempotent)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    AttentionInterface.register(ATTENTION_NAME, attention)
-    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
 
 
 def check_supported(config: Any) -> None:
@@ -219,7 +179,8 @@ def check_supported(config: Any) -> None:
 
 
 def use_context_parallel_attention(model: Any) -> None:
-    """Switch ``model`` (loaded with sdpa or eager) to the context-parallel attention."""
+    """Switch ``model`` (loaded with sdpa or eager) to the packed attention for good (benches, tests; a run
+    switches it per step: packed_attention.step)."""
     config = model_config(model)
     check_supported(config)
     register()
@@ -234,7 +195,7 @@ def use_context_parallel_attention(model: Any) -> None:
 
 def read_head(model: Any) -> tuple[torch.nn.Module, bool]:
     """(the module whose per-token outputs are read, whether it is a causal LM's head): a reward model's score
-    head (prefix_mask.head_module), else the LM head of a causal LM (a generative judge: its logits at the
+    head (packed_forward.head_module), else the LM head of a causal LM (a generative judge: its logits at the
     positions whose next token is a label)."""
     try:
         return head_module(model), False
@@ -254,7 +215,7 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
     """Head outputs [responses, num_labels] at the last token of every response of ``rows`` (the whole
     batch, identical on every rank of ``group``), each rank computing its two chunks of every row.
 
-    The equal of prefix_mask.packed_head_outputs in one process, in the order of ``rows.ends`` (group order,
+    The equal of packed_forward.packed_head_outputs in one process, in the order of ``rows.ends`` (group order,
     then response order): a pair's chosen and rejected, or a ranked list's K responses, each read on the rank
     that holds its last token, wherever the row's cut puts it (any flat index: a PRM's steps, the positions before a
     judge's verdict tokens). The head is ``read_head``'s: a score head, or a causal LM's LM head, asked for logits
@@ -271,22 +232,26 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
     width = rows.input_ids.shape[1]
     mine = shard(width, size, rank)
     device = rows.input_ids.device
-    # one float mask for every layer (prefix_mask.additive_mask): a bool one SDPA would copy in each layer
-    masks = additive_mask(
-        allowed_by_layer_type(config, rows, queries=mine.local, keys=mine.gathered), compute_dtype(model)
-    )
-    masks = {k: v.to(device) for k, v in masks.items()} if isinstance(masks, dict) else masks.to(device)
+    plan = block_plan_for(model, rows, mine.local)
+    if plan is None:  # one float mask for every layer (prefix_mask.additive_mask): a bool one SDPA copies per layer
+        masks = additive_mask(
+            allowed_by_layer_type(config, rows, queries=mine.local, keys=mine.gathered), compute_dtype(model)
+        )
+        masks = {k: v.to(device) for k, v in masks.items()} if isinstance(masks, dict) else masks.to(device)
+        extra: dict[str, Any] = {"attention_mask": masks}
+    else:  # by blocks: the gathered keys go back to column order (plan.order), no mask tensor
+        plan.order = torch.argsort(mine.gathered).to(device)
+        extra = {"rmspec_blocks": plan}
     local = mine.local.to(device)
     where = torch.full((width,), -1, dtype=torch.long, device=device)
     where[local] = torch.arange(local.numel(), device=device)
     end_row, end_col = rows.ends.to(device) // width, rows.ends.to(device) % width
     at = where[end_col]  # each read point's local column, -1 on the rank that does not hold it
     head, lm_head = read_head(model)
-    extra = {}
     if lm_head:  # vocabulary logits only at the local columns this rank reads (transformers' logits_to_keep)
         held = torch.unique(at[at >= 0])  # sorted
         kept = held if held.numel() else torch.zeros(1, dtype=torch.long, device=device)
-        extra = {"logits_to_keep": kept}
+        extra["logits_to_keep"] = kept
         at = torch.where(at >= 0, torch.searchsorted(kept, at.clamp(min=0)), at)
     captured: list[torch.Tensor] = []
     handle = head.register_forward_hook(lambda _m, _i, out: captured.append(out))
@@ -294,7 +259,6 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
         with active(group):
             model(
                 input_ids=rows.input_ids[:, local],
-                attention_mask=masks,
                 position_ids=rows.position_ids[:, local],
                 **extra,
             )

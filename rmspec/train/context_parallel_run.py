@@ -130,47 +130,31 @@ def prepare_model(model: Any, degree: int) -> Groups:
 
 
 @contextlib.contextmanager
-def split_attention(model: Any) -> Iterator[None]:
-    """``model`` on the context-parallel attention for one training step or split forward, then back on its own:
-    the checkpoints' and the final model's config.json keep the implementation it was loaded with."""
-    from rmspec.inference.prefix_mask import attention_implementation, model_config
-    from rmspec.train.context_parallel import ATTENTION_NAME
-
-    inner = model
-    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
-        inner = inner.module  # DistributedDataParallel
-    before = attention_implementation(model_config(model))
-    inner.set_attn_implementation(ATTENTION_NAME)
-    try:
-        yield
-    finally:
-        inner.set_attn_implementation(before)
-
-
-@contextlib.contextmanager
 def split_step(model: Any, groups: Groups) -> Iterator[None]:
     """One training step (forward AND backward) with the split attention on and the group active. Gradient
     checkpointing recomputes each layer's forward inside the backward: there too its attention must gather the
     group's keys and values under the rank's mask slice (the recomputation's inputs, mask included, are the
     ones the forward saved), and every rank of the group recomputes the same layers in the same order, so the
     gathers stay matched."""
+    from rmspec.inference.packed_attention import step
     from rmspec.train.context_parallel import active
 
-    with split_attention(model), active(groups.group):
+    with step(model), active(groups.group):
         yield
 
 
 def split_head_outputs(model: Any, inputs: dict[str, torch.Tensor], groups: Groups) -> torch.Tensor:
     """Head outputs [responses, num_labels] of a packed batch (PackedPairCollator's, PackedListCollator's or
     PackedScoresCollator's: the same on every rank of the group), each row split over the group: the equal of
-    prefix_mask.packed_head_outputs, one output per read point (``packed_ends``) in its order, on every rank.
+    packed_forward.packed_head_outputs, one output per read point (``packed_ends``) in its order, on every rank.
     The one split forward every approach that trains split reads its rewards from, training and evaluating."""
+    from rmspec.inference.packed_attention import switched
     from rmspec.train.context_parallel import head_outputs
     from rmspec.train.packing import is_packed, packed_rows
 
     if not is_packed(inputs):
         raise ValueError("context parallelism splits prompt-once rows: this batch is not packed")
-    with split_attention(model):
+    with switched(model):
         return head_outputs(model, packed_rows(inputs), groups.group)
 
 

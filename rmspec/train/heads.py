@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rmspec.inference.ensemble import ENSEMBLE_FILE  # noqa: F401  (final_model saves under this name)
-from rmspec.inference.prefix_mask import head_module
+from rmspec.inference.packed_forward import head_module
 from rmspec.train.bradley_terry import BradleyTerryTrainer
 from rmspec.train.losses import pair_metrics
 from rmspec.train.objectives.ensemble import bootstrap_indices, ensemble_std
@@ -92,7 +92,7 @@ def pair_outputs(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Ten
     if is_vision_packed(inputs):
         return packed_vision_pair_outputs(model, inputs)
     if is_packed(inputs):
-        from rmspec.inference.prefix_mask import packed_head_outputs
+        from rmspec.inference.packed_forward import packed_head_outputs
 
         scores = packed_head_outputs(model, packed_rows(inputs))
         return scores[0::2], scores[1::2]

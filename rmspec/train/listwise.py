@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rmspec.inference.packed_forward import packed_head_outputs
 from rmspec.inference.padding import pad_right
-from rmspec.inference.prefix_mask import pack_groups, packed_head_outputs, split_shared_prefix
+from rmspec.inference.prefix_mask import pack_groups, split_shared_prefix
 from rmspec.train.base_trainer import ScoreTrainer
 from rmspec.train.objectives.listwise import plackett_luce_loss, ranking_metrics
 from rmspec.train.packing import is_packed, packed_batch, packed_rows

@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from rmspec.inference.prefix_mask import PackedRows, pack_groups, packed_head_outputs, split_shared_prefix
+from rmspec.inference.packed_forward import packed_head_outputs
+from rmspec.inference.prefix_mask import PackedRows, pack_groups, split_shared_prefix
 from rmspec.plan.packing import OFF, SHARED_PREFIX  # noqa: F401  (re-exported: the trainer's names for the paths)
 
 PACKED_KEYS = ("input_ids", "position_ids", "packed_group", "packed_branch", "packed_ends")
@@ -62,6 +63,15 @@ def pack_examples(
 
 def is_packed(inputs: dict[str, Any]) -> bool:
     return "packed_ends" in inputs
+
+
+def attends_by_blocks(inputs: dict[str, Any]) -> bool:
+    """Whether a batch's rows are wide enough, on a device that runs it, to attend by blocks
+    (rmspec.inference.block_attention): its training step then runs on the packed attention whole."""
+    from rmspec.inference.block_attention import BLOCK
+
+    ids = inputs.get("input_ids") if is_packed(inputs) and "pixel_values" not in inputs else None
+    return ids is not None and ids.device.type == "cpu" and ids.shape[-1] > BLOCK
 
 
 def packed_rows(inputs: dict[str, torch.Tensor]) -> PackedRows:

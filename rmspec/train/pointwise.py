@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmspec.inference.prefix_mask import packed_head_outputs
+from rmspec.inference.packed_forward import packed_head_outputs
 from rmspec.train.base_trainer import ScoreTrainer
 from rmspec.train.collators import score_targets
 from rmspec.train.losses import masked_mse, ordinal_expectation, ordinal_loss

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from rmspec.evaluate.scoring_rules import first_error
+from rmspec.inference.packed_forward import packed_head_outputs
 from rmspec.inference.padding import pad_right
-from rmspec.inference.prefix_mask import packed_head_outputs
 from rmspec.inference.process import correct_probability as _probability
 from rmspec.train.base_trainer import ScoreTrainer
 from rmspec.train.packing import is_packed, pack_examples, packed_batch, packed_rows

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from rmspec.inference.packed_forward import compute_dtype, head_module
 from rmspec.inference.prefix_mask import (
     MASKED_ATTENTION,
     NotPackable,
@@ -33,8 +34,6 @@ from rmspec.inference.prefix_mask import (
     additive_mask,
     allowed,
     attention_implementation,
-    compute_dtype,
-    head_module,
     model_config,
     pack_groups,
     split_shared_prefix,

@@ -1,0 +1,103 @@
+"""The forward pass of a packed row in one process: the score head's output at every read point.
+
+The model runs whole (through its wrappers, so DDP and peft hooks fire as in any step) on rows laid out by
+rmspec.inference.prefix_mask, attending through the whole row's mask, or by blocks
+(rmspec.inference.block_attention) where the row is wide enough and the device runs them (``block_plan_for``).
+Training (rmspec.train.packing and the approaches' trainers) and scoring (rmspec.inference.shared_prefix) both
+call it, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from rmspec.inference.block_attention import BlockPlan, block_plan, usable
+from rmspec.inference.packed_attention import recomputes_outside_step, switched
+from rmspec.inference.prefix_mask import NotPackable, PackedRows, check_packable, model_config, model_masks
+
+HEAD_NAMES = ("score", "classifier")
+
+
+def head_module(model: Any) -> torch.nn.Module:
+    """The score head of a sequence-classification model, through DDP and peft wrappers."""
+    inner = model
+    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
+        inner = inner.module  # DistributedDataParallel
+    if hasattr(inner, "get_base_model"):
+        inner = inner.get_base_model()  # peft: the head is a ModulesToSaveWrapper, called like the head
+    for name in HEAD_NAMES:
+        head = getattr(inner, name, None)
+        if isinstance(head, torch.nn.Module):
+            return head
+    raise NotPackable(f"{type(inner).__name__} has no score head ({' or '.join(HEAD_NAMES)})")
+
+
+def compute_dtype(model: Any) -> torch.dtype:
+    """The dtype the attention computes in, which the mask takes so that SDPA need not convert it in every
+    layer: autocast's where it is on for the weights' device (mixed precision), else the weights'."""
+    weights = next(p for p in model.parameters())
+    kind = weights.device.type
+    if torch.is_autocast_enabled(kind):
+        return torch.get_autocast_dtype(kind)
+    return weights.dtype if weights.dtype.is_floating_point else torch.float32
+
+
+def has_sliding_window(config: Any) -> bool:
+    """Whether any layer attends within a window (prefix_mask.allowed_by_layer_type's reading of the config)."""
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types:
+        return "sliding_attention" in set(layer_types)
+    return bool(getattr(config, "sliding_window", None))
+
+
+def block_plan_for(model: Any, rows: PackedRows, queries: torch.Tensor | None = None) -> BlockPlan | None:
+    """The block plan of ``rows`` for ``queries`` (a context-parallel rank's columns; all by default), or None
+    where this forward keeps the masked path: block_attention.usable's reasons, or a backward that could
+    recompute the layers after the forward's switch ends (packed_attention.recomputes_outside_step)."""
+    config = model_config(model)
+    why = usable(
+        rows.input_ids.device,
+        rows.input_ids.shape[1],
+        sliding_window=has_sliding_window(config),
+        dropout=float(getattr(config, "attention_dropout", 0.0) or 0.0),
+    )
+    if why is not None or recomputes_outside_step(model):
+        return None
+    return block_plan(rows, queries, compute_dtype(model))
+
+
+def packed_head_outputs(model: Any, rows: PackedRows) -> torch.Tensor:
+    """Head outputs [responses, num_labels] at the last token of every response of ``rows``.
+
+    The model's own pooling reads "the rightmost non-pad token" of each row, which in a packed row is not a
+    response end, so the head's per-token output is taken from a forward hook instead (the
+    sequence-classification heads of transformers are a linear layer applied to every token before pooling)
+    and gathered at the response ends.
+    """
+    config = model_config(model)
+    check_packable(config)
+    device = rows.input_ids.device
+    plan = block_plan_for(model, rows)
+    if plan is None:
+        masks = model_masks(config, rows, compute_dtype(model))
+        masks = {k: v.to(device) for k, v in masks.items()} if isinstance(masks, dict) else masks.to(device)
+        extra: dict[str, Any] = {"attention_mask": masks}
+        attending: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    else:  # no mask: the plan rides along to every layer's attention (packed_attention)
+        extra, attending = {"rmspec_blocks": plan}, switched(model)
+    captured: list[torch.Tensor] = []
+    handle = head_module(model).register_forward_hook(lambda _m, _i, out: captured.append(out))
+    try:
+        with attending:
+            model(input_ids=rows.input_ids, position_ids=rows.position_ids, **extra)
+    finally:
+        handle.remove()
+    if not captured:
+        raise NotPackable("the score head was not called on the token states")
+    per_token = captured[-1]
+    if per_token.dim() != 3:
+        raise NotPackable("the score head does not see every token (it pools before the head)")
+    return per_token.reshape(-1, per_token.shape[-1])[rows.ends.to(per_token.device)]
