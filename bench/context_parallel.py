@@ -60,6 +60,17 @@ def pair_rows(length: int):
     return pack_groups([Group(ids(prompt), [ids(response), ids(length - prompt - response)])], 0)
 
 
+def choose_attention() -> str:
+    """The packed attention this process runs (``BENCH_ATTENTION``, inherited by spawned ranks): "blocks", rmspec's
+    default on CPU for rows wider than a block, or "masked", the whole row's (or a rank's slice of the) mask."""
+    from rmspec.inference import block_attention
+
+    how = os.environ.get("BENCH_ATTENTION", "blocks")
+    if how == "masked":
+        block_attention.BLOCK = 10**9  # no row is wider than one block: every row keeps the masked path
+    return how
+
+
 def rss_bytes() -> int:
     return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
@@ -71,6 +82,7 @@ def one_rank(rank: int, world: int, port: int, length: int, steps: int, out: str
     from rmspec.inference.packed_forward import packed_head_outputs
 
     torch.set_num_threads(1)
+    choose_attention()
     if world > 1:
         import torch.distributed as dist
 
@@ -113,6 +125,7 @@ def measure(world: int, length: int, steps: int, tmp: Path) -> dict:
     return {
         "n": world,
         "length": length,
+        "attention": os.environ.get("BENCH_ATTENTION", "blocks"),
         "peak_mib_per_rank": round(max(r["peak"] for r in ranks) / 2**20, 1),
         "seconds_per_step": round(step, 3),
         "tokens_per_s": round(ranks[0]["tokens"] / step, 1),

@@ -156,6 +156,7 @@ def tensor_rank(rank: int, world: int, port: int, length: int, out: str, census:
     from rmspec.inference.packed_forward import packed_head_outputs
 
     torch.set_num_threads(1)
+    base.choose_attention()
     if world > 1:
         import torch.distributed as dist
 
@@ -283,6 +284,7 @@ def two_sequences(length: int, response: int, steps: int, packed: bool) -> dict:
     from rmspec.inference.prefix_mask import Group, pack_groups
 
     torch.set_num_threads(1)
+    base.choose_attention()
     m = base.model()
     g = torch.Generator().manual_seed(length)
     ids = lambda n: torch.randint(1, base.VOCAB, (n,), generator=g).tolist()  # noqa: E731
@@ -338,6 +340,7 @@ def cmd_speed(args) -> None:
                     "length": length,
                     "response": args.response,
                     "layout": "prompt-once row" if packed else "two sequences (TRL)",
+                    "attention": os.environ.get("BENCH_ATTENTION", "blocks") if packed else "sdpa causal",
                     **r,
                     "median_s_per_pair": statistics.median(r["s_per_pair"]),
                 }
@@ -370,7 +373,15 @@ def main() -> None:
         help="plan and cap: fix glibc's mmap threshold (bytes) in the rank processes, so freed tensors go back to the "
         "system at once instead of staying in the heap (the allocator's slack in ru_maxrss)",
     )
+    p.add_argument(
+        "--attention",
+        choices=["blocks", "masked"],
+        default="blocks",
+        help="the packed attention of every rmspec forward (bench/context_parallel.py's choose_attention): by blocks, "
+        "rmspec's default on CPU for rows over one block, or through the whole row's mask, as before",
+    )
     args = p.parse_args()
+    os.environ["BENCH_ATTENTION"] = args.attention  # read in every (spawned) process
     if args.mmap_threshold:  # read by glibc at the start of each (spawned) rank process
         os.environ["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
     emit({"part": args.part, "start": " ".join(sys.argv[1:]), "uptime": os.popen("uptime").read().strip()})

@@ -29,8 +29,9 @@ from typing import Any
 import torch
 
 from rmspec.inference.prefix_mask import PackedRows, additive_mask, allowed, to_device
+from rmspec.plan.blocks import ATTENTION_BLOCK
 
-BLOCK = 512  # query and key block, in columns; rows this wide or narrower keep the masked path (``usable``)
+BLOCK = ATTENTION_BLOCK  # query and key block, in columns; rows this wide or narrower keep the masked path (``usable``)
 
 FULL, CAUSAL, MASKED = "full", "causal", "masked"
 
@@ -76,14 +77,17 @@ def usable(device: torch.device, width: int, *, sliding_window: bool, dropout: f
     return None
 
 
-def query_blocks(queries: torch.Tensor) -> list[tuple[int, int, int]]:
+def query_blocks(queries: torch.Tensor, segment: torch.Tensor) -> list[tuple[int, int, int]]:
     """(local start, local end, first column) of each block of ``queries`` (ascending columns, in runs of
-    consecutive columns: a context-parallel rank holds two): no block crosses a run or holds over BLOCK."""
-    cols = queries.tolist()
+    consecutive columns: a context-parallel rank holds two). No block crosses a run, holds over BLOCK or spans
+    two segments (``segment``: one id per column of the row for each prompt and each response), so all its
+    queries see the same key ranges: at most plan.blocks.PARTIAL_BLOCKS key blocks are cut by the mask (the
+    group's start, the prompt's end, its own response's start) and its own columns see each other causally."""
+    cols, seg = queries.tolist(), segment.tolist()
     out: list[tuple[int, int, int]] = []
     start = 0
     for i in range(1, len(cols) + 1):
-        if i == len(cols) or cols[i] != cols[i - 1] + 1 or i - start == BLOCK:
+        if i == len(cols) or cols[i] != cols[i - 1] + 1 or i - start == BLOCK or seg[cols[i]] != seg[cols[i - 1]]:
             out.append((start, i, cols[start]))
             start = i
     return out
@@ -96,9 +100,11 @@ def block_plan(rows: PackedRows, queries: torch.Tensor | None = None, dtype: tor
     queries = torch.arange(width) if queries is None else queries.cpu()
     plan = BlockPlan()
     cpu_rows = rows if rows.group.device.type == "cpu" else to_device(rows, "cpu")
+    responses = int(cpu_rows.branch.max()) + 1 if cpu_rows.branch.numel() else 1
     for r in range(n):
         one = _row(cpu_rows, r)
-        for q0, q1, c0 in query_blocks(queries):
+        segment = one.group[0] * responses + one.branch[0]  # padding (group -1) is a segment of its own
+        for q0, q1, c0 in query_blocks(queries, segment):
             c1 = c0 + (q1 - q0)  # keys after the block's last column are never allowed (causal)
             ok = allowed(one, queries=torch.arange(c0, c1), keys=torch.arange(c1))[0, 0]
             calls: list[Call] = []

@@ -24,6 +24,7 @@ from pathlib import Path
 from rmspec import approaches
 from rmspec.gguf_source import cache_dir, describe, gguf_config, spec_gguf_source
 from rmspec.packaged import resolve_model_path
+from rmspec.plan.blocks import packed_attention
 from rmspec.plan.communication import communication, context_parallel_communication, with_communication
 from rmspec.plan.context_parallel import context_parallel_of, kv_traffic_bytes, rank_share, split_row, split_tokens
 from rmspec.plan.context_parallel_auto import choose_degree
@@ -35,7 +36,7 @@ from rmspec.plan.heads import extra_head_parameters, head_notes
 from rmspec.plan.invariants import checked
 from rmspec.plan.launch_fields import launch_fields
 from rmspec.plan.liger import installed_model_types, liger_decision
-from rmspec.plan.memory import TrainingShape, lora_parameters
+from rmspec.plan.memory import TrainingShape, lora_parameters, with_blocks
 from rmspec.plan.model_shape import ModelShape, shape_from_config
 from rmspec.plan.optimizer_state import planned_optimizer
 from rmspec.plan.packing import SHARED_PREFIX, plan_packing
@@ -112,6 +113,7 @@ def compile_plan(
     visual = qwen_visual_plan(spec, shape, model_path, run.data_report)  # a Qwen2-VL family VLM, else None
     seqs = with_visual_tokens(seqs, visual)
     base = _training_shape(spec, declared, seqs, sft, precision, attn, visual, frozen_vision(spec, shape))
+    base = with_blocks(base, shape, hw.is_gpu)  # a wide packed row attends by blocks on CPU
     vit = vit_plan(spec, shape, model_path, run.data_report)  # LLaVA, Gemma 3, Idefics3, ...: else None
     if vit is not None:
         base = replace(base, vision_tiles=vit.tiles(base.seqs_per_example), vision_tower_trained=vit.tower_trained)
@@ -131,8 +133,8 @@ def compile_plan(
     # auto split the rows of an approach packed only when split (pointwise, process, generative)
     if cp > 1 and not seqs.packed:
         seqs = sequences_of(loaded, declared, shape, attn, sft, split=True)
-        base = replace(base, packed=seqs.packed)  # its row is the same one sequence, now under prefix_mask's mask
-    fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes)  # a rank's share where cp > 1
+        base = with_blocks(replace(base, packed=seqs.packed), shape, hw.is_gpu)  # the same one sequence, now packed
+    fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes, hw.is_gpu)  # a rank's share where cp > 1
     held = rank_share(shape, fitted, cp, base.seq_len)  # a rank's gathered keys/values and mask slice, judged too
     choice = _fit(spec.training, shape, fitted, hw, spec.model.lora is not None, seqs, held, hw.num_processes // cp)
     cp_section = context_parallel_of(cp, shape, base, fitted, choice, hw, spec, cp_chosen)
@@ -184,7 +186,14 @@ def compile_plan(
         **strategy_fields(spec.training, hw, choice, precision),
         attn_implementation=attn,
         attn_reason=attn_reason,
-        **batch_fields(spec.training, hw, choice, base, seqs),
+        **batch_fields(
+            spec.training,
+            hw,
+            choice,
+            base,
+            seqs,
+            packed_attention(base.packed, base.blocks, is_gpu=hw.is_gpu, sliding_window=shape.sliding_window),
+        ),
         **memory_fields(hw, choice, host_usable),
         warnings=tuple(warnings) + ((f"model: {weights['note']}",) if weights else ()),
         estimate=estimate,

@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from rmspec.errors import PlanError
+from rmspec.plan.blocks import block_mask_bytes
 from rmspec.plan.communication import context_parallel_bytes
 from rmspec.plan.memory import (
     GIB,
@@ -33,6 +34,7 @@ from rmspec.plan.memory import (
     activation_bytes,
     packed_mask_bytes,
     saved_key_value_bytes_per_token,
+    with_blocks,
 )
 from rmspec.plan.model_shape import ModelShape
 
@@ -106,7 +108,10 @@ def per_rank_memory(
     per_token = saved_key_value_bytes_per_token(shape, replace(t, packed=True))
     gathered = layers * rows * width * per_token
     own = layers * rows * local * per_token
-    mask = float(rows * local * width * (4 if t.precision == "fp32" else 2))  # one float slice for every layer
+    if t.blocks:  # by blocks: the partial blocks' masks of the rank's queries (memory.block_mask_bytes)
+        mask = block_mask_bytes(rows, local, width, 4 if t.precision == "fp32" else 2)
+    else:  # one float slice [local, width] for every layer
+        mask = float(rows * local * width * (4 if t.precision == "fp32" else 2))
     adjusted = replace(memory, temporary=memory.temporary - packed_mask_bytes(t) + mask + gathered - own)
     return adjusted, {"gathered": gathered, "mask": mask, "own_kv": own}
 
@@ -147,7 +152,7 @@ def context_parallel_section(
     declaration's packed_row)."""
     width, local = split_tokens(row_tokens, degree)
     adjusted, extra = per_rank_memory(shape, t, memory, degree=degree, row_tokens=row_tokens)
-    whole = replace(t, seq_len=row_tokens, packed=one_process_packed)
+    whole = replace(t, seq_len=row_tokens, packed=one_process_packed, blocks=t.blocks and one_process_packed)
     traffic = kv_traffic_bytes(shape, t, degree=degree, row_tokens=row_tokens, grad_accum=grad_accum)
     gb = lambda b: round(b / GIB, 3)  # noqa: E731
     return {
@@ -193,13 +198,22 @@ def check_fits(section: dict[str, Any], usable_gb: float) -> None:
         )
 
 
-def split_row(cp: int, base: TrainingShape, shape: ModelShape, attn: str, packed: bool, processes: int):
+def rank_row(base: TrainingShape, degree: int, shape: ModelShape, is_gpu: bool) -> TrainingShape:
+    """A rank's share of ``base``'s row: packed (a split row always is), attending by blocks or not as the whole
+    row does (memory.with_blocks), ``degree``-th of its tokens."""
+    whole = with_blocks(replace(base, packed=True), shape, is_gpu)
+    return replace(whole, seq_len=split_tokens(base.seq_len, degree)[1])
+
+
+def split_row(
+    cp: int, base: TrainingShape, shape: ModelShape, attn: str, packed: bool, processes: int, is_gpu: bool
+) -> TrainingShape:
     """The shape the strategy ladder fits: ``base``, or a rank's share of its row under context parallelism."""
     if cp == 1:
         return base
     vision = bool(shape.extra.get("vision_model_type"))
     check(cp, architecture=shape.architecture, attn=attn, packed=packed, num_processes=processes, vision=vision)
-    return replace(base, packed=True, seq_len=split_tokens(base.seq_len, cp)[1])
+    return rank_row(base, cp, shape, is_gpu)
 
 
 # The strategies a context-parallel run trains under. FSDP shards every parameter over all the processes

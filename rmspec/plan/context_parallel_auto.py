@@ -16,10 +16,10 @@ from dataclasses import replace
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.plan.context_parallel import rank_share, refusal, split_tokens
+from rmspec.plan.context_parallel import rank_row, rank_share, refusal, split_tokens
 from rmspec.plan.fields import raise_nothing_fits
 from rmspec.plan.hardware import HardwareProfile
-from rmspec.plan.memory import GIB, TrainingShape
+from rmspec.plan.memory import GIB, TrainingShape, with_blocks
 from rmspec.plan.model_shape import ModelShape
 from rmspec.plan.strategy import choose, evaluate, ladder
 
@@ -34,7 +34,7 @@ def need_at(degree: int, shape: ModelShape, base: TrainingShape, hw: HardwarePro
     finds a rung, the bytes are that plan's (a rank's share with its gathered keys and values and mask slice);
     where none fits, the least any rung needs at the smallest micro batch."""
     # a split row is a packed row (pointwise, process and generative pack only when split: rmspec.plan.packing)
-    fitted = base if degree == 1 else replace(base, packed=True, seq_len=split_tokens(base.seq_len, degree)[1])
+    fitted = base if degree == 1 else rank_row(base, degree, shape, hw.is_gpu)
     fixed = None if training.micro_batch_size == "auto" else training.micro_batch_size
     held = rank_share(shape, fitted, degree, base.seq_len)
 
@@ -87,7 +87,7 @@ def _what_would_fit(shape, base: TrainingShape, hw: HardwareProfile, training, r
     for length in (2**k for k in range(20, 8, -1)):
         if length >= training.max_length:
             continue
-        shorter = replace(base, seq_len=row_for(length))
+        shorter = with_blocks(replace(base, seq_len=row_for(length)), shape, hw.is_gpu)
         found = _any_fit(shape, shorter, hw, training)
         if found:
             n, total = found

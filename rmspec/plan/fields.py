@@ -62,8 +62,8 @@ def strategy_fields(training, hw, choice, precision) -> dict:
     }
 
 
-def batch_fields(training, hw, choice, base: TrainingShape, seqs: Sequences) -> dict:
-    """The plan's processes, batch split, sequence layout and packing."""
+def batch_fields(training, hw, choice, base: TrainingShape, seqs: Sequences, attends: str | None) -> dict:
+    """The plan's processes, batch split, sequence layout and packing (``attends``: memory.packed_attention)."""
     return {
         "num_processes": hw.num_processes,
         "num_machines": hw.nodes,
@@ -77,6 +77,7 @@ def batch_fields(training, hw, choice, base: TrainingShape, seqs: Sequences) -> 
         "tokens_per_step": training.global_batch_size * base.seqs_per_example * base.seq_len,
         "packing": seqs.packing,
         "packing_reason": seqs.packing_reason,
+        "packed_attention": attends,
         "packing_tokens": (
             {
                 "row_tokens_expected": seqs.row_tokens,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from rmspec.plan.blocks import attends_by_blocks, block_mask_bytes
 from rmspec.plan.model_shape import ModelShape
 from rmspec.plan.optimizer_state import bytes_per_element, state_bytes, vector_state_bytes
 from rmspec.vision.shapes import VisionShape, block_bytes_per_patch, saved_bytes_per_patch
@@ -56,6 +57,9 @@ class TrainingShape:
     fp32_stream: bool = False  # autocast over fp32 weights (single/DDP): the residual stream stays fp32
     lora_dropout: float = 0.0
     packed: bool = False  # shared-prefix rows: seq_len is the row (P + C + R), one per example, plus its 4D mask
+    blocks: bool = (
+        False  # the packed row attends by blocks (plan.blocks.with_blocks): no whole mask, keys/values not repeated
+    )
     # transformers' optim name (rmspec.plan.optimizer_state), sgd_momentum for SGD with momentum
     optimizer: str = "adamw"
     # A VLM's images (rmspec.plan.vision): patches the vision tower encodes per example (0 for text), the
@@ -128,6 +132,12 @@ def _bytes(precision: str) -> int:
 # ---------------------------------------------------------------- activations
 
 
+def with_blocks(t: TrainingShape, shape: ModelShape, is_gpu: bool) -> TrainingShape:
+    """``t`` with ``blocks`` decided for its row of ``t.seq_len`` columns (plan.blocks.attends_by_blocks)."""
+    blocks = attends_by_blocks(t.packed, t.seq_len, is_gpu=is_gpu, sliding_window=shape.sliding_window)
+    return replace(t, blocks=blocks)
+
+
 def layer_activation_bytes_per_token(shape: ModelShape, t: TrainingShape) -> float:
     """Bytes one block saves for backward per token (no checkpointing).
 
@@ -164,7 +174,7 @@ def layer_activation_bytes_per_token(shape: ModelShape, t: TrainingShape) -> flo
     per_token: float = norms + attn + mlp
     if t.lora_rank:
         per_token = _lora_layer_bytes_per_token(shape, t, e, r)
-    if t.attn == "eager":
+    if t.attn == "eager" and not t.blocks:  # by blocks the model runs rmspec's attention, which keeps no scores
         per_token += 2 * e * shape.num_attention_heads * t.seq_len
     return float(per_token)
 
@@ -173,7 +183,10 @@ def _attended_kv_dim(shape: ModelShape, t: TrainingShape) -> int:
     """Width of the keys (and values) attention saves per token: repeated to every query head (q_dim) where
     transformers repeats them (repeat_kv): always in eager, and in SDPA whenever a mask is passed, as
     prompt-once rows always pass one (transformers' use_gqa_in_sdpa takes SDPA's own GQA only without a
-    mask); the key/value heads' width otherwise."""
+    mask); the key/value heads' width otherwise, and by blocks (rmspec's attention hands torch's CPU flash kernel
+    the key/value heads)."""
+    if t.blocks:
+        return shape.kv_dim
     return shape.q_dim if t.packed or t.attn == "eager" else shape.kv_dim
 
 
@@ -253,9 +266,12 @@ def logits_bytes(shape: ModelShape, t: TrainingShape) -> float:
 
 def packed_mask_bytes(t: TrainingShape) -> float:
     """Shared-prefix rows carry one [rows, 1, seq, seq] float mask in the compute dtype through forward and
-    backward, shared by every layer, for SDPA and eager alike (rmspec.inference.prefix_mask.additive_mask)."""
+    backward, shared by every layer, for SDPA and eager alike (rmspec.inference.prefix_mask.additive_mask); by
+    blocks only the partial blocks' masks (plan.blocks.block_mask_bytes)."""
     if not t.packed:
         return 0.0
+    if t.blocks:
+        return block_mask_bytes(t.micro_batch * t.seqs_per_example, t.seq_len, t.seq_len, _bytes(t.precision))
     return t.micro_batch * t.seqs_per_example * t.seq_len * t.seq_len * _bytes(t.precision)
 
 

@@ -113,6 +113,7 @@ class ModelShape:
     relative_position_rows: int = 0  # DeBERTa's shared relative embeddings
     pooler: bool = False
     given_num_parameters: int | None = None  # from model.shape: wins over the computed count
+    sliding_window: bool = False  # some layer attends within a window (packed rows keep the masked attention)
     extra: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------ parameter count
@@ -231,6 +232,16 @@ def _first(config: dict, *keys: str, default: Any = None) -> Any:
     return default
 
 
+def has_sliding_window(config: dict) -> bool:
+    """Whether a config.json's layers attend within a window: its ``layer_types`` where given, else
+    ``sliding_window`` unless ``use_sliding_window`` is false (transformers' own reading)."""
+    if config.get("layer_types"):
+        return "sliding_attention" in config["layer_types"]
+    if config.get("use_sliding_window") is False:
+        return False
+    return bool(config.get("sliding_window"))
+
+
 def shape_from_config(config: dict, source: str) -> ModelShape:
     """A shape from the keys of a Hugging Face config.json (text config for multimodal ones, plus the
     vision tower's parameters where rmspec.vision.shapes knows the family)."""
@@ -308,6 +319,7 @@ def shape_from_config(config: dict, source: str) -> ModelShape:
         type_vocab_size=int(config.get("type_vocab_size", 0) or 0),
         relative_position_rows=relative,
         pooler=family.get("pooler", False),
+        sliding_window=has_sliding_window(config),
         extra=extra,
     )
 

@@ -73,6 +73,7 @@ class Plan:
     tokens_per_step: int
     packing: str | None
     packing_reason: str
+    packed_attention: str | None  # how a packed row attends: by blocks, or through its whole mask (and why)
     packing_tokens: dict[str, Any] | None
     memory_per_device_gb: dict[str, float]
     memory_rule: str

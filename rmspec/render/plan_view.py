@@ -141,6 +141,8 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
         console.print(_head("step sep") + Text(repr(sep["separator"])) + Text(f"  {sep['how']}", style="dim"))
     if p.packing:
         console.print(_head("packing") + Text(p.packing) + Text(f"  {p.packing_reason}", style="dim"))
+        if p.packed_attention:
+            console.print(Text(" " * 15) + Text(f"attends {p.packed_attention}", style="dim"))
     if p.context_parallel:  # hardware.context_parallel: each row split over a group of ranks
         render_context_parallel(console, p.context_parallel, _head("context par."))
     if p.vision:  # a VLM: visual tokens per row and what the vision tower encodes (rmspec.plan.vision)
