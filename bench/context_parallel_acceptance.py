@@ -55,6 +55,7 @@ def emit(row: dict) -> None:
 
 def plan_bytes(length: int, degree: int) -> dict:
     """The plan's own per-rank activation figure for bench/context_parallel.py's model and row."""
+    from rmspec.plan.blocks import attends_by_blocks
     from rmspec.plan.context_parallel import per_rank_memory, split_tokens
     from rmspec.plan.memory import MemoryEstimate, TrainingShape, activation_bytes, packed_mask_bytes
     from rmspec.plan.model_shape import shape_from_config
@@ -71,6 +72,9 @@ def plan_bytes(length: int, degree: int) -> dict:
         checkpointing=False,
         attn="sdpa",
         packed=True,
+        # as `rmspec run` decides it for the whole row (plan.blocks.attends_by_blocks), unless --attention masked
+        blocks=os.environ.get("BENCH_ATTENTION", "blocks") == "blocks"
+        and attends_by_blocks(True, length, is_gpu=False, sliding_window=False),
     )
     act, mask = activation_bytes(shape, t), packed_mask_bytes(t)
     if degree == 1:
@@ -226,6 +230,7 @@ def tensors_row(n: int, length: int, ranks: list[dict]) -> dict:
     row = {
         "part": "plan",
         "measure": "tensors",
+        "attention": os.environ.get("BENCH_ATTENTION", "blocks"),
         "n": n,
         "length": length,
         "maxrss_rise_mib": mib(max(r["maxrss_rise"] for r in ranks)),
