@@ -195,6 +195,27 @@ def test_a_decoders_packed_forward_by_blocks_equals_the_masked_one(small_blocks,
             torch.testing.assert_close(g, ref_grads[name], atol=1e-6, rtol=0, msg=name)
 
 
+def test_under_bf16_autocast_blocks_take_autocasts_dtype(monkeypatch):
+    """RoPE leaves queries and keys in the fp32 stream and values in bf16; SDPA's autocast casts all three, and
+    so does the block attention (a bf16 mask with fp32 queries would be refused by the kernel)."""
+    from transformers import AutoModelForSequenceClassification, LlamaConfig
+
+    config = LlamaConfig(**{**helpers.models.TINY_DECODER, "vocab_size": 97, "pad_token_id": 0, "num_labels": 1})
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa")
+    rows = layouts()["pairs_lists_padding"]
+    made = spy_plans(monkeypatch)
+    outputs = {}
+    for block in (16, 10**9):
+        monkeypatch.setattr(block_attention, "BLOCK", block)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            outputs[block] = packed_forward.packed_head_outputs(model, rows)
+        outputs[block].float().sum().backward()
+    assert made == [1]  # the first by blocks, the second through the mask
+    assert outputs[16].dtype == torch.bfloat16
+    torch.testing.assert_close(outputs[16].float(), outputs[10**9].float(), atol=2e-2, rtol=0)
+
+
 def _train(tmp_path, model_dir, packing: str, steps: int = 8):
     """A packed (or unpacked) Bradley-Terry run with gradient checkpointing on; its logged losses."""
     from rmspec.train.arguments import build_training_arguments

@@ -202,5 +202,12 @@ class _BlockAttention(torch.autograd.Function):
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockPlan, scale: float) -> torch.Tensor:
     """Attention of queries [rows, heads, local columns, dim] over keys and values [rows, key/value heads,
     columns, dim] (column order) through ``plan``: [rows, heads, local columns, dim], as SDPA with the whole
-    mask returns it."""
-    return _BlockAttention.apply(q, k, v, plan, scale)
+    mask returns it. Under autocast the three are cast to its dtype first, as autocast casts SDPA's inputs (RoPE
+    leaves queries and keys in the fp32 stream's dtype and values in the compute dtype), and the blocks' masks
+    are in that dtype (packed_forward.compute_dtype)."""
+    kind = q.device.type
+    if torch.is_autocast_enabled(kind):
+        dtype = torch.get_autocast_dtype(kind)
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    with torch.autocast(kind, enabled=False):
+        return _BlockAttention.apply(q, k, v, plan, scale)
