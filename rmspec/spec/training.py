@@ -103,7 +103,9 @@ class TrainingSpec(Section):
             "hardware.context_parallel splits the rows (each example a packed row of its own), off elsewhere "
             "(approach.sft_weight > 0, encoders, "
             "flash-attention, pointwise, process and generative in one process), the plan says why; shared_prefix: "
-            "require it (an error where it cannot apply); off: two (N) sequences per pair (ranking)."
+            "require it (an error where it cannot apply); off: two (N) sequences per pair (ranking). On CPU a "
+            "packed row over 512 columns attends by blocks (only the key ranges the mask allows, no mask tensor; "
+            "plan.json's packed_attention says which)."
         ),
     )
     seed: int = Field(
