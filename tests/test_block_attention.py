@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import helpers.models
-from helpers.trainer import as_dataset, pair_rows, write_spec
+from helpers.trainer import pair_rows, train_logged
 from rmspec.inference import block_attention, packed_forward
 from rmspec.inference.block_attention import CAUSAL, FULL, MASKED, attend, block_plan, usable
 from rmspec.inference.packed_attention import step
@@ -218,13 +218,7 @@ def test_under_bf16_autocast_blocks_take_autocasts_dtype(monkeypatch):
 
 def _train(tmp_path, model_dir, packing: str, steps: int = 8):
     """A packed (or unpacked) Bradley-Terry run with gradient checkpointing on; its logged losses."""
-    from rmspec.train.arguments import build_training_arguments
-    from rmspec.train.callbacks import MetricsJsonl
-    from rmspec.train.factory import build_trainer
-    from rmspec.train.modeling import load_model
-
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    spec = write_spec(
+    return train_logged(
         tmp_path,
         model_dir,
         approach="{kind: bradley_terry}",
@@ -232,15 +226,8 @@ def _train(tmp_path, model_dir, packing: str, steps: int = 8):
             f"{{max_steps: {steps}, learning_rate: 3.0e-3, global_batch_size: 8, logging_steps: 1, seed: 1, "
             f"group_by_length: false, gradient_checkpointing: on, packing: {packing}}}"
         ),
-    ).spec
-    loaded = load_model(str(model_dir), spec.approach, seed=1)
-    rows = pair_rows(loaded.tokenizer, 48, 0)
-    args = build_training_arguments(spec, None, tmp_path / "checkpoints", has_validation=False, use_cpu=True)
-    metrics = tmp_path / "metrics.jsonl"
-    trainer = build_trainer(spec, loaded.model, loaded.tokenizer, args, as_dataset(rows), None, [MetricsJsonl(metrics)])
-    trainer.train()
-    lines = metrics.read_text().splitlines()
-    return trainer, [json.loads(line)["train/rm/loss"] for line in lines if "train/rm/loss" in line]
+        make_rows=lambda tok: pair_rows(tok, 48, 0),
+    )
 
 
 @pytest.mark.slow

@@ -3,27 +3,28 @@ optimizer steps and the same weights after them (within 1e-4, fp32); the path ea
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
 import helpers.models
-from helpers.trainer import as_dataset, pair_rows, write_spec
+from helpers.trainer import pair_rows, train_logged
 from rmspec.errors import RmspecError
-from rmspec.train.arguments import build_training_arguments
-from rmspec.train.callbacks import MetricsJsonl
 from rmspec.train.collators import PairCollator
-from rmspec.train.factory import build_trainer
-from rmspec.train.modeling import load_model
 from rmspec.train.packing import OFF, SHARED_PREFIX, PackedPairCollator, packed_length, packing_path
 
 tiny_models = helpers.models.tiny_models  # the shared fixture
 
 
 def _run(tmp_path, model_dir, packing: str, steps: int = 20):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    loaded_spec = write_spec(
+    def rows_with_a_long_prompt(tok):
+        rows = pair_rows(tok, 80, 0)
+        for r in rows:  # a long shared prompt, as in multi-turn data
+            shared = tok(" ".join(f"w{10 + (int(r['id']) * 7 + k) % 60}" for k in range(12)))["input_ids"][:-1]
+            r["chosen_input_ids"] = shared + r["chosen_input_ids"]
+            r["rejected_input_ids"] = shared + r["rejected_input_ids"]
+        return rows
+
+    return train_logged(
         tmp_path,
         model_dir,
         approach="{kind: bradley_terry, center_rewards_coefficient: 0.01}",
@@ -32,21 +33,8 @@ def _run(tmp_path, model_dir, packing: str, steps: int = 20):
             f"group_by_length: false, "
             f"packing: {packing}}}"
         ),
+        make_rows=rows_with_a_long_prompt,
     )
-    spec = loaded_spec.spec
-    loaded = load_model(str(model_dir), spec.approach, seed=1)
-    tok = loaded.tokenizer
-    rows = pair_rows(tok, 80, 0)
-    for r in rows:  # a long shared prompt, as in multi-turn data
-        shared = tok(" ".join(f"w{10 + (int(r['id']) * 7 + k) % 60}" for k in range(12)))["input_ids"][:-1]
-        r["chosen_input_ids"] = shared + r["chosen_input_ids"]
-        r["rejected_input_ids"] = shared + r["rejected_input_ids"]
-    args = build_training_arguments(spec, None, tmp_path / "checkpoints", has_validation=False, use_cpu=True)
-    metrics = tmp_path / "metrics.jsonl"
-    trainer = build_trainer(spec, loaded.model, tok, args, as_dataset(rows), None, [MetricsJsonl(metrics)])
-    trainer.train()
-    losses = [json.loads(line)["train/rm/loss"] for line in metrics.read_text().splitlines() if "train/rm/loss" in line]
-    return trainer, losses
 
 
 @pytest.mark.slow

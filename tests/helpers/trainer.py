@@ -55,3 +55,25 @@ def as_dataset(rows):
     from datasets import Dataset
 
     return Dataset.from_list(rows)
+
+
+def train_logged(tmp_path: Path, model_dir: Path, *, approach: str, training: str, make_rows) -> tuple[object, list]:
+    """A run of rmspec's trainer in this process on ``make_rows(tokenizer)`` (seed 1, CPU, no validation): the
+    trainer after training and the loss it logged at each step (``train/rm/loss``)."""
+    import json
+
+    from rmspec.train.arguments import build_training_arguments
+    from rmspec.train.callbacks import MetricsJsonl
+    from rmspec.train.factory import build_trainer
+    from rmspec.train.modeling import load_model
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    spec = write_spec(tmp_path, model_dir, approach=approach, training=training).spec
+    loaded = load_model(str(model_dir), spec.approach, seed=1)
+    args = build_training_arguments(spec, None, tmp_path / "checkpoints", has_validation=False, use_cpu=True)
+    metrics = tmp_path / "metrics.jsonl"
+    rows = as_dataset(make_rows(loaded.tokenizer))
+    trainer = build_trainer(spec, loaded.model, loaded.tokenizer, args, rows, None, [MetricsJsonl(metrics)])
+    trainer.train()
+    lines = metrics.read_text().splitlines()
+    return trainer, [json.loads(line)["train/rm/loss"] for line in lines if "train/rm/loss" in line]
