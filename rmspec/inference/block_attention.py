@@ -16,9 +16,9 @@ log-sum-exp, which gives every block its share of the row's gradient exactly (ri
 kept for backward is the queries, keys and values (at the key/value heads: grouped-query keys are not
 repeated), the output and the log-sum-exp: linear in the row, and the partial blocks' small masks.
 
-It runs on torch's CPU flash kernel, the one SDPA kernel whose log-sum-exp and backward torch exposes on every
-build (``_scaled_dot_product_flash_attention_for_cpu`` and its backward); other devices keep the masked path
-(``usable``). tests/test_block_attention.py holds outputs and gradients to SDPA with the whole mask.
+It runs on torch's CPU flash kernel, whose operators return the log-sum-exp and take it back in the backward
+(``_scaled_dot_product_flash_attention_for_cpu`` and its backward); other devices keep the masked path
+(``usable``): a CUDA kernel with the same contract is not wired, for want of a GPU to test it on. tests/test_block_attention.py holds outputs and gradients to SDPA with the whole mask.
 """
 
 from __future__ import annotations

@@ -133,8 +133,8 @@ def prepare_model(model: Any, degree: int) -> Groups:
 def split_step(model: Any, groups: Groups) -> Iterator[None]:
     """One training step (forward AND backward) with the split attention on and the group active. Gradient
     checkpointing recomputes each layer's forward inside the backward: there too its attention must gather the
-    group's keys and values under the rank's mask slice (the recomputation's inputs, mask included, are the
-    ones the forward saved), and every rank of the group recomputes the same layers in the same order, so the
+    group's keys and values as its forward did (the recomputation's inputs, the rank's mask slice or its block
+    plan included, are the ones the forward saved), and every rank of the group recomputes the same layers in the same order, so the
     gathers stay matched."""
     from rmspec.inference.packed_attention import step
     from rmspec.train.context_parallel import active
