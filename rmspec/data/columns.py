@@ -136,6 +136,15 @@ def write_rejects(path: str | Path, parts: list[tuple[str, Any]]) -> int:
     return n
 
 
+def first_details(parts: list[tuple[str, Any]]) -> dict[str, str]:
+    """The first rejected row's detail for each reason, on one line (what an error shows of the rejects file)."""
+    found: dict[str, str] = {}
+    for _name, ds in parts:
+        for reason, detail in zip(column(ds, "reject_reason"), column(ds, "reject_detail"), strict=True):
+            found.setdefault(reason, " ".join(str(detail).split())[:160])
+    return found
+
+
 def count_sources(ds: Any) -> int:
     seen = column(ds, "source_index")
     return (max(seen) + 1) if seen else 0

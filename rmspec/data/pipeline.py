@@ -22,7 +22,7 @@ from rmspec.data import cache
 from rmspec.data import mixture as mix
 from rmspec.data import records as R
 from rmspec.data.augment import augment_rows
-from rmspec.data.columns import alive, arrow, output, rejected, write_rejects
+from rmspec.data.columns import alive, arrow, first_details, output, rejected, write_rejects
 from rmspec.data.report import DataReport, count_rejects
 from rmspec.data.source_stage import make_context, read_source, read_sources, source_entry
 from rmspec.data.split import require_validation, split_rows, validation_on
@@ -155,9 +155,12 @@ def prepare(
         write_rejects(rejects_path, rejected_parts)
     if len(train) == 0:
         where = f" (see {rejects_path})" if rejects_path else ""
+        first = "; ".join(f"{reason}: {detail}" for reason, detail in first_details(rejected_parts).items())
         raise DataError(
-            f"no training rows left after mapping and filters: rejected {report.rejected}{where}",
-            "check the mapping (preset, columns) against the data, and the filters' limits",
+            f"no training rows left after mapping and filters: rejected {report.rejected}{where}; the first of "
+            f"each: {first}",
+            "check the mapping (preset, columns) against the data, and the filters' limits"
+            + ("" if rejects_path else "; `rmspec data report SPEC --rejects FILE` writes every row with its reason"),
         )
     # The split asked for validation rows and holds none: stop here, not after training (exit 2, the cause).
     require_validation(
