@@ -2,8 +2,8 @@
 
 `rmspec run` on a tiny Llama (Bradley-Terry, prompt-once rows), one process against 2 gloo processes forming one
 context-parallel group, 1 SGD step (the training equality itself is tests/test_context_parallel_run.py's), a
-validation split of 12 pairs in evaluation batches of 5 (5, 5, 2: the last one short, which the split run fills
-with 3 repeats that must count in no figure), evaluated at step 1
+validation split of 12 pairs in evaluation batches of 5 (5, 5, 2: the last one short, which one group computes as
+it is, with no repeats: there is no other group to keep in step), evaluated at step 1
 (the Trainer's evaluate) and at the end (its predict, whose rewards give the reward statistics): the eval loss,
 accuracy and reward figures equal the one process's within 1e-5. A sitecustomize on the children's PYTHONPATH
 (test only) records every split forward (whether it trained, how many responses it read) and the rows each
@@ -118,9 +118,9 @@ def test_each_validation_row_is_evaluated_split_and_counted_once(runs):
     for rank in (0, 1):
         calls = _spied(runs["cp-spied"], rank)
         evaluating = [c["responses"] for c in calls if c["kind"] == "split" and not c["training"]]
-        # both evaluations ran every batch split on this rank: 5, 5 and 5 pairs (2 and 3 repeats: accelerate's
-        # even batches), chosen and rejected read
-        assert evaluating == [10, 10, 10] * 2, calls
+        # both evaluations ran every batch split on this rank: 5, 5 and 2 pairs, chosen and rejected read (one
+        # group: no repeats to keep other groups in step, so none is computed; shard_over_groups)
+        assert evaluating == [10, 10, 4] * 2, calls
         assert [c["rows"] for c in calls if c["kind"] == "metrics"] == [VALIDATION_ROWS] * 2
         assert sum(c["training"] for c in calls if c["kind"] == "split") == 2  # step 1's 2 micro batches
     one = _spied(runs["one-spied"], 0)

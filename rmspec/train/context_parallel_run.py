@@ -74,6 +74,8 @@ def shard_over_groups(dataloader: Any, groups: Groups) -> Any:
             "the ranks of a group would not see the same batches"
         )
     sharder.num_processes, sharder.process_index = groups.count, groups.index
+    if groups.count == 1:  # no other group to keep in step: the last batch is its own rows, as in one process (its
+        sharder.even_batches = False  # repeats would be computed at full length, then dropped: 19x one row's time)
     return dataloader
 
 
