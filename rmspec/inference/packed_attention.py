@@ -56,7 +56,7 @@ def attention(
         if kwargs.get(unsupported) is not None:
             raise NotPackable(
                 f"this model's attention uses {unsupported}, which rmspec's packed attention does not compute; "
-                "train it with hardware.context_parallel: 1 and training.packing: false"
+                "train it with hardware.context_parallel: 1 and training.packing: off"
             )
     if _GATHER:
         key, value = _GATHER[-1](key), _GATHER[-1](value)
