@@ -3,7 +3,7 @@
 A plan's numbers are counts (parameters, processes, steps, tokens), memory (bytes, GB) and time
 (seconds, hours): none of them can be below zero or undefined. A spec that gets past validation
 can still describe an impossible model (a `model.shape` whose embeddings outweigh its whole
-parameter count); the shape check (rmspec.plan.model_shape.possible_shape) names such a spec's fields,
+parameter count); the shape check (rmspec.plan.shape_source.possible_shape) names such a spec's fields,
 and this check is the net under it and under every future formula: a plan that breaks it is refused (exit 2) instead of being shown
 or run. Light: no torch.
 """

@@ -343,59 +343,6 @@ def vision_notes(shape: ModelShape) -> list[str]:
     ]
 
 
-def possible_shape(shape: ModelShape) -> None:
-    """Refuse a model.shape whose embeddings (and LM head) alone exceed its num_parameters: every count, memory
-    and time figure planned from it would go negative (trained = num_parameters - head)."""
-    embedding = shape.embedding_parameters()
-    head = shape.lm_head_parameters() if shape.architecture == "decoder" else 0
-    given = shape.given_num_parameters
-    if given is None or embedding + head < given:
-        return
-    head_text = (
-        f" + {head:,} in the untied LM head (vocab_size x hidden_size again), {embedding + head:,} in all"
-        if head
-        else ""
-    )
-    raise PlanError(
-        f"model.shape is impossible: model.shape.vocab_size {shape.vocab_size:,} x model.shape.hidden_size "
-        f"{shape.hidden_size:,} puts {embedding:,} parameters in the embeddings{head_text}: "
-        f"not less than model.shape.num_parameters {given:,}",
-        hint="model.shape.num_parameters counts the whole model, embeddings included: check it, vocab_size and "
-        "hidden_size against the model's config.json (or point model.name_or_path at a folder holding it)",
-    )
-
-
-def shape_from_spec(shape: Any, source: str = "spec model.shape") -> ModelShape:
-    """A shape from the spec's `model.shape` block; its num_parameters is taken as given, once it can hold
-    the embedding table and the (untied, decoder) LM head that the other fields imply."""
-    kv = shape.num_key_value_heads or shape.num_attention_heads
-    family = FAMILIES["llama" if shape.architecture == "decoder" else "bert"]
-    result = ModelShape(
-        architecture=shape.architecture,
-        model_type="custom",
-        hidden_size=shape.hidden_size,
-        num_layers=shape.num_layers,
-        num_attention_heads=shape.num_attention_heads,
-        num_key_value_heads=kv,
-        head_dim=shape.hidden_size // shape.num_attention_heads,
-        intermediate_size=shape.intermediate_size,
-        vocab_size=shape.vocab_size,
-        layer_class=shape.layer_class,
-        source=source,
-        tie_word_embeddings=False,
-        gated_mlp=family["gated_mlp"],
-        norm=family["norm"],
-        attention_bias=family.get("attention_bias", False),
-        mlp_bias=family.get("mlp_bias", False),
-        pooler=family.get("pooler", False),
-        given_num_parameters=shape.num_parameters,
-    )
-    possible_shape(result)
-    return result
-
-
-# ---------------------------------------------------------------- resolution
-
 SHAPE_HINT = (
     "give the shape in the spec: model.shape: {architecture: decoder, num_parameters: 7.6e9 as an int, "
     "hidden_size, num_layers, num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, "
