@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from rmspec.inference.prefix_mask import PackedRows, additive_mask, allowed, to_device
-from rmspec.plan.blocks import ATTENTION_BLOCK
+from rmspec.plan.blocks import ATTENTION_BLOCK, why_masked
 
 BLOCK = ATTENTION_BLOCK  # query and key block, in columns; rows this wide or narrower keep the masked path (``usable``)
 
@@ -68,13 +68,7 @@ def usable(device: torch.device, width: int, *, sliding_window: bool, dropout: f
     """Why a row of ``width`` columns keeps the masked path here, or None where it attends by blocks."""
     if device.type != "cpu":
         return f"blocks run on torch's CPU flash kernel; {device.type} keeps the masked path"
-    if width <= BLOCK:
-        return f"a row of {width} columns is one block"
-    if sliding_window:
-        return "sliding-window layers keep the masked path"
-    if dropout:
-        return "attention dropout keeps the masked path"
-    return None
+    return why_masked(width, is_gpu=False, sliding_window=sliding_window, dropout=dropout, block=BLOCK)
 
 
 def query_blocks(queries: torch.Tensor, segment: torch.Tensor) -> list[tuple[int, int, int]]:

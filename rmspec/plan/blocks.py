@@ -15,28 +15,37 @@ ATTENTION_BLOCK = 512
 PARTIAL_BLOCKS = 3
 
 
+def why_masked(
+    width: int, *, is_gpu: bool, sliding_window: bool, dropout: float = 0.0, block: int = ATTENTION_BLOCK
+) -> str | None:
+    """Why a packed row of ``width`` columns attends through its whole mask, or None where it attends by blocks:
+    the one rule the plan and `rmspec run` (rmspec.inference.block_attention.usable) read."""
+    if is_gpu:
+        return "on a GPU"
+    if width <= block:
+        return f"a row of at most {block} columns, one block"
+    if sliding_window:
+        return "a sliding-window model"
+    if dropout:
+        return "attention dropout"
+    return None
+
+
 def attends_by_blocks(packed: bool, width: int, *, is_gpu: bool, sliding_window: bool) -> bool:
-    """As `rmspec run` decides it for a row of ``width`` columns (the whole row, before a context-parallel
-    split): packed, on CPU (torch's CPU flash kernel), wider than one block, and no sliding-window layer."""
-    return packed and not is_gpu and not sliding_window and width > ATTENTION_BLOCK
+    """As `rmspec run` decides it for a row of ``width`` columns (the whole row, before a context-parallel split)."""
+    return packed and why_masked(width, is_gpu=is_gpu, sliding_window=sliding_window) is None
 
 
-def packed_attention(packed: bool, blocks: bool, *, is_gpu: bool, sliding_window: bool) -> str | None:
-    """How a packed row attends, in the plan's words (None for rows that are not packed)."""
+def packed_attention(packed: bool, width: int, *, is_gpu: bool, sliding_window: bool) -> str | None:
+    """How a packed row of ``width`` columns attends, in the plan's words (None for rows that are not packed)."""
     if not packed:
         return None
-    if blocks:
+    why = why_masked(width, is_gpu=is_gpu, sliding_window=sliding_window)
+    if why is None:
         return (
             f"by blocks of {ATTENTION_BLOCK} columns: each attends only the key ranges the prompt-once mask allows, "
             "no whole-row mask is kept"
         )
-    why = (
-        "on a GPU"
-        if is_gpu
-        else "a sliding-window model"
-        if sliding_window
-        else f"a row of at most {ATTENTION_BLOCK} columns"
-    )
     return f"through one whole-row float mask shared by the layers ({why})"
 
 

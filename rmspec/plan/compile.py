@@ -192,7 +192,7 @@ def compile_plan(
             choice,
             base,
             seqs,
-            packed_attention(base.packed, base.blocks, is_gpu=hw.is_gpu, sliding_window=shape.sliding_window),
+            packed_attention(base.packed, base.seq_len, is_gpu=hw.is_gpu, sliding_window=shape.sliding_window),
         ),
         **memory_fields(hw, choice, host_usable),
         warnings=tuple(warnings) + ((f"model: {weights['note']}",) if weights else ()),

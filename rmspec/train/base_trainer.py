@@ -160,9 +160,9 @@ class MetricsTrainer(Trainer):
 
             with split_step(model, self.context_parallel):  # the backward's recomputation attends split too
                 return super().training_step(model, inputs, *args, **kwargs)
-        from rmspec.train.packing import attends_by_blocks
+        from rmspec.train.packing import may_attend_by_blocks
 
-        if attends_by_blocks(inputs):
+        if may_attend_by_blocks(inputs):
             from rmspec.inference.packed_attention import step
 
             with step(model):  # a recomputed layer attends by blocks, as its forward did

@@ -65,13 +65,14 @@ def is_packed(inputs: dict[str, Any]) -> bool:
     return "packed_ends" in inputs
 
 
-def attends_by_blocks(inputs: dict[str, Any]) -> bool:
-    """Whether a batch's rows are wide enough, on a device that runs it, to attend by blocks
-    (rmspec.inference.block_attention): its training step then runs on the packed attention whole."""
-    from rmspec.inference.block_attention import BLOCK
+def may_attend_by_blocks(inputs: dict[str, Any]) -> bool:
+    """Whether a packed text batch's rows are wide enough, on a device that runs it, to attend by blocks
+    (rmspec.inference.block_attention.usable, before the model's own reasons): its training step then runs on
+    the packed attention whole."""
+    from rmspec.inference.block_attention import usable
 
     ids = inputs.get("input_ids") if is_packed(inputs) and "pixel_values" not in inputs else None
-    return ids is not None and ids.device.type == "cpu" and ids.shape[-1] > BLOCK
+    return ids is not None and usable(ids.device, ids.shape[-1], sliding_window=False, dropout=0.0) is None
 
 
 def packed_rows(inputs: dict[str, torch.Tensor]) -> PackedRows:
