@@ -56,10 +56,6 @@ class BlockPlan:
     blocks: list[list[Call]] = field(default_factory=list)
     order: torch.Tensor | None = None  # context parallelism: the gathered keys' positions in column order
 
-    @property
-    def calls(self) -> int:
-        return sum(len(b) for b in self.blocks)
-
     def mask_bytes(self) -> int:
         return sum(c.mask.numel() * c.mask.element_size() for b in self.blocks for c in b if c.mask is not None)
 

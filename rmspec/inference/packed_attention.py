@@ -22,7 +22,13 @@ from typing import Any
 import torch
 
 from rmspec.inference.block_attention import BlockPlan, attend
-from rmspec.inference.prefix_mask import PACKED_ATTENTION, NotPackable, attention_implementation, model_config
+from rmspec.inference.prefix_mask import (
+    PACKED_ATTENTION,
+    NotPackable,
+    attention_implementation,
+    model_config,
+    unwrapped,
+)
 
 ATTENTION_NAME = PACKED_ATTENTION
 
@@ -88,18 +94,12 @@ def register() -> None:
     AttentionMaskInterface.register(ATTENTION_NAME, _no_mask)
 
 
-def _inner(model: Any) -> Any:
-    while hasattr(model, "module") and isinstance(model.module, torch.nn.Module):
-        model = model.module  # DistributedDataParallel
-    return model
-
-
 @contextlib.contextmanager
 def switched(model: Any) -> Iterator[None]:
     """``model`` on ``ATTENTION_NAME``, then back on its own: checkpoints' and the final model's config.json keep
     the implementation it was loaded with."""
     register()
-    inner = _inner(model)
+    inner = unwrapped(model)
     before = attention_implementation(model_config(model))
     if before != ATTENTION_NAME:
         inner.set_attn_implementation(ATTENTION_NAME)
@@ -114,7 +114,7 @@ def switched(model: Any) -> Iterator[None]:
 def step(model: Any) -> Iterator[None]:
     """One training step (forward AND backward) on ``ATTENTION_NAME``: a recomputed layer attends as it did."""
     with switched(model):
-        _STEPS.append(_inner(model))
+        _STEPS.append(unwrapped(model))
         try:
             yield
         finally:
@@ -124,7 +124,7 @@ def step(model: Any) -> Iterator[None]:
 def recomputes_outside_step(model: Any) -> bool:
     """Whether a backward could recompute ``model``'s layers after a forward-only switch ends (gradient
     checkpointing with gradients on, outside ``step``): such a forward keeps the masked path."""
-    inner = _inner(model)
+    inner = unwrapped(model)
     if not torch.is_grad_enabled() or any(s is inner for s in _STEPS):
         return False
     if hasattr(inner, "get_base_model"):

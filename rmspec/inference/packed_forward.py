@@ -16,16 +16,14 @@ import torch
 
 from rmspec.inference.block_attention import BlockPlan, block_plan, usable
 from rmspec.inference.packed_attention import recomputes_outside_step, switched
-from rmspec.inference.prefix_mask import NotPackable, PackedRows, check_packable, model_config, model_masks
+from rmspec.inference.prefix_mask import NotPackable, PackedRows, check_packable, model_config, model_masks, unwrapped
 
 HEAD_NAMES = ("score", "classifier")
 
 
 def head_module(model: Any) -> torch.nn.Module:
     """The score head of a sequence-classification model, through DDP and peft wrappers."""
-    inner = model
-    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
-        inner = inner.module  # DistributedDataParallel
+    inner = unwrapped(model)
     if hasattr(inner, "get_base_model"):
         inner = inner.get_base_model()  # peft: the head is a ModulesToSaveWrapper, called like the head
     for name in HEAD_NAMES:

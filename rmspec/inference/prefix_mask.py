@@ -242,11 +242,15 @@ def allowed_by_layer_type(
     return allowed(rows, window, queries=queries, keys=keys)
 
 
+def unwrapped(model: Any) -> Any:
+    """The model under DistributedDataParallel's wrappers (a peft model stays as it is)."""
+    while hasattr(model, "module") and isinstance(model.module, torch.nn.Module):
+        model = model.module
+    return model
+
+
 def model_config(model: Any) -> Any:
-    inner = model
-    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
-        inner = inner.module
-    return inner.config
+    return unwrapped(model).config
 
 
 def to_device(rows: PackedRows, device: Any) -> PackedRows:

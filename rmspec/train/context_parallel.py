@@ -45,6 +45,7 @@ from rmspec.inference.prefix_mask import (
     attention_implementation,
     is_causal,
     model_config,
+    unwrapped,
 )
 
 SUPPORTED = MASKED_ATTENTION  # the implementations a model may be loaded with: sdpa, eager
@@ -184,10 +185,7 @@ def use_context_parallel_attention(model: Any) -> None:
     config = model_config(model)
     check_supported(config)
     register()
-    inner = model
-    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
-        inner = inner.module
-    inner.set_attn_implementation(ATTENTION_NAME)
+    unwrapped(model).set_attn_implementation(ATTENTION_NAME)
 
 
 # ---------------------------------------------------------------- the forward pass
@@ -200,9 +198,7 @@ def read_head(model: Any) -> tuple[torch.nn.Module, bool]:
     try:
         return head_module(model), False
     except NotPackable:
-        inner = model
-        while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
-            inner = inner.module  # DistributedDataParallel
+        inner = unwrapped(model)
         if hasattr(inner, "get_base_model"):
             inner = inner.get_base_model()  # peft
         lm_head = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None

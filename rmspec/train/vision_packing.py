@@ -37,6 +37,7 @@ from rmspec.inference.prefix_mask import (
     model_config,
     pack_groups,
     split_shared_prefix,
+    unwrapped,
 )
 from rmspec.vision.collate import VisionEncoder, VisionPairCollator
 from rmspec.vision.marks import PICTURE_ID
@@ -130,9 +131,7 @@ def is_vision_packed(inputs: dict[str, Any]) -> bool:
 
 def rope_owner(model: Any) -> Any:
     """The module with ``get_rope_index`` (the base model under the head, through wrappers)."""
-    inner = model
-    while hasattr(inner, "module") and isinstance(inner.module, torch.nn.Module):
-        inner = inner.module
+    inner = unwrapped(model)
     if hasattr(inner, "get_base_model"):
         inner = inner.get_base_model()
     for candidate in (inner, getattr(inner, "model", None)):
