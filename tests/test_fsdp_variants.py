@@ -23,10 +23,10 @@ def base(tmp_path_factory):
     return root, build_model("llama", root / "model-src")
 
 
-def _run(base, name: str, *, fsdp: bool, check: bool = True, **options):
+def _run(base, name: str, *, fsdp: bool, check: bool = True, procs: int = 2, hook: dict | None = None, **options):
     root, model = base
-    spec = write_spec(root, model, name=name, procs=2 if fsdp else 1, steps=STEPS, **options)
-    target = plan_fsdp_on_cpu(spec) if fsdp else spec
+    spec = write_spec(root, model, name=name, procs=procs if fsdp else 1, steps=STEPS, **options)
+    target = plan_fsdp_on_cpu(spec, **(hook or {})) if fsdp else spec
     done = rmspec_run(str(target), cwd=root, env=run_env(root / f"rec-{name}", shim=fsdp))
     run = root / "runs" / name
     if check:
@@ -34,10 +34,10 @@ def _run(base, name: str, *, fsdp: bool, check: bool = True, **options):
     return run, root / f"rec-{name}", done
 
 
-def _same_training(sharded, single) -> dict:
-    """Every parameter sharded, and gradients of step 1 and logged losses as one process has them."""
+def _same_training(sharded, single, mesh: tuple[int, ...] = (2,)) -> dict:
+    """Every parameter sharded on ``mesh``, and gradients of step 1 and logged losses as one process has them."""
     facts = json.loads((sharded[1] / "rank0_params.json").read_text())
-    assert all(f["dtensor"] and f["mesh_size"] == 2 for f in facts.values())
+    assert all(f["dtensor"] and f["mesh_shape"] == list(mesh) for f in facts.values())
     got = {k.replace(CKPT, ""): v for k, v in torch.load(sharded[1] / "grads_step1.pt").items()}
     want = torch.load(single[1] / "grads_step1.pt")
     assert got.keys() == want.keys() and want
@@ -86,6 +86,35 @@ def test_context_parallel_under_fsdp_with_checkpointing_trains_as_one_process(ba
     assert plan["accelerate_config"]["fsdp_config"]["fsdp_activation_checkpointing"] is True
     facts = _same_training(sharded, single_packed)
     assert any(CKPT in name for name in facts)
+    assert status(sharded[0])["state"] == "completed"
+
+
+def test_hybrid_shard_with_context_parallel_on_a_2d_mesh_trains_as_one_process(base, single_packed):
+    """fsdp_hybrid_shard with each row split over 2 processes, on 4 processes that stand for 2 nodes of 2: FSDP2's
+    mesh is 2 replicas x 2 shards (each parameter replicated across the "nodes", sharded within each), each node
+    is one context-parallel group, and the 2 groups take half the global batch each. The gradients of step 1 and
+    the losses are the one process's: FSDP's reduce-scatter within a node and all-reduce across nodes average
+    over the 4 processes, and sum_over_group makes a group's 2 shares add up."""
+    sharded = _run(
+        base,
+        "hsdp-cp",
+        fsdp=True,
+        procs=4,
+        hook={"strategy": "fsdp_hybrid_shard", "replicas": 2},
+        packing="shared_prefix",
+        context_parallel=2,
+    )
+    plan = json.loads((sharded[0] / "plan.json").read_text())
+    assert plan["strategy"] == "fsdp_hybrid_shard" and plan["context_parallel"]["degree"] == 2
+    assert plan["accelerate_config"]["parallelism_config"] == {
+        "parallelism_config_dp_replicate_size": 2,
+        "parallelism_config_dp_shard_size": 2,
+    }
+    facts = _same_training(sharded, single_packed, mesh=(2, 2))
+    assert all(f["placements"] == ["R", "S(0)"] for f in facts.values())  # Replicate(), Shard(dim=0)
+    # each rank holds half of a parameter (the shard dimension is 2), not the quarter flat FSDP over 4 would hold
+    shapes = [(f["local_shape"][0], f["global_shape"][0]) for f in facts.values() if f["global_shape"][0] % 2 == 0]
+    assert shapes and all(local * 2 == whole for local, whole in shapes)
     assert status(sharded[0])["state"] == "completed"
 
 

@@ -56,6 +56,11 @@ DEEPSPEED_KEYS = frozenset(
     }
 )
 
+# Options of `accelerate launch` that a parallelism_config key may set (accelerate 1.10+, FSDP2 only): rmspec
+# writes the data-parallel mesh's two sizes (HSDP); accelerate's own context parallelism (cp_size) is not
+# rmspec's (it drops the attention mask), so it is never set here.
+PARALLELISM_KEYS = frozenset({"parallelism_config_dp_replicate_size", "parallelism_config_dp_shard_size"})
+
 DEFAULT_PORT = 29500
 # The FSDP state-dict types with which Trainer.save_model writes model.safetensors (measured on two CPU
 # processes: tests/test_fsdp_config.py).
@@ -73,8 +78,10 @@ def build_config(
     checkpointing: bool,
     grad_accum: int,
     max_grad_norm: float,
+    replicas: int | None = None,
 ) -> dict:
-    """The config dict for one plan (written as YAML into the run directory)."""
+    """The config dict for one plan (written as YAML into the run directory). ``replicas``: fsdp_hybrid_shard's
+    replicate dimension, the nodes unless given (the processes are split into that many shard groups)."""
     if strategy.startswith("fsdp"):
         # Also on CPU processes, where only a test plans it (the planner's ladder never does): accelerate
         # then runs it as MULTI_CPU (DDP), and rmspec's strategy guard stops the run.
@@ -125,6 +132,8 @@ def build_config(
             fsdp["fsdp_auto_wrap_policy"] = "SIZE_BASED_WRAP"
             fsdp["fsdp_min_num_params"] = 100_000_000
         config["fsdp_config"] = fsdp
+    if strategy == "fsdp_hybrid_shard":
+        config["parallelism_config"] = hybrid_mesh(num_processes, replicas or num_machines)
     if distributed == "DEEPSPEED":
         offload = "cpu" if strategy.endswith("offload") else "none"
         config["deepspeed_config"] = {
@@ -139,6 +148,21 @@ def build_config(
     check_nested_keys(config)
     check_saves_model(config)
     return config
+
+
+def hybrid_mesh(num_processes: int, replicas: int) -> dict:
+    """HSDP's 2-D mesh in accelerate's terms: ``replicas`` x (num_processes / replicas), ranks laid out row by row,
+    so each shard group is one node's consecutive ranks (and holds whole context-parallel groups)."""
+    if replicas < 2 or num_processes % replicas:
+        raise PlanError(
+            f"fsdp_hybrid_shard needs the {num_processes} processes split into at least 2 equal shard groups, "
+            f"got {replicas}",
+            hint="set hardware.nodes above 1, or hardware.strategy: fsdp_full_shard",
+        )
+    return {
+        "parallelism_config_dp_replicate_size": replicas,
+        "parallelism_config_dp_shard_size": num_processes // replicas,
+    }
 
 
 def check_saves_model(config: dict) -> None:
@@ -163,6 +187,9 @@ def check_nested_keys(config: dict) -> None:
             bad.append(f"fsdp_config.{key}")
         elif fsdp.get("fsdp_version") == 2 and name in FSDP1_ONLY:
             bad.append(f"fsdp_config.{key} (FSDP1 only; refused with fsdp_version 2)")
+    for key in config.get("parallelism_config") or {}:
+        if key not in PARALLELISM_KEYS:
+            bad.append(f"parallelism_config.{key}")
     for key in config.get("deepspeed_config") or {}:
         if key not in DEEPSPEED_KEYS:
             bad.append(f"deepspeed_config.{key}")

@@ -11,6 +11,10 @@ fp32 master weights):
   and a reduce-scatter of the gradients;
 - fsdp_full_shard(_offload), deepspeed_zero3(_offload): per micro step, the parameters gathered
   twice (forward and again in backward) and the gradients reduce-scattered (ZeRO-3's 1.5x of DDP).
+- fsdp_hybrid_shard (HSDP): full shard's gathers and reduce-scatter within each node (n = gpus_per_node),
+  then, per micro step, a ring all-reduce of each process's gradient shard across the nodes (r = nodes):
+  2(r-1)/r x the trained gradient bytes / gpus_per_node. Both are timed at hardware.interconnect (the plan's
+  one link), so the time estimate shows HSDP's smaller volume, not its faster node-local links.
 Context parallelism (hardware.context_parallel: N, rmspec.train.context_parallel) adds its own traffic,
 inside each group of N consecutive ranks: every attention layer all-gathers the group's keys and values
 (after RoPE, at the key/value heads: kv_dim = kv_heads x head_dim per token) in the forward, the
@@ -59,11 +63,12 @@ def communication(
     precision: str,
     master_fp32: bool,
     gradient_accumulation_steps: int,
+    nodes: int = 1,
 ) -> dict[str, Any] | None:
     """Bytes each device sends per optimizer step and their time on `interconnect`; None when nothing
     is modelled (one process, or CPU processes)."""
-    n = num_processes
-    if n <= 1 or not is_gpu or strategy == "single":
+    n = num_processes // nodes if strategy == "fsdp_hybrid_shard" else num_processes
+    if num_processes <= 1 or not is_gpu or strategy == "single":
         return None
     ring = (n - 1) / n
     low = precision in ("bf16", "fp16")
@@ -79,6 +84,15 @@ def communication(
         pattern = (
             f"per micro step: {'one all-gather' if gathers == 1 else 'two all-gathers (forward, backward)'} "
             "of the parameters + a reduce-scatter of the gradients, each (n-1)/n x their bytes"
+        )
+    elif strategy == "fsdp_hybrid_shard":
+        across = 2 * (nodes - 1) / nodes * trainable_parameters / n * comm_bytes
+        per_micro = ring * (2 * num_parameters + trainable_parameters) * comm_bytes + across
+        moved = per_micro * gradient_accumulation_steps
+        pattern = (
+            "per micro step, within each node (n = gpus_per_node): two all-gathers of the parameters + a "
+            "reduce-scatter of the gradients, each (n-1)/n x their bytes; across nodes (r = nodes): an all-reduce "
+            "of each process's gradient shard, 2(r-1)/r x its bytes"
         )
     else:
         return None

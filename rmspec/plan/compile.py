@@ -349,6 +349,7 @@ def _estimate(
         precision=precision.compute,
         master_fp32=precision.master_fp32,
         gradient_accumulation_steps=choice.grad_accum,
+        nodes=hw.nodes,
     )
     row = estimate["tokens_per_sequence"]  # time's row length (a guessed mean, or the bound), as compute's
     cp_traffic = context_parallel_communication(  # hardware.context_parallel: the groups' keys and values

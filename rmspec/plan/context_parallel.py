@@ -217,10 +217,12 @@ def split_row(
 
 
 # The strategies a context-parallel run trains under. FSDP shards every parameter over all the processes
-# (data x context ranks as one flat mesh); the groups' attention collectives run on their own process
-# groups, and FSDP's reduce-scatter averages over every process as DDP's all-reduce does, so the group's
-# gradients add up the same way (rmspec.train.context_parallel_run.sum_over_group).
-SPLIT_STRATEGIES = ("single", "ddp", "fsdp_shard_grad_op", "fsdp_full_shard")
+# (data x context ranks flattened into one mesh dimension, as torchtitan's dp_shard_cp); fsdp_hybrid_shard
+# shards within each node (its data x context ranks) and replicates across nodes, a 2-D mesh. The groups'
+# attention collectives run on their own process groups, and FSDP's reduce (a reduce-scatter, then across
+# replicas an all-reduce) averages over every process as DDP's all-reduce does, so the group's gradients add
+# up the same way (rmspec.train.context_parallel_run.sum_over_group).
+SPLIT_STRATEGIES = ("single", "ddp", "fsdp_shard_grad_op", "fsdp_full_shard", "fsdp_hybrid_shard")
 
 
 def run_refusal(spec: Any, strategy: str) -> str | None:

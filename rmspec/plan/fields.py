@@ -46,7 +46,7 @@ def strategy_fields(training, hw, choice, precision) -> dict:
     return {
         "strategy": rung.strategy,
         "strategy_reason": (
-            f"hardware.strategy: {hw.strategy} in the spec"
+            f"hardware.strategy: {hw.strategy} in the spec{mesh_note(hw)}"
             if hw.strategy != "auto"
             else f"cheapest of {', '.join(r.label for r in ladder(hw, training.gradient_checkpointing))} "
             f"that fits at micro batch 1"
@@ -60,6 +60,16 @@ def strategy_fields(training, hw, choice, precision) -> dict:
         "gradient_checkpointing_by": (("accelerate_fsdp" if fsdp else "model") if rung.checkpointing else None),
         "gradient_checkpointing_reason": ckpt_reason,
     }
+
+
+def mesh_note(hw) -> str:
+    """fsdp_hybrid_shard's 2-D mesh, in the strategy's reason."""
+    if hw.strategy != "fsdp_hybrid_shard":
+        return ""
+    return (
+        f" (HSDP: a mesh of {hw.nodes} replicas x {hw.gpus_per_node} shards; each parameter sharded over a node's "
+        f"{hw.gpus_per_node} processes, replicated on each of the {hw.nodes} nodes)"
+    )
 
 
 def batch_fields(training, hw, choice, base: TrainingShape, seqs: Sequences, attends: str | None) -> dict:

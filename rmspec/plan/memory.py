@@ -29,6 +29,7 @@ STRATEGIES = (
     "fsdp_shard_grad_op",
     "fsdp_full_shard",
     "fsdp_full_shard_offload",
+    "fsdp_hybrid_shard",
     "deepspeed_zero2",
     "deepspeed_zero3",
     "deepspeed_zero3_offload",
@@ -291,7 +292,8 @@ def estimate(
     """Memory per device (bytes) for `strategy` with `num_processes` data-parallel processes."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}")
-    n = num_processes
+    # HSDP shards within a node and replicates across nodes: each process holds 1/gpus_per_node of the state.
+    n = gpus_per_node if strategy == "fsdp_hybrid_shard" else num_processes
     e = _bytes(t.precision)
     total = shape.trained_parameters(t.head)
     notes: list[str] = []
@@ -331,7 +333,7 @@ def estimate(
             tmp += total * e  # autocast keeps a compute-dtype copy of each weight for backward
         if strategy == "ddp":
             buffers = trainable * g  # reducer buckets hold a copy of the gradients
-    elif strategy in ("fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_full_shard_offload"):
+    elif strategy in ("fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_full_shard_offload", "fsdp_hybrid_shard"):
         weights = (trainable * w + frozen * frozen_bytes) / n
         grads, opt = trainable * g / n, opt_total / n
         # FSDP2, one unit per block plus the root (embeddings, final norm, head). The root is

@@ -173,12 +173,18 @@ class HardwareSpec(Section):
         "fsdp_shard_grad_op",
         "fsdp_full_shard",
         "fsdp_full_shard_offload",
+        "fsdp_hybrid_shard",
         "deepspeed_zero2",
         "deepspeed_zero3",
         "deepspeed_zero3_offload",
     ] = Field(
         "auto",
-        description="Distributed strategy; auto lets the plan pick the cheapest that fits (DeepSpeed only when named here).",
+        description="Distributed strategy; auto lets the plan pick the cheapest that fits (DeepSpeed and "
+        "fsdp_hybrid_shard only when named here). fsdp_hybrid_shard is HSDP: FSDP2 on a 2-D mesh (nodes x "
+        "gpus_per_node) that shards parameters, gradients and optimizer states within each node and replicates "
+        "them across nodes, so the parameters' gathers stay on the node's links and only the gradient shards "
+        "cross between nodes (needs nodes above 1; with hardware.context_parallel the groups lie within the shard "
+        "dimension).",
     )
 
     context_parallel: PositiveInt | Literal["auto"] = Field(
@@ -193,7 +199,7 @@ class HardwareSpec(Section):
         "or eager. `rmspec plan` sizes "
         "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry, "
         "listwise, pointwise, process and generative judges (method sft) under DDP or FSDP (shard_grad_op, "
-        "full_shard), with or without gradient checkpointing or LoRA, and refuses, with the reason, what is only "
+        "full_shard, hybrid_shard), with or without gradient checkpointing or LoRA, and refuses, with the reason, what is only "
         "planned (other approaches and options, a judge trained by GRPO, FSDP offload, DeepSpeed).",
     )
     slurm: SlurmSpec | None = Field(
@@ -232,6 +238,15 @@ class HardwareSpec(Section):
             raise ValueError(
                 f"hardware.slurm.gpus_per_node {self.slurm.gpus_per_node} asks for fewer GPUs than the "
                 f"{self.gpus_per_node} processes per node the plan starts (hardware.gpus_per_node)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _hybrid_shard_needs_nodes(self) -> HardwareSpec:
+        if self.strategy == "fsdp_hybrid_shard" and self.nodes == 1:
+            raise ValueError(
+                "strategy fsdp_hybrid_shard replicates across nodes and shards within each, but hardware.nodes is 1: "
+                "on one node it is fsdp_full_shard, so set strategy: fsdp_full_shard, or hardware.nodes above 1"
             )
         return self
 

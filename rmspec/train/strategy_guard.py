@@ -68,6 +68,7 @@ def planned_facts(plan: Plan) -> dict[str, str]:
                 "FSDP parameter offload": str(bool(fsdp["fsdp_offload_params"])).lower(),
                 "FSDP reshard after forward": str(bool(fsdp["fsdp_reshard_after_forward"])).lower(),
                 "FSDP activation checkpointing": str(bool(fsdp["fsdp_activation_checkpointing"])).lower(),
+                "FSDP mesh": mesh_fact(config.get("parallelism_config") or {}, plan.num_processes),
             }
         )
     deepspeed = config.get("deepspeed_config")
@@ -97,12 +98,31 @@ def running_facts(state: Any, env: Any = None) -> dict[str, str]:
                 "FSDP parameter offload": str(offloads(plugin)).lower(),
                 "FSDP reshard after forward": str(bool(plugin.reshard_after_forward)).lower(),
                 "FSDP activation checkpointing": str(bool(plugin.activation_checkpointing)).lower(),
+                "FSDP mesh": mesh_fact(running_mesh(state), state.num_processes),
             }
         )
     deepspeed = getattr(state, "deepspeed_plugin", None)
     if distributed == "DEEPSPEED" and deepspeed is not None:
         facts["DeepSpeed ZeRO stage"] = str(deepspeed.zero_stage)
     return facts
+
+
+def mesh_fact(sizes: dict, world_size: int) -> str:
+    """FSDP's data-parallel mesh: replicas x shards (fsdp_hybrid_shard's 2-D mesh; 1 x world: one flat shard)."""
+    replicas = int(sizes.get("parallelism_config_dp_replicate_size", 1))
+    shards = int(sizes.get("parallelism_config_dp_shard_size", world_size // replicas))
+    return f"{replicas} replica{'s' * (replicas != 1)} x {shards} shard{'s' * (shards != 1)}"
+
+
+def running_mesh(state: Any) -> dict:
+    """accelerate's ParallelismConfig (set from the launch's parallelism_config) in the config file's terms."""
+    config = getattr(state, "parallelism_config", None)
+    if config is None:
+        return {}
+    return {
+        "parallelism_config_dp_replicate_size": config.dp_replicate_size,
+        "parallelism_config_dp_shard_size": config.dp_shard_size,
+    }
 
 
 def local_world_size(env: Any, world_size: int) -> str:

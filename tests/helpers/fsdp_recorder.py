@@ -3,7 +3,7 @@
 Installed in the launched children by tests/helpers/fsdp_cpu_shim_site (RMSPEC_TEST_FSDP_RECORD=DIR):
 every Trainer gets a callback that writes, into DIR,
 - rank{R}_params.json at train begin: per parameter, whether it is a DTensor, its placements, mesh
-  size, local and global shape (what this rank holds);
+  size and shape, local and global shape (what this rank holds);
 - grads_step1.pt (rank 0): the full gradient of every trainable parameter before the first
   optimizer step (DTensor shards gathered with full_tensor(), a collective every rank joins);
 - final.pt (rank 0): the full trainable parameters at train end, and the logits of a fixed input
@@ -48,6 +48,7 @@ def make_callback(out: Path):
                     "dtensor": sharded,
                     "placements": [str(p) for p in param.placements] if sharded else [],
                     "mesh_size": param.device_mesh.size() if sharded else 1,
+                    "mesh_shape": list(param.device_mesh.shape) if sharded else [],
                     "local_shape": list(param.to_local().shape) if sharded else list(param.shape),
                     "global_shape": list(param.shape),
                     "requires_grad": param.requires_grad,

@@ -92,9 +92,12 @@ def write_spec(
     return spec
 
 
-def plan_fsdp_on_cpu(spec: Path, strategy: str = "fsdp_full_shard", *, state_dict_type: str | None = None) -> Path:
+def plan_fsdp_on_cpu(
+    spec: Path, strategy: str = "fsdp_full_shard", *, state_dict_type: str | None = None, replicas: int | None = None
+) -> Path:
     """TEST HOOK: the spec's CPU plan with `strategy` (an FSDP one) and rmspec's accelerate config for
-    it; written beside the spec as NAME.plan.json."""
+    it; written beside the spec as NAME.plan.json. ``replicas``: fsdp_hybrid_shard's replicate dimension, which
+    a plan takes from hardware.nodes: here the processes of one machine stand for that many nodes."""
     from rmspec.plan import compile_plan, save_plan
     from rmspec.plan.accelerate_config import build_config
     from rmspec.spec import load_spec
@@ -110,6 +113,7 @@ def plan_fsdp_on_cpu(spec: Path, strategy: str = "fsdp_full_shard", *, state_dic
         checkpointing=plan.gradient_checkpointing,
         grad_accum=plan.gradient_accumulation_steps,
         max_grad_norm=1e9,
+        replicas=replicas,
     )
     if state_dict_type is not None:
         config["fsdp_config"]["fsdp_state_dict_type"] = state_dict_type
