@@ -7,6 +7,7 @@ this package, so a text gets the same score wherever it is computed. Modules:
 - `loading`: a model folder loaded as training left it (pad token, right padding, length limit);
 - `encoding`: (prompt, response) laid out and cut as the data pipeline does;
 - `padding`: the right padding that training's collators use too;
+- `batches`: length-sorted batches, bounded by rows and by their padded mask (long rows alone);
 - `scoring`: length-sorted batched forward passes, results in input order;
 - `engine`: `load_scorer` and `RewardEngine` by the names callers import;
 - `scorers`: one module per scorer kind (reward, pointwise, judge, process, composite) and their

@@ -238,18 +238,17 @@ class StepEngine:
 def token_logits(
     model: Any, sequences: Sequence[Sequence[int]], type_ids: Sequence[Any], pad_token_id: int, batch_size: int = 16
 ) -> list[list[list[float]]]:
-    """Head logits at every token of each sequence ([tokens][labels]); length-sorted batches,
-    right padding and segment ids as in training; results in input order."""
+    """Head logits at every token of each sequence ([tokens][labels]); length-sorted batches
+    (rmspec.inference.batches), right padding and segment ids as in training; results in input order."""
     import torch
 
+    from rmspec.inference.batches import length_batches
     from rmspec.inference.padding import pad_right
 
     device = next(model.parameters()).device
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
     out: list[list[list[float]]] = [[] for _ in sequences]
     with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
+        for batch in length_batches([len(s) for s in sequences], batch_size):
             input_ids, mask = pad_right([sequences[i] for i in batch], pad_token_id)
             extra = {}
             if any(type_ids[i] is not None for i in batch):

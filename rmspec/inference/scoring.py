@@ -1,4 +1,5 @@
-"""Batched scoring: one reward per sequence, in length-sorted batches, results in input order.
+"""Batched scoring: one reward per sequence, in length-sorted batches (rmspec.inference.batches: bounded by rows
+and by the padded mask, so long rows are scored alone), results in input order.
 
 Only input_ids, attention_mask and (encoders) token_type_ids reach the model, as rmspec's
 trainer feeds it, padded on the right by the trainer's own pad_right, so a text gets the same
@@ -21,7 +22,7 @@ def head_outputs(
     type_ids: Sequence[Sequence[int] | None] | None = None,
 ) -> list[list[float]]:
     """Every head output per sequence (one for a reward model, one per attribute for pointwise),
-    batches sorted by length, results in input order.
+    batches sorted by length (rmspec.inference.batches), results in input order.
 
     ``type_ids`` (segment ids, per sequence or None) are passed to the model when given, as the
     trainer's collator does.
@@ -29,16 +30,13 @@ def head_outputs(
     import torch
 
     from rmspec.inference import progress
+    from rmspec.inference.batches import length_batches
     from rmspec.inference.padding import pad_right
 
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
     device = next(model.parameters()).device
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
     outputs: list[list[float]] = [[] for _ in sequences]
     with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
+        for batch in length_batches([len(s) for s in sequences], batch_size):
             # The trainer's own padding, so a text is scored as it was trained on.
             input_ids, attention_mask = pad_right([sequences[i] for i in batch], pad_token_id)
             extra = {}

@@ -36,7 +36,12 @@ class Benchmark(Section):
 class EvalSpec(Section):
     validation: bool = Field(True, description="Report metrics and diagnostics on the validation split.")
     benchmarks: list[Benchmark] = Field(default_factory=list, description="Benchmarks run after training.")
-    batch_size: PositiveInt = Field(32, description="Sequences per scoring batch (sorted by length).")
+    batch_size: PositiveInt = Field(
+        32,
+        description="Sequences per scoring batch at most (sorted by length). A batch of rows of different lengths "
+        "is also cut where its padded attention mask (rows x width x width) would pass 64 Mi elements, so long rows "
+        "are scored alone, without a mask (32 rows batch together up to 1,448 tokens); scores do not change.",
+    )
 
 
 def use_benchmark_kinds(*embedding: type[BaseModel]) -> None:

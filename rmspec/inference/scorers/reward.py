@@ -387,9 +387,10 @@ class RewardKind(ScorerType):
 def _padding(lengths: list[int], batch_size: int) -> tuple[int, int]:
     """(real tokens, tokens in length-sorted batches of one sequence per text): see rmspec.score.runner's
     note on decoders that compute each prompt once."""
-    ordered = sorted(lengths)
-    batches = [ordered[s : s + batch_size] for s in range(0, len(ordered), batch_size)]
-    computed = sum(max(batch) * len(batch) for batch in batches)
+    from rmspec.inference.batches import length_batches
+
+    batches = length_batches(lengths, batch_size)
+    computed = sum(max(lengths[i] for i in batch) * len(batch) for batch in batches)
     return sum(lengths), computed
 
 
