@@ -9,8 +9,9 @@ the memory of 4 batches of one and 2.6x their time on CPU (bench/results/long_ro
 (32 rows up to 1,448 tokens) batch as before. The scores do not change: a row's score does not depend on its
 batch (tests/test_scoring_batches.py).
 
-Pure Python (no torch), shared by every scorer that pads (rmspec.inference.scoring, rmspec.inference.process)
-and by the padding accounting of rmspec.inference.scorers.reward.
+Pure Python (no torch), shared by every scorer that pads (rmspec.inference.scoring, rmspec.inference.process,
+a judge's generation in rmspec.inference.judge, whose prefill pads on the left) and by the padding accounting of
+rmspec.inference.scorers.reward.
 """
 
 from __future__ import annotations

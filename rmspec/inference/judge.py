@@ -180,12 +180,12 @@ def generate_ids(
     stop token; generated_length finds where it ended)."""
     import torch
 
+    from rmspec.inference.batches import length_batches
+
     pad = tokenizer.pad_token_id
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     out: list[list[int]] = [[] for _ in prompts]
     with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
+        for batch in length_batches([len(p) for p in prompts], batch_size):  # long prompts prefilled alone
             width = max(len(prompts[i]) for i in batch)
             ids = torch.full((len(batch), width), pad, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
