@@ -347,3 +347,59 @@ def test_sbatch_environment_variables_fill_what_the_spec_leaves_out(work, slurm_
         assert _job_field(slurm_cluster, job_id, "TimeLimit") == "00:05:00"
     finally:
         slurm_cluster.run("scancel", job_id, check=False)
+
+
+def test_hybrid_shard_on_two_nodes_trains_as_one_process(work, slurm_cluster):
+    """fsdp_hybrid_shard (HSDP) through launch.slurm on the two nodes, 2 processes each, each row split over a
+    node's 2 processes (context_parallel 2): FSDP2's mesh is 2 nodes x 2 shards, built by accelerate on every node
+    from the run's accelerate_config.yaml, and the first step's gradients and the losses are one process's.
+    The planner refuses FSDP on CPU, so the plan comes from the FSDP test hook and the job's processes take the
+    test-only shim (tests/helpers/fsdp_cpu_shim.py) from the submitting environment, as sbatch exports it."""
+    import torch
+
+    from helpers.fsdp_cpu_shim import child_env
+    from helpers.fsdp_runs import losses, plan_fsdp_on_cpu, rmspec_run, run_env, write_spec
+
+    tmp, model = work
+    root = tmp / "hsdp"
+    root.mkdir()
+    single = write_spec(root, model, name="single", procs=1, packing="shared_prefix")
+    done = rmspec_run(str(single), cwd=root, env=run_env(root / "rec-single", shim=False))
+    assert done.returncode == 0, done.stdout + done.stderr
+    spec = write_spec(root, model, name="hsdp", procs=2, packing="shared_prefix", context_parallel=2)
+    nodes = f"gpus_per_node: 2, nodes: 2, slurm: {{partition: {PARTITION}, time: '{TIME_LIMIT}'}},"
+    spec.write_text(spec.read_text().replace("gpus_per_node: 2,", nodes))
+    env = {**_client_env(slurm_cluster), **child_env(root / "rec-hsdp")}
+    written = rmspec_run(str(plan_fsdp_on_cpu(spec, "fsdp_hybrid_shard")), cwd=root, env=env)
+    assert written.returncode == 0, written.stdout + written.stderr
+    run = root / "runs" / "hsdp"
+    config = (run / "accelerate_config.yaml").read_text()
+    assert "parallelism_config_dp_replicate_size: 2" in config and "parallelism_config_dp_shard_size: 2" in config
+
+    started = time.time()
+    job = subprocess.run(
+        ["sbatch", "--parsable", str(run / "launch.slurm")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    try:
+        final = slurm_cluster.wait_job(job, timeout=300)
+    finally:
+        slurm_cluster.run("scancel", job, check=False)
+    print(f"\nSLURM 2-node HSDP job {job}: {time.time() - started:.1f} s from sbatch to the end ({final or 'gone'})")
+    output = (run / f"slurm-{job}.out").read_text()
+    status = _status(run)
+    assert status.get("state") == "completed", output[-4000:]
+    assert status["world_size"] == 4 and status["slurm_job_id"] == job
+
+    facts = json.loads((root / "rec-hsdp" / "rank0_params.json").read_text())
+    assert facts and all(f["mesh_shape"] == [2, 2] and f["placements"] == ["R", "S(0)"] for f in facts.values())
+    got, want = torch.load(root / "rec-hsdp" / "grads_step1.pt"), torch.load(root / "rec-single" / "grads_step1.pt")
+    assert got.keys() == want.keys() and want
+    for name, grad in want.items():
+        torch.testing.assert_close(got[name], grad, rtol=1e-5, atol=1e-6, msg=name)
+    want_losses = losses(root / "runs" / "single")
+    assert losses(run) == pytest.approx(want_losses, rel=1e-5, abs=1e-6) and len(want_losses) == 2
