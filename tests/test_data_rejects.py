@@ -133,17 +133,17 @@ def test_nothing_left_is_an_error_that_names_the_reasons(tmp_path):
 
 
 def test_nothing_left_shows_the_first_rows_detail_and_how_to_see_them_all(tmp_path):
-    """LCM-Lab/Long-RM's long preference rows keep several rejected answers in a list (`rejects`); mapped to
-    `rejected`, every row is rejected, and the error says why on one line, not only a count."""
+    """Every row rejected: the error says why on one line (the first row's detail for each reason), not only a
+    count. The reply here is a critic's turn, a role no chat template knows."""
     from rmspec.errors import DataError
 
-    rejects = ["[Analysis]\n\n**Correctness (8/10)**: it misses the ending.", "[Analysis]\nToo short."]
-    write_jsonl(tmp_path / "d.jsonl", [{"q": "Summarise the chapter.", "good": "A summary.", "rejects": rejects}])
+    critic = [{"role": "critic", "content": "[Analysis]\n\n**Correctness (8/10)**: it misses the ending."}]
+    write_jsonl(tmp_path / "d.jsonl", [{"q": "Summarise the chapter.", "good": "A summary.", "bad": critic}])
     loaded = make_spec(
         tmp_path,
         {
             "source": {"kind": "files", "paths": ["d.jsonl"]},
-            "mapping": {"columns": {"prompt": "q", "chosen": "good", "rejected": "rejects"}},
+            "mapping": {"columns": {"prompt": "q", "chosen": "good", "rejected": "bad"}},
         },
     )
     with pytest.raises(DataError) as caught:
@@ -151,7 +151,7 @@ def test_nothing_left_shows_the_first_rows_detail_and_how_to_see_them_all(tmp_pa
     message = str(caught.value)
     assert "{'wrong_type': 1}" in message
     assert (
-        "wrong_type: rejected[0] must be {role: system|user|assistant, content: text}, got [Analysis] **Corr" in message
+        "wrong_type: rejected[0] must be {role: system|user|assistant, content: text}, got {'role': 'critic'" in message
     )
     assert "\n" not in message.split("the first of each:")[1]  # the row's own newlines folded
     assert "rmspec data report SPEC --rejects FILE" in caught.value.hint

@@ -4,19 +4,21 @@
 (a wrong column name is a `DataError` that lists the columns there are, not thousands of
 rejects); then `mapper(row, index)` returns the row's canonical records, or raises `Reject`
 when the row does not fit (missing field, wrong type, a transcript that cannot be split). One
-source row usually gives one record; raw UltraFeedback with `all_pairs` gives several.
+source row usually gives one record; raw UltraFeedback (rmspec.data.ultrafeedback) with `all_pairs`
+gives several, as does a rejected column holding a list of answers (rmspec.data.rejected_list).
 """
 
 from __future__ import annotations
 
 import math
-import random
 from typing import Any
 
+from rmspec.data import rejected_list
 from rmspec.data.image_column import row_images
 from rmspec.data.records import Reject
 from rmspec.data.row_values import conversation_pair, hh_turns, messages, number, required, split_hh, text
 from rmspec.data.steps import steps_record
+from rmspec.data.ultrafeedback import ultrafeedback_records
 from rmspec.errors import DataError
 from rmspec.spec import presets
 from rmspec.spec.row_kinds import RowKind
@@ -145,7 +147,13 @@ class RowMapper:
         if self.approach == RowKind.MESSAGES:
             return {"messages": c.get("messages", "messages")}
         if self.approach == RowKind.LIST:
-            need = {"responses": c.get("responses", "responses"), "response_scores": c.get("response_scores", "scores")}
+            if self.chosen_over_rejected:
+                need = {"chosen": c["chosen"], "rejected": c["rejected"]}
+            else:
+                need = {
+                    "responses": c.get("responses", "responses"),
+                    "response_scores": c.get("response_scores", "scores"),
+                }
             return {**need, **({"prompt": c["prompt"]} if "prompt" in c else {})}
         if self.approach == RowKind.STEPS:
             need = {"steps": c.get("steps", "completions"), "step_labels": c.get("step_labels", "labels")}
@@ -187,7 +195,7 @@ class RowMapper:
         elif self.preset == "shp":
             records = [self._shp(row)]
         elif self.preset == "ultrafeedback":
-            records = self._ultrafeedback(row, index)
+            records = ultrafeedback_records(row, self.cols["prompt"], self.binarize, index)
         elif self.paired_scores:
             records = [self._pointwise(row, self.pair_by and [self.pair_by])]
         elif self.approach == RowKind.STEPS:
@@ -205,7 +213,7 @@ class RowMapper:
         elif self.approach == RowKind.LIST:
             records = [self._ranked(row)]
         else:
-            records = [self._pairs(row)]
+            records = self._pairs(row, index)
         if self.approach == RowKind.PAIRS:
             records = [self._tie_and_margin(row, rec) for rec in records]
         out = []
@@ -241,32 +249,43 @@ class RowMapper:
         b = number(row.get(sr), sr) if sr and row.get(sr) is not None else None
         return a, b
 
-    def _pairs(self, row: dict[str, Any]) -> dict[str, Any]:
+    def _pairs(self, row: dict[str, Any], index: int) -> list[dict[str, Any]]:
+        """One pair; or, where the rejected column holds a list of answers, the pairs binarize picks
+        (rmspec.data.rejected_list)."""
         chosen_v = required(row, self.cols.get("chosen", "chosen"))
         rejected_v = required(row, self.cols.get("rejected", "rejected"))
         prompt_col = self.cols.get("prompt")
-        if isinstance(chosen_v, list) or isinstance(rejected_v, list):
+        listed = rejected_list.answers(rejected_v) if isinstance(chosen_v, str) else None
+        if listed is not None:
+            chosen = text(chosen_v, "chosen")
+            rejected_all = rejected_list.rejected_picks(listed, self.binarize, index)
+            prompt_msgs = messages(required(row, prompt_col), "prompt") if prompt_col else []
+        elif isinstance(chosen_v, list) or isinstance(rejected_v, list):
             prompt_msgs, chosen, rejected = conversation_pair(
                 chosen_v,
                 rejected_v,
                 required(row, prompt_col) if prompt_col and row.get(prompt_col) is not None else None,
             )
+            rejected_all = [rejected]
         else:
             chosen = text(chosen_v, "chosen")
-            rejected = text(rejected_v, "rejected")
+            rejected_all = [text(rejected_v, "rejected")]
             prompt_msgs = messages(required(row, prompt_col), "prompt") if prompt_col else []
         margin = 0.0
         if "margin" in self.cols:
             margin = number(required(row, self.cols["margin"]), "margin")
         sc, sr = self._scores_pair(row)
-        return {
-            "prompt_messages": prompt_msgs,
-            "chosen": chosen,
-            "rejected": rejected,
-            "margin": margin,
-            "score_chosen": sc,
-            "score_rejected": sr,
-        }
+        return [
+            {
+                "prompt_messages": prompt_msgs,
+                "chosen": chosen,
+                "rejected": rejected,
+                "margin": margin,
+                "score_chosen": sc,
+                "score_rejected": sr,
+            }
+            for rejected in rejected_all
+        ]
 
     def _tie_and_margin(self, row: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
         """A tie is never trained as a win: a reject (reason `tie`) unless ties: davidson trains it.
@@ -289,9 +308,19 @@ class RowMapper:
             rec["margin"] = float(self.margin_map[float(value)])
         return rec
 
+    @property
+    def chosen_over_rejected(self) -> bool:
+        """Listwise rows mapped from chosen and rejected columns (rmspec.data.rejected_list.ranked_record)."""
+        return self.mapping.ranks_chosen_over_rejected()
+
     def _ranked(self, row: dict[str, Any]) -> dict[str, Any]:
         """One prompt with N >= 2 responses and one score each (higher is better)."""
         prompt_col = self.cols.get("prompt")
+        if self.chosen_over_rejected:
+            rejected_v = required(row, self.cols["rejected"])
+            rejected = rejected_list.answers(rejected_v) or [text(rejected_v, "rejected")]
+            prompt = messages(required(row, prompt_col), "prompt") if prompt_col else []
+            return rejected_list.ranked_record(prompt, text(required(row, self.cols["chosen"]), "chosen"), rejected)
         responses = required(row, self.cols.get("responses", "responses"))
         scores = required(row, self.cols.get("response_scores", "scores"))
         if not isinstance(responses, list) or not isinstance(scores, list):
@@ -356,42 +385,3 @@ class RowMapper:
             "response": text(required(row, self.cols.get("response", "response")), "response"),
             "scores": [number(required(row, score_cols[a]), a) for a in attrs],
         }
-
-    def _ultrafeedback(self, row: dict[str, Any], index: int) -> list[dict[str, Any]]:
-        prompt = messages(required(row, self.cols["prompt"]), "instruction")
-        completions = required(row, "completions")
-        if not isinstance(completions, list):
-            raise Reject("wrong_type", f"completions must be a list, got {type(completions).__name__}")
-        scored = []
-        for c in completions:
-            if not isinstance(c, dict) or not isinstance(c.get("response"), str) or not c["response"].strip():
-                continue
-            score = c.get("overall_score", c.get("fine-grained_score"))
-            if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
-                scored.append((float(score), c["response"]))
-        if len(scored) < 2:
-            raise Reject("too_few_completions", f"{len(scored)} completion(s) with a response and a score; need 2")
-        scored.sort(key=lambda s: -s[0])
-        best, worst = scored[0], scored[-1]
-        if best[0] == worst[0]:
-            raise Reject("tie", f"all completions score {best[0]}")
-        if self.binarize == "ranked":  # listwise: the whole ranking, best first
-            return [{"prompt_messages": prompt, "responses": [s[1] for s in scored], "scores": [s[0] for s in scored]}]
-        if self.binarize == "best_vs_worst":
-            pairs = [(best, worst)]
-        elif self.binarize == "best_vs_random":
-            lower = [s for s in scored[1:] if s[0] < best[0]]
-            pairs = [(best, random.Random(index).choice(lower))]
-        else:
-            pairs = [(a, b) for i, a in enumerate(scored) for b in scored[i + 1 :] if a[0] > b[0]]
-        return [
-            {
-                "prompt_messages": prompt,
-                "chosen": a[1],
-                "rejected": b[1],
-                "margin": a[0] - b[0],
-                "score_chosen": a[0],
-                "score_rejected": b[0],
-            }
-            for a, b in pairs
-        ]

@@ -45,6 +45,11 @@ def list_size(spec: Any, base_dir: Path) -> tuple[int, str]:
     layout = presets.get(mapping.preset)
     column = layout.ranked_from if layout and layout.ranked_from else (mapping.columns.responses or "responses")
     rows = sample_rows(spec.data.source, base_dir) if getattr(spec.data, "source", None) is not None else None
+    if mapping.ranks_chosen_over_rejected():  # the chosen answer, then the rejected one or ones
+        column = mapping.columns.rejected
+        sizes = [1 + (len(r[column]) if isinstance(r[column], list) else 1) for r in rows or [] if r.get(column)]
+        if sizes:
+            return max(sizes), f"1 chosen + the largest of {len(sizes)} sampled rows' {column!r}"
     sizes = [len(r[column]) for r in rows or [] if isinstance(r.get(column), list)]
     if sizes:
         return max(sizes), f"the largest of {len(sizes)} sampled rows' {column!r} lists"

@@ -71,7 +71,11 @@ class MappingSpec(Section):
     binarize: Literal["best_vs_worst", "best_vs_random", "all_pairs", "ranked"] = Field(
         "best_vs_worst",
         description="ultrafeedback preset: how completions become pairs, or ranked: one row with "
-        "every rated completion (approach kind listwise).",
+        "every rated completion (approach kind listwise). A rejected column holding a list of answers (LongRM's "
+        "`rejects`): all_pairs gives one pair per rejected answer, best_vs_random one (seeded by the row); "
+        "best_vs_worst and ranked reject such a row (rejected_list), since its rejected answers are not ranked. "
+        "With approach kind listwise, chosen and rejected columns give one list: the chosen first, the rejected "
+        "tied below it.",
     )
     pair_by: str | None = Field(
         None, description="helpsteer2 preset: build pairs by this attribute instead of pointwise rows."
@@ -89,3 +93,9 @@ class MappingSpec(Section):
         "auto",
         description="How messages become text: the tokenizer's chat template, a plain 'User:/Assistant:' layout, or auto (template when the tokenizer has one).",
     )
+
+    def ranks_chosen_over_rejected(self) -> bool:
+        """Listwise rows made of chosen and rejected columns (rmspec.data.rejected_list): no preset, both mapped,
+        no responses column."""
+        c = self.columns
+        return self.preset is None and c.chosen is not None and c.rejected is not None and c.responses is None
