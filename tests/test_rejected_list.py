@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from helpers.ci import need
 from helpers.data import bert_tokenizer, make_spec, read_jsonl, write_jsonl
 from rmspec.data import load_canonical, prepare
 from rmspec.errors import DataError
@@ -127,7 +128,7 @@ def test_the_listwise_loss_on_such_a_list_by_hand():
     tied group, sum_j [r_j - log sum_k exp(r_k)], which pulls their rewards together. Both computed here by hand."""
     import math
 
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from rmspec.train.objectives.listwise import plackett_luce_loss
 
     rewards = torch.tensor([[0.3, 1.2, -0.4, 0.0, 0.9], [2.0, -1.0, 0.5, 0.1, -0.3]])
