@@ -151,3 +151,23 @@ def test_the_plan_reads_the_list_size_from_the_rejected_lists(tmp_path):
     spec = _spec(tmp_path, rows, {"columns": COLUMNS}, {"kind": "listwise", "top_k": 1})
     plan = json.dumps(compile_plan(spec).to_json())
     assert "listwise: 6 responses per prompt (1 chosen + the largest of 6 sampled rows' 'rejects')" in plan
+
+
+def test_the_plans_length_guesses_count_each_rejected_answer(tmp_path):
+    """The time estimate's tokens per sequence and the prompt-once row's mean, by hand: 4 characters a token,
+    +10% padding, every rejected answer of a row its own sequence (or its own pair's row)."""
+    import math
+
+    from rmspec.plan import compile_plan
+    from rmspec.plan.sequences import packed_lengths
+
+    rows = _rows()
+    spec = _spec(tmp_path, rows, {"columns": COLUMNS, "binarize": "all_pairs"})
+    chars = [len(r["context_and_question"]) + len(t) for r in rows for t in (r["chosen"], *r["rejects"])]
+    plan = compile_plan(spec)
+    assert plan.estimate["tokens_per_sequence"] == math.ceil(sum(chars) / len(chars) / 4 * 1.1)
+    data = spec.spec.data
+    mean_row, _, per_pair, how = packed_lengths(data.source, data.mapping, spec.base_dir, 256)
+    rows_chars = [len(r["context_and_question"]) + len(r["chosen"]) + len(t) for r in rows for t in r["rejects"]]
+    assert mean_row == math.ceil(sum(rows_chars) / len(rows_chars) / 4 * 1.1)
+    assert "from 24 sampled pairs" in how and per_pair > mean_row

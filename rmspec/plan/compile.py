@@ -302,6 +302,11 @@ def _estimate(
     context-parallel degree, whose groups' key/value traffic is added at the estimate's row length."""
     spec, training, lora, rung = loaded.spec, loaded.spec.training, loaded.spec.model.lora, choice.rung
     rows, rows_how = data_rows(spec.data, loaded.base_dir)
+    mappings = [e.mapping for e in spec.data.mixture()] if spec.data.is_mixture else [spec.data.mapping]
+    if any(m.binarize == "all_pairs" for m in mappings):  # the records a row gives are the data stage's to count
+        rows_how += (
+            "; source rows, before binarize: all_pairs makes several pairs of one (`rmspec data report` counts them)"
+        )
     split = spec.data.split
     # Time only: a guessed mean length (memory above stays at max_length, an upper bound).
     seq_len, seq_len_how = data_sequence_length(spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length)

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from rmspec import rows as row_reader
 from rmspec.plan.model_shape import ModelShape
-from rmspec.plan.text_chars import text_chars
 from rmspec.spec import presets
 from rmspec.spec.row_kinds import PAIRS, SCORED
 
@@ -211,9 +210,10 @@ def sequence_length(source, mapping, approach: str, base_dir: Path, max_length: 
             response = row.get(col)
             if response is None:
                 continue
-            if not isinstance(prompt, str) or not isinstance(response, str):
-                return max_length, f"max_length {max_length} (column {col!r} or the prompt is not plain text)"
-            tokens.append(min((len(prompt) + len(response)) / CHARS_PER_TOKEN, max_length))
+            for item in response if isinstance(response, list) else [response]:  # a rejected list: each answer
+                if not isinstance(prompt, str) or not isinstance(item, str):
+                    return max_length, f"max_length {max_length} (column {col!r} or the prompt is not plain text)"
+                tokens.append(min((len(prompt) + len(item)) / CHARS_PER_TOKEN, max_length))
     if not tokens:
         return max_length, f"max_length {max_length} (sampled rows lack the mapped columns)"
     mean = sum(tokens) / len(tokens)
@@ -222,56 +222,6 @@ def sequence_length(source, mapping, approach: str, base_dir: Path, max_length: 
         f"mean {mean:.0f} tokens from {len(rows)} sampled rows at {CHARS_PER_TOKEN:g} chars/token, "
         f"+{PADDING_ALLOWANCE:.0%} padding: {per_sequence} of max_length {max_length}"
     )
-
-
-def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[int, int, int, str]:
-    """Shared-prefix rows of Bradley-Terry pairs: (expected tokens per row for time, the row bound for
-    memory, expected tokens per pair unpacked, how they were found).
-
-    Per sampled pair (tokens guessed as in sequence_length): the prompt P is cut once so that both
-    P + C and P + R fit max_length, as the data stage cuts it; the row is P + C + R and the
-    unpacked pair (P + C) + (P + R). The memory bound is max_length + the longest sampled response
-    (P + C <= max_length, so P + C + R <= max_length + R), or 2 x max_length without a sample.
-    """
-    bound = 2 * max_length
-    unknown = (
-        bound,
-        bound,
-        bound,
-        f"max_length {max_length} x 2 per prompt-once row (no pair lengths could be sampled)",
-    )
-    columns = text_columns(mapping, PAIRS)
-    if columns is None or source.kind not in ("files", "sql") or (source.kind == "sql" and not source.sqlite):
-        return unknown
-    rows = sample_rows(source, base_dir)
-    prompt_col, (chosen_col, rejected_col) = columns
-    packed, unpacked, longest = [], [], 0.0
-    for row in rows or []:
-        if not isinstance(row, dict):
-            return unknown
-        lengths = [
-            text_chars((row.get(prompt_col) if prompt_col else "") or ""),
-            *map(text_chars, (row.get(chosen_col), row.get(rejected_col))),
-        ]
-        if None in lengths:
-            continue
-        p, c, r = (n / CHARS_PER_TOKEN for n in lengths if n is not None)
-        c, r = min(c, max_length), min(r, max_length)
-        p = max(0.0, p - max(0.0, p + max(c, r) - max_length))
-        packed.append(p + c + r)
-        unpacked.append(2 * p + c + r)
-        longest = max(longest, c, r)
-    if not packed:
-        return unknown
-    grow = 1 + PADDING_ALLOWANCE
-    mean_row = min(math.ceil(sum(packed) / len(packed) * grow), bound)
-    pair = min(math.ceil(sum(unpacked) / len(unpacked) * grow), bound)
-    row_bound = min(bound, max_length + math.ceil(longest))
-    how = (
-        f"mean prompt-once row {mean_row} vs {pair} tokens per pair unpacked, from {len(packed)} "
-        f"sampled pairs at {CHARS_PER_TOKEN:g} chars/token, +{PADDING_ALLOWANCE:.0%} padding"
-    )
-    return mean_row, row_bound, pair, how
 
 
 def flops_per_token(shape: ModelShape, *, seq_len: int, lora: bool, checkpointing: bool, lm_head: bool) -> float:

@@ -4,12 +4,17 @@ list size of a listwise approach, and the packed row's length bound read from th
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 from rmspec.errors import PlanError
-from rmspec.plan.estimate import packed_lengths
+from rmspec.plan.estimate import CHARS_PER_TOKEN, PADDING_ALLOWANCE, sample_rows, text_columns
 from rmspec.plan.fields import Sequences
 from rmspec.plan.model_shape import ModelShape
 from rmspec.plan.packing import OFF, SHARED_PREFIX, plan_packing
 from rmspec.plan.recipes import list_size, packed_list_lengths
+from rmspec.plan.text_chars import text_chars
+from rmspec.spec.row_kinds import PAIRS
 from rmspec.vision.shapes import packing_refusal
 
 
@@ -42,3 +47,56 @@ def sequences_of(loaded, declared, shape: ModelShape, attn: str, sft: bool, spli
         first = spec.data.mixture()[0]
         lengths = packed_lengths(first.source, first.mapping, loaded.base_dir, training.max_length)
     return Sequences(lists, n_list, list_how, packing, packing_reason, *lengths)
+
+
+def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[int, int, int, str]:
+    """Shared-prefix rows of Bradley-Terry pairs: (expected tokens per row for time, the row bound for
+    memory, expected tokens per pair unpacked, how they were found).
+
+    Per sampled pair (tokens guessed as in sequence_length): the prompt P is cut once so that both
+    P + C and P + R fit max_length, as the data stage cuts it; the row is P + C + R and the
+    unpacked pair (P + C) + (P + R). The memory bound is max_length + the longest sampled response
+    (P + C <= max_length, so P + C + R <= max_length + R), or 2 x max_length without a sample.
+    """
+    bound = 2 * max_length
+    unknown = (
+        bound,
+        bound,
+        bound,
+        f"max_length {max_length} x 2 per prompt-once row (no pair lengths could be sampled)",
+    )
+    columns = text_columns(mapping, PAIRS)
+    if columns is None or source.kind not in ("files", "sql") or (source.kind == "sql" and not source.sqlite):
+        return unknown
+    rows = sample_rows(source, base_dir)
+    prompt_col, (chosen_col, rejected_col) = columns
+    packed, unpacked, longest = [], [], 0.0
+    for row in rows or []:
+        if not isinstance(row, dict):
+            return unknown
+        rejected = row.get(rejected_col)
+        answers = rejected if isinstance(rejected, list) and any(isinstance(v, str) for v in rejected) else [rejected]
+        for answer in answers:  # a rejected list: a pair per answer
+            lengths = [
+                text_chars((row.get(prompt_col) if prompt_col else "") or ""),
+                *map(text_chars, (row.get(chosen_col), answer)),
+            ]
+            if None in lengths:
+                continue
+            p, c, r = (n / CHARS_PER_TOKEN for n in lengths if n is not None)
+            c, r = min(c, max_length), min(r, max_length)
+            p = max(0.0, p - max(0.0, p + max(c, r) - max_length))
+            packed.append(p + c + r)
+            unpacked.append(2 * p + c + r)
+            longest = max(longest, c, r)
+    if not packed:
+        return unknown
+    grow = 1 + PADDING_ALLOWANCE
+    mean_row = min(math.ceil(sum(packed) / len(packed) * grow), bound)
+    pair = min(math.ceil(sum(unpacked) / len(unpacked) * grow), bound)
+    row_bound = min(bound, max_length + math.ceil(longest))
+    how = (
+        f"mean prompt-once row {mean_row} vs {pair} tokens per pair unpacked, from {len(packed)} "
+        f"sampled pairs at {CHARS_PER_TOKEN:g} chars/token, +{PADDING_ALLOWANCE:.0%} padding"
+    )
+    return mean_row, row_bound, pair, how
