@@ -84,3 +84,50 @@ def test_long_rows_are_scored_alone_with_the_scores_they_get_alone(monkeypatch, 
     alone = [score_token_ids(model, [row], 0, batch_size=1)[0] for row in rows]
     assert scores == pytest.approx(alone, abs=1e-5)
     assert len({round(s, 5) for s in alone}) > 4
+
+
+def test_prompt_once_groups_keep_the_mask_bound_and_a_wide_group_is_scored_alone(monkeypatch):
+    """Prompt-once scoring (rmspec.inference.shared_prefix) on rows of 512 columns or fewer attends through the
+    packed mask on CPU, as every row does on a GPU: with the budget at 20,000 mask elements, no packed forward
+    passes it, the group too wide for it alone is scored one response at a time, and every score equals the
+    response scored alone."""
+    torch = need("torch")
+    transformers = need("transformers")
+    from rmspec.inference import packed_forward
+    from rmspec.inference.scoring import score_token_ids
+    from rmspec.inference.shared_prefix import grouped_head_outputs
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+        num_labels=1,
+        pad_token_id=0,
+    )
+    model = transformers.LlamaForSequenceClassification(config).eval()
+    rng = random.Random(3)
+
+    def group(prompt: int, *responses: int) -> list[list[int]]:
+        shared = [rng.randint(1, 99) for _ in range(prompt)]
+        return [shared + [rng.randint(1, 99) for _ in range(n)] for n in responses]
+
+    groups = [group(40, 10, 12), group(50, 8, 9, 11), group(60, 20, 5), group(150, 30, 25)]  # the last: 205 wide
+    shapes = []
+    real = packed_forward.packed_head_outputs
+
+    def spy(model_, rows):
+        shapes.append(tuple(rows.input_ids.shape))
+        return real(model_, rows)
+
+    monkeypatch.setattr(packed_forward, "packed_head_outputs", spy)
+    monkeypatch.setattr(batches, "MASK_ELEMENTS", 20_000)
+    got = grouped_head_outputs(model, groups, 0, batch_size=32)
+    assert shapes and all(rows * width * width <= 20_000 for rows, width in shapes)
+    assert all(width < 150 for _, width in shapes)  # the 205-wide group never packed: 205^2 > 20,000
+    for sequences, outputs in zip(groups, got):
+        alone = [score_token_ids(model, [s], 0, batch_size=1)[0] for s in sequences]
+        assert [o[0] for o in outputs] == pytest.approx(alone, abs=1e-5)

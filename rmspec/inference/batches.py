@@ -11,7 +11,9 @@ batch (tests/test_scoring_batches.py).
 
 Pure Python (no torch), shared by every scorer that pads (rmspec.inference.scoring, rmspec.inference.process,
 a judge's generation in rmspec.inference.judge, whose prefill pads on the left) and by the padding accounting of
-rmspec.inference.scorers.reward.
+rmspec.inference.scorers.reward. Prompt-once scoring (rmspec.inference.shared_prefix) holds its packed rows to the
+same budget where they attend through their mask (a GPU, or rows of 512 columns or fewer), and scores a group too
+wide for it one response at a time.
 """
 
 from __future__ import annotations

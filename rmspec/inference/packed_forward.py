@@ -55,16 +55,22 @@ def block_plan_for(model: Any, rows: PackedRows, queries: torch.Tensor | None = 
     """The block plan of ``rows`` for ``queries`` (a context-parallel rank's columns; all by default), or None
     where this forward keeps the masked path: block_attention.usable's reasons, or a backward that could
     recompute the layers after the forward's switch ends (packed_attention.recomputes_outside_step)."""
+    if keeps_mask(model, rows.input_ids.device, rows.input_ids.shape[1]):
+        return None
+    return block_plan(rows, queries, compute_dtype(model))
+
+
+def keeps_mask(model: Any, device: torch.device, width: int) -> bool:
+    """Whether a packed forward of rows ``width`` columns wide on ``device`` attends through the whole-row mask
+    (block_attention.usable's reasons, or a recomputation outside the step) rather than by blocks."""
     config = model_config(model)
     why = usable(
-        rows.input_ids.device,
-        rows.input_ids.shape[1],
+        device,
+        width,
         sliding_window=has_sliding_window(config),
         dropout=float(getattr(config, "attention_dropout", 0.0) or 0.0),
     )
-    if why is not None or recomputes_outside_step(model):
-        return None
-    return block_plan(rows, queries, compute_dtype(model))
+    return why is not None or recomputes_outside_step(model)
 
 
 def packed_head_outputs(model: Any, rows: PackedRows) -> torch.Tensor:
