@@ -171,3 +171,31 @@ def test_the_plans_length_guesses_count_each_rejected_answer(tmp_path):
     rows_chars = [len(r["context_and_question"]) + len(r["chosen"]) + len(t) for r in rows for t in r["rejects"]]
     assert mean_row == math.ceil(sum(rows_chars) / len(rows_chars) / 4 * 1.1)
     assert "from 24 sampled pairs" in how and per_pair > mean_row
+
+
+@pytest.mark.parametrize("layout", ["chosen_over_rejected", "responses"])
+def test_a_listwise_plan_guesses_its_prompt_once_row_from_the_sampled_lists(tmp_path, layout):
+    """The listwise row [prompt | r_1 | ... | r_N] for time, by hand: prompt and every response at 4 characters a
+    token, +10% padding; the unpacked count repeats the prompt for each response. It used to count every list at
+    N x max_length."""
+    import math
+
+    from rmspec.plan.recipes import packed_list_lengths
+
+    rows = _rows()
+    if layout == "responses":
+        rows = [
+            {"q": r["context_and_question"], "answers": [r["chosen"], *r["rejects"]], "s": [5, 1, 1, 1, 1]}
+            for r in rows
+        ]
+        mapping = {"columns": {"prompt": "q", "responses": "answers", "response_scores": "s"}}
+    else:
+        mapping = {"columns": COLUMNS}
+    spec = _spec(tmp_path, rows, mapping, {"kind": "listwise"})
+    prompts = [len(r.get("q") or r.get("context_and_question")) for r in rows]
+    answers = [[len(t) for t in (r.get("answers") or [r["chosen"], *r["rejects"]])] for r in rows]
+    row = sum(p + sum(a) for p, a in zip(prompts, answers)) / len(rows) / 4
+    unpacked = sum(len(a) * p + sum(a) for p, a in zip(prompts, answers)) / len(rows) / 4
+    got_row, bound, got_unpacked, how = packed_list_lengths(spec.spec.data, "list", spec.base_dir, 256, 5)
+    assert (got_row, got_unpacked) == (math.ceil(row * 1.1), math.ceil(unpacked * 1.1))
+    assert bound == 5 * 256 and "from 6 sampled lists" in how

@@ -9,13 +9,15 @@ of a local source (the largest list there), else 4
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from rmspec import approaches
 from rmspec.approaches.base import LM_HEAD
 from rmspec.errors import PlanError
-from rmspec.plan.estimate import data_sequence_length, sample_rows
+from rmspec.plan.estimate import CHARS_PER_TOKEN, PADDING_ALLOWANCE, data_sequence_length, sample_rows
+from rmspec.plan.text_chars import text_chars
 from rmspec.spec import presets
 
 DEFAULT_LIST_SIZE = 4
@@ -59,16 +61,65 @@ def list_size(spec: Any, base_dir: Path) -> tuple[int, str]:
 def packed_list_lengths(data: Any, approach: str, base_dir: Path, max_length: int, n: int) -> tuple[int, int, int, str]:
     """Shared-prefix listwise rows [prompt | r_1 | ... | r_N]: (tokens per row for time, the row bound
     for memory, tokens per prompt unpacked, how). Each [prompt | r_k] fits max_length, so a row is
-    at most N x max_length; for time the row is counted as its N sequences' tokens (the prompt's
-    saving is not estimated here: an upper bound)."""
+    at most N x max_length. For time, the sampled rows of one local source give the mean row (the prompt, cut
+    as the data stage cuts it so that its longest response fits, then every response) at CHARS_PER_TOKEN,
+    + PADDING_ALLOWANCE; else the row is counted as its N sequences' tokens (an upper bound)."""
+    bound = n * max_length
+    sampled = (
+        []
+        if data.is_mixture
+        else [t for t in map(list_texts(data.mapping), sample_rows(data.source, base_dir) or []) if t]
+    )
+    if sampled:
+        packed: list[float] = []
+        unpacked: list[float] = []
+        for prompt, responses in sampled:
+            answers = [min(r / CHARS_PER_TOKEN, max_length) for r in responses]
+            p = max(0.0, min(prompt / CHARS_PER_TOKEN, max_length - max(answers)))  # cut so the longest fits
+            packed.append(p + sum(answers))
+            unpacked.append(len(answers) * p + sum(answers))
+        grow = 1 + PADDING_ALLOWANCE
+        row, per_prompt = (min(math.ceil(sum(v) / len(v) * grow), bound) for v in (packed, unpacked))
+        how = (
+            f"mean prompt-once row {row} vs {per_prompt} tokens per prompt unpacked, from {len(packed)} sampled lists "
+            f"at {CHARS_PER_TOKEN:g} chars/token, +{PADDING_ALLOWANCE:.0%} padding; the row bound is {n} x max_length"
+        )
+        return row, bound, per_prompt, how
     per_sequence, how = data_sequence_length(data, approach, base_dir, max_length)
     tokens = n * per_sequence
     return (
         tokens,
-        n * max_length,
+        bound,
         tokens,
         (f"{n} x {how} (prompt-once saving not estimated; the row bound is {n} x max_length)"),
     )
+
+
+def list_texts(mapping: Any) -> Any:
+    """A function of a sampled row: (prompt characters, each response's characters) of a listwise row, or None where
+    its columns are not plain texts (a `responses` list, UltraFeedback's rated `completions`, or chosen and
+    rejected columns: rmspec.data.rejected_list)."""
+    layout = presets.get(mapping.preset)
+    cols = {**(dict(layout.columns) if layout else {}), **{k: v for k, v in mapping.columns.model_dump().items() if v}}
+
+    def read(row: Any) -> tuple[int, list[int]] | None:
+        if not isinstance(row, dict):
+            return None
+        if mapping.ranks_chosen_over_rejected():
+            rejected = row.get(cols["rejected"])
+            responses = [row.get(cols["chosen"]), *(rejected if isinstance(rejected, list) else [rejected])]
+        elif layout is not None and layout.ranked_from:
+            items = row.get(layout.ranked_from)
+            responses = [c.get("response") if isinstance(c, dict) else None for c in items or []]
+        else:
+            responses = row.get(cols.get("responses", "responses")) or []
+        prompt = text_chars(row.get(cols["prompt"]) or "") if cols.get("prompt") else 0
+        sizes = [text_chars(r) for r in responses] if isinstance(responses, list) else [None]
+        if prompt is None or len(sizes) < 2 or any(s is None for s in sizes):
+            return None
+        return prompt, [s for s in sizes if s is not None]
+
+    return read
 
 
 def recipe_notes(spec: Any, n_list: int | None, list_how: str | None) -> list[str]:
