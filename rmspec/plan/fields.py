@@ -94,6 +94,7 @@ def batch_fields(training, hw, choice, base: TrainingShape, seqs: Sequences, att
                 "pair_tokens_unpacked_expected": seqs.pair_tokens,
                 "row_tokens_bound": seqs.row_bound,
                 "source": seqs.packed_how,
+                "per": "list" if seqs.lists else "pair",  # what one row holds: a prompt's ranked list, or a pair
             }
             if seqs.packed and seqs.row_bound is not None  # one sequence per packed row: none
             else None

@@ -239,8 +239,9 @@ def render_plan(plan: Plan, console: Console | None = None) -> None:
         console.print(
             Text(" " * 15)
             + Text(
-                f"expected per pair: {packed['row_tokens_expected']} tokens prompt-once vs "
-                f"{packed['pair_tokens_unpacked_expected']} as two sequences ({packed['source']})",
+                f"expected per {packed.get('per', 'pair')}: {packed['row_tokens_expected']} tokens prompt-once vs "
+                f"{packed['pair_tokens_unpacked_expected']} as "
+                f"{'one sequence per response' if packed.get('per') == 'list' else 'two sequences'} ({packed['source']})",
                 style="dim",
             )
         )
