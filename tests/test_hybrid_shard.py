@@ -37,6 +37,12 @@ def test_one_node_is_refused_at_validate_with_what_to_set(cli):
     assert "hardware.nodes above 1" in done.out + done.err
 
 
+def test_one_process_a_node_is_refused_at_validate(cli):
+    done = cli("validate", SPEC, "--set", "hardware.gpus_per_node=1", "--set", "hardware.strategy=fsdp_hybrid_shard")
+    assert done.code == 2 and "Traceback" not in done.err
+    assert "nothing to shard" in done.out + done.err and "fsdp_full_shard" in done.out + done.err
+
+
 def test_the_state_is_sharded_within_a_node_only(plans):
     full, hybrid = plans["fsdp_full_shard"], plans["fsdp_hybrid_shard"]
     assert (full.num_processes, full.num_machines, full.processes_per_node) == (16, 2, 8)
@@ -79,6 +85,8 @@ def test_parallelism_keys_are_the_launchers_own_and_a_typo_is_refused():
         accel.check_nested_keys(config)
     with pytest.raises(PlanError, match="at least 2 equal shard groups"):
         accel.hybrid_mesh(16, 3)
+    with pytest.raises(PlanError, match="groups of at least 2"):
+        accel.hybrid_mesh(2, 2)  # one process a shard group: accelerate finds nothing to shard
 
 
 def test_communication_adds_the_gradient_shards_all_reduce_across_nodes(plans):

@@ -153,10 +153,10 @@ def build_config(
 def hybrid_mesh(num_processes: int, replicas: int) -> dict:
     """HSDP's 2-D mesh in accelerate's terms: ``replicas`` x (num_processes / replicas), ranks laid out row by row,
     so each shard group is one node's consecutive ranks (and holds whole context-parallel groups)."""
-    if replicas < 2 or num_processes % replicas:
+    if replicas < 2 or num_processes % replicas or num_processes == replicas:
         raise PlanError(
-            f"fsdp_hybrid_shard needs the {num_processes} processes split into at least 2 equal shard groups, "
-            f"got {replicas}",
+            f"fsdp_hybrid_shard needs the {num_processes} processes split into at least 2 equal shard groups of at "
+            f"least 2, got {replicas}",
             hint="set hardware.nodes above 1, or hardware.strategy: fsdp_full_shard",
         )
     return {

@@ -183,7 +183,7 @@ class HardwareSpec(Section):
         "fsdp_hybrid_shard only when named here). fsdp_hybrid_shard is HSDP: FSDP2 on a 2-D mesh (nodes x "
         "gpus_per_node) that shards parameters, gradients and optimizer states within each node and replicates "
         "them across nodes, so the parameters' gathers stay on the node's links and only the gradient shards "
-        "cross between nodes (needs nodes above 1; with hardware.context_parallel the groups lie within the shard "
+        "cross between nodes (needs nodes and gpus_per_node above 1; with hardware.context_parallel the groups lie within the shard "
         "dimension).",
     )
 
@@ -247,6 +247,11 @@ class HardwareSpec(Section):
             raise ValueError(
                 "strategy fsdp_hybrid_shard replicates across nodes and shards within each, but hardware.nodes is 1: "
                 "on one node it is fsdp_full_shard, so set strategy: fsdp_full_shard, or hardware.nodes above 1"
+            )
+        if self.strategy == "fsdp_hybrid_shard" and self.gpus_per_node == 1:
+            raise ValueError(
+                "strategy fsdp_hybrid_shard shards within each node, but hardware.gpus_per_node is 1: with one process "
+                "a node there is nothing to shard, so set strategy: fsdp_full_shard (shards over every node) or ddp"
             )
         return self
 
