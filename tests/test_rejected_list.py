@@ -42,11 +42,14 @@ def _load(tmp_path, rows, mapping, approach=None, **data):
     return ds.to_list(), report
 
 
-def _prepare(tmp_path, rows, mapping, **data):
+def _prepare(tmp_path, rows, mapping, approach=None, **data):
     """Tokenized splits, the report and the rejects file's lines."""
     rejects = tmp_path / "rejects.jsonl"
     prepared = prepare(
-        _spec(tmp_path, rows, mapping, **data), bert_tokenizer(), rejects_path=rejects, cache_dir=tmp_path / "cache"
+        _spec(tmp_path, rows, mapping, approach, **data),
+        bert_tokenizer(),
+        rejects_path=rejects,
+        cache_dir=tmp_path / "cache",
     )
     return prepared, read_jsonl(rejects) if rejects.exists() else []
 
@@ -111,6 +114,18 @@ def test_a_bad_answer_in_the_list_names_its_place(tmp_path):
     prepared, rejects = _prepare(tmp_path, rows, {"columns": COLUMNS, "binarize": "all_pairs"}, max_rejected=1.0)
     assert len(prepared.train) == 4 and [r["reason"] for r in rejects] == ["wrong_type"]
     assert rejects[0]["detail"] == "rejected[1] must be text, got dict"
+
+
+@pytest.mark.parametrize("approach", [None, {"kind": "listwise"}])
+def test_an_empty_rejected_list_is_an_empty_reject(tmp_path, approach):
+    rows = _rows(3)
+    rows[1]["rejects"] = []
+    prepared, rejects = _prepare(
+        tmp_path, rows, {"columns": COLUMNS, "binarize": "all_pairs"}, approach=approach, max_rejected=1.0
+    )
+    assert [(r["reason"], r["detail"], r["row"]["index"]) for r in rejects] == [
+        ("empty", "rejected is an empty list", 1)
+    ]
 
 
 def test_listwise_puts_the_chosen_answer_over_the_rejected_ones_tied(tmp_path):

@@ -28,6 +28,8 @@ BINARIZE_HINT = "set data.mapping.binarize: all_pairs (a pair each) or best_vs_r
 def answers(value: Any) -> list[str] | None:
     """The rejected answers when ``value`` is a list holding texts (every item must then be one: Reject naming the
     first that is not); None for anything else (a text, a conversation of messages)."""
+    if value == []:  # neither answers nor a conversation: nothing to compare the chosen answer with
+        raise Reject("empty", "rejected is an empty list")
     if not isinstance(value, list) or not any(isinstance(v, str) for v in value):
         return None
     return [text(v, f"rejected[{k}]") for k, v in enumerate(value)]
