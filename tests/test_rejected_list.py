@@ -214,3 +214,15 @@ def test_a_listwise_plan_guesses_its_prompt_once_row_from_the_sampled_lists(tmp_
     got_row, bound, got_unpacked, how = packed_list_lengths(spec.spec.data, "list", spec.base_dir, 256, 5)
     assert (got_row, got_unpacked) == (math.ceil(row * 1.1), math.ceil(unpacked * 1.1))
     assert bound == 5 * 256 and "from 6 sampled lists" in how
+
+
+def test_the_plan_counts_the_pairs_all_pairs_makes_of_the_rows(tmp_path):
+    """20 rows of 4 rejected answers and 1 row of 1: the time estimate trains on 81 pairs, not 21 rows."""
+    from rmspec.plan import compile_plan
+
+    rows = _rows(20) + [{**_rows(1)[0], "index": 20, "rejects": "one rejected answer"}]
+    plan = compile_plan(_spec(tmp_path, rows, {"columns": COLUMNS, "binarize": "all_pairs"}))
+    assert plan.estimate["rows"] == 81
+    assert "x 3.86 pairs a row (binarize: all_pairs, 21 sampled rows' 'rejects')" in plan.estimate["rows_source"]
+    plain = compile_plan(_spec(tmp_path, rows, {"columns": COLUMNS, "binarize": "best_vs_random"}))
+    assert plain.estimate["rows"] == 21

@@ -20,6 +20,7 @@ from typing import Any
 
 from rmspec.data.records import Reject
 from rmspec.data.row_values import text
+from rmspec.spec.data_mapping import MappingSpec
 
 # Short enough that the whole of it shows in the one-line error of a data stage left with no rows (160 characters).
 BINARIZE_HINT = "set data.mapping.binarize: all_pairs (a pair each) or best_vs_random (one), or approach.kind: listwise"
@@ -30,7 +31,7 @@ def answers(value: Any) -> list[str] | None:
     first that is not); None for anything else (a text, a conversation of messages)."""
     if value == []:  # neither answers nor a conversation: nothing to compare the chosen answer with
         raise Reject("empty", "rejected is an empty list")
-    if not isinstance(value, list) or not any(isinstance(v, str) for v in value):
+    if not MappingSpec.holds_answers(value):
         return None
     return [text(v, f"rejected[{k}]") for k, v in enumerate(value)]
 

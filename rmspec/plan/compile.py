@@ -28,7 +28,7 @@ from rmspec.plan.blocks import packed_attention
 from rmspec.plan.communication import communication, context_parallel_communication, with_communication
 from rmspec.plan.context_parallel import context_parallel_of, kv_traffic_bytes, rank_share, split_row, split_tokens
 from rmspec.plan.context_parallel_auto import choose_degree
-from rmspec.plan.estimate import data_rows, data_sequence_length, time_estimate
+from rmspec.plan.estimate import data_rows, data_sequence_length, pairs_per_row, time_estimate
 from rmspec.plan.fields import Sequences, batch_fields, memory_fields, raise_nothing_fits, strategy_fields
 from rmspec.plan.grpo import grpo_notes, refuse_vllm_on_cpu
 from rmspec.plan.hardware import HardwareProfile, HostFacts, hardware_profile
@@ -301,12 +301,9 @@ def _estimate(
     """(the time estimate with its communication, trained parameters, trainable parameters). ``cp``: the
     context-parallel degree, whose groups' key/value traffic is added at the estimate's row length."""
     spec, training, lora, rung = loaded.spec, loaded.spec.training, loaded.spec.model.lora, choice.rung
-    rows, rows_how = data_rows(spec.data, loaded.base_dir)
-    mappings = [e.mapping for e in spec.data.mixture()] if spec.data.is_mixture else [spec.data.mapping]
-    if any(m.binarize == "all_pairs" for m in mappings):  # the records a row gives are the data stage's to count
-        rows_how += (
-            "; source rows, before binarize: all_pairs makes several pairs of one (`rmspec data report` counts them)"
-        )
+    rows, rows_how = pairs_per_row(
+        spec.data, spec.approach.row_kind, loaded.base_dir, *data_rows(spec.data, loaded.base_dir)
+    )
     split = spec.data.split
     # Time only: a guessed mean length (memory above stays at max_length, an upper bound).
     seq_len, seq_len_how = data_sequence_length(spec.data, spec.approach.row_kind, loaded.base_dir, training.max_length)

@@ -332,6 +332,30 @@ def data_rows(data, base_dir: Path) -> tuple[int | None, str]:
     return mixed, f"mixture of {shown} by rows"
 
 
+def pairs_per_row(data, approach: str, base_dir: Path, rows: int | None, how: str) -> tuple[int | None, str]:
+    """``rows`` (source rows) as the pairs binarize: all_pairs makes of them: x the mean list size of the sampled
+    rows where the rejected column holds lists of answers (rmspec.data.rejected_list); elsewhere (UltraFeedback's
+    completions, a mixture) the source rows, with a note that the data stage counts the pairs."""
+    mappings = [e.mapping for e in data.mixture()] if data.is_mixture else [data.mapping]
+    if approach != PAIRS or not any(m.binarize == "all_pairs" for m in mappings):
+        return rows, how
+    mapping, column = data.mapping, data.mapping.columns.rejected
+    sampled = None if data.is_mixture or mapping.preset or not column else sample_rows(data.source, base_dir)
+    sizes = [
+        len(v) if mapping.holds_answers(v) else 1 for r in sampled or [] if isinstance(r, dict) and (v := r.get(column))
+    ]
+    if rows is None or not sizes:
+        return (
+            rows,
+            how
+            + "; source rows, before binarize: all_pairs makes several pairs of one (`rmspec data report` counts them)",
+        )
+    factor = sum(sizes) / len(sizes)
+    return round(
+        rows * factor
+    ), f"{how}, x {factor:.2f} pairs a row (binarize: all_pairs, {len(sizes)} sampled rows' {column!r})"
+
+
 def data_sequence_length(data, approach: str, base_dir: Path, max_length: int) -> tuple[int, str]:
     """Tokens per sequence for time: one source's guess, or the weighted mean of a mixture's."""
     if not data.is_mixture:

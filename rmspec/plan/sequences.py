@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from rmspec.errors import PlanError
 from rmspec.plan.estimate import CHARS_PER_TOKEN, PADDING_ALLOWANCE, sample_rows, text_columns
@@ -74,8 +75,8 @@ def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[in
     for row in rows or []:
         if not isinstance(row, dict):
             return unknown
-        rejected = row.get(rejected_col)
-        answers = rejected if isinstance(rejected, list) and any(isinstance(v, str) for v in rejected) else [rejected]
+        rejected: Any = row.get(rejected_col)
+        answers = rejected if mapping.holds_answers(rejected) else [rejected]
         for answer in answers:  # a rejected list: a pair per answer
             lengths = [
                 text_chars((row.get(prompt_col) if prompt_col else "") or ""),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -93,6 +93,12 @@ class MappingSpec(Section):
         "auto",
         description="How messages become text: the tokenizer's chat template, a plain 'User:/Assistant:' layout, or auto (template when the tokenizer has one).",
     )
+
+    @staticmethod
+    def holds_answers(value: Any) -> bool:
+        """Whether a rejected column's value is a list of answers (it holds texts; a list of messages is a
+        conversation): rmspec.data.rejected_list reads it as binarize says, the plan counts its pairs."""
+        return isinstance(value, list) and any(isinstance(v, str) for v in value)
 
     def ranks_chosen_over_rejected(self) -> bool:
         """Listwise rows made of chosen and rejected columns (rmspec.data.rejected_list): no preset, both mapped,
