@@ -52,13 +52,10 @@ def test_an_unbounded_budget_is_the_old_cut_and_a_bad_batch_size_is_refused():
         length_batches(lengths, 0)
 
 
-def test_long_rows_are_scored_alone_with_the_scores_they_get_alone(monkeypatch, tmp_path):
-    """A tiny Llama scores rows of 40-200 tokens with the budget at 20,000 mask elements: the model never sees a
-    padded batch past it, and every score equals the row scored by itself."""
+def _tiny_llama():
+    """A 2-layer Llama reward model with random weights (seeded), pad token 0."""
     torch = need("torch")
     transformers = need("transformers")
-    from rmspec.inference.scoring import score_token_ids
-
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
         hidden_size=32,
@@ -70,7 +67,15 @@ def test_long_rows_are_scored_alone_with_the_scores_they_get_alone(monkeypatch, 
         num_labels=1,
         pad_token_id=0,
     )
-    model = transformers.LlamaForSequenceClassification(config).eval()
+    return transformers.LlamaForSequenceClassification(config).eval()
+
+
+def test_long_rows_are_scored_alone_with_the_scores_they_get_alone(monkeypatch, tmp_path):
+    """A tiny Llama scores rows of 40-200 tokens with the budget at 20,000 mask elements: the model never sees a
+    padded batch past it, and every score equals the row scored by itself."""
+    from rmspec.inference.scoring import score_token_ids
+
+    model = _tiny_llama()
     seen = []
     model.register_forward_pre_hook(lambda _m, _a, kw: seen.append(kw["attention_mask"].clone()), with_kwargs=True)
     rng = random.Random(2)
@@ -91,24 +96,11 @@ def test_prompt_once_groups_keep_the_mask_bound_and_a_wide_group_is_scored_alone
     packed mask on CPU, as every row does on a GPU: with the budget at 20,000 mask elements, no packed forward
     passes it, the group too wide for it alone is scored one response at a time, and every score equals the
     response scored alone."""
-    torch = need("torch")
-    transformers = need("transformers")
     from rmspec.inference import packed_forward
     from rmspec.inference.scoring import score_token_ids
     from rmspec.inference.shared_prefix import grouped_head_outputs
 
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=100,
-        num_labels=1,
-        pad_token_id=0,
-    )
-    model = transformers.LlamaForSequenceClassification(config).eval()
+    model = _tiny_llama()
     rng = random.Random(3)
 
     def group(prompt: int, *responses: int) -> list[list[int]]:

@@ -39,6 +39,14 @@ def _spec(tmp: Path, name: str, model: Path, *, nodes: int, training: str = TRAI
     return spec
 
 
+def _sbatch(script: str, cwd: Path, env: dict[str, str]) -> str:
+    """`sbatch --parsable SCRIPT` as a user types it: the job id."""
+    done = subprocess.run(
+        ["sbatch", "--parsable", script], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
 def _job_field(cluster, job: str, name: str) -> str:
     """A field of `scontrol show job` (kept by slurmctld for MinJobAge, 300 s, after the job ends)."""
     shown = cluster.run("scontrol", "show", "job", job).stdout
@@ -163,9 +171,7 @@ def test_launch_slurm_submitted_unchanged_trains_on_two_nodes(work, reference, s
     assert json.loads((run / "plan.json").read_text())["slurm_script"] == text
 
     started = time.time()
-    job = subprocess.run(
-        ["sbatch", "--parsable", str(script)], cwd=tmp, env=env, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    job = _sbatch(str(script), tmp, env)
     try:
         final = slurm_cluster.wait_job(job, timeout=300)
     finally:
@@ -278,14 +284,7 @@ def test_scancel_leaves_interrupted_with_the_last_checkpoint(work, slurm_cluster
     # checkpoint-20 and the cancel (the run completed, 44 s after sbatch, in a full-suite run)
     run, env, _ = _written(tmp, "cancelled", model, slurm_cluster, TRAINING.replace("160", "5000"))
     started = time.time()
-    job = subprocess.run(
-        ["sbatch", "--parsable", str(run / "launch.slurm")],
-        cwd=tmp,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    job = _sbatch(str(run / "launch.slurm"), tmp, env)
     try:
         _wait_for(
             lambda: (run / "checkpoints" / "checkpoint-20" / "trainer_state.json").exists(),
@@ -377,14 +376,7 @@ def test_hybrid_shard_on_two_nodes_trains_as_one_process(work, slurm_cluster):
     assert "parallelism_config_dp_replicate_size: 2" in config and "parallelism_config_dp_shard_size: 2" in config
 
     started = time.time()
-    job = subprocess.run(
-        ["sbatch", "--parsable", str(run / "launch.slurm")],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    job = _sbatch(str(run / "launch.slurm"), root, env)
     try:
         final = slurm_cluster.wait_job(job, timeout=300)
     finally:
