@@ -118,6 +118,17 @@ def test_hybrid_shard_with_context_parallel_on_a_2d_mesh_trains_as_one_process(b
     assert status(sharded[0])["state"] == "completed"
 
 
+def test_hybrid_shard_alone_deals_every_process_its_own_rows_as_one_process(base, single):
+    """fsdp_hybrid_shard without context parallelism, 4 processes as 2 nodes of 2: accelerate's own loader deals the
+    global batch to the 4 data-parallel processes of the 2 x 2 mesh, and the first step's gradients and the losses
+    are the one process's (a process that saw another's rows, or a replica that reduced only its shard group,
+    would show here)."""
+    sharded = _run(base, "hsdp", fsdp=True, procs=4, hook={"strategy": "fsdp_hybrid_shard", "replicas": 2})
+    facts = _same_training(sharded, single, mesh=(2, 2))
+    assert all(f["placements"] == ["R", "S(0)"] for f in facts.values())
+    assert status(sharded[0])["state"] == "completed"
+
+
 @pytest.fixture(scope="module")
 def lora_runs(base):
     single_lora = _run(base, "single-lora", fsdp=False, lora=True)
