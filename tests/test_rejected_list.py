@@ -120,9 +120,8 @@ def test_a_bad_answer_in_the_list_names_its_place(tmp_path):
 def test_an_empty_rejected_list_is_an_empty_reject(tmp_path, approach):
     rows = _rows(3)
     rows[1]["rejects"] = []
-    prepared, rejects = _prepare(
-        tmp_path, rows, {"columns": COLUMNS, "binarize": "all_pairs"}, approach=approach, max_rejected=1.0
-    )
+    mapping = {"columns": COLUMNS, **({} if approach else {"binarize": "all_pairs"})}
+    prepared, rejects = _prepare(tmp_path, rows, mapping, approach=approach, max_rejected=1.0)
     assert [(r["reason"], r["detail"], r["row"]["index"]) for r in rejects] == [
         ("empty", "rejected is an empty list", 1)
     ]
@@ -226,3 +225,11 @@ def test_the_plan_counts_the_pairs_all_pairs_makes_of_the_rows(tmp_path):
     assert "x 3.86 pairs a row (binarize: all_pairs, 21 sampled rows' 'rejects')" in plan.estimate["rows_source"]
     plain = compile_plan(_spec(tmp_path, rows, {"columns": COLUMNS, "binarize": "best_vs_random"}))
     assert plain.estimate["rows"] == 21
+
+
+def test_binarize_on_rows_that_never_read_it_is_refused_at_validate(tmp_path):
+    from rmspec.errors import SpecError
+
+    with pytest.raises(SpecError, match="binarize makes pairs of UltraFeedback's completions or of a rejected list"):
+        _spec(tmp_path, _rows(), {"columns": COLUMNS, "binarize": "all_pairs"}, {"kind": "listwise"})
+    _spec(tmp_path, _rows(), {"columns": COLUMNS}, {"kind": "listwise"})  # the default, unwritten, is fine

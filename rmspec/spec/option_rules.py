@@ -80,6 +80,31 @@ def chat_template_is_used(spec: Spec) -> Iterator[Problem]:
         )
 
 
+def binarize_is_read(spec: Spec) -> Iterator[Problem]:
+    """data.mapping.binarize, where written, is read by UltraFeedback's completions or a rejected list of answers
+    made into pairs (rmspec.data.rejected_list); other rows never read it."""
+    from rmspec.spec import presets
+    from rmspec.spec.approach_rules import mappings
+    from rmspec.spec.row_kinds import PAIRS, describe
+
+    rows = spec.approach.row_kind
+    for path, mapping in mappings(spec):
+        layout = presets.get(mapping.preset)
+        if "binarize" not in mapping.model_fields_set or rows == PAIRS or (layout and layout.ranked_from):
+            continue
+        listed = (
+            " (the chosen answer first, the rejected ones tied below it)"
+            if mapping.ranks_chosen_over_rejected()
+            else ""
+        )
+        yield (
+            (*path, "binarize"),
+            f"binarize makes pairs of UltraFeedback's completions or of a rejected list; approach "
+            f"{spec.approach.kind} trains on {describe(rows)}{listed}, which never read it",
+            "delete data.mapping.binarize",
+        )
+
+
 OPTION_RULES = (
     early_stopping_metric_exists,
     pairs_from_scores_reads_a_score,
@@ -87,4 +112,5 @@ OPTION_RULES = (
     liger_needs_a_gpu,
     one_host_memory_on_cpu,
     chat_template_is_used,
+    binarize_is_read,
 )
