@@ -344,16 +344,12 @@ def pairs_per_row(data, approach: str, base_dir: Path, rows: int | None, how: st
     sizes = [
         len(v) if mapping.holds_answers(v) else 1 for r in sampled or [] if isinstance(r, dict) and (v := r.get(column))
     ]
+    note = "; source rows, before binarize: all_pairs makes several pairs of one (`rmspec data report` counts them)"
     if rows is None or not sizes:
-        return (
-            rows,
-            how
-            + "; source rows, before binarize: all_pairs makes several pairs of one (`rmspec data report` counts them)",
-        )
+        return rows, how + note
     factor = sum(sizes) / len(sizes)
-    return round(
-        rows * factor
-    ), f"{how}, x {factor:.2f} pairs a row (binarize: all_pairs, {len(sizes)} sampled rows' {column!r})"
+    counted = f"{how}, x {factor:.2f} pairs a row (binarize: all_pairs, {len(sizes)} sampled rows' {column!r})"
+    return round(rows * factor), counted
 
 
 def data_sequence_length(data, approach: str, base_dir: Path, max_length: int) -> tuple[int, str]:

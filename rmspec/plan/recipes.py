@@ -49,7 +49,7 @@ def list_size(spec: Any, base_dir: Path) -> tuple[int, str]:
     rows = sample_rows(spec.data.source, base_dir) if getattr(spec.data, "source", None) is not None else None
     if mapping.ranks_chosen_over_rejected():  # the chosen answer, then the rejected one or ones
         column = mapping.columns.rejected
-        sizes = [1 + (len(r[column]) if isinstance(r[column], list) else 1) for r in rows or [] if r.get(column)]
+        sizes = [1 + (len(r[column]) if mapping.holds_answers(r[column]) else 1) for r in rows or [] if r.get(column)]
         if sizes:
             return max(sizes), f"1 chosen + the largest of {len(sizes)} sampled rows' {column!r}"
     sizes = [len(r[column]) for r in rows or [] if isinstance(r.get(column), list)]
@@ -106,8 +106,8 @@ def list_texts(mapping: Any) -> Any:
         if not isinstance(row, dict):
             return None
         if mapping.ranks_chosen_over_rejected():
-            rejected = row.get(cols["rejected"])
-            responses = [row.get(cols["chosen"]), *(rejected if isinstance(rejected, list) else [rejected])]
+            rejected: Any = row.get(cols["rejected"])
+            responses = [row.get(cols["chosen"]), *(rejected if mapping.holds_answers(rejected) else [rejected])]
         elif layout is not None and layout.ranked_from:
             items = row.get(layout.ranked_from)
             responses = [c.get("response") if isinstance(c, dict) else None for c in items or []]
