@@ -183,8 +183,8 @@ class HardwareSpec(Section):
         "fsdp_hybrid_shard only when named here). fsdp_hybrid_shard is HSDP: FSDP2 on a 2-D mesh (nodes x "
         "gpus_per_node) that shards parameters, gradients and optimizer states within each node and replicates "
         "them across nodes, so the parameters' gathers stay on the node's links and only the gradient shards "
-        "cross between nodes (needs nodes and gpus_per_node above 1; with hardware.context_parallel the groups lie within the shard "
-        "dimension).",
+        "cross between nodes (needs nodes and gpus_per_node above 1; with hardware.context_parallel the groups "
+        "lie within the shard dimension).",
     )
 
     context_parallel: PositiveInt | Literal["auto"] = Field(
@@ -199,8 +199,8 @@ class HardwareSpec(Section):
         "or eager. `rmspec plan` sizes "
         "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry, "
         "listwise, pointwise, process and generative judges (method sft) under DDP or FSDP (shard_grad_op, "
-        "full_shard, hybrid_shard), with or without gradient checkpointing or LoRA, and refuses, with the reason, what is only "
-        "planned (other approaches and options, a judge trained by GRPO, FSDP offload, DeepSpeed).",
+        "full_shard, hybrid_shard), with or without gradient checkpointing or LoRA, and refuses, with the reason, "
+        "what is only planned (other approaches and options, a judge trained by GRPO, FSDP offload, DeepSpeed).",
     )
     slurm: SlurmSpec | None = Field(
         None,
@@ -242,7 +242,7 @@ class HardwareSpec(Section):
         return self
 
     @model_validator(mode="after")
-    def _hybrid_shard_needs_nodes(self) -> HardwareSpec:
+    def _hybrid_shard_needs_both_dimensions(self) -> HardwareSpec:
         if self.strategy == "fsdp_hybrid_shard" and self.nodes == 1:
             raise ValueError(
                 "strategy fsdp_hybrid_shard replicates across nodes and shards within each, but hardware.nodes is 1: "

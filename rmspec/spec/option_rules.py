@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rmspec.spec import presets
+from rmspec.spec.approach_rules import mappings
 from rmspec.spec.base import Problem
 from rmspec.spec.root import Spec
+from rmspec.spec.row_kinds import PAIRS, describe
 
 
 def early_stopping_metric_exists(spec: Spec) -> Iterator[Problem]:
@@ -83,10 +86,6 @@ def chat_template_is_used(spec: Spec) -> Iterator[Problem]:
 def binarize_is_read(spec: Spec) -> Iterator[Problem]:
     """data.mapping.binarize, where written, is read by UltraFeedback's completions or a rejected list of answers
     made into pairs (rmspec.data.rejected_list); other rows never read it."""
-    from rmspec.spec import presets
-    from rmspec.spec.approach_rules import mappings
-    from rmspec.spec.row_kinds import PAIRS, describe
-
     rows = spec.approach.row_kind
     for path, mapping in mappings(spec):
         layout = presets.get(mapping.preset)
