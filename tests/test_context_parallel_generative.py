@@ -35,6 +35,7 @@ from helpers.split_runs import (
     assert_evaluated_as_one,
     assert_gradients_equal,
     assert_split_equals_one,
+    averaged_as_ddp,
     on_two_ranks,
     one_and_split,
     read_on_both_ranks,
@@ -93,8 +94,7 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
         (loss + mean).backward()
         every = [torch.empty_like(logits) for _ in range(world)]
         dist.all_gather(every, logits.detach())  # each rank's logits, compared below
-        for p in model.parameters():
-            dist.reduce(p.grad, dst=0)  # the group's gradients add up to one process's
+        averaged_as_ddp(model)  # the group's shares, each sent back N times over, averaged: one process's
         shapes = [None] * world
         dist.all_gather_object(shapes, computed)
         if rank == 0:

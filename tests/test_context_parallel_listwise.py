@@ -30,6 +30,7 @@ from helpers.split_runs import (
     assert_evaluated_as_one,
     assert_gradients_equal,
     assert_split_equals_one,
+    averaged_as_ddp,
     on_two_ranks,
     one_and_split,
     read_on_both_ranks,
@@ -91,8 +92,7 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
         loss.backward()
         every = [torch.empty_like(rewards) for _ in range(world)]
         dist.all_gather(every, rewards.detach())  # each rank's rewards, compared below
-        for p in model.parameters():
-            dist.reduce(p.grad, dst=0)  # the group's gradients add up to one process's
+        averaged_as_ddp(model)  # the group's shares, each sent back N times over, averaged: one process's
         if rank == 0:
             reference = tiny()  # one process: the ordinary packed forward, the whole row's mask
             want, want_mask = list_rewards(reference, batch)

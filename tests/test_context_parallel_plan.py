@@ -171,22 +171,21 @@ def test_a_rank_that_does_not_fit_is_refused_with_the_figures():
 
 def test_run_refuses_what_is_not_trained_split(tmp_path):
     # Bradley-Terry on prompt-once rows under DDP trains split, with or without gradient checkpointing
-    # (tests/test_context_parallel_run.py), and so does LoRA (tests/test_context_parallel_lora.py); an ensemble
-    # is sized by the plan and refused by run.
-    sets = [*CPU2, "hardware.context_parallel=2", "approach.ensemble={members: 2}"]
+    # (tests/test_context_parallel_run.py), and so do LoRA (tests/test_context_parallel_lora.py) and the extra heads
+    # (ODIN, an ensemble: tests/test_context_parallel_heads.py); a judge trained by GRPO is sized by the plan and
+    # refused by run.
+    sets = [*CPU2, "approach={kind: generative, method: grpo}", "eval.benchmarks=[]", "hardware.context_parallel=2"]
     planned = rmspec("plan", str(DECODER), "--json", sets=sets)
     assert planned.returncode == 0, planned.stderr
-    assert "approach.ensemble" in json.loads(planned.stdout)["context_parallel"]["run_refused"]
-    with_lora = [*CPU2, "hardware.context_parallel=2", "model.lora={r: 8}"]
-    planned = rmspec("plan", str(DECODER), "--json", sets=with_lora)
-    assert planned.returncode == 0 and json.loads(planned.stdout)["context_parallel"]["run_refused"] is None
-    with_checkpointing = [*CPU2, "hardware.context_parallel=2", "training.gradient_checkpointing=on"]
-    planned = rmspec("plan", str(DECODER), "--json", sets=with_checkpointing)
-    assert planned.returncode == 0 and json.loads(planned.stdout)["context_parallel"]["run_refused"] is None
+    assert "approach.method: grpo" in json.loads(planned.stdout)["context_parallel"]["run_refused"]
+    for trained in ("model.lora={r: 8}", "training.gradient_checkpointing=on", "approach.ensemble={members: 2}",
+                    "approach.length_debias={kind: odin}"):  # fmt: skip
+        planned = rmspec("plan", str(DECODER), "--json", sets=[*CPU2, "hardware.context_parallel=2", trained])
+        assert planned.returncode == 0 and json.loads(planned.stdout)["context_parallel"]["run_refused"] is None
     done = rmspec("run", str(DECODER), sets=[*sets, f"output.dir={tmp_path}/run"])
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
-    assert "planned only for this spec: approach.ensemble" in out and "Traceback" not in out
+    assert "planned only for this spec: approach.method: grpo" in out and "Traceback" not in out
     assert not (tmp_path / "run").exists()
 
 
@@ -195,7 +194,6 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
     [
         ({"kind": "generative", "method": "grpo"}, "approach.method: grpo is not trained split"),
         ({"sft_weight": 0.1}, "approach.sft_weight"),
-        ({"ensemble": {"heads": 4}}, "approach.ensemble"),
         ({"strategy": "fsdp_full_shard_offload"}, "strategy 'fsdp_full_shard_offload'"),
         ({"strategy": "deepspeed_zero3"}, "strategy 'deepspeed_zero3'"),
     ],
@@ -214,6 +212,9 @@ def test_run_refusal_names_each_option_not_wired(change, reason):
     for strategy in ("ddp", "fsdp_shard_grad_op", "fsdp_full_shard"):  # trained split (test_fsdp_variants.py)
         for lora in (None, {"r": 8}):  # LoRA trains split too (test_context_parallel_lora.py)
             assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=lora)), strategy) is None
+    for heads in ({"ensemble": {"members": 4}}, {"length_debias": {"kind": "odin"}}):  # test_context_parallel_heads.py
+        section = SimpleNamespace(**{**vars(plain), **heads})
+        assert run_refusal(SimpleNamespace(approach=section, model=SimpleNamespace(lora=None)), "ddp") is None
     # tests/test_context_parallel_listwise.py, test_context_parallel_pointwise.py, test_context_parallel_process.py,
     # test_context_parallel_generative.py (a judge trained by SFT; by GRPO refused above)
     for kind in ("listwise", "pointwise", "process", "generative"):

@@ -32,6 +32,7 @@ from helpers.split_runs import (
     assert_evaluated_as_one,
     assert_gradients_equal,
     assert_split_equals_one,
+    averaged_as_ddp,
     on_two_ranks,
     one_and_split,
     split_forwards,
@@ -96,8 +97,7 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
         loss.backward()
         every = [torch.empty_like(outputs) for _ in range(world)]
         dist.all_gather(every, outputs.detach())  # each rank's outputs, compared below
-        for p in model.parameters():
-            dist.reduce(p.grad, dst=0)  # the group's gradients add up to one process's
+        averaged_as_ddp(model)  # the group's shares, each sent back N times over, averaged: one process's
         if rank == 0:
             # one process as it trains pointwise: padded sequences, the model's own pooling at the last token
             padded = ScoresCollator(PAD)(examples())

@@ -162,13 +162,19 @@ def test_the_sharder_deals_each_batch_to_every_rank_of_one_group():
     assert {tuple(b) for b in drawn(0) + drawn(2)} == {tuple(b) for b in batches}
 
 
-def test_the_loss_keeps_its_value_and_backpropagates_n_fold():
+def test_the_split_outputs_keep_their_value_and_send_their_gradient_back_n_fold():
+    """Only what passes through the split forward is scaled: a parameter the loss reads directly (a learned tie's
+    log nu, ODIN's head weights in its orthogonality term) has its whole gradient on every rank already."""
     import torch
 
     from rmspec.train.context_parallel_run import sum_over_group
 
-    w = torch.tensor([0.5, -1.0], requires_grad=True)
-    loss = sum_over_group((w**2).sum(), 3)
+    w = torch.tensor([0.5, -1.0], requires_grad=True)  # stands for the weights the split forward reads
+    v = torch.tensor(2.0, requires_grad=True)  # a parameter the loss reads directly
+    outputs = sum_over_group(w**2, 3)
+    assert torch.equal(outputs, (w**2).detach())
+    loss = (outputs * v).sum() + v**2
     loss.backward()
-    assert loss.item() == pytest.approx(1.25)
-    assert torch.allclose(w.grad, 3 * 2 * w.detach())
+    assert loss.item() == pytest.approx(1.25 * 2 + 4)
+    assert torch.allclose(w.grad, 3 * 2 * w.detach() * 2.0)
+    assert v.grad.item() == pytest.approx(1.25 + 4)  # once: not the group's to add up

@@ -282,13 +282,10 @@ class BradleyTerryApproach(Approach):
             doc["data"]["mapping"]["pair_by"] = preset.attributes[0]
 
     def split_refusal(self, section: Any) -> str | None:
-        for option, value in (
-            ("sft_weight", section.sft_weight),
-            ("length_debias", section.length_debias),
-            ("ensemble", section.ensemble),
-        ):
-            if value:
-                return f"approach.{option} adds outputs the split forward does not compute yet"
+        # ODIN's and an ensemble's K head outputs come from the split forward as the one reward does
+        # (tests/test_context_parallel_heads.py); the SFT term reads every chosen token's hidden state.
+        if section.sft_weight:
+            return "approach.sft_weight adds a language-model term the split forward does not compute yet"
         return None
 
     def num_outputs(self, section: Any) -> int:

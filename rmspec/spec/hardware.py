@@ -197,10 +197,10 @@ class HardwareSpec(Section):
         "refuses with them). A number must divide the number of processes (gpus_per_node x nodes); above 1 it "
         "needs a decoder, packing (training.packing auto or shared_prefix) and model.attn_implementation auto, sdpa "
         "or eager. `rmspec plan` sizes "
-        "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry, "
-        "listwise, pointwise, process and generative judges (method sft) under DDP or FSDP (shard_grad_op, "
-        "full_shard, hybrid_shard), with or without gradient checkpointing or LoRA, and refuses, with the reason, "
-        "what is only planned (other approaches and options, a judge trained by GRPO, FSDP offload, DeepSpeed).",
+        "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry (its "
+        "ties, ODIN and ensembles too), listwise, pointwise, process and generative judges (method sft) under DDP "
+        "or FSDP (shard_grad_op, full_shard, hybrid_shard), with or without gradient checkpointing or LoRA, and "
+        "refuses, with the reason, what is only planned (a judge trained by GRPO, FSDP offload, DeepSpeed).",
     )
     slurm: SlurmSpec | None = Field(
         None,

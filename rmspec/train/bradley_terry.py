@@ -78,8 +78,9 @@ class BradleyTerryTrainer(ScoreTrainer):
 
     def splits_rows(self) -> bool:
         """Whether hardware.context_parallel can split this trainer's rows (rmspec.train.context_parallel_run.attach):
-        plain Bradley-Terry only; a subclass (ODIN, ensembles) or an SFT term is not split until tested so."""
-        return type(self) is BradleyTerryTrainer and not self.sft_weight
+        Bradley-Terry and its extra heads (ODIN, ensembles: rmspec.train.heads), whose outputs all come from the
+        split forward; not an SFT term, which reads the chosen tokens' hidden states (rows not packed)."""
+        return not self.sft_weight
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.sft_weight:
@@ -91,10 +92,6 @@ class BradleyTerryTrainer(ScoreTrainer):
         loss = self.pair_loss(chosen, rejected, self._margin(inputs), tie)
         if self.sft_weight:
             loss = sft_regularized_loss(loss, lm_loss, self.sft_weight)
-        if self.context_parallel is not None and model.training:
-            from rmspec.train.context_parallel_run import sum_over_group
-
-            loss = sum_over_group(loss, self.context_parallel.degree)  # the group's gradients add up
         if model.training:
             wins = ~tie.bool() if tie is not None else slice(None)
             self.record(pair_metrics(chosen[wins], rejected[wins]))

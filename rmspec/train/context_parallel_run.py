@@ -12,9 +12,10 @@ A group is one data-parallel replica that holds each row split over its N ranks:
   examples, one packed response each: rmspec.train.pointwise.score_outputs; process rewards, every labelled step of
   each example: rmspec.train.process.step_logits; a generative judge's LM head before every verdict token:
   rmspec.train.generative.GenerativeTrainer);
-- the group's parameter gradients ADD UP to one process's, while DDP averages over every process: the loss
-  backpropagates N times over (``sum_over_group``: its value unchanged, what the Trainer logs), so DDP's
-  mean over N x G processes is the mean over the G groups of each group's whole gradient;
+- the group's parameter gradients ADD UP to one process's, while DDP averages over every process: the split
+  forward's outputs send their gradient back N times over (``sum_over_group``: their value unchanged, so the
+  loss the Trainer logs is too), so DDP's mean over N x G processes is the mean over the G groups of each
+  group's whole gradient, while a parameter the loss reads directly keeps its one gradient;
 - figures summed over processes (tokens trained on) count each group once (``data_parallel_size``).
 Evaluation (the validation split, during training and the final one) is split the same way: the evaluation and
 prediction loaders are dealt to the groups (``shard_over_groups``), each batch's forward is the same split forward
@@ -110,9 +111,15 @@ def rows_not_repeated(gradient_state: Any, groups: Groups, batch_size: int) -> i
     return own if 0 < own < batch_size else None
 
 
-def sum_over_group(loss: torch.Tensor, degree: int) -> torch.Tensor:
-    """``loss`` with its value kept and its gradient ``degree`` times over (DDP's mean then sums the group)."""
-    return loss + (degree - 1) * (loss - loss.detach())
+def sum_over_group(outputs: torch.Tensor, degree: int) -> torch.Tensor:
+    """The split forward's ``outputs``, their value kept and the gradient they send back into the split forward
+    ``degree`` times over. A rank's backward through the split forward gives the parameters only its tokens'
+    share of their gradient (the group's shares add up to one process's), and DDP or FSDP averages over every
+    process: scaled so, the mean over the N x G processes is the mean over the G groups of each group's whole
+    gradient. Only the gradient through the split forward is scaled: a parameter the loss reads directly (a
+    learned Davidson tie's log nu, the head weights in ODIN's orthogonality term) has its whole gradient on
+    every rank already, and the mean keeps it once."""
+    return outputs + (degree - 1) * (outputs - outputs.detach())
 
 
 def data_parallel_size(world: int, degree: int) -> int:
@@ -149,7 +156,8 @@ def split_head_outputs(model: Any, inputs: dict[str, torch.Tensor], groups: Grou
     """Head outputs [responses, num_labels] of a packed batch (PackedPairCollator's, PackedListCollator's or
     PackedScoresCollator's: the same on every rank of the group), each row split over the group: the equal of
     packed_forward.packed_head_outputs, one output per read point (``packed_ends``) in its order, on every rank.
-    The one split forward every approach that trains split reads its rewards from, training and evaluating."""
+    The one split forward every approach that trains split reads its rewards from, training and evaluating; its
+    gradient is the group's to add up (``sum_over_group``)."""
     from rmspec.inference.packed_attention import switched
     from rmspec.train.context_parallel import head_outputs
     from rmspec.train.packing import is_packed, packed_rows
@@ -157,7 +165,8 @@ def split_head_outputs(model: Any, inputs: dict[str, torch.Tensor], groups: Grou
     if not is_packed(inputs):
         raise ValueError("context parallelism splits prompt-once rows: this batch is not packed")
     with switched(model):
-        return head_outputs(model, packed_rows(inputs), groups.group)
+        outputs = head_outputs(model, packed_rows(inputs), groups.group)
+    return sum_over_group(outputs, groups.degree) if torch.is_grad_enabled() else outputs
 
 
 def split_pair_rewards(
@@ -179,13 +188,13 @@ def attach(trainer: Any, model: Any, degree: int) -> None:
 
     packing, why = getattr(trainer, "packing", (None, None))
     problem = None
-    # A trainer says for itself whether it trains split (splits_rows): a subclass with other outputs (ODIN,
-    # ensembles) or an SFT term is not split until it says so and is tested.
+    # A trainer says for itself whether it trains split (splits_rows): one with other outputs or terms (an SFT
+    # term) is not split until it says so and is tested.
     splits_rows = getattr(trainer, "splits_rows", None)
     if splits_rows is None or not splits_rows():
         problem = (
             f"{type(trainer).__name__} is not trained split in this version "
-            "(plain Bradley-Terry, listwise, pointwise, process and generative with method sft are)"
+            "(Bradley-Terry without sft_weight, listwise, pointwise, process and generative with method sft are)"
         )
     elif packing != SHARED_PREFIX:
         problem = f"the rows are not packed here ({why})"

@@ -80,7 +80,7 @@ class GenerativeTrainer(MetricsTrainer):
         the LM head's logits at the read points of a PackedLMCollator batch, each row split over the group. The
         Trainer gathered ``num_items_in_batch`` over every process, each group's labels once per rank, and
         multiplies by every process: the group's N cancel, so the expression is one process's."""
-        from rmspec.train.context_parallel_run import split_head_outputs, sum_over_group
+        from rmspec.train.context_parallel_run import split_head_outputs
 
         split = self.context_parallel
         logits = split_head_outputs(model, inputs, split)  # [P, vocabulary], the same on every rank of the group
@@ -92,7 +92,6 @@ class GenerativeTrainer(MetricsTrainer):
         ):
             loss = loss * self.accelerator.num_processes
         if model.training:
-            loss = sum_over_group(loss, split.degree)  # the group's gradients add up to one process's
             with torch.no_grad():
                 labels = inputs["labels"]
                 if labels.numel():

@@ -86,9 +86,16 @@ class HeadCollator:
 # ---------------------------------------------------------------- model
 
 
-def pair_outputs(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def pair_outputs(model: Any, inputs: dict[str, torch.Tensor], split: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(chosen, rejected) head outputs [B, K] of a pair batch, plain or shared-prefix packed (text, or
-    image rows packed prompt-once with their M-RoPE positions)."""
+    image rows packed prompt-once with their M-RoPE positions), each packed row split over the
+    context-parallel group ``split`` (rmspec.train.context_parallel_run.Groups) where one is given: every
+    rank of the group then holds every output."""
+    if split is not None:
+        from rmspec.train.context_parallel_run import split_head_outputs
+
+        scores = split_head_outputs(model, inputs, split)
+        return scores[0::2], scores[1::2]
     if is_vision_packed(inputs):
         return packed_vision_pair_outputs(model, inputs)
     if is_packed(inputs):
@@ -168,11 +175,19 @@ class OdinTrainer(BradleyTerryTrainer):
         self.odin = odin
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        chosen, rejected = pair_outputs(model, inputs)
-        head = head_linear(model)
-        margin = inputs["margin"].to(chosen.dtype) if self.margin_mode == "subtract" else None
+        chosen, rejected = pair_outputs(model, inputs, self.context_parallel)
         len_c, len_r = inputs[LENGTH_COLUMNS[0]], inputs[LENGTH_COLUMNS[1]]
-        loss, parts = odin_loss(
+        loss, parts = self.odin_total(model, chosen, rejected, len_c, len_r, inputs["margin"])
+        if model.training:
+            self.record({**pair_metrics(chosen[:, 0], rejected[:, 0]), **parts})
+        if return_outputs:
+            return loss, {"chosen": chosen, "rejected": rejected, "len_c": len_c, "len_r": len_r}
+        return loss
+
+    def odin_total(self, model, chosen, rejected, len_c, len_r, margin) -> tuple[torch.Tensor, dict[str, float]]:
+        """ODIN's loss and its terms from the heads' outputs [B, 2], the response lengths and the margins."""
+        head = head_linear(model)
+        return odin_loss(
             chosen[:, 0],
             rejected[:, 0],
             chosen[:, 1],
@@ -184,14 +199,13 @@ class OdinTrainer(BradleyTerryTrainer):
             lambda_length=self.odin.lambda_length,
             lambda_quality=self.odin.lambda_quality,
             lambda_ortho=self.odin.lambda_ortho,
-            margin=margin,
+            margin=margin.to(chosen.dtype) if self.margin_mode == "subtract" else None,
             center_coefficient=self.center_rewards_coefficient,
         )
-        if model.training:
-            self.record({**pair_metrics(chosen[:, 0], rejected[:, 0]), **parts})
-        if return_outputs:
-            return loss, {"chosen": chosen, "rejected": rejected, "len_c": len_c, "len_r": len_r}
-        return loss
+
+    def first_rows_loss(self, out: dict, inputs: dict, rows: int) -> torch.Tensor:
+        first = {k: out[k][:rows] for k in ("chosen", "rejected", "len_c", "len_r")}
+        return self.odin_total(self.model, **first, margin=inputs["margin"][:rows])[0]
 
     def eval_outputs(self, out, inputs):
         c, r = out["chosen"].float(), out["rejected"].float()
@@ -232,23 +246,37 @@ class EnsembleTrainer(BradleyTerryTrainer):
         self.members = members
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        chosen, rejected = pair_outputs(model, inputs)  # [B, N]
-        diff = chosen - rejected
-        if self.margin_mode == "subtract":
-            diff = diff - inputs["margin"].to(diff.dtype)[:, None]
-        per = -F.logsigmoid(diff)
-        weight = inputs.get(WEIGHT_COLUMN)
-        weight = torch.ones_like(per) if weight is None else weight.to(per.dtype)
-        loss = (weight * per).sum(0).div(per.shape[0]).mean()
-        if self.center_rewards_coefficient:
-            loss = loss + self.center_rewards_coefficient * torch.mean((chosen + rejected) ** 2)
+        chosen, rejected = pair_outputs(model, inputs, self.context_parallel)  # [B, N]
+        loss = self.members_loss(chosen, rejected, inputs["margin"], inputs.get(WEIGHT_COLUMN))
         if model.training:
             metrics = pair_metrics(chosen.mean(1), rejected.mean(1))
-            metrics["member_accuracy"] = (diff.detach() > 0).float().mean().item()
+            metrics["member_accuracy"] = (chosen.detach() > rejected.detach()).float().mean().item()
             self.record(metrics)
         if return_outputs:
             return loss, {"chosen": chosen, "rejected": rejected}
         return loss
+
+    def members_loss(self, chosen, rejected, margin, weight) -> torch.Tensor:
+        """The members' mean loss from their outputs [B, N], each pair weighted by its count in each member's
+        resample (``weight`` [B, N]; None: every pair once, as in evaluation)."""
+        diff = chosen - rejected
+        if self.margin_mode == "subtract":
+            diff = diff - margin.to(diff.dtype)[:, None]
+        per = -F.logsigmoid(diff)
+        weight = torch.ones_like(per) if weight is None else weight.to(per.dtype)
+        loss = (weight * per).sum(0).div(per.shape[0]).mean()
+        if self.center_rewards_coefficient:
+            loss = loss + self.center_rewards_coefficient * torch.mean((chosen + rejected) ** 2)
+        return loss
+
+    def first_rows_loss(self, out: dict, inputs: dict, rows: int) -> torch.Tensor:
+        weight = inputs.get(WEIGHT_COLUMN)
+        return self.members_loss(
+            out["chosen"][:rows],
+            out["rejected"][:rows],
+            inputs["margin"][:rows],
+            None if weight is None else weight[:rows],
+        )
 
     def eval_outputs(self, out, inputs):
         c, r = out["chosen"].float(), out["rejected"].float()

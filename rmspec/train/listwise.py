@@ -131,10 +131,6 @@ class ListwiseTrainer(ScoreTrainer):
         rewards, mask = list_rewards(model, inputs, split)
         scores = inputs["list_scores"]
         loss = self.list_loss(rewards, scores, mask)
-        if split is not None and model.training:
-            from rmspec.train.context_parallel_run import sum_over_group
-
-            loss = sum_over_group(loss, split.degree)  # the group's gradients add up to one process's
         if model.training:
             metrics = ranking_metrics(rewards, scores, mask)
             self.record({"accuracy": metrics["pair_accuracy"], "kendall_tau": metrics["kendall_tau"]})

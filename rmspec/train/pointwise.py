@@ -89,10 +89,6 @@ class PointwiseTrainer(ScoreTrainer):
         logits = score_outputs(model, inputs, split)
         target = inputs["scores"].to(logits.dtype)
         loss = self.score_loss(logits, inputs["scores"])
-        if split is not None and model.training:
-            from rmspec.train.context_parallel_run import sum_over_group
-
-            loss = sum_over_group(loss, split.degree)  # the group's gradients add up to one process's
         if model.training:
             pred = self.predictions(logits.detach()).float()
             mask = ~torch.isnan(target)

@@ -152,10 +152,6 @@ class ProcessTrainer(ScoreTrainer):
         if model.training and self.train_on == "last_step":
             labels = last_point_only(labels, inputs["step_example"]) if is_packed(inputs) else last_step_only(labels)
         loss = step_loss(logits, labels)
-        if split is not None and model.training:
-            from rmspec.train.context_parallel_run import sum_over_group
-
-            loss = sum_over_group(loss, split.degree)  # the group's gradients add up to one process's
         if model.training:
             with torch.no_grad():
                 on = labels != IGNORE
