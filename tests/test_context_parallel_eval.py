@@ -48,9 +48,9 @@ if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_C
 
     whole, metrics = context_parallel.head_outputs, bradley_terry.compute_pair_metrics
 
-    def head_outputs(model, rows, group=None):
+    def head_outputs(model, rows, group=None, states=None):
         note(kind="split", training=torch.is_grad_enabled(), responses=int(rows.ends.numel()))
-        return whole(model, rows, group)
+        return whole(model, rows, group, states)
 
     def compute_pair_metrics(eval_pred):
         note(kind="metrics", rows=len(eval_pred.predictions))

@@ -179,7 +179,7 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
     assert planned.returncode == 0, planned.stderr
     assert "approach.method: grpo" in json.loads(planned.stdout)["context_parallel"]["run_refused"]
     for trained in ("model.lora={r: 8}", "training.gradient_checkpointing=on", "approach.ensemble={members: 2}",
-                    "approach.length_debias={kind: odin}"):  # fmt: skip
+                    "approach.length_debias={kind: odin}", "approach.sft_weight=0.1"):  # fmt: skip
         planned = rmspec("plan", str(DECODER), "--json", sets=[*CPU2, "hardware.context_parallel=2", trained])
         assert planned.returncode == 0 and json.loads(planned.stdout)["context_parallel"]["run_refused"] is None
     done = rmspec("run", str(DECODER), sets=[*sets, f"output.dir={tmp_path}/run"])
@@ -193,7 +193,6 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
     ("change", "reason"),
     [
         ({"kind": "generative", "method": "grpo"}, "approach.method: grpo is not trained split"),
-        ({"sft_weight": 0.1}, "approach.sft_weight"),
         ({"strategy": "fsdp_full_shard_offload"}, "strategy 'fsdp_full_shard_offload'"),
         ({"strategy": "deepspeed_zero3"}, "strategy 'deepspeed_zero3'"),
     ],
@@ -212,7 +211,8 @@ def test_run_refusal_names_each_option_not_wired(change, reason):
     for strategy in ("ddp", "fsdp_shard_grad_op", "fsdp_full_shard"):  # trained split (test_fsdp_variants.py)
         for lora in (None, {"r": 8}):  # LoRA trains split too (test_context_parallel_lora.py)
             assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=lora)), strategy) is None
-    for heads in ({"ensemble": {"members": 4}}, {"length_debias": {"kind": "odin"}}):  # test_context_parallel_heads.py
+    # test_context_parallel_heads.py, test_packing_sft.py
+    for heads in ({"ensemble": {"members": 4}}, {"length_debias": {"kind": "odin"}}, {"sft_weight": 0.1}):
         section = SimpleNamespace(**{**vars(plain), **heads})
         assert run_refusal(SimpleNamespace(approach=section, model=SimpleNamespace(lora=None)), "ddp") is None
     # tests/test_context_parallel_listwise.py, test_context_parallel_pointwise.py, test_context_parallel_process.py,

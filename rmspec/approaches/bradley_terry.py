@@ -127,7 +127,8 @@ class BradleyTerry(ApproachSection):
         0.0,
         ge=0,
         description="Decoders: add weight x the language-model loss on the chosen response (GRM's "
-        "regularizer); the LM head is kept for training only, the saved model is a plain classifier.",
+        "regularizer), read in the prompt-once row where the pair is packed; the LM head is kept for training "
+        "only, the saved model is a plain classifier.",
     )
     center_rewards_coefficient: float | None = Field(
         None, ge=0, description="Weight of mean((r_chosen + r_rejected)^2), keeping rewards centred (e.g. 0.01)."
@@ -267,7 +268,9 @@ class BradleyTerryApproach(Approach):
     head = SCORE_HEAD
     sequences_per_example = 2
     shared_prefix = True
-    trains_split = True  # rmspec.train.context_parallel_run (tests/test_context_parallel_run.py)
+    # rmspec.train.context_parallel_run, every option: tests/test_context_parallel_run.py, and ODIN, ensembles and
+    # a learned tie test_context_parallel_heads.py, the SFT term test_packing_sft.py
+    trains_split = True
     packed_row = "Bradley-Terry: each prompt computed once per pair, one row [prompt | chosen | rejected]"
     trainer = "rmspec.train.factory:bradley_terry"
     evaluation = "rmspec.evaluate.approach_validation:evaluate_pairs"
@@ -280,13 +283,6 @@ class BradleyTerryApproach(Approach):
         preset = presets.get(mapping.get("preset"))
         if preset is not None and preset.pairs_by_attribute:  # scored responses: pairs by one attribute
             doc["data"]["mapping"]["pair_by"] = preset.attributes[0]
-
-    def split_refusal(self, section: Any) -> str | None:
-        # ODIN's and an ensemble's K head outputs come from the split forward as the one reward does
-        # (tests/test_context_parallel_heads.py); the SFT term reads every chosen token's hidden state.
-        if section.sft_weight:
-            return "approach.sft_weight adds a language-model term the split forward does not compute yet"
-        return None
 
     def num_outputs(self, section: Any) -> int:
         return head_outputs(section)  # ODIN: 2 heads, an ensemble: N, while training

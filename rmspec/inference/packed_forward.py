@@ -10,6 +10,7 @@ call it, so the two cannot drift apart.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,6 +20,19 @@ from rmspec.inference.packed_attention import recomputes_outside_step, switched
 from rmspec.inference.prefix_mask import NotPackable, PackedRows, check_packable, model_config, model_masks, unwrapped
 
 HEAD_NAMES = ("score", "classifier")
+
+
+@dataclass
+class StatesAt:
+    """A request a packed forward fills: the head's input (the last hidden states) at the flat positions ``at``
+    of the packed batch, beside the head's outputs (Bradley-Terry's SFT term reads the LM head there:
+    rmspec.train.pair_extras.packed_pair_sft). ``states`` [held, hidden]: one process holds every position; a
+    rank of a split forward (rmspec.train.context_parallel.head_outputs) the ones in its columns, ``held`` their
+    indices into ``at``."""
+
+    at: torch.Tensor
+    states: torch.Tensor | None = None
+    held: torch.Tensor | None = None
 
 
 def head_module(model: Any) -> torch.nn.Module:
@@ -73,8 +87,9 @@ def keeps_mask(model: Any, device: torch.device, width: int) -> bool:
     return why is not None or recomputes_outside_step(model)
 
 
-def packed_head_outputs(model: Any, rows: PackedRows) -> torch.Tensor:
-    """Head outputs [responses, num_labels] at the last token of every response of ``rows``.
+def packed_head_outputs(model: Any, rows: PackedRows, states: StatesAt | None = None) -> torch.Tensor:
+    """Head outputs [responses, num_labels] at the last token of every response of ``rows``; ``states`` filled
+    with the head's input at its positions, where given.
 
     The model's own pooling reads "the rightmost non-pad token" of each row, which in a packed row is not a
     response end, so the head's per-token output is taken from a forward hook instead (the
@@ -93,7 +108,13 @@ def packed_head_outputs(model: Any, rows: PackedRows) -> torch.Tensor:
     else:  # no mask: the plan rides along to every layer's attention (packed_attention)
         extra, attending = {"rmspec_blocks": plan}, switched(model)
     captured: list[torch.Tensor] = []
-    handle = head_module(model).register_forward_hook(lambda _m, _i, out: captured.append(out))
+    inputs: list[torch.Tensor] = []
+
+    def hook(_m: Any, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+        captured.append(out)
+        inputs.append(args[0])
+
+    handle = head_module(model).register_forward_hook(hook)
     try:
         with attending:
             model(input_ids=rows.input_ids, position_ids=rows.position_ids, **extra)
@@ -104,4 +125,8 @@ def packed_head_outputs(model: Any, rows: PackedRows) -> torch.Tensor:
     per_token = captured[-1]
     if per_token.dim() != 3:
         raise NotPackable("the score head does not see every token (it pools before the head)")
+    if states is not None:
+        hidden = inputs[-1]
+        states.states = hidden.reshape(-1, hidden.shape[-1])[states.at.to(hidden.device)]
+        states.held = torch.arange(states.at.numel(), device=hidden.device)
     return per_token.reshape(-1, per_token.shape[-1])[rows.ends.to(per_token.device)]

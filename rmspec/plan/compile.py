@@ -108,7 +108,7 @@ def compile_plan(
     precision = choose_precision(spec.model.dtype, hw, spec.model.lora is not None)
     attn, attn_reason = _attention(spec.model.attn_implementation)
     cp_setting = spec.hardware.context_parallel
-    seqs = sequences_of(loaded, declared, shape, attn, sft, split=cp_setting != "auto" and int(cp_setting) > 1)
+    seqs = sequences_of(loaded, declared, shape, attn, split=cp_setting != "auto" and int(cp_setting) > 1)
     run = RunDir(run_dir_of(spec))
     visual = qwen_visual_plan(spec, shape, model_path, run.data_report)  # a Qwen2-VL family VLM, else None
     seqs = with_visual_tokens(seqs, visual)
@@ -125,14 +125,13 @@ def compile_plan(
         spec.training,
         attn=attn,
         # split rows are packed: pointwise's and process's only then (plan_packing's split), so auto may split them too
-        packed=plan_packing(spec.training.packing, declared, shape.architecture, attn, sft, split=True)[0]
-        == SHARED_PREFIX,
+        packed=plan_packing(spec.training.packing, declared, shape.architecture, attn, split=True)[0] == SHARED_PREFIX,
         has_lora=spec.model.lora is not None,
         packed_list=seqs.n_list if seqs.packed and seqs.lists else None,
     )
     # auto split the rows of an approach packed only when split (pointwise, process, generative)
     if cp > 1 and not seqs.packed:
-        seqs = sequences_of(loaded, declared, shape, attn, sft, split=True)
+        seqs = sequences_of(loaded, declared, shape, attn, split=True)
         base = with_blocks(replace(base, packed=seqs.packed), shape, hw.is_gpu)  # the same one sequence, now packed
     fitted = split_row(cp, base, shape, attn, seqs.packed, hw.num_processes, hw.is_gpu)  # a rank's share where cp > 1
     held = rank_share(shape, fitted, cp, base.seq_len)  # a rank's gathered keys/values and mask slice, judged too

@@ -18,7 +18,7 @@ MASKED_ATTENTION = ("sdpa", "eager")
 
 
 def plan_packing(
-    setting: str, approach: Any, architecture: str | None, attn: str, sft: bool = False, split: bool = False
+    setting: str, approach: Any, architecture: str | None, attn: str, split: bool = False
 ) -> tuple[str, str]:
     """(path, reason); ``shared_prefix`` where it cannot apply is a PlanError with the fix.
     `approach`: its declaration (rmspec.approaches) or name. ``split``: hardware.context_parallel above 1,
@@ -29,9 +29,9 @@ def plan_packing(
         return OFF, "training.packing: off"
     why = None
     packs = approach.shared_prefix or (split and approach.packs_when_split)
-    if sft:
-        why = "approach.sft_weight: the LM term reads each chosen sequence on its own (two sequences per pair)"
-    elif not packs:
+    # Bradley-Terry's SFT term (approach.sft_weight) packs too: it reads the chosen tokens' hidden states in the
+    # packed row (rmspec.train.pair_extras.packed_pair_sft)
+    if not packs:
         why = f"approach {approach.name}: one sequence per example, no prompt shared between sequences"
     elif architecture == "encoder":
         why = "an encoder attends in both directions, so a prompt's states depend on the response after it"

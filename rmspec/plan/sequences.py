@@ -19,12 +19,12 @@ from rmspec.spec.row_kinds import PAIRS
 from rmspec.vision.shapes import packing_refusal
 
 
-def sequences_of(loaded, declared, shape: ModelShape, attn: str, sft: bool, split: bool = False) -> Sequences:
+def sequences_of(loaded, declared, shape: ModelShape, attn: str, split: bool = False) -> Sequences:
     """``split``: hardware.context_parallel above 1 (pointwise, process and generative pack their rows only then)."""
     spec, training = loaded.spec, loaded.spec.training
     lists = declared.sequences_per_example is None
     n_list, list_how = list_size(spec, loaded.base_dir) if lists else (None, None)
-    packing, packing_reason = plan_packing(training.packing, declared, shape.architecture, attn, sft, split)
+    packing, packing_reason = plan_packing(training.packing, declared, shape.architecture, attn, split)
     vlm = shape.extra.get("vision_model_type")
     if packing == SHARED_PREFIX and vlm:  # a VLM's image pairs pack with M-RoPE where that is built
         refusal = packing_refusal(vlm)

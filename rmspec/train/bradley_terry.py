@@ -13,7 +13,7 @@ from rmspec.train.objectives.margins import margin_bradley_terry_loss
 from rmspec.train.objectives.sft import sft_regularized_loss
 from rmspec.train.objectives.ties import davidson_loss
 from rmspec.train.packing import is_packed, packed_pair_rewards
-from rmspec.train.pair_extras import EXTRA_MODULES, LM_HEAD_MODULE, chosen_response_labels, sft_term
+from rmspec.train.pair_extras import EXTRA_MODULES, LM_HEAD_MODULE, chosen_response_labels, packed_pair_sft, sft_term
 from rmspec.train.rewards import forward_scores, position_ids_from_mask
 from rmspec.train.vision_packing import is_vision_packed, packed_vision_pair_rewards
 from rmspec.vision.collate import vision_inputs
@@ -78,12 +78,17 @@ class BradleyTerryTrainer(ScoreTrainer):
 
     def splits_rows(self) -> bool:
         """Whether hardware.context_parallel can split this trainer's rows (rmspec.train.context_parallel_run.attach):
-        Bradley-Terry and its extra heads (ODIN, ensembles: rmspec.train.heads), whose outputs all come from the
-        split forward; not an SFT term, which reads the chosen tokens' hidden states (rows not packed)."""
-        return not self.sft_weight
+        yes, with its extra heads (ODIN, ensembles: rmspec.train.heads) and its SFT term, all read from the split
+        forward (tests/test_context_parallel_heads.py, test_packing_sft.py)."""
+        return True
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if self.sft_weight:
+        by_pair = None  # the SFT term by pair, on prompt-once rows
+        if self.sft_weight and is_packed(inputs):  # split over the group where there is one
+            lm_head = getattr(self.accelerator.unwrap_model(model), LM_HEAD_MODULE)
+            chosen, rejected, by_pair = packed_pair_sft(model, inputs, lm_head, self.context_parallel)
+            lm_loss = by_pair.mean()
+        elif self.sft_weight:
             chosen, rejected, lm_loss = self._rewards_and_lm_loss(model, inputs)
         else:
             # each row split over the context-parallel group where there is one, in training and evaluation
@@ -100,7 +105,7 @@ class BradleyTerryTrainer(ScoreTrainer):
             if self.sft_weight:
                 self.record({"sft_loss": lm_loss.item()})
         if return_outputs:
-            return loss, {"chosen": chosen, "rejected": rejected, "tie": tie}
+            return loss, {"chosen": chosen, "rejected": rejected, "tie": tie, "sft": by_pair}
         return loss
 
     def pair_loss(
@@ -122,16 +127,20 @@ class BradleyTerryTrainer(ScoreTrainer):
 
     def first_rows_loss(self, out: dict, inputs: dict, rows: int) -> torch.Tensor:
         margin, tie = self._margin(inputs), out["tie"]
-        return self.pair_loss(
+        loss = self.pair_loss(
             out["chosen"][:rows],
             out["rejected"][:rows],
             None if margin is None else margin[:rows],
             None if tie is None else tie[:rows],
         )
+        if out.get("sft") is not None:  # split rows are packed: the SFT term by pair
+            loss = sft_regularized_loss(loss, out["sft"].mean(rows), self.sft_weight)
+        return loss
 
     def _rewards_and_lm_loss(self, model, inputs):
-        """One forward over the 2B sequences: rewards from the score head, and the LM loss of the
-        chosen response from the last hidden states through the kept LM head."""
+        """One forward over the 2B sequences (rows not packed: training.packing off, or an attention that takes no
+        mask): rewards from the score head, and the LM loss of the chosen response from the last hidden states
+        through the kept LM head."""
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
         out = model(
             input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask), output_hidden_states=True

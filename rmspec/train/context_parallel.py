@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 
 from rmspec.inference.packed_attention import ATTENTION_NAME, gathering, register
-from rmspec.inference.packed_forward import block_plan_for, compute_dtype, head_module
+from rmspec.inference.packed_forward import StatesAt, block_plan_for, compute_dtype, head_module
 from rmspec.inference.prefix_mask import (
     MASKED_ATTENTION,
     NotPackable,
@@ -207,7 +207,7 @@ def read_head(model: Any) -> tuple[torch.nn.Module, bool]:
         return lm_head, True
 
 
-def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tensor:
+def head_outputs(model: Any, rows: PackedRows, group: Any = None, states: StatesAt | None = None) -> torch.Tensor:
     """Head outputs [responses, num_labels] at the last token of every response of ``rows`` (the whole
     batch, identical on every rank of ``group``), each rank computing its two chunks of every row.
 
@@ -217,13 +217,15 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
     judge's verdict tokens). The head is ``read_head``'s: a score head, or a causal LM's LM head, asked for logits
     at this rank's read columns only (``logits_to_keep``). ``model`` must run ``ATTENTION_NAME``
     (use_context_parallel_attention). The one split forward: rmspec.train.context_parallel_run.split_head_outputs
-    calls it for every approach that trains split."""
+    calls it for every approach that trains split. ``states``: filled with the score head's input at the
+    positions of its request that this rank holds (and their indices into it)."""
     config = model_config(model)
     if attention_implementation(config) != ATTENTION_NAME:
         raise ContextParallelError(
             f"the model runs {attention_implementation(config)!r}: call use_context_parallel_attention first"
         )
     size, rank = dist.get_world_size(group), dist.get_rank(group)
+    unpadded = rows.input_ids.shape[1]
     rows = pad_columns(rows, 2 * size, getattr(config, "pad_token_id", None) or 0)
     width = rows.input_ids.shape[1]
     mine = shard(width, size, rank)
@@ -244,13 +246,21 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
     end_row, end_col = rows.ends.to(device) // width, rows.ends.to(device) % width
     at = where[end_col]  # each read point's local column, -1 on the rank that does not hold it
     head, lm_head = read_head(model)
+    if lm_head and states is not None:
+        raise ContextParallelError("hidden states are read beside a score head only")
     if lm_head:  # vocabulary logits only at the local columns this rank reads (transformers' logits_to_keep)
         held = torch.unique(at[at >= 0])  # sorted
         kept = held if held.numel() else torch.zeros(1, dtype=torch.long, device=device)
         extra["logits_to_keep"] = kept
         at = torch.where(at >= 0, torch.searchsorted(kept, at.clamp(min=0)), at)
     captured: list[torch.Tensor] = []
-    handle = head.register_forward_hook(lambda _m, _i, out: captured.append(out))
+    hidden: list[torch.Tensor] = []
+
+    def hook(_m: Any, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+        captured.append(out)
+        hidden.append(args[0])
+
+    handle = head.register_forward_hook(hook)
     try:
         with active(group):
             model(
@@ -263,6 +273,11 @@ def head_outputs(model: Any, rows: PackedRows, group: Any = None) -> torch.Tenso
     if not captured or captured[-1].dim() != 3:
         raise ContextParallelError("the score head does not see every token (it pools before the head)")
     per_token = captured[-1]  # [rows, local columns (the LM head: the kept ones), labels or vocabulary]
+    if states is not None:  # the request's positions in this rank's columns
+        wanted = states.at.to(device)
+        local_at = where[wanted % unpadded]
+        states.held = (local_at >= 0).nonzero().squeeze(1)
+        states.states = hidden[-1][wanted[states.held] // unpadded, local_at[states.held]]
     held = (at >= 0)[:, None]
     values = torch.where(held, per_token[end_row, at.clamp(min=0)], torch.zeros((), dtype=per_token.dtype))
     return sum_over_ranks(values, group)

@@ -35,6 +35,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rmspec.inference.packed_forward import StatesAt
+
 
 @dataclass(frozen=True)
 class Groups:
@@ -112,13 +114,13 @@ def rows_not_repeated(gradient_state: Any, groups: Groups, batch_size: int) -> i
 
 
 def sum_over_group(outputs: torch.Tensor, degree: int) -> torch.Tensor:
-    """The split forward's ``outputs``, their value kept and the gradient they send back into the split forward
-    ``degree`` times over. A rank's backward through the split forward gives the parameters only its tokens'
-    share of their gradient (the group's shares add up to one process's), and DDP or FSDP averages over every
-    process: scaled so, the mean over the N x G processes is the mean over the G groups of each group's whole
-    gradient. Only the gradient through the split forward is scaled: a parameter the loss reads directly (a
-    learned Davidson tie's log nu, the head weights in ODIN's orthogonality term) has its whole gradient on
-    every rank already, and the mean keeps it once."""
+    """``outputs`` of a rank's share of the tokens (the split forward's, or a term computed from this rank's
+    hidden states), their value kept and the gradient they send back ``degree`` times over. A rank's backward
+    through them gives the parameters only its tokens' share of their gradient (the group's shares add up to one
+    process's), and DDP or FSDP averages over every process: scaled so, the mean over the N x G processes is the
+    mean over the G groups of each group's whole gradient. Only those shares are scaled: a parameter the loss
+    reads directly (a learned Davidson tie's log nu, the head weights in ODIN's orthogonality term) has its
+    whole gradient on every rank already, and the mean keeps it once."""
     return outputs + (degree - 1) * (outputs - outputs.detach())
 
 
@@ -152,12 +154,16 @@ def split_step(model: Any, groups: Groups) -> Iterator[None]:
         yield
 
 
-def split_head_outputs(model: Any, inputs: dict[str, torch.Tensor], groups: Groups) -> torch.Tensor:
+def split_head_outputs(
+    model: Any, inputs: dict[str, torch.Tensor], groups: Groups, states: StatesAt | None = None
+) -> torch.Tensor:
     """Head outputs [responses, num_labels] of a packed batch (PackedPairCollator's, PackedListCollator's or
     PackedScoresCollator's: the same on every rank of the group), each row split over the group: the equal of
     packed_forward.packed_head_outputs, one output per read point (``packed_ends``) in its order, on every rank.
     The one split forward every approach that trains split reads its rewards from, training and evaluating; its
-    gradient is the group's to add up (``sum_over_group``)."""
+    gradient is the group's to add up (``sum_over_group``). ``states`` is filled with the hidden states at this
+    rank's share of its positions (context_parallel.head_outputs): what the caller computes from them is its
+    rank's share too, and the caller scales it (rmspec.train.pair_extras.packed_pair_sft)."""
     from rmspec.inference.packed_attention import switched
     from rmspec.train.context_parallel import head_outputs
     from rmspec.train.packing import is_packed, packed_rows
@@ -165,7 +171,7 @@ def split_head_outputs(model: Any, inputs: dict[str, torch.Tensor], groups: Grou
     if not is_packed(inputs):
         raise ValueError("context parallelism splits prompt-once rows: this batch is not packed")
     with switched(model):
-        outputs = head_outputs(model, packed_rows(inputs), groups.group)
+        outputs = head_outputs(model, packed_rows(inputs), groups.group, states)
     return sum_over_group(outputs, groups.degree) if torch.is_grad_enabled() else outputs
 
 

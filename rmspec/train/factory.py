@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from rmspec import approaches
-from rmspec.approaches.base import LM_HEAD
 from rmspec.plan.packing import OFF
 from rmspec.train.collators import LMCollator, PairCollator, ScoresCollator
 from rmspec.train.packing import SHARED_PREFIX, PackedPairCollator, packed_length, packing_path
@@ -58,8 +57,7 @@ def build_trainer(
 ):
     """``split``: the plan splits each row over a context-parallel group (hardware.context_parallel above 1)."""
     approach = approaches.of(spec)
-    sft = approach.uses_lm_head(spec.approach) and approach.head != LM_HEAD  # an LM term beside the score head
-    packing, packing_reason = packing_path(spec.training.packing, approach, model.config, sft, split)
+    packing, packing_reason = packing_path(spec.training.packing, approach, model.config, split)
     if has_images(train) and packing == SHARED_PREFIX:  # image rows: prompt-once packing with M-RoPE, where it applies
         why = why_not_packable(model.config)  # ODIN and ensembles pack too (rmspec.train.heads.pair_outputs)
         packing, packing_reason = (
@@ -88,7 +86,7 @@ def build_trainer(
 def bradley_terry(spec: Any, model: Any, tokenizer: Any, common: dict, packed: bool, validation: Any) -> Any:
     approach = spec.approach
     pad = tokenizer.pad_token_id
-    collator: Any = PackedPairCollator(pad) if packed else PairCollator(pad)
+    collator: Any = PackedPairCollator(pad, sft=bool(approach.sft_weight)) if packed else PairCollator(pad)
     if has_images(common["train_dataset"]):
         encoder = vision_encoder(model, tokenizer, spec.model.vision)
         collator = VisionPackedPairCollator(encoder) if packed else VisionPairCollator(encoder)

@@ -26,20 +26,49 @@ class PackedPairCollator:
     """Bradley-Terry batches as shared-prefix rows: one row per pair, or several short pairs per row.
 
     ``packed_ends`` [2B] holds the flat index of the last token of chosen k (at 2k) and rejected
-    k (at 2k + 1); ``margin`` [B] as PairCollator.
+    k (at 2k + 1); ``margin`` [B] as PairCollator. ``sft``: with the SFT term's targets
+    (approach.sft_weight: ``packed_sft_targets``).
     """
 
     pad_token_id: int
     several_per_row: bool = True
+    sft: bool = False
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        groups = [split_shared_prefix([list(r["chosen_input_ids"]), list(r["rejected_input_ids"])]) for r in rows]
+        pairs = [(list(r["chosen_input_ids"]), list(r["rejected_input_ids"])) for r in rows]
+        groups = [split_shared_prefix(list(pair)) for pair in pairs]
         packed = pack_groups(groups, self.pad_token_id, several_per_row=self.several_per_row)
         margin = torch.tensor([float(r.get("margin") or 0.0) for r in rows], dtype=torch.float32)
         batch = packed_batch(packed, margin=margin)
+        if self.sft:
+            batch.update(packed_sft_targets(packed, pairs))
         if rows and "tie" in rows[0]:  # annotated ties (approach.ties: davidson)
             batch["tie"] = torch.tensor([bool(r["tie"]) for r in rows], dtype=torch.bool)
         return batch
+
+
+SFT_POSITIONS, SFT_LABELS, SFT_PAIRS = "sft_positions", "sft_labels", "sft_pairs"
+
+
+def packed_sft_targets(rows: PackedRows, pairs: list[tuple[list[int], list[int]]]) -> dict[str, torch.Tensor]:
+    """The targets of Bradley-Terry's SFT term (rmspec.train.pair_extras.packed_pair_sft) in a packed pair batch:
+    the tokens pair_extras.chosen_response_labels labels (the chosen tokens after the longest prefix the pair
+    shares, the first token never), each with the flat position whose hidden state predicts it (the token before
+    it in the chosen sequence, on the shared prefix or the chosen branch, never the rejected one) and its pair.
+    ``pairs``: (chosen, rejected) token ids, in the batch's group order."""
+    width = rows.input_ids.shape[1]
+    positions, labels, owners = [], [], []
+    for g, (chosen, rejected) in enumerate(pairs):
+        shared = 0
+        while shared < min(len(chosen), len(rejected)) and chosen[shared] == rejected[shared]:
+            shared += 1
+        where = ((rows.group == g) & (rows.branch <= 1)).nonzero()  # the chosen sequence's columns, in order
+        flat = where[:, 0] * width + where[:, 1]
+        start = max(shared, 1)
+        positions.append(flat[start - 1 : len(chosen) - 1])
+        labels.append(torch.tensor(chosen[start:], dtype=torch.long))
+        owners.append(torch.full((len(labels[-1]),), g, dtype=torch.long))
+    return {SFT_POSITIONS: torch.cat(positions), SFT_LABELS: torch.cat(labels), SFT_PAIRS: torch.cat(owners)}
 
 
 def packed_batch(packed: PackedRows, **extra: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -94,7 +123,7 @@ def packed_pair_rewards(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[to
 # ---------------------------------------------------------------- which path
 
 
-def packing_path(setting: str, approach: Any, config: Any, sft: bool = False, split: bool = False) -> tuple[str, str]:
+def packing_path(setting: str, approach: Any, config: Any, split: bool = False) -> tuple[str, str]:
     """(path, reason) at run time, from the spec's training.packing and the loaded model's config:
     the plan's rules (rmspec.plan.packing) applied to what the model is. ``shared_prefix`` where
     it cannot apply is an error (exit 2) with the fix. ``split``: the plan splits each row over a
@@ -103,7 +132,7 @@ def packing_path(setting: str, approach: Any, config: Any, sft: bool = False, sp
     from rmspec.plan.packing import plan_packing
 
     architecture = "decoder" if is_causal(config) else "encoder"
-    return plan_packing(setting, approach, architecture, attention_implementation(config), sft, split)
+    return plan_packing(setting, approach, architecture, attention_implementation(config), split)
 
 
 def packed_length(chosen: list[int], rejected: list[int]) -> int:

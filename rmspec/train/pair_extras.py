@@ -9,14 +9,17 @@ them (BradleyTerryTrainer.save_model), a plain sequence classifier for every cli
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from rmspec.train.objectives.sft import IGNORE_INDEX, chosen_lm_loss
 from rmspec.train.objectives.ties import TieParameter, tie_calibration
+from rmspec.train.packing import SFT_LABELS, SFT_PAIRS, SFT_POSITIONS, packed_rows
 
 TIE_MODULE, LM_HEAD_MODULE = "rmspec_tie", "rmspec_lm_head"
 EXTRA_MODULES = (TIE_MODULE, LM_HEAD_MODULE)
@@ -68,6 +71,51 @@ def chosen_response_labels(chosen: torch.Tensor, rejected: torch.Tensor, chosen_
     positions = torch.arange(chosen.shape[1], device=chosen.device).unsqueeze(0)
     keep = (positions >= shared.unsqueeze(1)) & chosen_mask.bool()
     return chosen.masked_fill(~keep, IGNORE_INDEX)
+
+
+@dataclass
+class PairNLL:
+    """The SFT term by pair: each pair's summed NLL and its number of target tokens (whole on every rank of a
+    split group), so the term of the batch's first rows can be taken alone (an evaluation batch that ends in
+    repeats: rmspec.train.base_trainer.ScoreTrainer.first_rows_loss)."""
+
+    sums: torch.Tensor  # [pairs]
+    tokens: torch.Tensor  # [pairs]
+
+    def mean(self, rows: int | None = None) -> torch.Tensor:
+        """The mean NLL over the target tokens of the first ``rows`` pairs (all by default)."""
+        return self.sums[:rows].sum() / max(int(self.tokens[:rows].sum()), 1)
+
+
+def packed_pair_sft(
+    model: Any, inputs: dict[str, torch.Tensor], lm_head: nn.Module, split: Any = None
+) -> tuple[torch.Tensor, torch.Tensor, PairNLL]:
+    """(chosen rewards, rejected rewards, the SFT term by pair) of a packed pair batch with its targets
+    (rmspec.train.packing.packed_sft_targets), from one forward: the score head at the read points, the LM head at the targets'
+    hidden states only. Split over the context-parallel group ``split``, each rank takes the targets in its
+    columns and the pairs' sums are summed over the group, the one-process sums on every rank; each rank's share
+    sends its gradient back N times over (into the LM head's weights as into the split forward), as the split
+    forward's outputs do (context_parallel_run.sum_over_group)."""
+    from rmspec.inference.packed_forward import StatesAt, packed_head_outputs
+
+    request = StatesAt(inputs[SFT_POSITIONS])
+    if split is None:
+        scores = packed_head_outputs(model, packed_rows(inputs), request)[:, 0]
+    else:
+        from rmspec.train.context_parallel_run import split_head_outputs
+
+        scores = split_head_outputs(model, inputs, split, request)[:, 0]
+    assert request.states is not None and request.held is not None  # filled by the forward
+    held = request.held.to(scores.device)
+    nll = F.cross_entropy(lm_head(request.states).float(), inputs[SFT_LABELS][held], reduction="none")
+    owners, pairs = inputs[SFT_PAIRS], scores.shape[0] // 2
+    sums = torch.zeros(pairs, dtype=nll.dtype, device=nll.device).index_add(0, owners[held], nll)
+    if split is not None:
+        from rmspec.train.context_parallel import sum_over_ranks
+        from rmspec.train.context_parallel_run import sum_over_group
+
+        sums = sum_over_ranks(sum_over_group(sums, split.degree), split.group)
+    return scores[0::2], scores[1::2], PairNLL(sums, torch.bincount(owners, minlength=pairs))
 
 
 def sft_term(lm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,7 @@ if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_C
 
     whole = cp.head_outputs
 
-    def head_outputs(model, rows, group=None):
+    def head_outputs(model, rows, group=None, states=None):
         size, rank = dist.get_world_size(group), dist.get_rank(group)
         padded = cp.pad_columns(rows, 2 * size)
         mine = cp.balanced_columns(padded.input_ids.shape[1], size, rank)
@@ -41,7 +41,7 @@ if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_C
         }
         with open(os.path.join(os.environ["RMSPEC_TEST_CP_SPY"], f"rank{rank}.jsonl"), "a") as fh:
             fh.write(json.dumps(record) + "\\n")
-        return whole(model, rows, group)
+        return whole(model, rows, group, states)
 
     cp.head_outputs = head_outputs
 """
