@@ -193,7 +193,6 @@ def test_run_refuses_what_is_not_trained_split(tmp_path):
     ("change", "reason"),
     [
         ({"kind": "generative", "method": "grpo"}, "approach.method: grpo is not trained split"),
-        ({"strategy": "fsdp_full_shard_offload"}, "strategy 'fsdp_full_shard_offload'"),
         ({"strategy": "deepspeed_zero3"}, "strategy 'deepspeed_zero3'"),
     ],
 )
@@ -208,7 +207,8 @@ def test_run_refusal_names_each_option_not_wired(change, reason):
     why = run_refusal(spec, change.get("strategy", "ddp"))
     assert why is not None and reason in why
     plain = SimpleNamespace(kind="bradley_terry", sft_weight=0.0, ensemble=None, length_debias=None)
-    for strategy in ("ddp", "fsdp_shard_grad_op", "fsdp_full_shard"):  # trained split (test_fsdp_variants.py)
+    # trained split (test_fsdp_variants.py)
+    for strategy in ("ddp", "fsdp_shard_grad_op", "fsdp_full_shard", "fsdp_full_shard_offload", "fsdp_hybrid_shard"):
         for lora in (None, {"r": 8}):  # LoRA trains split too (test_context_parallel_lora.py)
             assert run_refusal(SimpleNamespace(approach=plain, model=SimpleNamespace(lora=lora)), strategy) is None
     # test_context_parallel_heads.py, test_packing_sft.py

@@ -89,6 +89,20 @@ def test_context_parallel_under_fsdp_with_checkpointing_trains_as_one_process(ba
     assert status(sharded[0])["state"] == "completed"
 
 
+def test_context_parallel_under_fsdp_with_cpu_offload_trains_as_one_process(base, single_packed):
+    """fsdp_full_shard_offload (the shim's CPUOffloadPolicy without pinned memory: tests/test_fsdp_cpu.py) with
+    each row split over both processes: the parameters and their gradients live on the host between steps,
+    the split forward and the group's scaling are the same, and step 1's gradients and the losses are one
+    process's."""
+    hook = {"strategy": "fsdp_full_shard_offload"}
+    sharded = _run(base, "cp-offload", fsdp=True, packing="shared_prefix", context_parallel=2, hook=hook)
+    plan = json.loads((sharded[0] / "plan.json").read_text())
+    assert plan["context_parallel"]["degree"] == 2
+    assert plan["accelerate_config"]["fsdp_config"]["fsdp_offload_params"] is True
+    _same_training(sharded, single_packed)
+    assert status(sharded[0])["state"] == "completed"
+
+
 def test_hybrid_shard_with_context_parallel_on_a_2d_mesh_trains_as_one_process(base, single_packed):
     """fsdp_hybrid_shard with each row split over 2 processes, on 4 processes that stand for 2 nodes of 2: FSDP2's
     mesh is 2 replicas x 2 shards (each parameter replicated across the "nodes", sharded within each), each node
