@@ -28,16 +28,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers.models import tiny_llama_config
 from helpers.runs import write_pairs
 from helpers.split_runs import (
     assert_evaluated_as_one,
     assert_gradients_equal,
     assert_split_equals_one,
     averaged_as_ddp,
+    column_owners,
     on_two_ranks,
     one_and_split,
     split_forwards,
+    tiny_scorer,
 )
 
 VOCAB, PAD, TOL = 97, 0, 1e-5
@@ -45,11 +46,7 @@ CASES = {"odin": 2, "ensemble": 3, "davidson": 1}  # case: the head's outputs
 
 
 def tiny(labels: int):
-    from transformers import AutoModelForSequenceClassification
-
-    config = tiny_llama_config(vocab_size=VOCAB, max_position_embeddings=512, pad_token_id=PAD, num_labels=labels)
-    torch.manual_seed(0)
-    return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa").train()
+    return tiny_scorer(labels, VOCAB, PAD)
 
 
 def batch() -> dict[str, torch.Tensor]:
@@ -100,7 +97,6 @@ def trainer_for(case: str, model, groups):
 def worker(rank: int, world: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
-    from rmspec.train.context_parallel import balanced_columns
     from rmspec.train.context_parallel_run import prepare_model
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
@@ -138,8 +134,7 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
                 }
         if rank == 0:
             width = inputs["input_ids"].shape[1]
-            padded = width + (-width % (2 * world))
-            owner = {c: r for r in range(world) for c in balanced_columns(padded, world, r).tolist()}
+            owner = column_owners(width, world)
             held = [owner[e % width] for e in inputs["packed_ends"].tolist()]
             results["layout"] = {"width": width, "rows": int(inputs["input_ids"].shape[0]), "first_pair": held[:2]}
             Path(out).write_text(json.dumps(results))

@@ -25,16 +25,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.models import tiny_llama_config
 from helpers.split_runs import (
     assert_evaluated_as_one,
     assert_gradients_equal,
     assert_split_equals_one,
     averaged_as_ddp,
+    column_owners,
     on_two_ranks,
     one_and_split,
     read_on_both_ranks,
     split_forwards,
+    tiny_scorer,
 )
 
 VOCAB, PAD, TOL = 97, 0, 1e-5
@@ -44,11 +45,7 @@ TOP_K, CENTER = 3, 0.05
 
 
 def tiny():
-    from transformers import AutoModelForSequenceClassification
-
-    config = tiny_llama_config(vocab_size=VOCAB, max_position_embeddings=512, pad_token_id=PAD, num_labels=1)
-    torch.manual_seed(0)
-    return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa").train()
+    return tiny_scorer(1, VOCAB, PAD)
 
 
 def lists() -> list[dict]:
@@ -78,7 +75,6 @@ def loss_of(rewards: torch.Tensor, mask: torch.Tensor, scores: torch.Tensor) -> 
 def worker(rank: int, world: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
-    from rmspec.train.context_parallel import balanced_columns
     from rmspec.train.context_parallel_run import prepare_model
     from rmspec.train.listwise import PackedListCollator, list_rewards
 
@@ -103,8 +99,7 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
                 for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters(), strict=True)
             }
             width = batch["input_ids"].shape[1]
-            padded = width + (-width % (2 * world))
-            owner = {c: r for r in range(world) for c in balanced_columns(padded, world, r).tolist()}
+            owner = column_owners(width, world)
             group = batch["packed_group"].reshape(-1)[batch["packed_ends"]].tolist()
             holders: dict[int, set[int]] = {}
             for g, e in zip(group, batch["packed_ends"].tolist(), strict=True):

@@ -36,6 +36,7 @@ from helpers.split_runs import (
     on_two_ranks,
     one_and_split,
     split_forwards,
+    tiny_scorer,
 )
 
 VOCAB, PAD, TOL = 97, 0, 1e-5
@@ -59,11 +60,7 @@ def test_pointwise_rows_are_packed_only_where_they_are_split():
 
 
 def tiny():
-    from transformers import AutoModelForSequenceClassification
-
-    config = tiny_llama_config(vocab_size=VOCAB, max_position_embeddings=512, pad_token_id=PAD, num_labels=2)
-    torch.manual_seed(0)
-    return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa").train()
+    return tiny_scorer(2, VOCAB, PAD)
 
 
 def examples() -> list[dict]:

@@ -23,20 +23,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers.models import tiny_llama_config
-from helpers.split_runs import assert_gradients_equal, averaged_as_ddp, on_two_ranks
+from helpers.split_runs import assert_gradients_equal, averaged_as_ddp, on_two_ranks, tiny_scorer
 
 VOCAB, PAD, TOL, WEIGHT = 97, 0, 1e-5, 0.5
 
 
 def tiny():
-    from transformers import AutoModelForSequenceClassification
-
     from rmspec.train.pair_extras import LM_HEAD_MODULE
 
-    config = tiny_llama_config(vocab_size=VOCAB, max_position_embeddings=512, pad_token_id=PAD, num_labels=1)
-    torch.manual_seed(0)
-    model = AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa").train()
+    model = tiny_scorer(1, VOCAB, PAD)
     model.add_module(LM_HEAD_MODULE, torch.nn.Linear(32, VOCAB, bias=False))
     return model
 

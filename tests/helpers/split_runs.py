@@ -116,6 +116,28 @@ def on_two_ranks(worker: Callable[[int, int, int, str], None], folder: Path) -> 
     return json.loads(out.read_text())
 
 
+def tiny_scorer(labels: int, vocab: int, pad: int):
+    """A tiny Llama sequence classifier (2 layers, hidden 32, fp32, SDPA) with ``labels`` outputs, in training mode
+    and seeded: every rank and the one-process reference build the same weights."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from helpers.models import tiny_llama_config
+
+    config = tiny_llama_config(vocab_size=vocab, max_position_embeddings=512, pad_token_id=pad, num_labels=labels)
+    torch.manual_seed(0)
+    return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa").train()
+
+
+def column_owners(width: int, world: int) -> dict[int, int]:
+    """The rank that holds each column of a packed batch ``width`` wide split over ``world`` ranks (padded to 2 x
+    world chunks, two a rank: rmspec.train.context_parallel.balanced_columns)."""
+    from rmspec.train.context_parallel import balanced_columns
+
+    padded = width + (-width % (2 * world))
+    return {c: r for r in range(world) for c in balanced_columns(padded, world, r).tolist()}
+
+
 def averaged_as_ddp(model) -> None:
     """Every parameter's gradient averaged over the processes, as DDP does after the backward: the split forward
     sends its outputs' gradient back N times over (rmspec.train.context_parallel_run.sum_over_group), so the
