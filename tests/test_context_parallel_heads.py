@@ -30,6 +30,7 @@ import torch
 
 from helpers.runs import write_pairs
 from helpers.split_runs import (
+    PAIRS_HEAD,
     assert_evaluated_as_one,
     assert_gradients_equal,
     assert_split_equals_one,
@@ -172,16 +173,6 @@ def test_split_outputs_loss_and_gradients_equal_one_process(measured, case):
 
 # ---------------------------------------------------------------- rmspec run, 1 process against 2 split
 
-SPEC = """version: 1
-name: {name}
-model: {{name_or_path: {model}}}
-data:
-  source: {{kind: files, paths: [pairs.jsonl]}}
-  mapping: {{preset: pairs}}
-  split: {{validation_fraction: 0.2, seed: 0}}
-approach: {{kind: bradley_terry, {heads}}}
-"""  # then helpers.split_runs.RUN
-
 # case: its options, and the learning rate. ODIN's first gradient is large here (norm 79: its correlation terms
 # pull the fresh heads hard), and at rate 0.1 its steps amplify float noise past 1e-5 by step 3 (measured: step 1
 # equal within 1.2e-7, step 3 within 1.1e-5); at 0.01 the weights still move.
@@ -196,7 +187,7 @@ def runs(request, tmp_path_factory) -> tuple[str, dict[str, Path]]:
     tmp = tmp_path_factory.mktemp(f"cp-{request.param}-run")
     write_pairs(tmp / "pairs.jsonl", 40)
     heads, rate = HEADS[request.param]
-    return request.param, one_and_split(tmp, SPEC, learning_rate=rate, heads=heads)
+    return request.param, one_and_split(tmp, PAIRS_HEAD, learning_rate=rate, options=heads)
 
 
 def test_a_run_with_extra_heads_split_over_two_processes_equals_one(runs):

@@ -184,26 +184,16 @@ def test_the_split_sft_loss_and_gradients_equal_one_process(tmp_path):
 
 # ---------------------------------------------------------------- rmspec run, 1 process against 2 split
 
-SPEC = """version: 1
-name: {name}
-model: {{name_or_path: {model}}}
-data:
-  source: {{kind: files, paths: [pairs.jsonl]}}
-  mapping: {{preset: pairs}}
-  split: {{validation_fraction: 0.2, seed: 0}}
-approach: {{kind: bradley_terry, sft_weight: {weight}}}
-"""  # then helpers.split_runs.RUN
-
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     from helpers.runs import write_pairs
-    from helpers.split_runs import one_and_split
+    from helpers.split_runs import PAIRS_HEAD, one_and_split
 
     tmp = tmp_path_factory.mktemp("cp-sft-run")
     write_pairs(tmp / "pairs.jsonl", 40)
     # a causal LM saved: the LM head the SFT term reads is its own (loaded, not drawn at random in each run)
-    return one_and_split(tmp, SPEC, causal=True, learning_rate=0.1, weight=WEIGHT)
+    return one_and_split(tmp, PAIRS_HEAD, causal=True, learning_rate=0.1, options=f"sft_weight: {WEIGHT}")
 
 
 def test_an_sft_run_split_over_two_processes_equals_one(runs):

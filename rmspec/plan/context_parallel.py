@@ -29,6 +29,7 @@ from rmspec.plan.blocks import block_mask_bytes
 from rmspec.plan.communication import context_parallel_bytes
 from rmspec.plan.memory import (
     GIB,
+    STRATEGIES,
     MemoryEstimate,
     TrainingShape,
     activation_bytes,
@@ -224,14 +225,7 @@ def split_row(
 # up the same way (rmspec.train.context_parallel_run.sum_over_group); with CPU offload the parameters and
 # gradients wait on the host between uses, which the split does not see (tests/test_fsdp_variants.py). DeepSpeed
 # is not trained split: its engine runs the backward and reduces the gradients its own way, untested here.
-SPLIT_STRATEGIES = (
-    "single",
-    "ddp",
-    "fsdp_shard_grad_op",
-    "fsdp_full_shard",
-    "fsdp_full_shard_offload",
-    "fsdp_hybrid_shard",
-)
+SPLIT_STRATEGIES = tuple(s for s in STRATEGIES if not s.startswith("deepspeed"))
 
 
 def run_refusal(spec: Any, strategy: str) -> str | None:

@@ -47,6 +47,19 @@ if "rmspec.launch.entrypoint" in sys.orig_argv and os.environ.get("RMSPEC_TEST_C
 """
 
 
+# The spec head of a Bradley-Terry run on helpers.runs.write_pairs' pairs.jsonl, its approach's options formatted
+# in (``options``: "sft_weight: 0.5", "ensemble: {members: 3}"); one_and_split adds RUN.
+PAIRS_HEAD = """version: 1
+name: {name}
+model: {{name_or_path: {model}}}
+data:
+  source: {{kind: files, paths: [pairs.jsonl]}}
+  mapping: {{preset: pairs}}
+  split: {{validation_fraction: 0.2, seed: 0}}
+approach: {{kind: bradley_terry, {options}}}
+"""
+
+
 # What follows each module's spec head (its data and approach): 3 SGD steps of 4 examples (micro batch 2,
 # accumulation 2), clipping out of reach, fields formatted by one_and_split.
 RUN = """training:
