@@ -233,7 +233,7 @@ def run_refusal(spec: Any, strategy: str) -> str | None:
     sizes what it refuses: the approaches that train split are wired and tested (Bradley-Terry on prompt-once
     rows under DDP or FSDP, with or without gradient checkpointing, full fine-tuning or LoRA:
     tests/test_context_parallel_run.py, test_context_parallel_lora.py, tests/test_fsdp_variants.py; its ties, ODIN
-    and ensembles: test_context_parallel_heads.py; listwise,
+    and ensembles: test_context_parallel_heads.py, its SFT term: test_packing_sft.py; listwise,
     pointwise, process and generative with method sft (rows of one response each, read at the last token, at
     every step or before every verdict token) under DDP: test_context_parallel_listwise.py,
     test_context_parallel_pointwise.py, test_context_parallel_process.py, test_context_parallel_generative.py;

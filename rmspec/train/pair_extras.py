@@ -1,5 +1,6 @@
 """What the recipes add to Bradley-Terry training (issue 21): the Davidson tie parameter, the LM
-head of the SFT regularizer, and the metrics that go with ties.
+head of the SFT regularizer and its term (on two sequences per pair, or read in the prompt-once row:
+``packed_pair_sft``), and the metrics that go with ties.
 
 Both extras are modules attached to the reward model (`rmspec_tie`, `rmspec_lm_head`) so the
 Trainer's optimizer, checkpoints and device placement see them; the final model is saved without
