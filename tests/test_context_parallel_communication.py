@@ -91,6 +91,19 @@ def test_the_link_is_the_nodes_when_a_group_fits_on_one_else_it_crosses_nodes():
     assert context_parallel_communication(degree=2, gpus_per_node=2, nodes=1, **{**facts, "is_gpu": False}) is None
 
 
+def test_with_two_links_a_group_in_a_node_runs_at_its_link_and_one_across_at_the_link_between():
+    facts = dict(moved_bytes=1e9, is_gpu=True, interconnect="nvlink", checkpointing=False, row_tokens=8)
+    two = {**facts, "between_nodes": "infiniband"}
+    inside = context_parallel_communication(degree=2, gpus_per_node=8, nodes=2, **two)
+    assert inside["link"] == "within one node" and inside["interconnect"] == "nvlink"
+    assert inside["seconds_per_step"] == pytest.approx(1e9 / GB_S["nvlink"], abs=1e-4)
+    across = context_parallel_communication(degree=4, gpus_per_node=2, nodes=2, **two)
+    assert across["interconnect"] == "infiniband"
+    assert across["seconds_per_step"] == pytest.approx(1e9 / GB_S["infiniband"], abs=1e-4)
+    one_link = context_parallel_communication(degree=4, gpus_per_node=2, nodes=2, **facts)  # as before: nvlink
+    assert one_link["seconds_per_step"] == pytest.approx(1e9 / GB_S["nvlink"], abs=1e-4)
+
+
 @pytest.fixture(scope="module")
 def llama():
     return plan(LLAMA_64K, [])

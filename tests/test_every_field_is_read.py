@@ -81,6 +81,12 @@ EFFECTS: dict[str, tuple[str, str]] = {
         "hardware.device=a100-80gb;hardware.gpus_per_node=2;hardware.interconnect=ethernet",
         "plan",
     ),
+    # the link between nodes: a ring over both nodes' processes runs at the slower link
+    "HardwareSpec.interconnect_between_nodes": (
+        "hardware.device=a100-80gb;hardware.nodes=2;hardware.interconnect=nvlink;"
+        "hardware.interconnect_between_nodes=infiniband",
+        "plan",
+    ),
     "EvalSpec.batch_size": ("eval.batch_size=64", "args"),
     # model shape (explicit, as for offline or private models), strategies, precision, data
     "ModelSpec.shape": (

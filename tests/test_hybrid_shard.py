@@ -101,6 +101,35 @@ def test_communication_adds_the_gradient_shards_all_reduce_across_nodes(plans):
     assert "across nodes" in comm["pattern"]
 
 
+def test_two_links_time_the_gathers_in_the_node_and_the_rest_between_nodes():
+    """interconnect nvlink (450 GB/s) within a node, interconnect_between_nodes infiniband (50 GB/s): HSDP's
+    gathers at the node's link and its all-reduce between nodes; full shard's one ring over all 16 processes
+    crosses nodes, so it runs at infiniband's rate; with one link named, both run at it, as before."""
+    links = ("hardware.interconnect=nvlink", "hardware.interconnect_between_nodes=infiniband")
+    n, r = 8, 2
+    hybrid = plan("hardware.strategy=fsdp_hybrid_shard", *links)
+    params, trained = hybrid.model.num_parameters, hybrid.model.trainable_parameters
+    steps = hybrid.gradient_accumulation_steps
+    within = (n - 1) / n * (2 * params + trained) * 2 * steps
+    across = 2 * (r - 1) / r * trained / n * 2 * steps
+    comm = hybrid.estimate["communication"]
+    assert comm["seconds_per_step"] == pytest.approx(within / 450e9 + across / 50e9, abs=1e-4)
+    assert comm["interconnect"] == "nvlink within nodes, infiniband between them"
+    flat = plan("hardware.strategy=fsdp_full_shard", *links).estimate["communication"]
+    assert flat["seconds_per_step"] == pytest.approx(flat["bytes_per_step"] / 50e9, abs=1e-4)
+    assert flat["bandwidth_gb_per_s"] == 50.0
+    one_link = plan("hardware.strategy=fsdp_hybrid_shard", "hardware.interconnect=nvlink").estimate["communication"]
+    assert one_link["seconds_per_step"] == pytest.approx(one_link["bytes_per_step"] / 450e9, abs=1e-4)
+    assert flat["seconds_per_step"] > 5 * comm["seconds_per_step"]  # what HSDP buys on these links
+
+
+def test_a_link_between_nodes_on_one_node_is_refused_at_validate(cli):
+    sets = ["--set", "hardware.nodes=1", "--set", "hardware.interconnect_between_nodes=infiniband"]
+    done = cli("validate", SPEC, *sets)
+    assert done.code == 2 and "Traceback" not in done.err
+    assert "nodes is 1" in done.out + done.err and "remove it" in done.out + done.err
+
+
 def test_context_parallel_trains_under_it(plans):
     split = plan("hardware.strategy=fsdp_hybrid_shard", "hardware.context_parallel=2")
     assert split.context_parallel["degree"] == 2 and split.context_parallel["run_refused"] is None

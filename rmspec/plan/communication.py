@@ -13,8 +13,11 @@ fp32 master weights):
   twice (forward and again in backward) and the gradients reduce-scattered (ZeRO-3's 1.5x of DDP).
 - fsdp_hybrid_shard (HSDP): full shard's gathers and reduce-scatter within each node (n = gpus_per_node),
   then, per micro step, a ring all-reduce of each process's gradient shard across the nodes (r = nodes):
-  2(r-1)/r x the trained gradient bytes / gpus_per_node. Both are timed at hardware.interconnect (the plan's
-  one link), so the time estimate shows HSDP's smaller volume, not its faster node-local links.
+  2(r-1)/r x the trained gradient bytes / gpus_per_node.
+The links: hardware.interconnect, one link for everything, unless hardware.interconnect_between_nodes names
+the link between nodes (then interconnect is the link within a node). With two links, HSDP's node-local
+traffic is timed at the node's link and its all-reduce across nodes at the link between them; a ring over
+every process (ddp, flat FSDP, DeepSpeed) crosses nodes, so it runs at the slower of the two.
 Context parallelism (hardware.context_parallel: N, rmspec.train.context_parallel) adds its own traffic,
 inside each group of N consecutive ranks: every attention layer all-gathers the group's keys and values
 (after RoPE, at the key/value heads: kv_dim = kv_heads x head_dim per token) in the forward, the
@@ -24,7 +27,7 @@ every rank's link (context_parallel_bytes):
     passes x layers x (N-1)/N x rows x 2 x width x kv_dim x bytes per element, per micro step,
 passes 2 (forward, backward) or 3 with checkpointing, rows the micro batch's rows, width the row padded
 to 2N chunks, times the gradient accumulation steps. The group's link is the node's when it fits on one
-node (groups are consecutive ranks: rmspec.train.context_parallel_run.layout), else it crosses nodes.
+node (groups are consecutive ranks: rmspec.train.context_parallel_run.layout), else the link between nodes.
 Nothing is assumed to overlap with compute, so the added time is an upper bound. Only GPU plans with
 more than one process are modelled (CPU processes share one machine's memory): a CPU plan's
 context-parallel section still states the bytes, its time estimate adds nothing.
@@ -52,6 +55,11 @@ GATHER_ONCE = ("fsdp_shard_grad_op",)
 GATHER_TWICE = ("fsdp_full_shard", "fsdp_full_shard_offload", "deepspeed_zero3", "deepspeed_zero3_offload")
 
 
+def between_nodes_link(interconnect: str, between_nodes: str | None, nodes: int) -> str | None:
+    """The link between nodes where the plan has two (hardware.interconnect_between_nodes on several nodes)."""
+    return between_nodes if nodes > 1 and between_nodes not in (None, interconnect) else None
+
+
 def communication(
     *,
     strategy: str,
@@ -64,9 +72,10 @@ def communication(
     master_fp32: bool,
     gradient_accumulation_steps: int,
     nodes: int = 1,
+    between_nodes: str | None = None,
 ) -> dict[str, Any] | None:
-    """Bytes each device sends per optimizer step and their time on `interconnect`; None when nothing
-    is modelled (one process, or CPU processes)."""
+    """Bytes each device sends per optimizer step and their time on `interconnect` (and `between_nodes`, the
+    link between nodes where it differs); None when nothing is modelled (one process, or CPU processes)."""
     n = num_processes // nodes if strategy == "fsdp_hybrid_shard" else num_processes
     if num_processes <= 1 or not is_gpu or strategy == "single":
         return None
@@ -86,9 +95,8 @@ def communication(
             "of the parameters + a reduce-scatter of the gradients, each (n-1)/n x their bytes"
         )
     elif strategy == "fsdp_hybrid_shard":
-        across = 2 * (nodes - 1) / nodes * trainable_parameters / n * comm_bytes
-        per_micro = ring * (2 * num_parameters + trainable_parameters) * comm_bytes + across
-        moved = per_micro * gradient_accumulation_steps
+        across = 2 * (nodes - 1) / nodes * trainable_parameters / n * comm_bytes * gradient_accumulation_steps
+        moved = ring * (2 * num_parameters + trainable_parameters) * comm_bytes * gradient_accumulation_steps + across
         pattern = (
             "per micro step, within each node (n = gpus_per_node): two all-gathers of the parameters + a "
             "reduce-scatter of the gradients, each (n-1)/n x their bytes; across nodes (r = nodes): an all-reduce "
@@ -96,13 +104,23 @@ def communication(
         )
     else:
         return None
-    bandwidth = BANDWIDTH_GB_S[interconnect]
+    inside, between = BANDWIDTH_GB_S[interconnect], between_nodes_link(interconnect, between_nodes, nodes)
+    if between is None:
+        link, seconds = interconnect, moved / (inside * 1e9)
+    else:
+        outside = BANDWIDTH_GB_S[between]
+        link = f"{interconnect} within nodes, {between} between them"
+        if strategy == "fsdp_hybrid_shard":  # the gathers on the node's link, the all-reduce between nodes
+            seconds = (moved - across) / (inside * 1e9) + across / (outside * 1e9)
+        else:  # one ring over every process: as fast as its slowest link
+            seconds = moved / (min(inside, outside) * 1e9)
     return {
-        "interconnect": interconnect,
-        "bandwidth_gb_per_s": bandwidth,
+        "interconnect": link,
+        # one link: its rate; two: the effective rate over the links used
+        "bandwidth_gb_per_s": inside if between is None else round(moved / seconds / 1e9, 1),
         "pattern": pattern,
         "bytes_per_step": round(moved),
-        "seconds_per_step": round(moved / (bandwidth * 1e9), 4),
+        "seconds_per_step": round(seconds, 4),
     }
 
 
@@ -138,18 +156,23 @@ def context_parallel_communication(
     interconnect: str,
     checkpointing: bool,
     row_tokens: int,
+    between_nodes: str | None = None,
 ) -> dict[str, Any] | None:
     """The time of ``moved_bytes`` (context_parallel_bytes, for rows of ``row_tokens`` padded) per step on
-    the group's link; None when nothing is modelled (no split, or CPU processes, as for communication)."""
+    the group's link (``between_nodes`` where a group spans nodes and the plan names that link); None when
+    nothing is modelled (no split, or CPU processes, as for communication)."""
     if degree <= 1 or not is_gpu:
         return None
     within = gpus_per_node % degree == 0  # consecutive ranks: every group on one node
+    between = between_nodes_link(interconnect, between_nodes, nodes)
     if within:
+        one_link = nodes > 1 and between is None
         link = (
-            "within one node" if nodes == 1 else "within one node (timed at hardware.interconnect, the plan's one link)"
+            "within one node (timed at hardware.interconnect, the plan's one link)" if one_link else "within one node"
         )
     else:
         link = "across nodes (a group spans nodes)"
+        interconnect = between or interconnect
     bandwidth = BANDWIDTH_GB_S[interconnect]
     passes = "forward, recompute (checkpointing) and backward" if checkpointing else "forward and backward"
     return {

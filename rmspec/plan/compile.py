@@ -351,6 +351,7 @@ def _estimate(
         master_fp32=precision.master_fp32,
         gradient_accumulation_steps=choice.grad_accum,
         nodes=hw.nodes,
+        between_nodes=spec.hardware.interconnect_between_nodes,
     )
     row = estimate["tokens_per_sequence"]  # time's row length (a guessed mean, or the bound), as compute's
     cp_traffic = context_parallel_communication(  # hardware.context_parallel: the groups' keys and values
@@ -368,6 +369,7 @@ def _estimate(
         interconnect=hw.interconnect,
         checkpointing=rung.checkpointing,
         row_tokens=split_tokens(row, cp)[0],
+        between_nodes=spec.hardware.interconnect_between_nodes,
     )
     return with_communication(estimate, traffic, cp_traffic), trained, trainable
 

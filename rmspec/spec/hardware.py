@@ -161,7 +161,15 @@ class HardwareSpec(Section):
         "nvlink",
         description="Link between GPUs; informs the time estimate (gradient and parameter traffic of multi-GPU "
         "plans, and context parallelism's key and value traffic, at nvlink 450, pcie 25, infiniband 50, ethernet "
-        "12.5 GB/s each way), not the strategy.",
+        "12.5 GB/s each way), not the strategy. With interconnect_between_nodes, the link within a node.",
+    )
+    interconnect_between_nodes: Literal["nvlink", "pcie", "infiniband", "ethernet"] | None = Field(
+        None,
+        description="Several nodes: the link between them (one per GPU), where it differs from interconnect "
+        "(then the link within a node). The time estimate runs fsdp_hybrid_shard's gathers and a context-parallel "
+        "group within a node at interconnect, and traffic between nodes at this: HSDP's all-reduce, a group that "
+        "spans nodes, and a ring over every process (ddp, flat FSDP, DeepSpeed) at the slower of the two. Unset: "
+        "interconnect for all.",
     )
     headroom: float = Field(
         0.1, ge=0, lt=0.9, description="Fraction of device memory kept free for fragmentation and kernels."
@@ -253,6 +261,15 @@ class HardwareSpec(Section):
             raise ValueError(
                 "strategy fsdp_hybrid_shard shards within each node, but hardware.gpus_per_node is 1: with one process "
                 "a node there is nothing to shard, so set strategy: fsdp_full_shard (shards over every node) or ddp"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _between_nodes_needs_nodes(self) -> HardwareSpec:
+        if self.interconnect_between_nodes is not None and self.nodes == 1:
+            raise ValueError(
+                "interconnect_between_nodes is the link between nodes, and nodes is 1: remove it, or set nodes "
+                "above 1 (interconnect is the link within a node)"
             )
         return self
 
