@@ -198,7 +198,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 def test_an_sft_run_split_over_two_processes_equals_one(runs):
     from helpers.runs import metrics_rows
-    from helpers.split_runs import assert_evaluated_as_one, assert_split_equals_one, split_forwards
+    from helpers.split_runs import assert_evaluated_as_one, assert_split_equals_one, split_forwards, weights
 
     plan, status = assert_split_equals_one(runs, "sft")
     assert plan["packing"] == "shared_prefix"  # prompt-once rows, the SFT term read in them
@@ -209,12 +209,5 @@ def test_an_sft_run_split_over_two_processes_equals_one(runs):
         for run in ("one", "cp")
     }
     assert len(sft["one"]) == 3 and sft["cp"] == pytest.approx(sft["one"], abs=1e-5)
-    assert "lm_head.weight" not in json.dumps(
-        sorted(weights_of(runs["cp"] / "model"))
-    )  # the saved model: the score head
-
-
-def weights_of(folder: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(str(folder / "model.safetensors"))
+    saved = weights(runs["cp"] / "model")
+    assert "lm_head.weight" not in json.dumps(sorted(saved))  # the saved model: the score head

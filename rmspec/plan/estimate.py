@@ -147,6 +147,23 @@ def _sample_file(path: Path, fmt: str, limit: int) -> list[dict] | None:
     return out
 
 
+def prompt_once_tokens(prompt: float, answers: list[float], max_length: int) -> tuple[float, float]:
+    """(the prompt-once row, one sequence per answer), in tokens, of a prompt and its answers of ``prompt`` and
+    ``answers`` tokens: each answer cut to max_length, and the prompt cut once, as the data stage cuts it, so that
+    the longest answer fits after it."""
+    answers = [min(a, max_length) for a in answers]
+    p = max(0.0, min(prompt, max_length - max(answers)))
+    row, unpacked = p, len(answers) * p
+    for a in answers:
+        row, unpacked = row + a, unpacked + a
+    return row, unpacked
+
+
+def padded_mean(values: list[float], bound: int) -> int:
+    """Sampled tokens' mean with PADDING_ALLOWANCE, rounded up, at most ``bound``."""
+    return min(math.ceil(sum(values) / len(values) * (1 + PADDING_ALLOWANCE)), bound)
+
+
 def sample_rows(source, base_dir: Path, limit: int = SAMPLE_ROWS) -> list[dict] | None:
     """The first `limit` rows of a local files or SQLite source (no filters), or None where not cheap to read."""
     try:

@@ -9,14 +9,20 @@ of a local source (the largest list there), else 4
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 from rmspec import approaches
 from rmspec.approaches.base import LM_HEAD
 from rmspec.errors import PlanError
-from rmspec.plan.estimate import CHARS_PER_TOKEN, PADDING_ALLOWANCE, data_sequence_length, sample_rows
+from rmspec.plan.estimate import (
+    CHARS_PER_TOKEN,
+    PADDING_ALLOWANCE,
+    data_sequence_length,
+    padded_mean,
+    prompt_once_tokens,
+    sample_rows,
+)
 from rmspec.plan.text_chars import text_chars
 from rmspec.spec import presets
 
@@ -74,12 +80,12 @@ def packed_list_lengths(data: Any, approach: str, base_dir: Path, max_length: in
         packed: list[float] = []
         unpacked: list[float] = []
         for prompt, responses in sampled:
-            answers = [min(r / CHARS_PER_TOKEN, max_length) for r in responses]
-            p = max(0.0, min(prompt / CHARS_PER_TOKEN, max_length - max(answers)))  # cut so the longest fits
-            packed.append(p + sum(answers))
-            unpacked.append(len(answers) * p + sum(answers))
-        grow = 1 + PADDING_ALLOWANCE
-        row, per_prompt = (min(math.ceil(sum(v) / len(v) * grow), bound) for v in (packed, unpacked))
+            packed_row, one_each = prompt_once_tokens(
+                prompt / CHARS_PER_TOKEN, [r / CHARS_PER_TOKEN for r in responses], max_length
+            )
+            packed.append(packed_row)
+            unpacked.append(one_each)
+        row, per_prompt = padded_mean(packed, bound), padded_mean(unpacked, bound)
         how = (
             f"mean prompt-once row {row} vs {per_prompt} tokens per prompt unpacked, from {len(packed)} sampled lists "
             f"at {CHARS_PER_TOKEN:g} chars/token, +{PADDING_ALLOWANCE:.0%} padding; the row bound is {n} x max_length"

@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from rmspec.errors import PlanError
-from rmspec.plan.estimate import CHARS_PER_TOKEN, PADDING_ALLOWANCE, sample_rows, text_columns
+from rmspec.plan.estimate import (
+    CHARS_PER_TOKEN,
+    PADDING_ALLOWANCE,
+    padded_mean,
+    prompt_once_tokens,
+    sample_rows,
+    text_columns,
+)
 from rmspec.plan.fields import Sequences
 from rmspec.plan.model_shape import ModelShape
 from rmspec.plan.packing import OFF, SHARED_PREFIX, plan_packing
@@ -85,16 +92,13 @@ def packed_lengths(source, mapping, base_dir: Path, max_length: int) -> tuple[in
             if None in lengths:
                 continue
             p, c, r = (n / CHARS_PER_TOKEN for n in lengths if n is not None)
-            c, r = min(c, max_length), min(r, max_length)
-            p = max(0.0, p - max(0.0, p + max(c, r) - max_length))
-            packed.append(p + c + r)
-            unpacked.append(2 * p + c + r)
-            longest = max(longest, c, r)
+            packed_row, two = prompt_once_tokens(p, [c, r], max_length)
+            packed.append(packed_row)
+            unpacked.append(two)
+            longest = max(longest, min(c, max_length), min(r, max_length))
     if not packed:
         return unknown
-    grow = 1 + PADDING_ALLOWANCE
-    mean_row = min(math.ceil(sum(packed) / len(packed) * grow), bound)
-    pair = min(math.ceil(sum(unpacked) / len(unpacked) * grow), bound)
+    mean_row, pair = padded_mean(packed, bound), padded_mean(unpacked, bound)
     row_bound = min(bound, max_length + math.ceil(longest))
     how = (
         f"mean prompt-once row {mean_row} vs {pair} tokens per pair unpacked, from {len(packed)} "

@@ -207,9 +207,9 @@ class HardwareSpec(Section):
         "or eager. `rmspec plan` sizes "
         "it per rank (gradient accumulation x N keeps global_batch_size); `rmspec run` trains Bradley-Terry (its "
         "ties, ODIN, ensembles and SFT term too), listwise, pointwise, process and generative judges (method sft) "
-        "under DDP "
-        "or FSDP (shard_grad_op, full_shard, its CPU offload, hybrid_shard), with or without gradient checkpointing "
-        "or LoRA, and refuses, with the reason, what is only planned (a judge trained by GRPO, DeepSpeed).",
+        "under DDP or FSDP (shard_grad_op, full_shard, its CPU offload, hybrid_shard), with or without gradient "
+        "checkpointing or LoRA, and refuses, with the reason, what is only planned (a judge trained by GRPO, "
+        "DeepSpeed).",
     )
     slurm: SlurmSpec | None = Field(
         None,
